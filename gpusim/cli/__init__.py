@@ -1,0 +1,74 @@
+"""The ``gpusim`` console script.
+
+Each subcommand lives in its own module ``gpusim.cli.<name>`` that defines
+``add_arguments(parser)`` and ``main(args) -> int``; modules are imported only when their command
+runs, so ``gpusim predict`` stays fast. Every :class:`InputError` becomes one line on stderr and
+exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from kernels_ir.errors import InputError
+
+# name -> (module, one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "run": ("gpusim.cli.run", "build the persistent RNN kernel, execute it, check values"),
+    "ir": ("gpusim.cli.ir", "print the IR of a kernel"),
+    "simulate": ("gpusim.cli.simulate", "simulate a layer cycle-approximately on a GPU model"),
+    "specs": ("gpusim.cli.specs", "list the GPU spec files and their values"),
+    "banks": ("gpusim.cli.banks", "shared-memory bank-conflict analysis of a weight layout"),
+    "predict": ("gpusim.cli.predict", "predict per-step time and speedup for a layer"),
+    "capacity": ("gpusim.cli.capacity", "largest layer that fits, and the binding limit"),
+    "sweep": ("gpusim.cli.sweep", "sweep predictions over sizes, batches, densities and GPUs"),
+    "crosscheck": ("gpusim.cli.crosscheck", "compare the simulator with recorded GPU measurements"),
+}
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that exits 2 with one line (argparse's own usage error behaviour, kept short)."""
+
+    def error(self, message: str):  # noqa: D401 - argparse API
+        self.exit(2, f"error: {message} (see 'gpusim {self.prog.split()[-1]} --help')\n")
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    parser = _Parser(prog="gpusim", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for name, (module, help_) in COMMANDS.items():
+        p = sub.add_parser(name, help=help_, description=help_)
+        if only is None or name == only:
+            importlib.import_module(module).add_arguments(p)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    command = next((a for a in argv if not a.startswith("-")), None)
+    if command not in COMMANDS:
+        command = None
+    try:
+        parser = build_parser(only=command)
+    except ModuleNotFoundError as exc:  # a subcommand not built yet
+        print(f"error: command {command!r} is not available ({exc})", file=sys.stderr)
+        return 2
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    module = importlib.import_module(COMMANDS[args.command][0])
+    try:
+        return int(module.main(args) or 0)
+    except InputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

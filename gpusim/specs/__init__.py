@@ -1,0 +1,251 @@
+"""GPU specs as data: one TOML file per GPU, every value with its unit and source.
+
+Each parameter is declared once in :data:`PARAMS` (unit, type, bounds, one-line description, as
+gem5 declares its params). A spec file gives, for every parameter, a table
+``name = { value = ..., unit = "...", source = "...", type = "D|M|I|S|C" }`` where ``type`` is the
+evidence class of ``reference/hw_params.md`` (D documented, M measured, I inferred, S simulator
+config) plus ``C`` for values calibrated by this project, which must name the measurement file in
+``calibration``. The loader rejects a missing, unknown or impossible value with a message naming
+the field and the file.
+
+Only :mod:`tomllib` and the standard library are imported here, so ``models`` can use specs
+without importing the simulator engine.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from kernels_ir.errors import SpecError
+
+SPEC_DIR = Path(__file__).parent
+DEFAULT_GPU = "v100"
+
+
+@dataclass(frozen=True, slots=True)
+class Param:
+    unit: str
+    kind: type
+    lo: float
+    hi: float
+    doc: str
+
+
+# name -> declaration. Units are in the names where they are not counts.
+PARAMS: dict[str, Param] = {
+    "clock_hz": Param("Hz", float, 1e8, 5e9, "SM core clock used to convert cycles to seconds"),
+    "sm_count": Param("SMs", int, 1, 1024, "enabled streaming multiprocessors"),
+    "subpartitions_per_sm": Param("count", int, 1, 8, "sub-partitions (warp schedulers) per SM"),
+    "issue_per_cycle_per_subpartition": Param("warp-instr/cycle", int, 1, 4,
+                                              "warp-instructions one scheduler issues per cycle"),
+    "fp32_lanes_per_subpartition": Param("lanes", int, 1, 64,
+                                         "FP32 lanes per sub-partition (32/lanes = pipe cycles)"),
+    "int32_lanes_per_subpartition": Param("lanes", int, 1, 64, "INT32 lanes per sub-partition"),
+    "sfu_lanes_per_subpartition": Param("lanes", int, 1, 32, "special-function lanes"),
+    "fma_latency_cycles": Param("cycles", int, 1, 64, "dependent-issue latency of FP32 FMA/ADD"),
+    "alu_latency_cycles": Param("cycles", int, 1, 64, "dependent-issue latency of INT32 ops"),
+    "sfu_latency_cycles": Param("cycles", int, 1, 400, "latency of a special function (tanh, exp)"),
+    "shfl_latency_cycles": Param("cycles", int, 1, 200, "latency of a warp shuffle"),
+    "regs_per_sm": Param("32-bit registers", int, 1024, 1 << 20, "register file per SM"),
+    "max_regs_per_thread": Param("registers", int, 16, 1024, "largest register count per thread"),
+    "reg_alloc_unit_per_warp": Param("registers", int, 1, 4096,
+                                     "registers are allocated per warp in units of this many"),
+    "max_threads_per_sm": Param("threads", int, 32, 8192, "resident threads per SM"),
+    "max_ctas_per_sm": Param("CTAs", int, 1, 64, "resident CTAs per SM"),
+    "max_threads_per_cta": Param("threads", int, 32, 2048, "threads per CTA"),
+    "smem_bytes_per_sm": Param("bytes", int, 1024, 1 << 22, "shared memory per SM (max carve-out)"),
+    "smem_bytes_per_cta": Param("bytes", int, 1024, 1 << 22, "shared memory one CTA may use"),
+    "smem_banks": Param("banks", int, 1, 64, "shared-memory banks"),
+    "smem_bank_bytes": Param("bytes", int, 1, 16, "width of one bank"),
+    "smem_latency_cycles": Param("cycles", int, 1, 200, "shared-memory load latency"),
+    "smem_wavefronts_per_cycle": Param("wavefronts/cycle", float, 0.1, 8,
+                                       "wavefronts the SM's shared-memory pipe serves per cycle"),
+    "cta_barrier_latency_cycles": Param("cycles", int, 1, 500, "__syncthreads() latency"),
+    "l2_size_bytes": Param("bytes", int, 1 << 16, 1 << 32, "L2 capacity"),
+    "l2_slices": Param("slices", int, 1, 1024, "L2 slices (banks) that serve requests in parallel"),
+    "l2_bytes_per_cycle_per_slice": Param("bytes/cycle", float, 1, 1024, "L2 slice bandwidth"),
+    "l2_sector_bytes": Param("bytes", int, 8, 256, "L2 access granularity (sector)"),
+    "l2_hit_latency_cycles": Param("cycles", int, 10, 2000, "load round trip SM -> L2 hit -> SM"),
+    "l2_atomic_latency_cycles": Param("cycles", int, 10, 4000,
+                                      "dependent global atomic round trip at L2"),
+    "l2_atomic_same_address_cycles": Param("cycles", float, 0.1, 1000,
+                                           "interval between two atomics on one address"),
+    "fence_latency_cycles": Param("cycles", int, 0, 10000, "__threadfence() cost"),
+    "dram_latency_cycles": Param("cycles", int, 10, 10000, "load round trip on an L2 miss"),
+    "dram_bandwidth_bytes_per_s": Param("bytes/s", float, 1e9, 1e14, "sustained DRAM bandwidth"),
+    "launch_overhead_s": Param("s", float, 1e-8, 1e-3, "extra time per back-to-back launch"),
+    "graph_launch_overhead_s": Param("s", float, 1e-8, 1e-3, "per kernel inside a CUDA graph"),
+}
+
+EVIDENCE = {"D": "documented", "M": "measured (literature)", "I": "inferred", "S": "simulator "
+            "configuration", "C": "calibrated by this project"}
+
+
+@dataclass(frozen=True, slots=True)
+class GPUSpec:
+    """One GPU, as data. Use ``dataclasses.replace(spec, sm_count=2)`` to shrink it in tests."""
+
+    name: str
+    full_name: str
+    arch: str
+    clock_hz: float
+    sm_count: int
+    subpartitions_per_sm: int
+    issue_per_cycle_per_subpartition: int
+    fp32_lanes_per_subpartition: int
+    int32_lanes_per_subpartition: int
+    sfu_lanes_per_subpartition: int
+    fma_latency_cycles: int
+    alu_latency_cycles: int
+    sfu_latency_cycles: int
+    shfl_latency_cycles: int
+    regs_per_sm: int
+    max_regs_per_thread: int
+    reg_alloc_unit_per_warp: int
+    max_threads_per_sm: int
+    max_ctas_per_sm: int
+    max_threads_per_cta: int
+    smem_bytes_per_sm: int
+    smem_bytes_per_cta: int
+    smem_banks: int
+    smem_bank_bytes: int
+    smem_latency_cycles: int
+    smem_wavefronts_per_cycle: float
+    cta_barrier_latency_cycles: int
+    l2_size_bytes: int
+    l2_slices: int
+    l2_bytes_per_cycle_per_slice: float
+    l2_sector_bytes: int
+    l2_hit_latency_cycles: int
+    l2_atomic_latency_cycles: int
+    l2_atomic_same_address_cycles: float
+    fence_latency_cycles: int
+    dram_latency_cycles: int
+    dram_bandwidth_bytes_per_s: float
+    launch_overhead_s: float
+    graph_launch_overhead_s: float
+    sources: tuple[tuple[str, str, str, str], ...] = ()  # (field, source, type, calibration)
+
+    @property
+    def cycle_s(self) -> float:
+        return 1.0 / self.clock_hz
+
+    @property
+    def warp_size(self) -> int:
+        return 32
+
+    def cycles_to_s(self, cycles: float) -> float:
+        return cycles / self.clock_hz
+
+    def source(self, field: str) -> str:
+        for f, src, typ, cal in self.sources:
+            if f == field:
+                return f"[{typ}] {src}" + (f" (calibration: {cal})" if cal else "")
+        return "(set in code, e.g. by dataclasses.replace)"
+
+
+_FIELDS = [f.name for f in dataclasses.fields(GPUSpec)]
+assert set(PARAMS) == set(_FIELDS) - {"name", "full_name", "arch", "sources"}
+
+
+def spec_path(name: str) -> Path:
+    return SPEC_DIR / f"{name.lower()}.toml"
+
+
+def available() -> list[str]:
+    """Names of the bundled GPU specs."""
+    return sorted(p.stem for p in SPEC_DIR.glob("*.toml"))
+
+
+def load_spec(name_or_path: str | Path = DEFAULT_GPU) -> GPUSpec:
+    """Load a bundled spec by name (``v100``, ``h100``, ``h200``) or any spec file by path."""
+    text = str(name_or_path)
+    path = Path(text)
+    if not (text.endswith(".toml") or path.is_file()):
+        path = spec_path(text)
+        if not path.is_file():
+            raise SpecError(f"unknown GPU {text!r}; accepted: {', '.join(available())} "
+                            f"(or a path to a spec .toml file)")
+    try:
+        data = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise SpecError(f"spec file {path} does not exist") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecError(f"spec file {path} is not valid TOML: {exc}") from None
+    return parse_spec(data, str(path))
+
+
+def parse_spec(data: dict, origin: str = "<spec>") -> GPUSpec:
+    """Validate a parsed spec document; every problem names the field."""
+    gpu = data.get("gpu")
+    if not isinstance(gpu, dict):
+        raise SpecError(f"{origin}: missing [gpu] table with name, full_name, arch")
+    for key in ("name", "full_name", "arch"):
+        if not isinstance(gpu.get(key), str) or not gpu[key]:
+            raise SpecError(f"{origin}: [gpu] {key} is missing or not a string")
+    params = data.get("params")
+    if not isinstance(params, dict):
+        raise SpecError(f"{origin}: missing [params] table")
+    unknown = sorted(set(params) - set(PARAMS))
+    if unknown:
+        raise SpecError(f"{origin}: unknown parameter {unknown[0]!r}; accepted: "
+                        f"{', '.join(PARAMS)}")
+    missing = [k for k in PARAMS if k not in params]
+    if missing:
+        raise SpecError(f"{origin}: missing parameter {missing[0]!r} ({PARAMS[missing[0]].doc}, "
+                        f"unit {PARAMS[missing[0]].unit})")
+    values, sources = {}, []
+    for key, decl in PARAMS.items():
+        entry = params[key]
+        if not isinstance(entry, dict) or "value" not in entry:
+            raise SpecError(f"{origin}: parameter {key!r} must be a table with value, unit, "
+                            f"source, type")
+        value = entry["value"]
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise SpecError(f"{origin}: {key} = {value!r} is not a number")
+        if decl.kind is int and (not float(value).is_integer()):
+            raise SpecError(f"{origin}: {key} = {value} must be a whole number of {decl.unit}")
+        if not math.isfinite(float(value)) or not decl.lo <= value <= decl.hi:
+            raise SpecError(f"{origin}: {key} = {value} {decl.unit} is impossible; accepted "
+                            f"{decl.lo:g} .. {decl.hi:g} {decl.unit}")
+        if entry.get("unit") != decl.unit:
+            raise SpecError(f"{origin}: {key} has unit {entry.get('unit')!r}; expected "
+                            f"{decl.unit!r}")
+        src, typ = entry.get("source"), entry.get("type")
+        if not isinstance(src, str) or not src.strip():
+            raise SpecError(f"{origin}: {key} has no source")
+        if typ not in EVIDENCE:
+            raise SpecError(f"{origin}: {key} has type {typ!r}; accepted {', '.join(EVIDENCE)}")
+        cal = entry.get("calibration", "")
+        if typ == "C" and not cal:
+            raise SpecError(f"{origin}: {key} is calibrated (type C) but names no calibration "
+                            f"record")
+        values[key] = decl.kind(value)
+        sources.append((key, src, typ, cal))
+    spec = GPUSpec(name=gpu["name"], full_name=gpu["full_name"], arch=gpu["arch"],
+                   sources=tuple(sources), **values)
+    _check_consistency(spec, origin)
+    return spec
+
+
+def _check_consistency(s: GPUSpec, origin: str) -> None:
+    if s.smem_bytes_per_cta > s.smem_bytes_per_sm:
+        raise SpecError(f"{origin}: smem_bytes_per_cta = {s.smem_bytes_per_cta} exceeds "
+                        f"smem_bytes_per_sm = {s.smem_bytes_per_sm}")
+    if s.max_threads_per_cta > s.max_threads_per_sm:
+        raise SpecError(f"{origin}: max_threads_per_cta = {s.max_threads_per_cta} exceeds "
+                        f"max_threads_per_sm = {s.max_threads_per_sm}")
+    if s.max_regs_per_thread * 32 > s.regs_per_sm:
+        raise SpecError(f"{origin}: max_regs_per_thread = {s.max_regs_per_thread} does not fit "
+                        f"one warp in regs_per_sm = {s.regs_per_sm}")
+    for lanes in ("fp32_lanes_per_subpartition", "int32_lanes_per_subpartition",
+                  "sfu_lanes_per_subpartition"):
+        if 32 % getattr(s, lanes):
+            raise SpecError(f"{origin}: {lanes} = {getattr(s, lanes)} must divide the warp (32)")
+
+
+__all__ = ["GPUSpec", "PARAMS", "load_spec", "parse_spec", "available", "DEFAULT_GPU"]
