@@ -1,0 +1,355 @@
+"""The persistent RNN kernels written in the IR: sparse (Zhu et al. 2018) and dense (Diamos 2016).
+
+One CTA per SM, ``threads_per_cta`` threads (8 warps by default), all co-resident for the whole
+launch. Per thread, loaded once before the time loop and never written back:
+
+- ``w[S]`` weight values and (sparse only) ``c[S]`` word addresses ``col * B`` of the
+  (value, column) pairs of :class:`kernels_ir.mapping.Mapping` (S = sum of the row-slots' K_j);
+- ``rid[R]`` the rows the warp owns, and per row the addresses of its x and h elements.
+
+Each step ``t`` (``loop.time``):
+
+1. stage ``h_t`` (N x B, batch-interleaved ``[N][B]``, slot ``t`` of the global ``hseq``) into the
+   shared array ``h_s`` with 128-bit loads, every thread a strided share of the words;
+   - ``sync="lamport"``: the loads *are* the synchronisation. Slots 1..T of ``hseq`` are filled
+     with the sentinel -0.0 (bits 0x80000000) before the launch; each thread re-loads its 4 words
+     with L2-coherent (volatile) loads until none is the sentinel (a bounded spin);
+   - ``sync="barrier"``: thread 0 spins on the arrive counter until all CTAs finished step t-1
+     (``counter >= t * nctas``), a CTA barrier releases the others, then plain loads;
+   then ``__syncthreads()``;
+2. for each row-slot j: K_j gathers of ``h_s[col][0..B)`` (one 64/128-bit load with
+   ``wide_loads``, else B 32-bit loads) and B FMAs each; a butterfly shuffle reduction per batch
+   column; lane b < B selects column b, adds ``x_t[row][b]`` (prefetched at the start of the step),
+   applies tanh, canonicalises -0.0 to +0.0 (``+ 0.0``) so a real result never looks like the
+   sentinel, and stores ``h_{t+1}[row][b]`` into slot t+1 of ``hseq``;
+3. ``sync="barrier"``: ``__syncthreads()``, then thread 0 does ``__threadfence()`` and an atomic
+   arrive on ``counter``.
+
+Padding rows (``rid = -1``) compute on zero weights and store nothing; padding slots hold zero
+weights whose columns were chosen by the mapping to add no shared-memory wavefront.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..builder import Builder
+from ..errors import CapacityError, InputError
+from ..ir import F32, I32, PRED, Kernel
+from ..mapping import Mapping, access_pattern, map_matrix
+from ..verify import verify
+
+SENTINEL_BITS = np.int32(-(1 << 31))  # 0x80000000, the bit pattern of -0.0f
+SYNCS = ("lamport", "barrier")
+DEFAULT_THREADS = 256
+WARP = 32
+
+
+@dataclass(frozen=True, eq=False)
+class RNNProgram:
+    """A kernel plus everything the host does around it (inputs, output decoding, reference)."""
+
+    kernel: Kernel
+    inputs: dict  # buffer name -> initial contents (1-D float32 or int32, length = Buffer.size)
+    mapping: Mapping | None
+    layer: object  # models.sparse.Layer
+    variant: dict
+    slot_words: int  # words per hseq slot (N*B rounded up to whole 128-bit chunks)
+
+    @property
+    def hidden(self) -> int:
+        return self.layer.hidden
+
+    @property
+    def batch(self) -> int:
+        return self.layer.batch
+
+    @property
+    def timesteps(self) -> int:
+        return self.layer.timesteps
+
+    def outputs(self, globals_: dict) -> np.ndarray:
+        """H (T+1, N, B) float32 from the final contents of the global buffers."""
+        n, b, t = self.hidden, self.batch, self.timesteps
+        hseq = np.asarray(globals_["hseq"]).view(np.float32).reshape(t + 1, self.slot_words)
+        return hseq[:, : n * b].reshape(t + 1, n, b).copy()
+
+    def reference(self) -> np.ndarray:
+        """float64 H (T+1, N, B) from :func:`models.reference.rnn_reference`."""
+        from models.reference import rnn_reference
+
+        return rnn_reference(self.layer.U, self.layer.x_proj, self.layer.h0)
+
+    def max_rel_err(self, globals_: dict) -> float:
+        """Largest error of any h_t element relative to the reference's scale at that step."""
+        return max_rel_err(self.outputs(globals_), self.reference())
+
+
+def max_rel_err(h: np.ndarray, ref: np.ndarray) -> float:
+    """max over t of max|h_t - ref_t| / max(max|ref_t|, 1e-30), steps 1..T.
+
+    Normalising by the step's largest magnitude (not element-wise) keeps the measure meaningful
+    for elements near zero, where tanh outputs cross sign and a relative error per element blows
+    up although the absolute error is at fp32 rounding.
+    """
+    h = np.asarray(h, dtype=np.float64)
+    ref = np.asarray(ref, dtype=np.float64)
+    if not np.all(np.isfinite(h)):
+        return float("inf")
+    err = np.abs(h - ref).reshape(ref.shape[0], -1).max(axis=1)
+    scale = np.maximum(np.abs(ref).reshape(ref.shape[0], -1).max(axis=1), 1e-30)
+    return float((err / scale)[1:].max(initial=0.0))
+
+
+def make_layer(hidden: int, batch: int, density: float, timesteps: int, seed: int = 0,
+               cell: str = "rnn"):
+    """A fresh random layer (see :func:`models.sparse.random_layer`)."""
+    from models.sparse import random_layer
+
+    return random_layer(hidden, batch, density, timesteps, seed, cell=cell)
+
+
+def build_sparse_rnn(layer, spec, *, sync: str = "lamport", wide_loads: bool = True,
+                     layout="naive", threads_per_cta: int = DEFAULT_THREADS, seed: int = 0,
+                     n_ctas: int | None = None) -> RNNProgram:
+    """The sparse persistent RNN for ``layer`` on ``spec`` (one CTA per SM)."""
+    return _build(layer, spec, sync=sync, wide_loads=wide_loads, layout=layout,
+                  threads_per_cta=threads_per_cta, seed=seed, dense=False, n_ctas=n_ctas)
+
+
+def build_dense_rnn(layer, spec, *, sync: str = "lamport", wide_loads: bool = True,
+                    threads_per_cta: int = DEFAULT_THREADS, n_ctas: int | None = None
+                    ) -> RNNProgram:
+    """The dense persistent RNN (Diamos-style: every weight of U in registers, no indices)."""
+    return _build(layer, spec, sync=sync, wide_loads=wide_loads, layout="naive",
+                  threads_per_cta=threads_per_cta, seed=0, dense=True, n_ctas=n_ctas)
+
+
+def _check_variant(layer, spec, sync, threads_per_cta) -> None:
+    if sync not in SYNCS:
+        raise InputError(f"sync={sync!r} is not supported; accepted: {', '.join(SYNCS)}")
+    if getattr(layer, "cell", "rnn") != "rnn":
+        raise InputError(f"cell={layer.cell!r}: the persistent kernels are built for the vanilla "
+                         f"RNN cell (rnn); gru and lstm are modelled analytically only")
+    if threads_per_cta % WARP or not WARP <= threads_per_cta <= spec.max_threads_per_cta:
+        raise InputError(f"threads_per_cta={threads_per_cta} must be a multiple of 32 in "
+                         f"32..{spec.max_threads_per_cta}")
+
+
+def _build(layer, spec, *, sync, wide_loads, layout, threads_per_cta, seed, dense,
+           n_ctas) -> RNNProgram:
+    _check_variant(layer, spec, sync, threads_per_cta)
+    n, b, steps = layer.hidden, layer.batch, layer.timesteps
+    loads = access_pattern(b, wide_loads)
+    n_ctas = spec.sm_count if n_ctas is None else int(n_ctas)
+    wpc = threads_per_cta // WARP
+    mapping = map_matrix(layer.U, n_ctas=n_ctas, warps_per_cta=wpc, batch=b,
+                         wide_loads=wide_loads, layout=layout, seed=seed, dense=dense)
+    n_warps, S, R = mapping.n_warps, mapping.total_slots, mapping.rows_per_warp
+    nb = n * b
+    slot = -(-nb // 4) * 4  # 128-bit staging chunks
+    hs_words = max(slot, WARP * max(mapping.slots) * b) if dense else slot
+    _check_capacity(spec, n=n, b=b, S=S, R=R, dense=dense, threads=threads_per_cta,
+                    smem_bytes=4 * hs_words, density=layer.U.nnz / max(1, n * n))
+
+    name = f"{'dense' if dense else 'sparse'}_rnn_{sync}_{'wide' if wide_loads else 'scalar'}"
+    bld = Builder(name, grid=n_ctas, block=threads_per_cta, hidden=n, batch=b, timesteps=steps,
+                  sync=sync, wide_loads=wide_loads, layout=mapping.layout, dense=dense,
+                  nnz=int(layer.U.nnz), slots=S, rows_per_warp=R)
+    g_w = bld.global_buffer("w_vals", F32, n_warps * S * WARP)
+    g_c = None if dense else bld.global_buffer("w_cols", I32, n_warps * S * WARP)
+    g_rows = bld.global_buffer("row_ids", I32, n_warps * R)
+    g_x = bld.global_buffer("x_proj", F32, steps * nb)
+    g_h = bld.global_buffer("hseq", F32, (steps + 1) * slot, role="inout")
+    g_cnt = bld.global_buffer("counter", I32, 1, role="inout") if sync == "barrier" else None
+    h_s = bld.shared("h_s", F32, hs_words)
+
+    # --- set-up: special registers, weights, rows -------------------------------------------
+    lane = bld.sreg("lane", dst=bld.reg(I32, "lane"))
+    warp = bld.sreg("warp", dst=bld.reg(I32, "warp"))
+    tid = bld.sreg("tid", dst=bld.reg(I32, "tid"))
+    cta = bld.sreg("cta", dst=bld.reg(I32, "cta"))
+    nctas = bld.sreg("nctas", dst=bld.reg(I32, "nctas"))
+    gw = bld.imad(cta, wpc, warp, dst=bld.reg(I32, "gwarp"))
+    wbase = bld.imad(gw, S * WARP, lane, dst=bld.reg(I32, "wbase"))
+    w = bld.reg(F32, "w", S)
+    c = None if dense else bld.reg(I32, "c", S)
+    for s in range(S):
+        bld.ldg(g_w, wbase, offset=s * WARP, dst=w[s])
+        if c is not None:
+            bld.ldg(g_c, wbase, offset=s * WARP, dst=c[s])
+    rid = bld.reg(I32, "rid", R)
+    xaddr = bld.reg(I32, "xaddr", R)
+    haddr = bld.reg(I32, "haddr", R)
+    mine = bld.reg(PRED, "mine", R)
+    rbase = bld.imul(gw, R, dst=bld.reg(I32, "rbase"))
+    lane_b = bld.imin(lane, b - 1, dst=bld.reg(I32, "lane_b"))
+    lane_ok = bld.isetp("lt", lane, b, dst=bld.reg(PRED, "lane_ok"))
+    tmp = bld.reg(I32, "tmp")
+    for j in range(R):
+        bld.ldg(g_rows, rbase, offset=j, dst=rid[j])
+        bld.imax(rid[j], 0, dst=tmp)
+        bld.imad(tmp, b, lane_b, dst=xaddr[j])          # always in range: x of (row, min(lane, B-1))
+        bld.imad(rid[j], b, lane, dst=haddr[j])
+        bld.isetp("ge", rid[j], 0, dst=mine[j])
+        bld.pand(mine[j], lane_ok, dst=mine[j])         # lane b < B of a real row stores column b
+    pick = bld.reg(PRED, "pick", max(1, b))
+    for k in range(1, b):
+        bld.isetp("eq", lane, k, dst=pick[k])
+    lane_b_addr = None
+    if dense:
+        lane_b_addr = bld.imul(lane, b, dst=bld.reg(I32, "lane_addr"))
+        _zero_tail(bld, h_s, tid, slot, hs_words, threads_per_cta)
+
+    # --- the time loop ------------------------------------------------------------------------
+    acc = bld.reg(F32, "acc", b)
+    hv = bld.reg(F32, "hv", b)
+    xv = bld.reg(F32, "xv", R)
+    val = bld.reg(F32, "val")
+    sh = bld.reg(F32, "sh")
+    with bld.loop("t", 0, steps, kind="time") as t:
+        xoff = bld.imul(t, nb, dst=bld.reg(I32, "xoff"))
+        for j in range(R):                                 # prefetch x_t for the rows
+            bld.iadd(xoff, xaddr[j], dst=tmp)
+            bld.ldg(g_x, tmp, dst=xv[j])
+        _stage_h(bld, sync, g_h, g_cnt, h_s, t, tid, nctas, slot, threads_per_cta)
+        hoff = bld.imad(t, slot, slot, dst=bld.reg(I32, "hoff"))  # slot t+1
+        for j in range(R):
+            off = mapping.slot_offset(j)
+            for k in range(b):
+                bld.mov(0.0, dst=acc[k])
+            for s in range(off, off + mapping.slots[j]):
+                for width, woff in loads:
+                    if dense:
+                        bld.lds(h_s, lane_b_addr, offset=WARP * (s - off) * b + woff,
+                                width=width, dst=tuple(hv[woff + i] for i in range(width)))
+                    else:
+                        bld.lds(h_s, c[s], offset=woff, width=width,
+                                dst=tuple(hv[woff + i] for i in range(width)))
+                for k in range(b):
+                    bld.ffma(w[s], hv[k], acc[k], dst=acc[k])
+            for k in range(b):
+                for m in (16, 8, 4, 2, 1):
+                    bld.shfl_xor(acc[k], m, dst=sh)
+                    bld.fadd(acc[k], sh, dst=acc[k])
+            bld.mov(acc[0], dst=val)
+            for k in range(1, b):
+                bld.sel(pick[k], acc[k], val, dst=val)
+            with bld.if_(mine[j]):
+                bld.fadd(val, xv[j], dst=val)
+                bld.tanh(val, dst=val)
+                bld.fadd(val, 0.0, dst=val)                # -0.0 -> +0.0 (never the sentinel)
+                bld.iadd(hoff, haddr[j], dst=tmp)
+                bld.stg(g_h, tmp, val)
+        if sync == "barrier":
+            bld.bar()
+            is0 = bld.isetp("eq", tid, 0, dst=bld.reg(PRED, "is_t0"))
+            with bld.if_(is0):
+                bld.fence()
+                bld.atom_add(g_cnt, 0, 1, dst=bld.reg(I32, "old"))
+    kernel = verify(bld.build(), smem_limit_bytes=spec.smem_bytes_per_cta)
+    inputs = _inputs(mapping, layer, slot, sync, dense)
+    variant = {"sync": sync, "wide_loads": bool(wide_loads), "layout": mapping.layout,
+               "dense": dense, "threads_per_cta": threads_per_cta}
+    return RNNProgram(kernel, inputs, mapping, layer, variant, slot)
+
+
+def _stage_h(bld, sync, g_h, g_cnt, h_s, t, tid, nctas, slot, threads) -> None:
+    """Copy slot t of hseq into h_s (see the module docstring, step 1)."""
+    if sync == "barrier":
+        is0 = bld.isetp("eq", tid, 0, dst=bld.reg(PRED, "wait_t0"))
+        target = bld.imul(t, nctas, dst=bld.reg(I32, "target"))
+        with bld.if_(is0):
+            with bld.while_(label="grid_barrier") as spin:
+                cnt = bld.ldg_volatile(g_cnt, 0, dst=bld.reg(I32, "cnt"))
+                spin.cond = bld.isetp("lt", cnt, target, dst=bld.reg(PRED, "behind"))
+        bld.bar()
+    chunk = bld.reg(F32, "chunk", 4)
+    bits = bld.reg(I32, "bits")
+    idx = bld.reg(I32, "idx")
+    gidx = bld.reg(I32, "gidx")
+    base = bld.imul(t, slot, dst=bld.reg(I32, "hbase"))
+    tid4 = bld.imul(tid, 4, dst=bld.reg(I32, "tid4"))
+    iters = -(-slot // (4 * threads))
+    with bld.loop("i", 0, iters) as i:
+        bld.imad(i, 4 * threads, tid4, dst=idx)
+        inside = bld.isetp("lt", idx, slot, dst=bld.reg(PRED, "inside"))
+        with bld.if_(inside):
+            bld.iadd(base, idx, dst=gidx)
+            if sync == "lamport":
+                with bld.while_(label="lamport_poll") as poll:
+                    bld.ldg_volatile(g_h, gidx, width=4, dst=chunk)
+                    waiting = bld.reg(PRED, "waiting")
+                    one = bld.reg(PRED, "sent")
+                    for k in range(4):
+                        bld.bitcast(chunk[k], I32, dst=bits)
+                        if k == 0:
+                            bld.isetp("eq", bits, int(SENTINEL_BITS), dst=waiting)
+                        else:
+                            bld.isetp("eq", bits, int(SENTINEL_BITS), dst=one)
+                            bld.por(waiting, one, dst=waiting)
+                    poll.cond = waiting
+            else:
+                bld.ldg(g_h, gidx, width=4, dst=chunk)
+            bld.sts(h_s, idx, tuple(chunk[k] for k in range(4)))
+    bld.bar()
+
+
+def _zero_tail(bld, h_s, tid, start: int, end: int, threads: int) -> None:
+    """Dense tiles read up to 32*K columns: zero the words past N*B once (0 x garbage may be NaN)."""
+    if end <= start:
+        return
+    idx = bld.reg(I32, "zidx")
+    with bld.loop("z", start, end, threads) as z:
+        bld.iadd(z, tid, dst=idx)
+        ok = bld.isetp("lt", idx, end, dst=bld.reg(PRED, "zok"))
+        with bld.if_(ok):
+            bld.sts(h_s, idx, 0.0)
+
+
+def _inputs(mapping: Mapping, layer, slot: int, sync: str, dense: bool) -> dict:
+    n, b, steps = layer.hidden, layer.batch, layer.timesteps
+    nb = n * b
+    inputs = {
+        "w_vals": np.ascontiguousarray(mapping.values, dtype=np.float32).reshape(-1),
+        "row_ids": np.ascontiguousarray(mapping.row_ids, dtype=np.int32).reshape(-1),
+        "x_proj": np.ascontiguousarray(layer.x_proj, dtype=np.float32).reshape(-1),
+    }
+    if not dense:
+        inputs["w_cols"] = (mapping.cols.astype(np.int32) * np.int32(b)).reshape(-1)
+    hseq = np.zeros((steps + 1, slot), dtype=np.float32)
+    hseq[0, :nb] = np.asarray(layer.h0, dtype=np.float32).reshape(-1)
+    if sync == "lamport":
+        hseq.view(np.int32)[1:, :nb] = SENTINEL_BITS  # pad words stay 0: never waited on
+    else:
+        inputs["counter"] = np.zeros(1, dtype=np.int32)
+    inputs["hseq"] = hseq.reshape(-1)
+    return inputs
+
+
+def registers_needed(S: int, R: int, b: int, dense: bool) -> int:
+    """Registers per thread of the kernel above: weights (+ indices) plus the named scalars.
+
+    Counted from the registers the builder declares: w[S], c[S] (sparse), rid/xaddr/haddr/xv[R],
+    acc/hv[B], chunk[4], and about 20 scalars (ids, addresses, loop counters, predicates are
+    counted as registers too although the hardware keeps 7 of them in predicate registers).
+    """
+    return S * (1 if dense else 2) + 4 * R + 2 * b + 4 + 20
+
+
+def _check_capacity(spec, *, n, b, S, R, dense, threads, smem_bytes, density) -> None:
+    regs = registers_needed(S, R, b, dense)
+    per_thread_cap = min(spec.max_regs_per_thread, spec.regs_per_sm // threads)
+    if regs > per_thread_cap:
+        kind = "dense" if dense else f"density {density:.3g}"
+        raise CapacityError(
+            f"hidden={n} ({kind}, batch {b}) does not fit in the registers: {S} weight slots per "
+            f"thread need {regs} registers/thread, {spec.name} allows {per_thread_cap} at "
+            f"{threads} threads/CTA (max_regs_per_thread {spec.max_regs_per_thread}, "
+            f"{spec.regs_per_sm} per SM); see 'gpusim capacity' for the largest size that fits")
+    if smem_bytes > spec.smem_bytes_per_cta:
+        raise CapacityError(
+            f"hidden={n}, batch={b} does not fit in shared memory: h needs {smem_bytes} bytes, "
+            f"{spec.name} allows {spec.smem_bytes_per_cta} bytes per CTA")
