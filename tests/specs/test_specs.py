@@ -1,0 +1,102 @@
+"""GPU specs are data: every value has a unit and a source; bad files are rejected by field."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import tomllib
+
+import pytest
+
+from gpusim.specs import PARAMS, available, load_spec, parse_spec, spec_path
+from kernels_ir.errors import SpecError
+
+
+@pytest.mark.parametrize("name", ["v100", "h100", "h200"])
+def test_bundled_specs_load_with_sources(name):
+    spec = load_spec(name)
+    assert spec.name == name
+    for field in PARAMS:
+        assert spec.source(field).startswith("["), field
+
+
+def test_default_is_v100_with_documented_numbers():
+    s = load_spec()
+    assert (s.sm_count, s.subpartitions_per_sm, s.smem_banks, s.fp32_lanes_per_subpartition) == \
+        (80, 4, 32, 16)
+    assert load_spec("h100").fp32_lanes_per_subpartition == 32
+
+
+def test_available_lists_bundled():
+    assert {"v100", "h100", "h200"} <= set(available())
+
+
+def _doc(name="v100"):
+    return tomllib.loads(spec_path(name).read_text())
+
+
+def test_unknown_gpu_name():
+    with pytest.raises(SpecError, match=r"unknown GPU 'a100'; accepted: h100, h200, v100"):
+        load_spec("a100")
+
+
+def test_missing_value_named():
+    doc = _doc()
+    del doc["params"]["l2_slices"]
+    with pytest.raises(SpecError, match="missing parameter 'l2_slices'"):
+        parse_spec(doc, "x.toml")
+
+
+def test_unknown_value_named():
+    doc = _doc()
+    doc["params"]["warp_size_bytes"] = {"value": 1, "unit": "bytes", "source": "s", "type": "D"}
+    with pytest.raises(SpecError, match="unknown parameter 'warp_size_bytes'"):
+        parse_spec(doc, "x.toml")
+
+
+@pytest.mark.parametrize("field,value", [("sm_count", 0), ("clock_hz", -1.0),
+                                         ("smem_banks", 1000), ("l2_hit_latency_cycles", 1.5)])
+def test_impossible_value_named(field, value):
+    doc = _doc()
+    doc["params"][field]["value"] = value
+    with pytest.raises(SpecError, match=re.escape(field)):
+        parse_spec(doc, "x.toml")
+
+
+def test_wrong_unit_and_missing_source():
+    doc = _doc()
+    doc["params"]["clock_hz"]["unit"] = "MHz"
+    with pytest.raises(SpecError, match="clock_hz has unit 'MHz'; expected 'Hz'"):
+        parse_spec(doc, "x.toml")
+    doc = _doc()
+    doc["params"]["clock_hz"]["source"] = " "
+    with pytest.raises(SpecError, match="clock_hz has no source"):
+        parse_spec(doc, "x.toml")
+
+
+def test_calibrated_value_must_name_its_record():
+    doc = _doc("h100")
+    doc["params"]["l2_hit_latency_cycles"]["type"] = "C"
+    doc["params"]["l2_hit_latency_cycles"].pop("calibration", None)
+    with pytest.raises(SpecError, match="l2_hit_latency_cycles is calibrated"):
+        parse_spec(doc, "x.toml")
+
+
+def test_inconsistent_values_rejected():
+    doc = _doc()
+    doc["params"]["smem_bytes_per_cta"]["value"] = 200000
+    doc["params"]["smem_bytes_per_cta"]["unit"] = "bytes"
+    with pytest.raises(SpecError, match="smem_bytes_per_cta"):
+        parse_spec(doc, "x.toml")
+
+
+def test_malformed_file(tmp_path):
+    p = tmp_path / "bad.toml"
+    p.write_text("[gpu\nname=")
+    with pytest.raises(SpecError, match="not valid TOML"):
+        load_spec(p)
+
+
+def test_shrink_with_replace():
+    s = dataclasses.replace(load_spec("v100"), sm_count=2)
+    assert s.sm_count == 2 and s.clock_hz == load_spec("v100").clock_hz
