@@ -6,8 +6,23 @@ import dataclasses
 
 import pytest
 
-from kernels_ir import (F32, I32, PRED, Builder, Imm, Instr, Kernel, MemRef, Op, Reg, RegRef,
-                        VerifyError, While, format_kernel, verify)
+from kernels_ir import (
+    F32,
+    I32,
+    PRED,
+    Builder,
+    Imm,
+    Instr,
+    Kernel,
+    MemRef,
+    Op,
+    Reg,
+    RegRef,
+    VerifyError,
+    While,
+    format_kernel,
+    verify,
+)
 
 
 def _base() -> Builder:

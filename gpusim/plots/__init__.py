@@ -1,0 +1,1 @@
+"""Plots (matplotlib, Agg backend) of simulator and analysis results."""

@@ -1,0 +1,530 @@
+"""Bank-conflict layouts of a row's nonzeros over (slot, lane), the lower bound, and the analyser.
+
+In the sparse persistent kernel lane ``l`` of a warp gathers ``h[col]`` for its nonzero of the
+current slot; the order of a row's nonzeros over (slot, lane) is free (it only changes the
+summation order). This module chooses that order.
+
+Bank classes (derived from :mod:`kernels_ir.banks`, never a second formula)
+---------------------------------------------------------------------------
+A slot issues ``n_loads`` loads (:func:`kernels_ir.mapping.access_pattern`) of ``W`` words at
+``col * B + offset``. Each load is served in ``P = W`` phases of ``m = 32 / W`` lanes
+(lanes ``p*m .. p*m+m-1`` form phase ``p``). Inside a phase a lane occupies one aligned group of
+``W`` banks, ``banks.bank_group(col * B + offset, W)``, the column's *class*; the phase costs as
+many wavefronts as the largest number of distinct columns of one class (lanes on the same column
+share a broadcast). The class partition of the columns is the same for every load of the slot
+(the offsets only relabel classes), so a slot costs ``n_loads`` times the same amount.
+
+Lower bound, and why it is exact (the proof)
+--------------------------------------------
+Every slot belongs to one row (a warp works on one row per row-slot), so rows are independent.
+Take a row with ``n_g`` nonzeros of class ``g`` (columns of a row are distinct) and ``k`` slots,
+i.e. ``G = k P`` groups (slot, phase) of ``m`` lanes. A layout puts ``c_{g,q}`` nonzeros of class
+``g`` into group ``q``; group ``q`` costs ``L_q = max(1, max_g c_{g,q})`` wavefronts per load (an
+executed load costs at least one wavefront; padding lanes re-read a column already read in their
+phase, see ``mapping._fill_padding_columns``, so they add nothing). Then ``c_{g,q} <= L_q``,
+``sum_g c_{g,q} <= m`` and ``sum_q c_{g,q} = n_g``. Summing over the ``a`` largest classes
+(``S_a = n_(1) + ... + n_(a)``):
+
+    S_a <= sum_q min(m, a L_q) <= F_a(T),   T = sum_q L_q,
+
+where ``F_a(T)`` is ``sum_q min(m, a L_q)`` for the *balanced* split of ``T`` over the ``G``
+groups (``L_q`` in ``{floor(T/G), ceil(T/G)}``): ``x -> min(m, a x)`` is concave, so its sum is
+Schur-concave and the balanced vector, majorised by every integer vector with the same sum,
+maximises it. ``F_a`` grows with ``T``. Hence every layout costs at least
+
+    T* = min { T >= G : S_a <= F_a(T) for a = 1 .. C }       wavefronts per load.
+
+Conversely, for ``T = T*`` and the balanced ``L_q``, the conditions ``S_a <= F_a`` are exactly the
+min-cut conditions (over class sets ``A``: ``sum_{g in A} n_g <= sum_q min(m, |A| L_q)``; the
+worst set of size ``a`` is the ``a`` largest classes) of the flow network source -> class
+(capacity ``n_g``) -> group (capacity ``L_q``) -> sink (capacity ``m``). So an integral flow of
+value ``n`` exists (max-flow min-cut, integrality), and placing ``c_{g,q}`` = flow gives a layout
+of cost ``<= T*``. The bound is therefore *tight*: ``optimal`` always meets it (gap 0) for the
+row-spread mapping. The construction is a vectorised water-filling (fill each group with the
+classes of largest remaining count, at most ``L_q`` each); a row where it falls short is solved
+by the max-flow itself (``scipy.sparse.csgraph.maximum_flow``), and the result is checked.
+
+The bound depends on the mapping (rows per warp, ``K_j``), not only on the matrix.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from . import banks
+from .banks import WARP
+from .errors import InputError
+from .mapping import Mapping, access_pattern, slot_word_addresses
+
+__all__ = ["Geometry", "geometry", "column_classes", "Layout", "LAYOUTS", "get_layout",
+           "row_lower_bound", "LayoutReport", "analyse", "analyse_row_per_lane",
+           "layout_cost", "width_from_bits"]
+
+_WIDTH_BITS = {32: 1, 64: 2, 128: 4}
+
+
+def width_from_bits(bits: int) -> int:
+    """Access width in words for 32/64/128-bit loads; anything else is one clear error."""
+    if bits not in _WIDTH_BITS:
+        raise InputError(f"access width={bits} bits is not supported; accepted: 32, 64, 128")
+    return _WIDTH_BITS[bits]
+
+
+@dataclass(frozen=True, slots=True)
+class Geometry:
+    """How a slot's loads meet the banks, for one (batch, wide_loads)."""
+
+    batch: int
+    wide_loads: bool
+    loads: tuple[tuple[int, int], ...]  # (width_words, word_offset) per load
+    width: int                          # words per lane per load
+    lanes_per_phase: int                # m
+    phases: int                         # P = width
+    classes: int                        # C: bank groups per phase (= m)
+
+    @property
+    def n_loads(self) -> int:
+        return len(self.loads)
+
+
+def geometry(batch: int, wide_loads: bool) -> Geometry:
+    loads = tuple(access_pattern(batch, wide_loads))
+    width = loads[0][0]
+    m = banks.lanes_per_phase(width)
+    return Geometry(int(batch), bool(wide_loads), loads, width, m, width, m)
+
+
+def column_classes(cols, batch: int, wide_loads: bool) -> np.ndarray:
+    """Bank class of each column for this access (same partition for every load of a slot)."""
+    g = geometry(batch, wide_loads)
+    width, off = g.loads[0]
+    return banks.bank_group(np.asarray(cols, dtype=np.int64) * g.batch + off, width)
+
+
+# ----------------------------------------------------------------------------- lower bound
+
+
+def row_lower_bound(counts: np.ndarray, groups: np.ndarray, lanes: int) -> np.ndarray:
+    """Least wavefronts per load of each row: ``T*`` of the module docstring (exact optimum).
+
+    ``counts``: (rows, C) distinct columns per class; ``groups``: (rows,) ``G = k P``;
+    ``lanes``: ``m``. Requires ``counts.sum(1) <= groups * lanes``.
+    """
+    counts = np.asarray(counts, dtype=np.int64)
+    G = np.asarray(groups, dtype=np.int64).reshape(-1)
+    if np.any(counts.sum(axis=1) > G * lanes):
+        raise InputError("a row has more nonzeros than lanes x slots")
+    S = np.cumsum(-np.sort(-counts, axis=1), axis=1)  # S_a, a = 1..C
+    a = np.arange(1, counts.shape[1] + 1, dtype=np.int64)
+
+    def ok(T):
+        lo_, r = T // G, T % G
+        F = (r[:, None] * np.minimum(lanes, a * (lo_[:, None] + 1))
+             + (G - r)[:, None] * np.minimum(lanes, a * lo_[:, None]))
+        return np.all(S <= F, axis=1)
+
+    lo = np.maximum(G, counts.max(axis=1, initial=0))
+    hi = np.maximum(lo, G * lanes)
+    lo = np.where(ok(lo), lo, lo + 1)  # common case: the simple bound already holds
+    hi = np.where(ok(lo - 1) & (lo - 1 >= np.maximum(G, counts.max(axis=1, initial=0))),
+                  lo - 1, hi)
+    while np.any(lo < hi):
+        mid = (lo + hi) // 2
+        good = ok(mid)
+        hi = np.where(good, mid, hi)
+        lo = np.where(good, lo, mid + 1)
+    return lo
+
+
+# ----------------------------------------------------------------------------- layouts
+
+
+def _slot_table(indptr, ks):
+    nnz = np.diff(np.asarray(indptr, dtype=np.int64))
+    ks = np.asarray(ks, dtype=np.int64)
+    if np.any(nnz > ks * WARP):
+        raise InputError("a row has more nonzeros than 32 x its slots")
+    row_of_slot = np.repeat(np.arange(ks.size), ks)
+    slot_in_row = np.arange(int(ks.sum())) - np.repeat(np.cumsum(ks) - ks, ks)
+    pos = slot_in_row[:, None] * WARP + np.arange(WARP)
+    return nnz, row_of_slot, pos
+
+
+def _naive_many(indptr, indices, ks, *, batch, wide_loads, rng):
+    nnz, row_of_slot, pos = _slot_table(indptr, ks)
+    return np.where(pos < nnz[row_of_slot][:, None], pos, -1)
+
+
+def _random_many(indptr, indices, ks, *, batch, wide_loads, rng):
+    indptr = np.asarray(indptr, dtype=np.int64)
+    nnz, row_of_slot, pos = _slot_table(indptr, ks)
+    row = np.repeat(np.arange(nnz.size), nnz)
+    perm = np.argsort(row + rng.random(row.size), kind="stable") - indptr[row]
+    valid = pos < nnz[row_of_slot][:, None]
+    src = indptr[row_of_slot][:, None] + np.where(valid, pos, 0)
+    return np.where(valid, perm[np.minimum(src, max(perm.size - 1, 0))] if perm.size else -1, -1)
+
+
+def _by_class(indptr, indices, batch, wide_loads):
+    """Per-row class counts, class starts and the row's entries grouped by class."""
+    g = geometry(batch, wide_loads)
+    indptr = np.asarray(indptr, dtype=np.int64)
+    nr = indptr.size - 1
+    nnz = np.diff(indptr)
+    row = np.repeat(np.arange(nr), nnz)
+    cls = column_classes(indices, batch, wide_loads)
+    C = g.classes
+    counts = np.bincount(row * C + cls, minlength=nr * C).reshape(nr, C)
+    order = np.argsort(row * C + cls, kind="stable")  # entries grouped by (row, class)
+    start = np.cumsum(counts, axis=1) - counts       # within-row offset of each class
+    return g, counts, start, order
+
+
+def _water_fill(counts, ks, g: Geometry, caps, rule: str):
+    """Choose a class for every (row, position): int8 picks and int32 ranks, -1 = padding.
+
+    rule "greedy": least used class in the current phase, ties to the largest remaining.
+    rule "optimal": largest remaining class whose count in the group is below ``caps[r, q]``.
+    """
+    nr, C = counts.shape
+    m = g.lanes_per_phase
+    npos = int(ks.max(initial=0)) * WARP
+    rem = counts.astype(np.int32).copy()
+    taken = np.zeros_like(rem)
+    used = np.zeros_like(rem)
+    picks = np.full((nr, npos), -1, dtype=np.int8)
+    ranks = np.zeros((nr, npos), dtype=np.int32)
+    ar = np.arange(nr)
+    limit = ks * WARP
+    big = int(counts.max(initial=0)) + 1
+    for p in range(npos):
+        if p % m == 0:
+            used[:] = 0
+            live = limit > p
+            if not live.any():
+                break
+            if caps is not None:
+                cap = caps[:, p // m][:, None]
+        avail = rem > 0
+        if caps is None:
+            score = np.where(avail, used * big - rem, np.iinfo(np.int32).max)
+            c = score.argmin(axis=1)
+        else:
+            avail &= used < cap
+            c = np.where(avail, rem, -1).argmax(axis=1)
+        ok = avail[ar, c] & live
+        rows = ar[ok]
+        cc = c[ok]
+        picks[rows, p] = cc
+        ranks[rows, p] = taken[rows, cc]
+        taken[rows, cc] += 1
+        rem[rows, cc] -= 1
+        used[rows, cc] += 1
+    return picks, ranks, rem
+
+
+def _flow_picks(n_g: np.ndarray, L: np.ndarray, m: int, npos: int):
+    """Exact transportation by max-flow for one row; returns (picks, ranks) or None."""
+    from scipy.sparse.csgraph import maximum_flow
+
+    C, G = n_g.size, L.size
+    src, sink = 0, 1 + C + G
+    rows_, cols_, caps_ = [], [], []
+    for c in range(C):
+        rows_.append(src), cols_.append(1 + c), caps_.append(int(n_g[c]))
+        for q in range(G):
+            rows_.append(1 + c), cols_.append(1 + C + q), caps_.append(int(L[q]))
+    for q in range(G):
+        rows_.append(1 + C + q), cols_.append(sink), caps_.append(m)
+    cap = sp.csr_matrix((np.array(caps_, np.int32), (rows_, cols_)), shape=(sink + 1, sink + 1))
+    res = maximum_flow(cap, src, sink)
+    if res.flow_value != int(n_g.sum()):
+        return None
+    flow = res.flow.toarray()[1:1 + C, 1 + C:1 + C + G]
+    picks = np.full(npos, -1, dtype=np.int8)
+    ranks = np.zeros(npos, dtype=np.int32)
+    taken = np.zeros(C, dtype=np.int32)
+    for q in range(G):
+        p = q * m
+        for c in range(C):
+            for _ in range(int(flow[c, q])):
+                picks[p], ranks[p] = c, taken[c]
+                taken[c] += 1
+                p += 1
+    return picks, ranks
+
+
+def _assemble(indptr, order, start, picks, ranks, ks):
+    indptr = np.asarray(indptr, dtype=np.int64)
+    nr = indptr.size - 1
+    real = picks >= 0
+    r = np.broadcast_to(np.arange(nr)[:, None], picks.shape)
+    glob = indptr[r] + start[r, np.where(real, picks, 0)] + ranks
+    local = np.where(real, order[np.minimum(glob, max(order.size - 1, 0))] - indptr[r]
+                     if order.size else -1, -1)
+    keep = np.arange(picks.shape[1])[None, :] < (np.asarray(ks) * WARP)[:, None]
+    return local[keep].reshape(-1, WARP)
+
+
+def _greedy_many(indptr, indices, ks, *, batch, wide_loads, rng):
+    ks = np.asarray(ks, dtype=np.int64)
+    g, counts, start, order = _by_class(indptr, indices, batch, wide_loads)
+    picks, ranks, _ = _water_fill(counts, ks, g, None, "greedy")
+    return _assemble(indptr, order, start, picks, ranks, ks)
+
+
+def _optimal_many(indptr, indices, ks, *, batch, wide_loads, rng):
+    ks = np.asarray(ks, dtype=np.int64)
+    g, counts, start, order = _by_class(indptr, indices, batch, wide_loads)
+    G = ks * g.phases
+    T = row_lower_bound(counts, G, g.lanes_per_phase)
+    q = np.arange(int(G.max(initial=0)))
+    L = (T // G)[:, None] + (q[None, :] < (T % G)[:, None])  # balanced, larger groups first
+    picks, ranks, rem = _water_fill(counts, ks, g, L, "optimal")
+    for r in np.flatnonzero(rem.sum(axis=1) > 0):  # water-filling fell short: exact max-flow
+        got = _flow_picks(counts[r], L[r, :G[r]], g.lanes_per_phase, picks.shape[1])
+        if got is None:  # cannot happen if the bound is right; never return a wrong layout
+            raise AssertionError(f"optimal layout: no flow meets the bound for row {r}")
+        picks[r], ranks[r] = got
+    return _assemble(indptr, order, start, picks, ranks, ks)
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """A layout hook: per row ``layout(cols, k, *, batch, wide_loads, rng) -> (k, 32)``, and
+    ``many(indptr, indices, ks, ...)`` for all rows at once (``(sum ks, 32)``)."""
+
+    name: str
+    many: Callable
+    doc: str
+
+    def __call__(self, cols, k: int, *, batch: int, wide_loads: bool,
+                 rng: np.random.Generator) -> np.ndarray:
+        cols = np.asarray(cols, dtype=np.int64)
+        return self.many(np.array([0, cols.size]), cols, np.array([int(k)]), batch=batch,
+                         wide_loads=wide_loads, rng=rng)
+
+
+LAYOUTS: dict[str, Layout] = {
+    "naive": Layout("naive", _naive_many, "column order: nonzero i at slot i//32, lane i%32"),
+    "random": Layout("random", _random_many, "a seeded random permutation, then as naive"),
+    "greedy": Layout("greedy", _greedy_many,
+                     "position by position, the class least used in the phase so far"),
+    "optimal": Layout("optimal", _optimal_many, "meets the exact lower bound (proof above)"),
+}
+
+
+def get_layout(name: str) -> Layout:
+    if name not in LAYOUTS:
+        raise InputError(f"layout={name!r} is not known; accepted: {', '.join(LAYOUTS)}")
+    return LAYOUTS[name]
+
+
+def layout_cost(cols, idx: np.ndarray, batch: int, wide_loads: bool) -> int:
+    """Wavefronts of one row laid out by ``idx`` (k, 32), padding filled as the mapping does."""
+    from .mapping import _fill_padding_columns
+
+    cols = np.asarray(cols, dtype=np.int64)
+    idx = np.asarray(idx)
+    pad = idx < 0
+    c = np.where(pad, 0, cols[np.where(pad, 0, idx)]).astype(np.int64)
+    _fill_padding_columns(c, pad)
+    return int(sum(banks.wavefronts(c * batch + off, w).sum()
+                   for w, off in access_pattern(batch, wide_loads)))
+
+
+# ----------------------------------------------------------------------------- analyser
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class LayoutReport:
+    """Wavefronts and conflicts of a mapping's shared loads, at every level, and the bound."""
+
+    layout: str
+    batch: int
+    wide_loads: bool
+    wavefronts: np.ndarray             # int64 (n_warps, S, n_loads)
+    conflicts: np.ndarray              # int64 (n_warps, S, n_loads): wavefronts - phases
+    per_row_wavefronts: np.ndarray     # int64 (n_rows,)
+    per_row_conflicts: np.ndarray      # int64 (n_rows,)
+    per_row_lower_bound: np.ndarray    # int64 (n_rows,) wavefronts
+    per_warp_wavefronts: np.ndarray    # int64 (n_warps,)
+    per_warp_conflicts: np.ndarray     # int64 (n_warps,)
+    total_wavefronts: int
+    total_conflicts: int
+    lower_bound_wavefronts: int
+    ideal_wavefronts: int              # one per phase: no conflict at all
+
+    @property
+    def ratio_to_bound(self) -> float:
+        return self.total_wavefronts / self.lower_bound_wavefronts
+
+    @property
+    def gap_wavefronts(self) -> int:
+        return self.total_wavefronts - self.lower_bound_wavefronts
+
+    @property
+    def lower_bound_conflicts(self) -> int:
+        return self.lower_bound_wavefronts - self.ideal_wavefronts
+
+
+_CHUNK_LANES = 1 << 22  # lanes analysed per call of banks.wavefronts (memory bound only)
+
+
+def _wavefront_table(words_per_load, widths) -> np.ndarray:
+    n_warps, S, _ = words_per_load[0].shape
+    wf = np.zeros((n_warps, S, len(widths)), dtype=np.int64)
+    step = max(1, _CHUNK_LANES // max(1, S * WARP))
+    for i, (words, width) in enumerate(zip(words_per_load, widths, strict=True)):
+        for w0 in range(0, n_warps, step):
+            wf[w0:w0 + step, :, i] = banks.wavefronts(words[w0:w0 + step], width)
+    return wf
+
+
+def analyse(mapping: Mapping, batch: int, wide_loads: bool) -> LayoutReport:
+    """Charge every shared load of ``mapping`` with :func:`kernels_ir.banks.wavefronts`."""
+    g = geometry(batch, wide_loads)
+    words = slot_word_addresses(mapping, batch, wide_loads)
+    wf = _wavefront_table(words, [w for w, _ in g.loads])
+    conf = wf - g.phases
+    slot_rows = mapping.slot_rows  # (n_warps, S)
+    per_slot = wf.sum(axis=2)
+    n_rows = mapping.n_rows
+    real = slot_rows >= 0
+    per_row = np.bincount(slot_rows[real], weights=per_slot[real], minlength=n_rows)
+    per_row_c = np.bincount(slot_rows[real], weights=conf.sum(axis=2)[real], minlength=n_rows)
+    # lower bound per (warp, row-slot) from the class counts of its real entries
+    R = len(mapping.slots)
+    rs = mapping.slot_row_slot
+    key = (np.arange(mapping.n_warps)[:, None, None] * R + rs[None, :, None]) * g.classes
+    cls = column_classes(mapping.cols, batch, wide_loads)
+    keep = ~mapping.pad
+    counts = np.bincount((key + cls)[keep], minlength=mapping.n_warps * R * g.classes)
+    counts = counts.reshape(mapping.n_warps * R, g.classes)
+    G = np.tile(np.asarray(mapping.slots, dtype=np.int64) * g.phases, mapping.n_warps)
+    T = row_lower_bound(counts, G, g.lanes_per_phase) * g.n_loads
+    rid = mapping.row_ids.reshape(-1)
+    per_row_lb = np.zeros(n_rows, dtype=np.int64)
+    per_row_lb[rid[rid >= 0]] = T[rid >= 0]
+    return LayoutReport(
+        layout=mapping.layout, batch=int(batch), wide_loads=bool(wide_loads),
+        wavefronts=wf, conflicts=conf,
+        per_row_wavefronts=per_row.astype(np.int64), per_row_conflicts=per_row_c.astype(np.int64),
+        per_row_lower_bound=per_row_lb,
+        per_warp_wavefronts=wf.sum(axis=(1, 2)), per_warp_conflicts=conf.sum(axis=(1, 2)),
+        total_wavefronts=int(wf.sum()), total_conflicts=int(conf.sum()),
+        lower_bound_wavefronts=int(T.sum()), ideal_wavefronts=int(wf.size * g.phases))
+
+
+# ------------------------------------------------------------------- one row per lane mapping
+
+
+def analyse_row_per_lane(U, *, n_ctas: int, warps_per_cta: int, batch: int, wide_loads: bool,
+                         layout: str = "naive", seed: int = 0) -> LayoutReport:
+    """The alternative mapping: one row per lane (32 rows per warp, CSR-vector style).
+
+    Rows sorted by length are cut into blocks of 32 (one per warp and round); round ``j`` has
+    ``K_j`` = the longest row in it, the same for all warps. Lane ``l`` holds its row's nonzeros
+    in ``K_j`` slots (padding at the end, re-reading a column of its phase). Layouts: "naive"
+    (column order), "random", "greedy" (slot by slot, each lane in turn takes its nonzero whose
+    class is least used in the (slot, phase) so far), "optimal" (here: the greedy order, with the
+    gap to the bound reported; an exact construction is not implemented for this mapping).
+    Lower bound per (block, phase): ``max(K, distinct columns of the fullest class)``, since
+    every slot costs at least one wavefront and each distinct word needs one wavefront of its
+    bank. ``per_row_*`` arrays are indexed by row of ``U`` (per-row wavefronts are the lane's
+    share: the slot costs of the row's phase split evenly are not defined, so they are zeros).
+    """
+    from .mapping import _as_csr, _fill_padding_columns, _positive
+
+    get_layout(layout)
+    n_warps = _positive("n_ctas", n_ctas) * _positive("warps_per_cta", warps_per_cta)
+    g = geometry(batch, wide_loads)
+    M = _as_csr(U, False)
+    n_rows = M.shape[0]
+    nnz = np.diff(M.indptr)
+    order = np.argsort(-nnz, kind="stable")
+    n_blocks = math.ceil(n_rows / WARP)
+    rounds = math.ceil(n_blocks / n_warps)
+    rng = np.random.default_rng(seed)
+    K = []
+    for j in range(rounds):
+        rows = order[j * n_warps * WARP:(j + 1) * n_warps * WARP]
+        K.append(max(1, int(nnz[rows].max())))
+    S = sum(K)
+    cols = np.zeros((n_warps, S, WARP), dtype=np.int64)
+    pad = np.ones((n_warps, S, WARP), dtype=bool)
+    lb = 0
+    for j in range(rounds):
+        off = sum(K[:j])
+        for w in range(n_warps):
+            b = j * n_warps + w
+            rows = order[b * WARP:(b + 1) * WARP]
+            if rows.size == 0:
+                lb += K[j] * g.phases
+                continue
+            lane_cols = [M.indices[M.indptr[r]:M.indptr[r + 1]].astype(np.int64) for r in rows]
+            placed = _row_per_lane_block(lane_cols, K[j], g, layout, rng)
+            for lane, seq in enumerate(placed):
+                for s, c in enumerate(seq):
+                    if c >= 0:
+                        cols[w, off + s, lane] = c
+                        pad[w, off + s, lane] = False
+            for p in range(g.phases):
+                lanes = range(p * g.lanes_per_phase, (p + 1) * g.lanes_per_phase)
+                allc = np.unique(np.concatenate(
+                    [lane_cols[i] for i in lanes if i < len(lane_cols)] + [np.zeros(0, int)]))
+                worst = np.bincount(column_classes(allc, batch, wide_loads),
+                                    minlength=g.classes).max(initial=0)
+                lb += max(K[j], int(worst))
+    _fill_padding_columns(cols, pad)
+    words = [cols * g.batch + o for _, o in g.loads]
+    wf = _wavefront_table(words, [w for w, _ in g.loads])
+    conf = wf - g.phases
+    zeros = np.zeros(n_rows, dtype=np.int64)
+    return LayoutReport(
+        layout=layout, batch=g.batch, wide_loads=g.wide_loads, wavefronts=wf, conflicts=conf,
+        per_row_wavefronts=zeros, per_row_conflicts=zeros, per_row_lower_bound=zeros,
+        per_warp_wavefronts=wf.sum(axis=(1, 2)), per_warp_conflicts=conf.sum(axis=(1, 2)),
+        total_wavefronts=int(wf.sum()), total_conflicts=int(conf.sum()),
+        lower_bound_wavefronts=int(lb * g.n_loads), ideal_wavefronts=int(wf.size * g.phases))
+
+
+def _row_per_lane_block(lane_cols, k, g: Geometry, layout: str, rng) -> list[list[int]]:
+    """Order each lane's columns over ``k`` slots; -1 = padding."""
+    if layout == "naive":
+        return [list(c) + [-1] * (k - c.size) for c in lane_cols]
+    if layout == "random":
+        return [list(rng.permutation(c)) + [-1] * (k - c.size) for c in lane_cols]
+    # greedy (and "optimal", see the docstring): per slot and phase, lanes in turn take the
+    # nonzero whose class has the fewest distinct columns in this (slot, phase) so far;
+    # a column already read there is free (broadcast); ties to the lane's most frequent class.
+    m = g.lanes_per_phase
+    left = [list(c) for c in lane_cols]
+    out = [[-1] * k for _ in lane_cols]
+    cls_of = {}
+    for c in lane_cols:
+        for x, y in zip(c.tolist(), column_classes(c, g.batch, g.wide_loads).tolist(), strict=True):
+            cls_of[x] = y
+    for s in range(k):
+        for p in range(0, len(lane_cols), m):
+            seen: set[int] = set()
+            used = np.zeros(g.classes, dtype=np.int64)
+            for lane in range(p, min(p + m, len(lane_cols))):
+                cand = left[lane]
+                if not cand:
+                    continue
+                mine = np.bincount([cls_of[x] for x in cand], minlength=g.classes)
+                best = min(range(len(cand)), key=lambda i: (
+                    0 if cand[i] in seen else 1 + used[cls_of[cand[i]]],
+                    -mine[cls_of[cand[i]]]))
+                x = cand.pop(best)
+                out[lane][s] = x
+                if x not in seen:
+                    seen.add(x)
+                    used[cls_of[x]] += 1
+    return out

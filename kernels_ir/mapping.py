@@ -1,0 +1,305 @@
+"""Map a pruned (or dense) recurrent matrix onto a target: CTAs x warps x 32 lanes x slots.
+
+One CTA per SM, ``warps_per_cta`` warps each. Warp ``w = cta * warps_per_cta + warp_in_cta``
+owns ``R`` row-slots; row-slot ``j`` holds one row of ``U`` (or padding) and uses ``slots[j]``
+consecutive register slots ``slot_offset(j) .. slot_offset(j) + slots[j] - 1``. In slot ``s``
+lane ``l`` of warp ``w`` holds the pair ``(values[w, s, l], cols[w, s, l])``; the kernel gathers
+``h[cols]`` from shared memory (layout ``[N][B]``, batch-interleaved), multiplies, accumulates
+per lane and reduces the row over the warp with shuffles.
+
+Why rows are sorted: the instruction stream is the same for all warps, so ``slots[j]`` must cover
+the longest row of row-slot ``j`` over all warps. Dealing rows in order of decreasing nonzero
+count makes each row-slot hold rows of similar length (least padding); the snake order (direction
+alternating with ``j``) balances the total load across warps and SMs.
+
+The shared-memory access of slot ``s`` is given by :func:`access_pattern` (one or more loads of
+``width`` words at ``cols * B + offset``); :func:`slot_word_addresses` applies it, so the kernel
+builder, the simulator and the bank analyser use the same addresses.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from .banks import WARP
+from .errors import InputError
+
+__all__ = ["Mapping", "map_matrix", "access_pattern", "slot_word_addresses", "apply_mapping",
+           "WIDE_BATCHES", "MAX_BATCH"]
+
+WIDE_BATCHES = (1, 2, 4, 8)  # batches one or two wide (<= 128-bit) loads per column cover
+MAX_BATCH = 32               # scalar loads: one lane per batch column in the epilogue
+_WIDEST_WORDS = 4            # 128-bit: the widest shared load (banks.ACCESS_WIDTHS)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Mapping:
+    """Where every weight of ``U`` lives: see the module docstring. Arrays are read-only."""
+
+    n_rows: int
+    n_cols: int
+    n_ctas: int
+    warps_per_cta: int
+    rows_per_warp: int
+    slots: tuple[int, ...]
+    row_ids: np.ndarray   # int32 (n_warps, R), -1 = padding row
+    values: np.ndarray    # float32 (n_warps, S, 32)
+    cols: np.ndarray      # int32 (n_warps, S, 32), always a valid column
+    pad: np.ndarray       # bool (n_warps, S, 32), True where the entry is padding (value 0)
+    dense: bool
+    layout: str
+
+    @property
+    def n_warps(self) -> int:
+        return self.n_ctas * self.warps_per_cta
+
+    @property
+    def total_slots(self) -> int:
+        return int(sum(self.slots))
+
+    def slot_offset(self, j: int) -> int:
+        return int(sum(self.slots[:j]))
+
+    @property
+    def slot_row_slot(self) -> np.ndarray:
+        """int (S,): the row-slot ``j`` each slot belongs to."""
+        return np.repeat(np.arange(len(self.slots)), self.slots)
+
+    @property
+    def slot_rows(self) -> np.ndarray:
+        """int (n_warps, S): the row of ``U`` each (warp, slot) works on, -1 for padding."""
+        return self.row_ids[:, self.slot_row_slot]
+
+    @property
+    def padding_fraction(self) -> float:
+        return float(self.pad.mean()) if self.pad.size else 0.0
+
+
+def _positive(name: str, value) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise InputError(f"{name}={value!r} must be a positive integer")
+    return int(value)
+
+
+def access_pattern(batch: int, wide_loads: bool) -> list[tuple[int, int]]:
+    """The shared loads of one slot: ``[(width_words, word_offset), ...]`` at ``col * B + offset``.
+
+    With wide loads: B=1 one 32-bit, B=2 one 64-bit, B=4 one 128-bit, B=8 two 128-bit loads.
+    Without: B 32-bit loads (``offset = b``), any B in 1..32.
+    """
+    if isinstance(batch, bool) or not isinstance(batch, (int, np.integer)):
+        raise InputError(f"batch={batch!r} must be a positive integer")
+    batch = int(batch)
+    if wide_loads:
+        if batch not in WIDE_BATCHES:
+            raise InputError(f"batch={batch} cannot use wide loads (64/128-bit); accepted with "
+                             f"wide loads: {', '.join(map(str, WIDE_BATCHES))}")
+        width = min(batch, _WIDEST_WORDS)
+        return [(width, off) for off in range(0, batch, width)]
+    if not 1 <= batch <= MAX_BATCH:
+        raise InputError(f"batch={batch} is outside 1..{MAX_BATCH}")
+    return [(1, b) for b in range(batch)]
+
+
+def slot_word_addresses(mapping: Mapping, batch: int, wide_loads: bool) -> list[np.ndarray]:
+    """One int64 array ``(n_warps, S, 32)`` of first-word addresses per load of a slot."""
+    base = mapping.cols.astype(np.int64) * int(batch)
+    return [base + off for _, off in access_pattern(batch, wide_loads)]
+
+
+def _as_csr(U, dense: bool) -> sp.csr_matrix | np.ndarray:
+    if sp.issparse(U):
+        if dense:
+            return np.asarray(U.toarray(), dtype=np.float32)
+        m = sp.csr_matrix(U, dtype=np.float32)
+        m.sum_duplicates()
+        m.sort_indices()
+        return m
+    a = np.asarray(U)
+    if a.ndim != 2:
+        raise InputError(f"U must be a matrix, got shape {a.shape}")
+    if not np.issubdtype(a.dtype, np.number):
+        raise InputError(f"U must be numeric, got dtype {a.dtype}")
+    if dense:
+        return a.astype(np.float32)
+    m = sp.csr_matrix(a.astype(np.float32))
+    m.eliminate_zeros()
+    m.sort_indices()
+    return m
+
+
+def _deal(nnz: np.ndarray, n_warps: int):
+    """Sort rows by nonzeros (descending, stable), deal row-slot groups in snake order.
+
+    Returns ``(order, row_ids, K)`` with ``K[j] = max(1, ceil(longest row of group j / 32))``.
+    """
+    n_rows = nnz.size
+    order = np.argsort(-nnz, kind="stable")
+    R = math.ceil(n_rows / n_warps)
+    row_ids = np.full((n_warps, R), -1, dtype=np.int32)
+    K = []
+    for j in range(R):
+        grp = order[j * n_warps:(j + 1) * n_warps]
+        w = np.arange(grp.size)
+        row_ids[w if j % 2 == 0 else n_warps - 1 - w, j] = grp
+        K.append(max(1, -(-int(nnz[grp].max()) // WARP)))
+    return order, row_ids, tuple(K)
+
+
+def _fill_padding_columns(cols: np.ndarray, pad: np.ndarray) -> None:
+    """Give every padding lane a column that adds no wavefront (in place).
+
+    A padding lane copies the column of the first real lane of its quarter-warp, else of its
+    half-warp, else of its warp: that word is already read in the lane's phase for every access
+    width (phases are quarter, half or whole warps), so it costs nothing. A slot with no real lane
+    reads column 0 in every lane: one wavefront per phase, the minimum for an executed load.
+    """
+    todo = pad.copy()
+    lead = cols.shape[:-1]
+    for size in (WARP // _WIDEST_WORDS, WARP // 2, WARP):
+        c = cols.reshape(*lead, WARP // size, size)
+        real = ~pad.reshape(*lead, WARP // size, size)
+        first = np.take_along_axis(c, real.argmax(axis=-1)[..., None], axis=-1)
+        t = todo.reshape(c.shape) & real.any(axis=-1, keepdims=True)
+        c[t] = np.broadcast_to(first, c.shape)[t]
+        todo &= ~t.reshape(todo.shape)
+    cols[todo] = 0
+
+
+def _layout_indices(csr: sp.csr_matrix, ks: np.ndarray, layout, batch: int, wide_loads: bool,
+                    rng: np.random.Generator) -> np.ndarray:
+    """Layout positions for the rows of ``csr``: int64 (sum ks, 32), index into the row or -1."""
+    many = getattr(layout, "many", None)
+    if many is not None:
+        out = np.asarray(many(csr.indptr, csr.indices, ks, batch=batch, wide_loads=wide_loads,
+                              rng=rng))
+    else:
+        parts = []
+        for r in range(csr.shape[0]):
+            cols = csr.indices[csr.indptr[r]:csr.indptr[r + 1]]
+            parts.append(np.asarray(layout(cols, int(ks[r]), batch=batch, wide_loads=wide_loads,
+                                           rng=rng)).reshape(int(ks[r]), WARP))
+        out = np.concatenate(parts) if parts else np.zeros((0, WARP), np.int64)
+    if out.shape != (int(ks.sum()), WARP):
+        raise InputError(f"layout returned shape {out.shape}; expected ({int(ks.sum())}, 32)")
+    # every nonzero exactly once, nothing out of range
+    nnz = np.diff(csr.indptr)
+    row_of_slot = np.repeat(np.arange(csr.shape[0]), ks)
+    lengths = np.broadcast_to(nnz[row_of_slot][:, None], out.shape)
+    if np.any(out >= lengths) or np.any(out < -1):
+        raise InputError("layout returned an index outside its row")
+    glob = (csr.indptr[row_of_slot][:, None] + out)[out >= 0]
+    if glob.size != csr.nnz or np.bincount(glob, minlength=csr.nnz).max(initial=1) != 1:
+        raise InputError("layout must place every nonzero of its row exactly once")
+    return out.astype(np.int64)
+
+
+def map_matrix(U, *, n_ctas: int, warps_per_cta: int, batch: int, wide_loads: bool,
+               layout: str | Callable = "naive", seed: int = 0, dense: bool = False) -> Mapping:
+    """Map ``U`` (n_rows x n_cols; scipy.sparse or ndarray) onto ``n_ctas x warps_per_cta`` warps.
+
+    ``layout`` is a name from :data:`kernels_ir.layouts.LAYOUTS` or a hook
+    ``layout(cols, k, *, batch, wide_loads, rng) -> (k, 32)`` of indices into ``cols`` (-1 =
+    padding). ``dense=True`` gives Diamos-style dense tiles: every row holds all columns,
+    ``cols[s, l] = 32 s + l``, no index registers (layout must be "naive").
+    ``batch``/``wide_loads`` are validated here (they decide the bank of each column).
+    """
+    n_ctas = _positive("n_ctas", n_ctas)
+    warps_per_cta = _positive("warps_per_cta", warps_per_cta)
+    access_pattern(batch, wide_loads)
+    n_warps = n_ctas * warps_per_cta
+    M = _as_csr(U, dense)
+    n_rows, n_cols = M.shape
+    if n_rows < 1 or n_cols < 1:
+        raise InputError(f"U has shape {M.shape}; both sides must be at least 1")
+
+    if dense:
+        name = layout if isinstance(layout, str) else getattr(layout, "name", "custom")
+        if name != "naive":
+            raise InputError(f"layout={name!r} is not available for dense tiles; accepted: naive")
+        k = math.ceil(n_cols / WARP)
+        order, row_ids, K = _deal(np.full(n_rows, n_cols), n_warps)
+        S = sum(K)
+        grid = np.arange(k * WARP).reshape(k, WARP)
+        valid = grid < n_cols
+        cols = np.zeros((n_warps, S, WARP), dtype=np.int32)
+        values = np.zeros((n_warps, S, WARP), dtype=np.float32)
+        pad = np.ones((n_warps, S, WARP), dtype=bool)
+        for j in range(len(K)):
+            w = np.flatnonzero(row_ids[:, j] >= 0)
+            rows = row_ids[w, j]
+            sl = slice(j * k, (j + 1) * k)
+            cols[w, sl] = np.where(valid, grid, 0)
+            pad[w, sl] = ~valid
+            tile = np.zeros((rows.size, k * WARP), dtype=np.float32)
+            tile[:, :n_cols] = M[rows]
+            values[w, sl] = tile.reshape(rows.size, k, WARP)
+        _fill_padding_columns(cols, pad)
+        return _freeze(Mapping(n_rows, n_cols, n_ctas, warps_per_cta, len(K), K, row_ids,
+                               values, cols, pad, True, "naive"))
+
+    from .layouts import get_layout  # layouts import this module
+
+    hook = get_layout(layout) if isinstance(layout, str) else layout
+    name = layout if isinstance(layout, str) else getattr(layout, "name", "custom")
+    nnz = np.diff(M.indptr)
+    order, row_ids, K = _deal(nnz, n_warps)
+    R = len(K)
+    # row-slot of every row, in `order`
+    ks = np.repeat(np.asarray(K), [min(n_warps, n_rows - j * n_warps) for j in range(R)])
+    Ms = M[order]
+    idx = _layout_indices(Ms, ks, hook, batch, wide_loads, np.random.default_rng(seed))
+
+    S = sum(K)
+    cols = np.zeros((n_warps, S, WARP), dtype=np.int32)
+    values = np.zeros((n_warps, S, WARP), dtype=np.float32)
+    pad = np.ones((n_warps, S, WARP), dtype=bool)
+    indices = np.append(Ms.indices, 0).astype(np.int32)
+    data = np.append(Ms.data, 0).astype(np.float32)
+    start = 0
+    for j in range(R):
+        lo, hi = j * n_warps, min(n_rows, (j + 1) * n_warps)
+        block = idx[start:start + (hi - lo) * K[j]].reshape(hi - lo, K[j], WARP)
+        start += (hi - lo) * K[j]
+        w = np.arange(hi - lo)
+        w = w if j % 2 == 0 else n_warps - 1 - w
+        real = block >= 0
+        glob = np.where(real, Ms.indptr[lo:hi, None, None] + block, Ms.nnz)  # nnz: sentinel
+        sl = slice(sum(K[:j]), sum(K[:j + 1]))
+        cols[w, sl] = indices[glob]
+        values[w, sl] = data[glob]
+        pad[w, sl] = ~real
+    _fill_padding_columns(cols, pad)
+    return _freeze(Mapping(n_rows, n_cols, n_ctas, warps_per_cta, R, K, row_ids, values, cols,
+                           pad, False, str(name)))
+
+
+def _freeze(m: Mapping) -> Mapping:
+    for a in (m.row_ids, m.values, m.cols, m.pad):
+        a.setflags(write=False)
+    return m
+
+
+def apply_mapping(mapping: Mapping, h: np.ndarray) -> np.ndarray:
+    """``U @ h`` in float32 the way the kernel sums: per lane over its slots in order, then a
+    butterfly shuffle reduction (xor 16, 8, 4, 2, 1) over the warp. ``h``: (n_cols, B)."""
+    h = np.asarray(h, dtype=np.float32)
+    if h.ndim != 2 or h.shape[0] != mapping.n_cols:
+        raise InputError(f"h has shape {h.shape}; expected ({mapping.n_cols}, B)")
+    out = np.zeros((mapping.n_rows, h.shape[1]), dtype=np.float32)
+    lane = np.arange(WARP)
+    for j, k in enumerate(mapping.slots):
+        off = mapping.slot_offset(j)
+        acc = np.zeros((mapping.n_warps, WARP, h.shape[1]), dtype=np.float32)
+        for s in range(off, off + k):
+            acc = acc + mapping.values[:, s, :, None] * h[mapping.cols[:, s, :]]
+        for x in (16, 8, 4, 2, 1):
+            acc = acc + acc[:, lane ^ x]
+        rows = mapping.row_ids[:, j]
+        out[rows[rows >= 0]] = acc[rows >= 0, 0]
+    return out

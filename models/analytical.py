@@ -1,0 +1,713 @@
+"""Closed-form per-step time of every kernel and baseline, vectorised over configurations.
+
+This is an independent witness of the simulator: it reads only the GPU spec (never
+``gpusim.engine``) and the structure of the kernels as written in
+``kernels_ir/kernels/sparse_rnn.py``. Every hardware number is a spec field; the counts below are
+instruction counts of that kernel, not fitted constants.
+
+Persistent kernels (one CTA of 256 threads = 8 warps per SM, 2 warps per sub-partition)
+----------------------------------------------------------------------------------------
+Per step (cycles), for the slowest SM:
+
+``step = prefetch + stage + sum_j (compute_j + tail_j) + sync``
+
+- ``prefetch``: ``R`` x (IADD + LDG of x_t), issue only (the loads are consumed much later).
+- ``stage`` (h exchange, L2 -> shared memory): ``iters = ceil(N B / (4 * 256))`` rounds of a
+  128-bit load per thread. Each round is a dependent chain in every warp: address ALU ops, the
+  L2 round trip (``l2_hit_latency_cycles``), for Lamport the sentinel test of the 4 words
+  (bitcast -> compare -> or, ALU latency each), the store into shared memory. All SMs fetch all
+  of h: ``sm_count * N * B * 4`` bytes through the L2 at ``l2_slices *
+  l2_bytes_per_cycle_per_slice`` bytes/cycle (the broadcast term), charged once per step on top
+  of the latency chain. Then one ``__syncthreads`` (``cta_barrier_latency_cycles``).
+- ``compute_j`` for row-slot ``j`` (``K_j`` slots): the in-order warp issues per slot ``L``
+  shared loads (1 wide load, 2 for B = 8, or B scalar loads), then B FFMAs that need the load's
+  data. Four bounds, the largest wins:
+    * issue:   ``warps_per_subpartition * K_j * (L + B) / issue_per_cycle``;
+    * FP32:    ``warps_per_subpartition * K_j * B * 32 / fp32_lanes``;
+    * shared:  ``(wavefronts of all warps of the SM in row-slot j) / smem_wavefronts_per_cycle``;
+    * latency: one warp's chain ``K_j * (L + smem_latency + B * 32 / fp32_lanes) +
+      own wavefronts / smem_wavefronts_per_cycle`` (each slot's FFMAs wait for its load).
+  Wavefronts include bank conflicts: exactly from :func:`kernels_ir.layouts.analyse` when a
+  mapping is given, else the expected value of random column positions (below).
+- ``tail_j``: B MOVs; per batch column a 5-step butterfly (SHFL_XOR -> FADD), dependent and
+  in order: ``B * 5 * (shfl_latency + fma_latency)``; the select chain ``(B - 1) * alu_latency``;
+  FADD x, tanh (``sfu_latency``), FADD +0.0, IADD, store issue. Warps run the same instruction
+  stream in lock step, so the tail is exposed once per row-slot (another warp has no other work).
+- ``sync``: Lamport: none beyond the polling loads (a poll that sees the sentinel is counted by
+  the simulator; the model assumes the data is there at the first poll in steady state).
+  Barrier: ``__syncthreads`` + ``__threadfence`` + the atomic arrive reaching L2
+  (``l2_atomic_latency / 2``) + same-address serialisation of all SMs' arrivals
+  (``sm_count * l2_atomic_same_address_cycles``) + detection by thread 0's spinning load
+  (one L2 round trip) + the releasing ``__syncthreads``.
+- once per launch: ``launch_overhead_s`` + loading the weights from DRAM.
+
+Expected wavefronts for random columns (no matrix given)
+-------------------------------------------------------
+A load of ``W`` words per lane runs in ``W`` phases of ``m = 32 / W`` lanes; a lane's class is
+its aligned group of ``W`` banks; a phase costs the largest number of distinct columns in one
+class (:mod:`kernels_ir.banks`). Columns of a row are distinct and padding lanes are free, so a
+phase with ``n`` real lanes costs the maximum bin occupancy of ``n`` balls in ``c`` bins, where
+``c`` is the number of classes the column addresses ``col * B + offset`` can reach (8 for B = 4
+wide, but 8 banks only for B = 4 scalar loads, 4 of 8 classes for B = 8 wide). Its expectation
+``E[M(n, c)]`` is computed exactly: ``P(M <= t) = n! / c^n [x^n] (sum_{i<=t} x^i / i!)^c``.
+- ``random`` layout: each lane of a row's ``K`` slots is real with probability ``r / 32K``.
+- ``naive`` layout (columns in order): treated as random positions. This over-estimates the
+  conflicts of dense-ish rows (consecutive columns fall in consecutive classes); the exact path
+  has no such error.
+- ``greedy``/``optimal``: the lower bound of :mod:`kernels_ir.layouts`, approximated by
+  ``max(K W, r / c, E[largest class count])`` per load (``E`` exact for ``r <= 32``, a normal
+  approximation above).
+
+Per-step baselines (graph-timed, as cuda_backend.md section 5 recommends)
+-------------------------------------------------------------------------
+Each kernel costs ``graph_launch_overhead_s`` + one memory round trip + its bytes at the
+bandwidth of where they live (L2 ``l2_slices * l2_bytes_per_cycle_per_slice * clock`` if the
+streamed matrix fits in ``l2_size_bytes``, else ``dram_bandwidth_bytes_per_s``):
+- ``cublas``: best of one GEMM (weights once) and B GEMVs (weights B times, B launches), plus a
+  fused ``tanh(y + x)`` kernel. Measured fp32 cuBLAS GEMM at batch 4 on H100/H200 is 3-6x slower
+  than this bandwidth bound (a poor kernel choice; cuda_backend.md 5.2 and 8); it is not modelled.
+- ``cusparse``: CSR SpMV/SpMM streaming values + indices + row pointers, h and the output, plus
+  the tanh kernel.
+- ``csr-row-per-warp``: the same CSR bytes in one kernel with tanh fused, plus the warp's
+  shuffle reduction and tanh latency.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+import numpy as np
+
+from kernels_ir.errors import InputError
+from kernels_ir.mapping import MAX_BATCH, WIDE_BATCHES, access_pattern
+
+from . import capacity as cap
+
+__all__ = ["Variant", "VARIANTS", "PERSISTENT", "BASELINES", "REASONS", "KernelTimes",
+           "predict_many", "predict_mapping", "expected_max_occupancy", "geometry_classes",
+           "speedup_summary", "Row", "Report", "predict_layer", "EXACT_NNZ_LIMIT", "ENGINES"]
+
+WARP = 32
+REDUCTION_STEPS = 5        # log2(32) butterfly steps per batch column
+STAGE_PRE_ALU = 3          # IMAD, ISETP, IADD before each staging load (_stage_h)
+STAGE_CHECK_ALU = 8        # 4 x (BITCAST -> ISETP) after a Lamport poll; the POR chain overlaps
+STAGE_LOOP_ISSUE = 2       # loop increment + branch per staging round
+EPI_ALU = 2                # IADD (address) + MOV before the select chain
+
+
+@dataclass(frozen=True, slots=True)
+class Variant:
+    name: str
+    family: str            # "persistent" or "baseline"
+    sparse: bool
+    sync: str = ""
+    wide_loads: bool = False
+    layout: str = ""
+    doc: str = ""
+
+
+VARIANTS: dict[str, Variant] = {v.name: v for v in (
+    Variant("sparse-naive", "persistent", True, "barrier", False, "naive",
+            "sparse persistent: grid barrier, B scalar loads, columns in order"),
+    Variant("sparse-wide", "persistent", True, "barrier", True, "naive",
+            "+ wide (64/128-bit) shared loads"),
+    Variant("sparse-bank", "persistent", True, "barrier", True, "optimal",
+            "+ bank-aware layout (optimal)"),
+    Variant("sparse-lamport", "persistent", True, "lamport", True, "optimal",
+            "+ Lamport timestamps: all optimisations (Zhu et al. 2018)"),
+    Variant("dense-persistent", "persistent", False, "lamport", True, "naive",
+            "dense persistent (Diamos et al. 2016), Lamport exchange, wide loads"),
+    Variant("cublas", "baseline", False, doc="cuBLAS per step: best of GEMM and B GEMVs + tanh"),
+    Variant("cusparse", "baseline", True, doc="cuSPARSE CSR SpMV/SpMM per step + tanh"),
+    Variant("csr-row-per-warp", "baseline", True,
+            doc="CSR row-per-warp kernel per step, tanh fused"),
+)}
+PERSISTENT = tuple(n for n, v in VARIANTS.items() if v.family == "persistent")
+BASELINES = tuple(n for n, v in VARIANTS.items() if v.family == "baseline")
+
+REASONS = ("", "registers", "shared memory", "batch not supported by wide loads",
+           "batch too large")
+
+
+# ----------------------------------------------------------------------------- bank statistics
+
+
+@lru_cache(maxsize=None)
+def _occupancy_table(c: int, nmax: int = WARP) -> np.ndarray:
+    """E[max bin occupancy] of n balls thrown uniformly into c bins, n = 0..nmax (E[0] := 1).
+
+    ``P(M <= t) = n! / c^n [x^n] (sum_{i<=t} x^i / i!)^c`` (exponential generating functions),
+    ``E[M] = sum_{t>=0} (1 - P(M <= t))``: one polynomial power per ``t`` serves every ``n``.
+    """
+    n = np.arange(nmax + 1)
+    lfact = np.array([math.lgamma(i + 1) for i in range(nmax + 1)])
+    e = np.zeros(nmax + 1)
+    for t in range(nmax):
+        base = np.where(n <= t, np.exp(-lfact), 0.0)
+        poly = np.array([1.0])
+        for _ in range(c):
+            poly = np.convolve(poly, base)[:nmax + 1]
+        poly = np.pad(poly, (0, nmax + 1 - poly.size))
+        with np.errstate(divide="ignore"):
+            p_le = np.exp(lfact + np.log(np.maximum(poly, 1e-300)) - n * math.log(c))
+        e += np.where(n > t, 1.0 - np.minimum(p_le, 1.0), 0.0)
+    e[0] = 1.0
+    return e
+
+
+def expected_max_occupancy(n, c: int):
+    """``E[M(n, c)]`` (array-friendly in ``n``), 1 for ``n = 0`` (an executed phase costs 1)."""
+    n = np.asarray(n)
+    if np.all(n <= WARP):
+        return _occupancy_table(int(c))[np.clip(n, 0, WARP).astype(int)]
+    # beyond a warp (largest class count of a whole row): normal approximation
+    small = _occupancy_table(int(c))[np.clip(n, 0, WARP).astype(int)]
+    nf = n.astype(np.float64)
+    big = nf / c + np.sqrt(nf / c * (1 - 1 / c)) * _max_normal(int(c))
+    return np.where(n <= WARP, small, big)
+
+
+@lru_cache(maxsize=None)
+def _max_normal(c: int) -> float:
+    """E[max of c iid standard normals], by numerical integration."""
+    x = np.linspace(-8, 8, 4001)
+    pdf = np.exp(-x * x / 2) / math.sqrt(2 * math.pi)
+    cdf = np.cumsum(pdf) * (x[1] - x[0])
+    dens = c * pdf * np.clip(cdf, 0, 1) ** (c - 1)
+    return float(np.sum(x * dens) * (x[1] - x[0]))
+
+
+@lru_cache(maxsize=None)
+def geometry_classes(batch: int, wide_loads: bool) -> tuple[tuple[int, int], ...]:
+    """Per load of a slot: ``(width W, reachable classes c)`` for random columns."""
+    out = []
+    for width, off in access_pattern(batch, wide_loads):
+        words = np.arange(WARP * 4, dtype=np.int64) * batch + off
+        cls = (words % WARP) // width
+        out.append((width, int(np.unique(cls).size)))
+    return tuple(out)
+
+
+@lru_cache(maxsize=None)
+def _dense_slot_wavefronts(batch: int, wide_loads: bool) -> int:
+    """Wavefronts of one full dense slot (lanes read consecutive columns)."""
+    from kernels_ir import banks
+
+    cols = np.arange(WARP, dtype=np.int64)
+    return int(sum(banks.wavefronts(cols * batch + off, width)
+                   for width, off in access_pattern(batch, wide_loads)))
+
+
+def _expected_row_wavefronts(r, K, batch: int, wide_loads: bool, layout: str):
+    """Expected wavefronts of one row with ``r`` nonzeros in ``K`` slots (arrays)."""
+    r = np.asarray(r, dtype=np.float64)
+    K = np.asarray(K, dtype=np.float64)
+    total = np.zeros(np.broadcast(r, K).shape)
+    for width, c in geometry_classes(batch, wide_loads):
+        m = WARP // width
+        if layout in ("greedy", "optimal"):
+            ri = np.rint(r).astype(np.int64)
+            big = expected_max_occupancy(ri, c)
+            lb = np.maximum(np.maximum(K * width, np.ceil(r / c)), np.where(ri > 0, big, 0))
+            # a phase of m lanes needs ceil(m / c) wavefronts even when perfectly balanced
+            lb = np.maximum(lb, np.ceil(np.minimum(r, K * WARP) / WARP * width) *
+                            math.ceil(m / c))
+            total = total + lb
+        else:
+            phi = np.clip(r / np.maximum(K * WARP, 1), 0.0, 1.0)
+            table = _occupancy_table(c, m) if m <= WARP else None
+            n = np.arange(m + 1)
+            logc = np.array([math.lgamma(m + 1) - math.lgamma(k + 1) - math.lgamma(m - k + 1)
+                             for k in n])
+            with np.errstate(divide="ignore"):
+                lp = np.log(phi)[..., None]
+                lq = np.log1p(-phi)[..., None]
+            pmf = np.exp(logc + n * np.where(np.isfinite(lp), lp, -1e300)
+                         + (m - n) * np.where(np.isfinite(lq), lq, -1e300))
+            pmf = np.where(np.isnan(pmf), 0.0, pmf)
+            per_phase = (pmf * table).sum(axis=-1)
+            total = total + K * width * per_phase
+    return total
+
+
+# ----------------------------------------------------------------------------- time model
+
+
+@dataclass(frozen=True, slots=True)
+class KernelTimes:
+    """One kernel over many configurations: arrays of the same shape (NaN time = does not fit)."""
+
+    name: str
+    per_step_s: np.ndarray
+    fits: np.ndarray
+    reason: np.ndarray                  # index into REASONS
+    setup_s: np.ndarray                 # once per launch (persistent: launch + weight load)
+    breakdown: dict = field(default_factory=dict)  # term -> seconds per step (array)
+    bound: np.ndarray | None = None     # persistent: which compute bound won (str array)
+
+    def total_s(self, timesteps) -> np.ndarray:
+        return self.setup_s + np.asarray(timesteps) * self.per_step_s
+
+
+def _cyc(spec):
+    return {
+        "wps": math.ceil((cap.THREADS_PER_CTA // WARP) / spec.subpartitions_per_sm),
+        "wpc": cap.THREADS_PER_CTA // WARP,
+        "ipc": spec.issue_per_cycle_per_subpartition,
+        "pipe": WARP / spec.fp32_lanes_per_subpartition,
+        "wf": spec.smem_wavefronts_per_cycle,
+        "l2_bpc": spec.l2_slices * spec.l2_bytes_per_cycle_per_slice,
+    }
+
+
+def _tail_cycles(spec, B):
+    """Per row-slot: zeroing, butterfly reduction, select, x add, tanh, +0, address, store."""
+    B = np.asarray(B, dtype=np.float64)
+    return (B + B * REDUCTION_STEPS * (spec.shfl_latency_cycles + spec.fma_latency_cycles)
+            + (B - 1) * spec.alu_latency_cycles + EPI_ALU
+            + 2 * spec.fma_latency_cycles + spec.sfu_latency_cycles + spec.alu_latency_cycles + 1)
+
+
+def _stage_cycles(spec, N, B, sync):
+    """h_{t-1} from L2 into shared memory (latency chain per round + broadcast bandwidth)."""
+    c = _cyc(spec)
+    words = np.ceil(np.asarray(N) * np.asarray(B) / 4.0) * 4
+    iters = np.ceil(words / (4 * cap.THREADS_PER_CTA))
+    check = STAGE_CHECK_ALU if sync == "lamport" else 0
+    chain = (STAGE_PRE_ALU + check) * spec.alu_latency_cycles + spec.l2_hit_latency_cycles + \
+        STAGE_LOOP_ISSUE + 1
+    latency = iters * chain
+    broadcast = spec.sm_count * words * 4 / c["l2_bpc"]
+    return latency, broadcast, spec.cta_barrier_latency_cycles
+
+
+def _sync_cycles(spec, sync):
+    if sync == "lamport":
+        return 0.0
+    return (2 * spec.cta_barrier_latency_cycles + spec.fence_latency_cycles
+            + spec.l2_atomic_latency_cycles / 2
+            + spec.sm_count * spec.l2_atomic_same_address_cycles
+            + spec.l2_hit_latency_cycles)
+
+
+def _compute_cycles(spec, K, wf_sm, wf_warp, B, L):
+    """Per row-slot compute bounds (arrays broadcast over configs x row-slots)."""
+    c = _cyc(spec)
+    issue = c["wps"] * K * (L + B) / c["ipc"]
+    fp32 = c["wps"] * K * B * c["pipe"]
+    smem = wf_sm / c["wf"]
+    lat = K * (L + spec.smem_latency_cycles + B * c["pipe"]) + wf_warp / c["wf"]
+    stack = np.stack(np.broadcast_arrays(issue, fp32, smem, lat))
+    return stack  # (4, ...)
+
+
+_BOUNDS = np.array(["issue", "fp32", "smem", "latency"])
+
+
+def _persistent_from_slots(spec, v: Variant, N, B, K, wf_sm, wf_warp, mask, R, S, dtype):
+    """Assemble per-step cycles from per-row-slot arrays (configs x Rmax)."""
+    L = len(access_pattern(int(B), v.wide_loads))
+    bounds = _compute_cycles(spec, K, wf_sm, wf_warp, B, L)
+    bounds = np.where(mask[None], bounds, 0.0)
+    compute_j = bounds.max(axis=0)
+    compute = compute_j.sum(axis=-1)
+    which = _BOUNDS[bounds.sum(axis=-1).argmax(axis=0)]
+    tail = _tail_cycles(spec, B) * R
+    st_lat, st_bw, st_bar = _stage_cycles(spec, N, B, v.sync)
+    prefetch = 2 * R * _cyc(spec)["wps"]
+    sync = _sync_cycles(spec, v.sync)
+    total = prefetch + st_lat + st_bw + st_bar + compute + tail + sync
+    cs = spec.cycle_s
+    smem_total = (np.where(mask, wf_sm, 0.0).sum(axis=-1) / _cyc(spec)["wf"])
+    breakdown = {
+        "compute_s": compute * cs,
+        "smem_wavefronts_s": smem_total * cs,   # the shared-pipe bound (inside compute_s)
+        "reduction_epilogue_s": tail * cs,
+        "h_exchange_s": (st_lat + st_bar + prefetch) * cs,
+        "h_broadcast_s": np.broadcast_to(st_bw * cs, np.shape(total)).copy(),
+        "sync_s": np.broadcast_to(sync * cs, np.shape(total)).copy(),
+    }
+    n_w = cap.n_warps(spec)
+    slot_bytes = 4 if v.sparse is False else 8
+    if dtype == "fp16":
+        slot_bytes //= 2
+    setup = (spec.launch_overhead_s + spec.dram_latency_cycles * cs
+             + S * WARP * n_w * slot_bytes / spec.dram_bandwidth_bytes_per_s)
+    return total * cs, setup, breakdown, which
+
+
+def _layer_arrays(hidden, batch, density):
+    N = np.atleast_1d(np.asarray(hidden, dtype=np.int64))
+    B = np.atleast_1d(np.asarray(batch, dtype=np.int64))
+    d = np.atleast_1d(np.asarray(density, dtype=np.float64))
+    N, B, d = np.broadcast_arrays(N, B, d)
+    if np.any(N < 1) or np.any(B < 1):
+        raise InputError("hidden and batch must be positive integers")
+    if np.any(~(d > 0)) or np.any(d > 1):
+        raise InputError("density must be in (0, 1]")
+    return N, B, d
+
+
+def _persistent_fast(spec, v: Variant, N, B, d, cell, dtype):
+    """Expected per-step time of a persistent variant for random layers (vectorised)."""
+    gates = cap.check_cell(cell)
+    nw = cap.n_warps(spec)
+    rows = gates * N
+    shape = N.shape
+    per = np.full(shape, np.nan)
+    setup = np.full(shape, np.nan)
+    fits = np.zeros(shape, bool)
+    reason = np.zeros(shape, np.int64)
+    which = np.full(shape, "", dtype=object)
+    bd: dict[str, np.ndarray] = {}
+    R_all = -(-rows // nw)
+    for b in np.unique(B):
+        b = int(b)
+        sel = B == b
+        if v.wide_loads and b not in WIDE_BATCHES:
+            reason[sel] = 3
+            continue
+        if not v.wide_loads and b > MAX_BATCH:
+            reason[sel] = 4
+            continue
+        n, dd, rr = N[sel], d[sel], rows[sel]
+        R = R_all[sel]
+        rmax = int(R.max())
+        if v.sparse:
+            longest, typical, mask = cap.row_slot_quantiles(n, rr, dd, nw, rmax)
+            K = np.where(mask, np.maximum(1, np.ceil(longest / WARP)), 0)
+            wf_warp = np.where(mask, _expected_row_wavefronts(typical, K, b, v.wide_loads,
+                                                              v.layout), 0.0)
+        else:
+            mask = np.arange(rmax)[None, :] < R[:, None]
+            K = np.where(mask, np.ceil(n / WARP)[:, None], 0)
+            wf_warp = K * _dense_slot_wavefronts(b, v.wide_loads)
+        S = K.sum(axis=-1)
+        regs = cap.registers_per_thread(S, R, b, dense=not v.sparse, dtype=dtype)
+        smem = cap.smem_bytes(n, b, dense=not v.sparse, dtype=dtype,
+                              kmax=K.max(axis=-1) if not v.sparse else None)
+        ok_r = regs <= cap.reg_limit(spec)
+        ok_s = smem <= spec.smem_bytes_per_cta
+        r_code = np.where(~ok_r, 1, np.where(~ok_s, 2, 0))
+        wf_sm = wf_warp * _cyc(spec)["wpc"]
+        t, su, parts, wh = _persistent_from_slots(spec, v, n, b, K, wf_sm, wf_warp, mask, R, S,
+                                                  dtype)
+        ok = ok_r & ok_s
+        per[sel] = np.where(ok, t, np.nan)
+        setup[sel] = np.where(ok, su, np.nan)
+        fits[sel] = ok
+        reason[sel] = r_code
+        which[sel] = np.where(ok, wh, "")
+        for key, val in parts.items():
+            bd.setdefault(key, np.full(shape, np.nan))[sel] = np.where(ok, val, np.nan)
+    return KernelTimes(v.name, per, fits, reason, setup, bd, which)
+
+
+def _baselines(spec, name, N, B, d, cell, dtype):
+    gates = cap.check_cell(cell)
+    rows = (gates * N).astype(np.float64)
+    Nf, Bf = N.astype(np.float64), B.astype(np.float64)
+    vb = cap.DTYPES[dtype]
+    cs = spec.cycle_s
+    l2_bw = spec.l2_slices * spec.l2_bytes_per_cycle_per_slice * spec.clock_hz
+
+    def stream(nbytes, footprint):
+        in_l2 = footprint <= spec.l2_size_bytes
+        bw = np.where(in_l2, l2_bw, spec.dram_bandwidth_bytes_per_s)
+        lat = np.where(in_l2, spec.l2_hit_latency_cycles, spec.dram_latency_cycles) * cs
+        return lat + nbytes / bw, nbytes / bw
+
+    vec = (rows * Bf * 4 * 2 + Nf * Bf * 4)  # x and y (rows x B) + h (N x B), fp32
+    act_t, _ = stream(rows * Bf * 4 * 3, rows * Bf * 4 * 3)
+    act = spec.graph_launch_overhead_s + act_t  # fused tanh(y + x) kernel
+    launch = spec.graph_launch_overhead_s
+    bd = {}
+    if name == "cublas":
+        W = rows * Nf * vb
+        gemm_t, gemm_w = stream(W + vec, W)
+        gemv_t, gemv_w = stream(W + vec / Bf, W)
+        gemm = launch + gemm_t
+        gemv = Bf * (launch + gemv_t)
+        use_gemm = gemm <= gemv
+        per = np.minimum(gemm, gemv) + act
+        bd = {"launch_s": np.where(use_gemm, launch, Bf * launch) + spec.graph_launch_overhead_s,
+              "weights_s": np.where(use_gemm, gemm_w, Bf * gemv_w),
+              "epilogue_s": act_t + 0 * per}
+    else:
+        nnz = rows * Nf * d
+        ib = 4 if dtype == "fp32" else 2
+        csr = nnz * (vb + ib) + (rows + 1) * 4
+        t, w = stream(csr + vec, csr)
+        if name == "cusparse":
+            per = launch + t + act
+            bd = {"launch_s": 2 * launch + 0 * per, "weights_s": w, "epilogue_s": act_t + 0 * per}
+        else:  # csr-row-per-warp, tanh fused: reduction + tanh latency instead of a 2nd kernel
+            tail = _tail_cycles(spec, Bf) * cs
+            per = launch + t + tail
+            bd = {"launch_s": launch + 0 * per, "weights_s": w, "epilogue_s": tail}
+    shape = N.shape
+    return KernelTimes(name, per, np.ones(shape, bool), np.zeros(shape, np.int64),
+                       np.zeros(shape), bd, None)
+
+
+def predict_many(spec, hidden, batch, density, *, cell: str = "rnn", dtype: str = "fp32",
+                 kernels=None) -> dict[str, KernelTimes]:
+    """Per-step time of every kernel (or those named) for arrays of configurations."""
+    cap.check_cell(cell)
+    cap.check_dtype(dtype)
+    N, B, d = _layer_arrays(hidden, batch, density)
+    names = tuple(VARIANTS) if kernels is None else tuple(kernels)
+    out = {}
+    for name in names:
+        if name not in VARIANTS:
+            raise InputError(f"kernel {name!r} is unknown; accepted: {', '.join(VARIANTS)}")
+        v = VARIANTS[name]
+        if v.family == "persistent":
+            out[name] = _persistent_fast(spec, v, N, B, d, cell, dtype)
+        else:
+            out[name] = _baselines(spec, name, N, B, d, cell, dtype)
+    return out
+
+
+def predict_mapping(spec, variant: str, mapping, batch: int, *, dtype: str = "fp32",
+                    report=None) -> KernelTimes:
+    """Per-step time of a persistent variant for a concrete mapping (exact wavefronts).
+
+    ``report`` is :func:`kernels_ir.layouts.analyse` of the mapping (computed if not given;
+    dense mappings use the bank function directly). The slowest SM sets the step.
+    """
+    v = VARIANTS[variant]
+    if v.family != "persistent":
+        raise InputError(f"{variant!r} is not a persistent kernel")
+    from kernels_ir import banks
+    from kernels_ir.mapping import slot_word_addresses
+
+    b = int(batch)
+    loads = access_pattern(b, v.wide_loads)
+    if report is not None:
+        wf = report.wavefronts  # (n_warps, S, n_loads)
+    else:
+        words = slot_word_addresses(mapping, b, v.wide_loads)
+        wf = np.stack([banks.wavefronts(w, width) for w, (width, _) in zip(words, loads)],
+                      axis=-1)
+    rs = mapping.slot_row_slot
+    R = len(mapping.slots)
+    per_rs = np.zeros((mapping.n_warps, R))
+    np.add.at(per_rs, (slice(None), rs), wf.sum(axis=-1))
+    wpc = mapping.warps_per_cta
+    per_cta = per_rs.reshape(mapping.n_ctas, wpc, R)
+    wf_sm = per_cta.sum(axis=1)                       # (n_ctas, R)
+    wf_warp = per_cta.max(axis=1)
+    K = np.broadcast_to(np.asarray(mapping.slots, dtype=np.float64), wf_sm.shape)
+    mask = np.ones(wf_sm.shape, bool)
+    N = mapping.n_cols
+    S = mapping.total_slots
+    t, su, parts, which = _persistent_from_slots(spec, v, np.array([N]), b, K, wf_sm, wf_warp,
+                                                 mask, R, S, dtype)
+    worst = int(np.argmax(t))
+    f = cap.fit(spec, N, b, 1.0, cell="rnn", dtype=dtype, dense=not v.sparse,
+                slots=mapping.slots)
+    ok = f.fits
+    parts = {k: np.atleast_1d(np.asarray(val))[worst if np.size(val) > 1 else 0]
+             for k, val in parts.items()}
+    return KernelTimes(v.name, np.array([t[worst] if ok else np.nan]), np.array([ok]),
+                       np.array([0 if ok else REASONS.index(f.limit)]), np.array([su]),
+                       {k: np.array([val]) for k, val in parts.items()},
+                       np.array([which[worst]], dtype=object))
+
+
+def speedup_summary(times: dict[str, KernelTimes]):
+    """Best sparse persistent kernel vs the best of everything else (arrays of names/speedup)."""
+    sparse_p = [n for n in times if VARIANTS[n].family == "persistent" and VARIANTS[n].sparse]
+    others = [n for n in times if n not in sparse_p]
+    shape = next(iter(times.values())).per_step_s.shape
+
+    def best(names):
+        if not names:
+            return np.full(shape, ""), np.full(shape, np.nan)
+        arr = np.stack([np.where(times[n].fits, times[n].per_step_s, np.inf) for n in names])
+        idx = arr.argmin(axis=0)
+        val = arr.min(axis=0)
+        nm = np.array(names, dtype=object)[idx]
+        return np.where(np.isfinite(val), nm, ""), np.where(np.isfinite(val), val, np.nan)
+
+    bp_name, bp = best(sparse_p)
+    nb_name, nb = best(others)
+    return bp_name, bp, nb_name, nb, nb / bp
+
+
+# ----------------------------------------------------------------------------- one layer report
+
+EXACT_NNZ_LIMIT = 1_000_000  # above this the mapping takes > 0.3 s: use the expectation
+ENGINES = ("model", "sim")
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    name: str
+    family: str
+    engine: str
+    fits: bool
+    per_step_s: float | None
+    total_s: float | None
+    reason: str            # why it does not fit ("" if it fits)
+    bound: str             # persistent: the compute bound that won; baselines: ""
+    breakdown: dict
+
+    def as_dict(self) -> dict:
+        return {"name": self.name, "family": self.family, "engine": self.engine,
+                "fits": self.fits, "per_step_s": self.per_step_s, "total_s": self.total_s,
+                "reason": self.reason, "bound": self.bound, "breakdown": self.breakdown}
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    gpu: str
+    hidden: int
+    batch: int
+    density: float
+    timesteps: int
+    cell: str
+    dtype: str
+    engine: str
+    rows: tuple[Row, ...]
+    best_persistent: str | None
+    next_best: str | None
+    speedup: float | None
+    note: str
+
+    def as_dict(self) -> dict:
+        return {"gpu": self.gpu, "hidden": self.hidden, "batch": self.batch,
+                "density": self.density, "timesteps": self.timesteps, "cell": self.cell,
+                "dtype": self.dtype, "engine": self.engine,
+                "kernels": [r.as_dict() for r in self.rows],
+                "best_persistent": self.best_persistent, "next_best": self.next_best,
+                "speedup": self.speedup, "note": self.note}
+
+
+def _validate(hidden, batch, density, timesteps, cell, dtype, engine):
+    for name, v in (("hidden", hidden), ("batch", batch), ("timesteps", timesteps)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+            raise InputError(f"{name}={v!r} must be a positive integer")
+    if not (0.0 < float(density) <= 1.0):
+        raise InputError(f"density={density} is outside (0, 1]")
+    if batch > 1024:
+        raise InputError(f"batch={batch} is absurd for a recurrent layer; accepted: 1..1024")
+    if hidden > 1 << 20:
+        raise InputError(f"hidden={hidden} is absurd; accepted: 1..{1 << 20}")
+    cap.check_cell(cell)
+    cap.check_dtype(dtype)
+    if engine not in ENGINES:
+        raise InputError(f"engine={engine!r} is not supported; accepted: {', '.join(ENGINES)}")
+
+
+def _reason(spec, code: int, hidden, batch, density, cell, dtype, dense, slots=None) -> str:
+    label = REASONS[code]
+    if code in (1, 2):
+        f = cap.fit(spec, hidden, batch, density, cell=cell, dtype=dtype, dense=dense,
+                    slots=slots, exact=False)
+        best = cap.max_hidden(spec, density, batch, cell=cell, dtype=dtype, dense=dense,
+                              exact=False)
+        msg = f.message or label
+        return f"{msg}; largest that fits: hidden={best.hidden} ({best.limit})"
+    if code == 3:
+        return (f"batch={batch} cannot use wide loads; accepted with wide loads: "
+                f"{', '.join(map(str, WIDE_BATCHES))}")
+    if code == 4:
+        return f"batch={batch} exceeds the kernel's {MAX_BATCH} batch columns"
+    return label
+
+
+def _f(x) -> float | None:
+    x = float(x)
+    return None if not np.isfinite(x) else x
+
+
+def predict_layer(spec, hidden: int, batch: int, density: float, *, timesteps: int = 1,
+                  cell: str = "rnn", dtype: str = "fp32", engine: str = "model", seed: int = 0,
+                  simulator=None, exact: bool = True) -> Report:
+    """Per-step and total time of every kernel and baseline for one layer (``gpusim predict``).
+
+    The persistent kernels are evaluated on a concrete random layer (seeded) mapped onto the GPU
+    when it has at most :data:`EXACT_NNZ_LIMIT` nonzeros (exact ``K_j`` and wavefronts from the
+    layout analysis), else from the expectation. ``engine="sim"`` calls
+    ``simulator(spec, variant, hidden, batch, density, seed) -> (per_step_s, setup_s,
+    breakdown)`` for the persistent kernels of RNN cells (this package never imports the
+    simulator: the CLI passes it in); every row names the engine that produced it.
+    """
+    _validate(hidden, batch, density, timesteps, cell, dtype, engine)
+    if engine == "sim" and simulator is None:
+        raise InputError("engine='sim' needs a simulator callable (see gpusim predict)")
+    fast = predict_many(spec, hidden, batch, density, cell=cell, dtype=dtype)
+    gates = cap.CELLS[cell]
+    nnz_expected = gates * hidden * hidden * density
+    use_exact = exact and nnz_expected <= EXACT_NNZ_LIMIT
+    U = None
+    mappings: dict = {}
+    if use_exact:
+        from kernels_ir.mapping import map_matrix
+
+        from .sparse import random_sparse
+
+        U = random_sparse(gates * hidden, hidden, density, np.random.default_rng(seed))
+    rows = []
+    notes = []
+    for name, kt in fast.items():
+        v = VARIANTS[name]
+        eng = "model"
+        per = float(kt.per_step_s[0])
+        setup = float(kt.setup_s[0])
+        ok = bool(kt.fits[0])
+        code = int(kt.reason[0])
+        bound = str(kt.bound[0]) if kt.bound is not None else ""
+        bd = {k: _f(val[0]) for k, val in kt.breakdown.items()}
+        slots = None
+        if v.family == "persistent" and v.sparse and U is not None and code not in (3, 4):
+            key = (v.layout, v.wide_loads if v.layout != "naive" else None)
+            if key not in mappings:
+                mappings[key] = map_matrix(U, n_ctas=spec.sm_count,
+                                           warps_per_cta=cap.THREADS_PER_CTA // cap.WARP,
+                                           batch=batch, wide_loads=v.wide_loads,
+                                           layout=v.layout, seed=seed)
+            m = mappings[key]
+            slots = m.slots
+            f = cap.fit(spec, hidden, batch, density, cell=cell, dtype=dtype, slots=m.slots)
+            ok = f.fits
+            code = 0 if ok else REASONS.index(f.limit)
+            if ok:
+                ex = predict_mapping(spec, name, m, batch, dtype=dtype)
+                per, setup = float(ex.per_step_s[0]), float(ex.setup_s[0])
+                bound = str(ex.bound[0])
+                bd = {k: _f(val[0]) for k, val in ex.breakdown.items()}
+                eng = "model (exact layout)"
+        if ok and engine == "sim" and v.family == "persistent":
+            if cell != "rnn":
+                notes.append(f"the simulator builds rnn cells only: {name} from the model")
+            else:
+                per, setup, bd = simulator(spec, VARIANTS[name], hidden, batch, density, seed)
+                eng, bound = "sim", ""
+        if ok:
+            rows.append(Row(name, v.family, eng, True, per, setup + timesteps * per, "", bound,
+                            bd))
+        else:
+            rows.append(Row(name, v.family, eng, False, None, None,
+                            _reason(spec, code, hidden, batch, density, cell, dtype,
+                                    not v.sparse, slots), "", {}))
+    best_p = _best([r for r in rows if r.family == "persistent" and
+                    VARIANTS[r.name].sparse])
+    nxt = _best([r for r in rows if not (r.family == "persistent" and
+                                        VARIANTS[r.name].sparse)])
+    speed = (nxt.per_step_s / best_p.per_step_s) if best_p and nxt else None
+    if not use_exact and exact:
+        notes.append(f"{nnz_expected:.3g} nonzeros: wavefronts and K_j are expectations for "
+                     f"random columns, not from a concrete matrix")
+    return Report(spec.name, int(hidden), int(batch), float(density), int(timesteps), cell,
+                  dtype, engine, tuple(rows), best_p.name if best_p else None,
+                  nxt.name if nxt else None, speed, "; ".join(notes))
+
+
+def _best(rows):
+    ok = [r for r in rows if r.fits and r.per_step_s is not None]
+    return min(ok, key=lambda r: r.per_step_s) if ok else None

@@ -1,0 +1,283 @@
+"""Capacity model: does a recurrent layer fit in the persistent kernel, and what is the largest?
+
+The persistent kernels (``kernels_ir/kernels/sparse_rnn.py``) run one CTA of
+:data:`THREADS_PER_CTA` threads on every SM, hold every weight of ``U`` in registers for the whole
+sequence and stage ``h_{t-1}`` in shared memory each step. Two limits decide whether a layer fits:
+
+Registers (per thread)
+    Rows of the recurrent matrix (``gates * N`` rows: 1 for RNN, 3 for GRU, 4 for LSTM) are dealt
+    to ``n_warps = sm_count * warps_per_cta`` warps, ``R = ceil(rows / n_warps)`` row-slots per
+    warp. Row-slot ``j`` of every warp holds ``K_j`` register slots per lane, ``K_j`` = the
+    longest row of that row-slot over all warps, in slots of 32 nonzeros (rows sorted by length
+    and dealt in groups of ``n_warps``, :func:`kernels_ir.mapping.map_matrix`). ``S = sum_j K_j``.
+    A slot costs 2 registers (fp32 value + int32 word address), or 1 register for fp16 (16-bit
+    value and 16-bit index packed in one register); dense tiles hold values only (1 register fp32,
+    half a register fp16: two values packed). On top of the weights the kernel keeps, per
+    thread (counted from the registers the builder declares, as
+    ``sparse_rnn.registers_needed`` does): ``rid/xaddr/haddr/xv`` for each of the ``R`` rows
+    (4 R), the accumulators and the gathered h values of one slot (2 B), the 128-bit staging
+    chunk (4) and :data:`SCALAR_REGS` scalars (ids, addresses, loop counters, predicates).
+    The total must stay within ``min(max_regs_per_thread, regs_per_sm / threads_per_cta)``.
+Shared memory (per CTA)
+    ``h`` is staged batch-interleaved ``[N][B]``, rounded up to whole 128-bit chunks: ``N * B``
+    words of 4 bytes (fp32) or 2 bytes (fp16); dense tiles read up to ``32 * K`` columns, so the
+    array is at least ``32 * K * B`` words. It must fit in ``smem_bytes_per_cta``.
+
+Expected ``K_j`` of a random layer (each weight nonzero with probability ``d``)
+    A row's nonzero count is Binomial(N, d). The longest row of row-slot ``j`` is the
+    ``(j * n_warps + 1)``-th largest of ``rows`` such counts. We take its median through Benard's
+    median-rank approximation: the order statistic of rank ``k`` (from the top) out of ``n`` sits
+    at the quantile ``1 - (k - 0.3) / (n + 0.4)`` of the row distribution (for ``k = 1`` this is
+    ``1 - 0.7 / n``, against the exact median of the maximum ``1 - ln 2 / n``). The quantile is
+    the exact binomial one (``scipy.stats.binom.ppf``) in :func:`expected_slots`, and the
+    Cornish-Fisher normal approximation (with the skewness term) in the vectorised fast path
+    :func:`row_slot_quantiles` that the analytical sweep uses (``scipy.stats`` costs 0.8 s to
+    import and its ``ppf`` 2 us per value). A concrete matrix needs neither: its mapping gives
+    ``K_j`` exactly.
+
+The largest hidden size that fits is found by bisection over N (the requirement grows with N up to
+the rounding of ``K_j``; the search checks the neighbourhood of the answer so that the reported N
+fits and N + 1 does not).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from kernels_ir.errors import CapacityError, InputError
+
+__all__ = ["THREADS_PER_CTA", "WARP", "SCALAR_REGS", "DTYPES", "CELLS", "Fit", "MaxHidden",
+           "registers_per_thread", "smem_bytes", "reg_limit", "row_slot_quantiles",
+           "expected_slots", "fit", "check", "max_hidden", "capacity_table", "check_cell",
+           "check_dtype"]
+
+THREADS_PER_CTA = 256  # the kernel's block (sparse_rnn.DEFAULT_THREADS): a design choice
+WARP = 32              # lanes per warp: defined by the IR
+SCALAR_REGS = 24       # 4 + 20 scalars of sparse_rnn.registers_needed (ids, addresses, counters)
+DTYPES = {"fp32": 4, "fp16": 2}  # bytes per weight value / per h element
+CELLS = {"rnn": 1, "gru": 3, "lstm": 4}  # recurrent rows = gates * N (models.sparse.GATES)
+_MEDIAN_RANK = (0.3, 0.4)  # Benard: quantile 1 - (k - 0.3) / (n + 0.4)
+
+
+def check_dtype(dtype: str) -> int:
+    if dtype not in DTYPES:
+        raise InputError(f"dtype={dtype!r} is not supported; accepted: {', '.join(DTYPES)}")
+    return DTYPES[dtype]
+
+
+def check_cell(cell: str) -> int:
+    if cell not in CELLS:
+        raise InputError(f"cell={cell!r} is not supported; accepted: {', '.join(CELLS)}")
+    return CELLS[cell]
+
+
+def n_warps(spec) -> int:
+    return spec.sm_count * (THREADS_PER_CTA // WARP)
+
+
+def reg_limit(spec) -> int:
+    """Registers one thread may use at one CTA of THREADS_PER_CTA per SM."""
+    return min(spec.max_regs_per_thread, spec.regs_per_sm // THREADS_PER_CTA)
+
+
+def registers_per_thread(S, R, batch, *, dense: bool, dtype: str = "fp32"):
+    """Registers per thread (array-friendly): weights + per-row + per-batch + scalar registers.
+
+    fp32 equals ``kernels_ir.kernels.sparse_rnn.registers_needed`` (tested).
+    """
+    S = np.asarray(S)
+    if dtype == "fp32":
+        weights = S * (1 if dense else 2)
+    else:  # fp16: packed value + 16-bit index, or two packed dense values
+        weights = -(-S // 2) if dense else S
+    return weights + 4 * np.asarray(R) + 2 * np.asarray(batch) + SCALAR_REGS
+
+
+def smem_bytes(hidden, batch, *, dense: bool, dtype: str = "fp32", kmax=None):
+    """Shared-memory bytes of the staged h (array-friendly); see the module docstring."""
+    hidden, batch = np.asarray(hidden), np.asarray(batch)
+    words = -(-(hidden * batch) // 4) * 4
+    if dense:
+        k = -(-hidden // WARP) if kmax is None else np.asarray(kmax)
+        words = np.maximum(words, WARP * k * batch)
+    return words * DTYPES[dtype]
+
+
+def _cf_quantile(p, n, d):
+    """Cornish-Fisher (normal + skewness) approximation of the Binomial(n, d) quantile ``p``."""
+    from scipy.special import ndtri
+
+    n = np.asarray(n, dtype=np.float64)
+    d = np.asarray(d, dtype=np.float64)
+    mu = n * d
+    sigma = np.sqrt(np.maximum(n * d * (1.0 - d), 1e-12))
+    z = ndtri(np.clip(p, 1e-12, 1 - 1e-12))
+    gamma = (1.0 - 2.0 * d) / sigma
+    q = mu + sigma * (z + gamma * (z * z - 1.0) / 6.0)
+    q = np.where(d >= 1.0, n, q)
+    return np.clip(np.rint(q), 0, n)
+
+
+def row_slot_quantiles(hidden, rows, density, nw, rmax: int | None = None, exact: bool = False):
+    """Expected longest and typical row (nonzeros) of each row-slot ``j``.
+
+    Returns ``(longest, typical, mask)`` arrays of shape ``(configs, Rmax)``: the
+    ``(j nw + 1)``-th largest row (sets ``K_j``) and the middle row of the group (rank
+    ``j nw + n_j / 2``, the row a typical warp holds), and ``j < R``.
+    """
+    hidden = np.atleast_1d(np.asarray(hidden, dtype=np.int64))
+    rows = np.atleast_1d(np.asarray(rows, dtype=np.int64))
+    density = np.atleast_1d(np.asarray(density, dtype=np.float64))
+    nw = np.atleast_1d(np.asarray(nw, dtype=np.int64))
+    R = -(-rows // nw)
+    if rmax is None:
+        rmax = int(R.max(initial=1))
+    j = np.arange(rmax)[None, :]
+    mask = j < R[:, None]
+    n_j = np.clip(rows[:, None] - j * nw[:, None], 1, nw[:, None])
+    a, b = _MEDIAN_RANK
+    top_rank = j * nw[:, None] + 1
+    mid_rank = j * nw[:, None] + (n_j + 1) / 2.0
+    p_top = 1.0 - (top_rank - a) / (rows[:, None] + b)
+    p_mid = 1.0 - (mid_rank - a) / (rows[:, None] + b)
+    if exact:
+        from scipy.stats import binom
+
+        def q(p):
+            return binom.ppf(np.clip(p, 0.0, 1.0), hidden[:, None], density[:, None])
+    else:
+        def q(p):
+            return _cf_quantile(p, hidden[:, None], density[:, None])
+    longest = np.where(mask, q(p_top), 0.0)
+    typical = np.where(mask, q(p_mid), 0.0)
+    return longest, typical, mask
+
+
+def expected_slots(spec, hidden: int, density: float, cell: str = "rnn", *,
+                   dense: bool = False, exact: bool = True) -> tuple[tuple[int, ...], int]:
+    """Expected ``(K_j per row-slot, R)`` of a random layer on ``spec`` (one CTA per SM)."""
+    rows = check_cell(cell) * int(hidden)
+    nw = n_warps(spec)
+    R = -(-rows // nw)
+    if dense:
+        return (-(-int(hidden) // WARP),) * R, R
+    longest, _, _ = row_slot_quantiles(hidden, rows, density, nw, R, exact=exact)
+    K = np.maximum(1, np.ceil(longest[0] / WARP)).astype(int)
+    return tuple(int(k) for k in K), R
+
+
+@dataclass(frozen=True, slots=True)
+class Fit:
+    """Whether one layer fits, with the numbers behind the answer."""
+
+    fits: bool
+    limit: str           # "" if it fits, else "registers" or "shared memory"
+    registers: int       # per thread, needed
+    register_limit: int
+    smem_bytes: int      # per CTA, needed
+    smem_limit: int
+    slots: int           # S = sum K_j
+    rows_per_warp: int   # R
+    message: str         # why not, in words ("" if it fits)
+
+
+def fit(spec, hidden: int, batch: int, density: float, *, cell: str = "rnn", dtype: str = "fp32",
+        dense: bool = False, slots: tuple[int, ...] | None = None, exact: bool = True) -> Fit:
+    """Does the layer fit? ``slots`` (``K_j`` of a concrete mapping) overrides the expectation."""
+    check_dtype(dtype)
+    gates = check_cell(cell)
+    if slots is None:
+        K, R = expected_slots(spec, hidden, density, cell, dense=dense, exact=exact)
+    else:
+        K, R = tuple(slots), len(slots)
+    S = int(sum(K))
+    regs = int(registers_per_thread(S, R, batch, dense=dense, dtype=dtype))
+    rlim = reg_limit(spec)
+    smem = int(smem_bytes(hidden, batch, dense=dense, dtype=dtype, kmax=max(K) if dense else None))
+    slim = spec.smem_bytes_per_cta
+    kind = "dense" if dense else f"density {density:g}"
+    what = f"hidden={hidden} ({cell}, {kind}, batch {batch}, {dtype})"
+    if regs > rlim:
+        msg = (f"{what} does not fit in the registers: {S} weight slots x {gates * hidden} rows "
+               f"need {regs} registers/thread, {spec.name} allows {rlim} "
+               f"(max_regs_per_thread {spec.max_regs_per_thread} at {THREADS_PER_CTA} threads)")
+        return Fit(False, "registers", regs, rlim, smem, slim, S, R, msg)
+    if smem > slim:
+        msg = (f"{what} does not fit in shared memory: h needs {smem} bytes/CTA, {spec.name} "
+               f"allows {slim} (smem_bytes_per_cta)")
+        return Fit(False, "shared memory", regs, rlim, smem, slim, S, R, msg)
+    return Fit(True, "", regs, rlim, smem, slim, S, R, "")
+
+
+def check(spec, hidden: int, batch: int, density: float, **kw) -> Fit:
+    """Like :func:`fit` but raises :class:`CapacityError` naming the limit and the largest size."""
+    f = fit(spec, hidden, batch, density, **kw)
+    if not f.fits:
+        best = max_hidden(spec, density, batch, cell=kw.get("cell", "rnn"),
+                          dtype=kw.get("dtype", "fp32"), dense=kw.get("dense", False))
+        raise CapacityError(f"{f.message}; the largest that fits is hidden={best.hidden} "
+                            f"({best.limit})")
+    return f
+
+
+@dataclass(frozen=True, slots=True)
+class MaxHidden:
+    hidden: int          # largest N that fits (0 if none)
+    limit: str           # the limit that stops N + 1
+    message: str         # e.g. "registers: 255/thread allow at most hidden=21479 at density 0.01"
+    registers: int       # at the answer
+    smem_bytes: int
+
+
+def max_hidden(spec, density: float, batch: int, *, cell: str = "rnn", dtype: str = "fp32",
+               dense: bool = False, upper: int = 1 << 20, exact: bool = True) -> MaxHidden:
+    """Largest hidden size N that fits, by bisection, and the binding limit at N + 1.
+
+    ``exact=False`` uses the Cornish-Fisher quantiles (no ``scipy.stats`` import: fast).
+    """
+    if not (0.0 < float(density) <= 1.0):
+        raise InputError(f"density={density} is outside (0, 1]")
+    if isinstance(batch, bool) or int(batch) != batch or batch < 1:
+        raise InputError(f"batch={batch!r} must be a positive integer")
+
+    def ok(n: int) -> Fit:
+        return fit(spec, n, batch, density, cell=cell, dtype=dtype, dense=dense, exact=exact)
+
+    if not ok(1).fits:
+        f = ok(1)
+        return MaxHidden(0, f.limit, f"{f.limit}: not even hidden=1 fits", f.registers,
+                         f.smem_bytes)
+    lo, hi = 1, upper
+    if ok(hi).fits:
+        f = ok(hi)
+        return MaxHidden(hi, "search bound", f"fits up to the search bound hidden={hi}",
+                         f.registers, f.smem_bytes)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if ok(mid).fits:
+            lo = mid
+        else:
+            hi = mid
+    # the requirement is monotone up to the rounding of K_j: step back to a clean boundary
+    while lo > 1 and ok(lo + 1).fits:
+        lo += 1
+    good, bad = ok(lo), ok(lo + 1)
+    kind = "dense" if dense else f"density {density:g}"
+    if bad.limit == "registers":
+        msg = (f"registers: {bad.register_limit}/thread allow at most hidden={lo} at {kind} "
+               f"(batch {batch}, {cell}, {dtype})")
+    else:
+        msg = (f"shared memory: {bad.smem_limit} bytes/CTA allow at most hidden={lo} at batch "
+               f"{batch} ({dtype} h)")
+    return MaxHidden(lo, bad.limit, msg, good.registers, good.smem_bytes)
+
+
+def capacity_table(spec, densities, batch: int, *, cell: str = "rnn", dtype: str = "fp32"):
+    """``[{density, sparse: MaxHidden, dense: MaxHidden}]`` for each density."""
+    dense = max_hidden(spec, 1.0, batch, cell=cell, dtype=dtype, dense=True)
+    return [{"density": float(d),
+             "sparse": max_hidden(spec, d, batch, cell=cell, dtype=dtype, dense=False),
+             "dense": dense} for d in densities]
+

@@ -1,0 +1,151 @@
+import math
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from kernels_ir import banks
+from kernels_ir.errors import InputError
+from kernels_ir.mapping import (
+    Mapping,
+    access_pattern,
+    apply_mapping,
+    map_matrix,
+    slot_word_addresses,
+)
+from models.sparse import random_sparse
+
+
+def _reconstruct(m: Mapping) -> np.ndarray:
+    out = np.zeros((m.n_rows, m.n_cols))
+    rows = m.slot_rows
+    for w in range(m.n_warps):
+        for s in range(m.total_slots):
+            r = rows[w, s]
+            real = ~m.pad[w, s]
+            if r < 0:
+                assert not real.any()
+                continue
+            np.add.at(out[r], m.cols[w, s, real], m.values[w, s, real])
+    return out
+
+
+def _U(n_rows=70, n_cols=90, density=0.3, seed=0):
+    return random_sparse(n_rows, n_cols, density, np.random.default_rng(seed))
+
+
+@pytest.mark.parametrize("layout", ["naive", "random", "greedy", "optimal"])
+@pytest.mark.parametrize("batch,wide", [(1, True), (4, True), (8, True), (3, False)])
+def test_every_weight_exactly_once(layout, batch, wide):
+    U = _U()
+    m = map_matrix(U, n_ctas=3, warps_per_cta=2, batch=batch, wide_loads=wide, layout=layout)
+    np.testing.assert_array_equal(_reconstruct(m), U.toarray())
+    assert m.pad.sum() == m.values.size - U.nnz
+    assert np.all(m.values[m.pad] == 0)
+    assert m.cols.min() >= 0 and m.cols.max() < U.shape[1]
+    assert m.values.dtype == np.float32 and m.cols.dtype == np.int32 and m.row_ids.dtype == np.int32
+    assert sorted(m.row_ids[m.row_ids >= 0].tolist()) == list(range(70))
+    assert m.layout == layout
+
+
+def test_slots_sorting_and_snake():
+    nnz = np.array([1, 100, 33, 64, 65, 5, 31, 2, 97])
+    rows = np.repeat(np.arange(9), nnz)
+    cols = np.concatenate([np.arange(k) for k in nnz])
+    U = sp.csr_matrix((np.ones(rows.size), (rows, cols)), shape=(9, 128))
+    m = map_matrix(U, n_ctas=2, warps_per_cta=2, batch=1, wide_loads=True)
+    assert m.n_warps == 4 and m.rows_per_warp == 3
+    assert m.row_ids[:, 0].tolist() == [1, 8, 4, 3]      # longest first
+    assert m.row_ids[::-1, 1].tolist() == [2, 6, 5, 7]    # snake: reversed direction
+    assert m.row_ids[:, 2].tolist() == [0, -1, -1, -1]
+    assert m.slots == (4, 2, 1)
+    assert m.slot_offset(2) == 6 and m.total_slots == 7
+    assert all(k == max(1, math.ceil(nnz[m.row_ids[:, j][m.row_ids[:, j] >= 0]].max() / 32))
+               for j, k in enumerate(m.slots))
+
+
+def test_padding_adds_no_wavefront():
+    U = _U(50, 200, 0.17, seed=4)
+    for batch, wide in [(1, True), (2, True), (4, True), (8, True), (5, False)]:
+        m = map_matrix(U, n_ctas=2, warps_per_cta=3, batch=batch, wide_loads=wide)
+        for (width, _), words in zip(access_pattern(batch, wide),
+                                     slot_word_addresses(m, batch, wide), strict=True):
+            with_pad = banks.wavefronts(words, width)
+            active = ~m.pad
+            real_only = banks.wavefronts(words, width, active)
+            empty_phases = width - banks.active_phases(width, active, words.shape[:-1])
+            np.testing.assert_array_equal(with_pad, real_only + empty_phases)
+
+
+def test_dense_tiles():
+    a = np.random.default_rng(2).standard_normal((20, 70)).astype(np.float32)
+    a[3, 5] = 0.0
+    m = map_matrix(a, n_ctas=2, warps_per_cta=2, batch=4, wide_loads=True, dense=True)
+    assert m.dense and m.slots == (3,) * m.rows_per_warp
+    np.testing.assert_array_equal(_reconstruct(m), a)
+    real = ~m.pad[0, :3]
+    grid = (np.arange(3)[:, None] * 32 + np.arange(32))
+    np.testing.assert_array_equal(m.cols[0, :3][real], grid[real])
+    assert real.sum() == 70
+    with pytest.raises(InputError, match="dense tiles"):
+        map_matrix(a, n_ctas=1, warps_per_cta=1, batch=1, wide_loads=True, dense=True,
+                   layout="greedy")
+
+
+def test_access_pattern():
+    assert access_pattern(1, True) == [(1, 0)]
+    assert access_pattern(2, True) == [(2, 0)]
+    assert access_pattern(4, True) == [(4, 0)]
+    assert access_pattern(8, True) == [(4, 0), (4, 4)]
+    assert access_pattern(3, False) == [(1, 0), (1, 1), (1, 2)]
+    with pytest.raises(InputError, match="batch=3 cannot use wide loads.*1, 2, 4, 8"):
+        access_pattern(3, True)
+    with pytest.raises(InputError, match="batch=33"):
+        access_pattern(33, False)
+    with pytest.raises(InputError, match="batch=0"):
+        map_matrix(_U(), n_ctas=1, warps_per_cta=1, batch=0, wide_loads=False)
+    with pytest.raises(InputError, match="n_ctas=0"):
+        map_matrix(_U(), n_ctas=0, warps_per_cta=1, batch=1, wide_loads=False)
+
+
+def test_slot_word_addresses():
+    m = map_matrix(_U(), n_ctas=1, warps_per_cta=4, batch=8, wide_loads=True)
+    a, b = slot_word_addresses(m, 8, True)
+    np.testing.assert_array_equal(a, m.cols.astype(np.int64) * 8)
+    np.testing.assert_array_equal(b, a + 4)
+
+
+@pytest.mark.parametrize("layout", ["naive", "greedy", "optimal"])
+def test_apply_mapping_and_lstm_shape(layout):
+    U = _U(4 * 40, 40, 0.4, seed=5)  # LSTM-shaped recurrent matrix
+    m = map_matrix(U, n_ctas=2, warps_per_cta=4, batch=2, wide_loads=True, layout=layout)
+    h = np.random.default_rng(0).standard_normal((40, 2)).astype(np.float32)
+    np.testing.assert_allclose(apply_mapping(m, h), U.toarray().astype(np.float64) @ h,
+                               rtol=1e-5, atol=1e-5)
+
+
+def test_custom_hook_and_bad_hooks():
+    U = _U(10, 64, 0.5)
+
+    def reverse(cols, k, *, batch, wide_loads, rng):
+        idx = np.full(k * 32, -1)
+        idx[:cols.size] = np.arange(cols.size)[::-1]
+        return idx.reshape(k, 32)
+
+    m = map_matrix(U, n_ctas=1, warps_per_cta=2, batch=1, wide_loads=True, layout=reverse)
+    np.testing.assert_array_equal(_reconstruct(m), U.toarray())
+    assert m.layout == "custom"
+
+    def dup(cols, k, *, batch, wide_loads, rng):
+        return np.zeros((k, 32), dtype=int)
+
+    with pytest.raises(InputError, match="exactly once"):
+        map_matrix(U, n_ctas=1, warps_per_cta=2, batch=1, wide_loads=True, layout=dup)
+    with pytest.raises(InputError, match="layout='zigzag' is not known"):
+        map_matrix(U, n_ctas=1, warps_per_cta=2, batch=1, wide_loads=True, layout="zigzag")
+
+
+def test_mapping_is_frozen():
+    m = map_matrix(_U(), n_ctas=1, warps_per_cta=2, batch=1, wide_loads=True)
+    with pytest.raises(ValueError):
+        m.values[0, 0, 0] = 1.0
