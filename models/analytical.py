@@ -76,7 +76,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 
@@ -86,8 +86,9 @@ from kernels_ir.mapping import MAX_BATCH, WIDE_BATCHES, access_pattern
 from . import capacity as cap
 
 __all__ = ["Variant", "VARIANTS", "PERSISTENT", "BASELINES", "REASONS", "KernelTimes",
-           "predict_many", "predict_mapping", "expected_max_occupancy", "geometry_classes",
-           "speedup_summary", "Row", "Report", "predict_layer", "EXACT_NNZ_LIMIT", "ENGINES"]
+           "predict_many", "predict_mapping", "mapping_wavefronts", "expected_max_occupancy",
+           "geometry_classes", "speedup_summary", "Row", "Report", "predict_layer",
+           "EXACT_NNZ_LIMIT", "ENGINES"]
 
 WARP = 32
 REDUCTION_STEPS = 5        # log2(32) butterfly steps per batch column
@@ -134,7 +135,7 @@ REASONS = ("", "registers", "shared memory", "batch not supported by wide loads"
 # ----------------------------------------------------------------------------- bank statistics
 
 
-@lru_cache(maxsize=None)
+@cache
 def _occupancy_table(c: int, nmax: int = WARP) -> np.ndarray:
     """E[max bin occupancy] of n balls thrown uniformly into c bins, n = 0..nmax (E[0] := 1).
 
@@ -169,7 +170,7 @@ def expected_max_occupancy(n, c: int):
     return np.where(n <= WARP, small, big)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _max_normal(c: int) -> float:
     """E[max of c iid standard normals], by numerical integration."""
     x = np.linspace(-8, 8, 4001)
@@ -179,7 +180,7 @@ def _max_normal(c: int) -> float:
     return float(np.sum(x * dens) * (x[1] - x[0]))
 
 
-@lru_cache(maxsize=None)
+@cache
 def geometry_classes(batch: int, wide_loads: bool) -> tuple[tuple[int, int], ...]:
     """Per load of a slot: ``(width W, reachable classes c)`` for random columns."""
     out = []
@@ -190,7 +191,7 @@ def geometry_classes(batch: int, wide_loads: bool) -> tuple[tuple[int, int], ...
     return tuple(out)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _dense_slot_wavefronts(batch: int, wide_loads: bool) -> int:
     """Wavefronts of one full dense slot (lanes read consecutive columns)."""
     from kernels_ir import banks
@@ -471,27 +472,37 @@ def predict_many(spec, hidden, batch, density, *, cell: str = "rnn", dtype: str 
     return out
 
 
+def mapping_wavefronts(mapping, batch: int, wide_loads: bool) -> np.ndarray:
+    """Wavefronts of every shared load of ``mapping``: int (n_warps, S, n_loads), from
+    :func:`kernels_ir.banks.wavefronts` (the function the simulator and the layout analyser use).
+    """
+    from kernels_ir import banks
+    from kernels_ir.mapping import slot_word_addresses
+
+    loads = access_pattern(int(batch), wide_loads)
+    words = slot_word_addresses(mapping, int(batch), wide_loads)
+    return np.stack([banks.wavefronts(w, width)
+                     for w, (width, _) in zip(words, loads, strict=True)], axis=-1)
+
+
 def predict_mapping(spec, variant: str, mapping, batch: int, *, dtype: str = "fp32",
-                    report=None) -> KernelTimes:
+                    report=None, wavefronts=None) -> KernelTimes:
     """Per-step time of a persistent variant for a concrete mapping (exact wavefronts).
 
-    ``report`` is :func:`kernels_ir.layouts.analyse` of the mapping (computed if not given;
-    dense mappings use the bank function directly). The slowest SM sets the step.
+    ``report`` (:func:`kernels_ir.layouts.analyse` of the mapping) or ``wavefronts``
+    (:func:`mapping_wavefronts`) may be given to avoid recomputing them. The slowest SM sets the
+    step.
     """
     v = VARIANTS[variant]
     if v.family != "persistent":
         raise InputError(f"{variant!r} is not a persistent kernel")
-    from kernels_ir import banks
-    from kernels_ir.mapping import slot_word_addresses
-
     b = int(batch)
-    loads = access_pattern(b, v.wide_loads)
-    if report is not None:
+    if wavefronts is not None:
+        wf = np.asarray(wavefronts)
+    elif report is not None:
         wf = report.wavefronts  # (n_warps, S, n_loads)
     else:
-        words = slot_word_addresses(mapping, b, v.wide_loads)
-        wf = np.stack([banks.wavefronts(w, width) for w, (width, _) in zip(words, loads)],
-                      axis=-1)
+        wf = mapping_wavefronts(mapping, b, v.wide_loads)
     rs = mapping.slot_row_slot
     R = len(mapping.slots)
     per_rs = np.zeros((mapping.n_warps, R))
@@ -646,6 +657,7 @@ def predict_layer(spec, hidden: int, batch: int, density: float, *, timesteps: i
     use_exact = exact and nnz_expected <= EXACT_NNZ_LIMIT
     U = None
     mappings: dict = {}
+    wavefronts: dict = {}
     if use_exact:
         from kernels_ir.mapping import map_matrix
 
@@ -677,7 +689,11 @@ def predict_layer(spec, hidden: int, batch: int, density: float, *, timesteps: i
             ok = f.fits
             code = 0 if ok else REASONS.index(f.limit)
             if ok:
-                ex = predict_mapping(spec, name, m, batch, dtype=dtype)
+                wkey = (key, v.wide_loads)
+                if wkey not in wavefronts:
+                    wavefronts[wkey] = mapping_wavefronts(m, batch, v.wide_loads)
+                ex = predict_mapping(spec, name, m, batch, dtype=dtype,
+                                     wavefronts=wavefronts[wkey])
                 per, setup = float(ex.per_step_s[0]), float(ex.setup_s[0])
                 bound = str(ex.bound[0])
                 bd = {k: _f(val[0]) for k, val in ex.breakdown.items()}

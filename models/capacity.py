@@ -200,8 +200,9 @@ def fit(spec, hidden: int, batch: int, density: float, *, cell: str = "rnn", dty
     kind = "dense" if dense else f"density {density:g}"
     what = f"hidden={hidden} ({cell}, {kind}, batch {batch}, {dtype})"
     if regs > rlim:
-        msg = (f"{what} does not fit in the registers: {S} weight slots x {gates * hidden} rows "
-               f"need {regs} registers/thread, {spec.name} allows {rlim} "
+        msg = (f"{what} does not fit in the registers: {gates * hidden} rows need {S} weight "
+               f"slots per thread ({R} rows per warp), {regs} registers/thread; {spec.name} allows "
+               f"{rlim} "
                f"(max_regs_per_thread {spec.max_regs_per_thread} at {THREADS_PER_CTA} threads)")
         return Fit(False, "registers", regs, rlim, smem, slim, S, R, msg)
     if smem > slim:
@@ -264,7 +265,7 @@ def max_hidden(spec, density: float, batch: int, *, cell: str = "rnn", dtype: st
     while lo > 1 and ok(lo + 1).fits:
         lo += 1
     good, bad = ok(lo), ok(lo + 1)
-    kind = "dense" if dense else f"density {density:g}"
+    kind = "dense weights" if dense else f"density {density:g}"
     if bad.limit == "registers":
         msg = (f"registers: {bad.register_limit}/thread allow at most hidden={lo} at {kind} "
                f"(batch {batch}, {cell}, {dtype})")

@@ -208,7 +208,7 @@ def _build(layer, spec, *, sync, wide_loads, layout, threads_per_cta, seed, dens
     hv = bld.reg(F32, "hv", b)
     xv = bld.reg(F32, "xv", R)
     val = bld.reg(F32, "val")
-    sh = bld.reg(F32, "sh")
+    sh = bld.reg(F32, "sh", b)
     with bld.loop("t", 0, steps, kind="time") as t:
         xoff = bld.imul(t, nb, dst=bld.reg(I32, "xoff"))
         for j in range(R):                                 # prefetch x_t for the rows
@@ -230,10 +230,11 @@ def _build(layer, spec, *, sync, wide_loads, layout, threads_per_cta, seed, dens
                                 dst=tuple(hv[woff + i] for i in range(width)))
                 for k in range(b):
                     bld.ffma(w[s], hv[k], acc[k], dst=acc[k])
-            for k in range(b):
-                for m in (16, 8, 4, 2, 1):
-                    bld.shfl_xor(acc[k], m, dst=sh)
-                    bld.fadd(acc[k], sh, dst=acc[k])
+            for m in (16, 8, 4, 2, 1):      # B independent butterfly chains, interleaved
+                for k in range(b):
+                    bld.shfl_xor(acc[k], m, dst=sh[k])
+                for k in range(b):
+                    bld.fadd(acc[k], sh[k], dst=acc[k])
             bld.mov(acc[0], dst=val)
             for k in range(1, b):
                 bld.sel(pick[k], acc[k], val, dst=val)
@@ -256,8 +257,17 @@ def _build(layer, spec, *, sync, wide_loads, layout, threads_per_cta, seed, dens
     return RNNProgram(kernel, inputs, mapping, layer, variant, slot)
 
 
+STAGE_GROUP = 4  # 128-bit chunks a thread loads back to back before it checks them
+
+
 def _stage_h(bld, sync, g_h, g_cnt, h_s, t, tid, nctas, slot, threads) -> None:
-    """Copy slot t of hseq into h_s (see the module docstring, step 1)."""
+    """Copy slot t of hseq into h_s (see the module docstring, step 1).
+
+    Each thread owns chunks ``tid + n * threads`` of 4 words. They are handled in groups of
+    :data:`STAGE_GROUP`: the group's loads are issued back to back (memory-level parallelism:
+    one L2 round trip per group, not per chunk); with Lamport the whole group is re-polled while
+    any of its words is still the sentinel.
+    """
     if sync == "barrier":
         is0 = bld.isetp("eq", tid, 0, dst=bld.reg(PRED, "wait_t0"))
         target = bld.imul(t, nctas, dst=bld.reg(I32, "target"))
@@ -266,34 +276,47 @@ def _stage_h(bld, sync, g_h, g_cnt, h_s, t, tid, nctas, slot, threads) -> None:
                 cnt = bld.ldg_volatile(g_cnt, 0, dst=bld.reg(I32, "cnt"))
                 spin.cond = bld.isetp("lt", cnt, target, dst=bld.reg(PRED, "behind"))
         bld.bar()
-    chunk = bld.reg(F32, "chunk", 4)
+    chunks = -(-slot // (4 * threads))
+    group = min(STAGE_GROUP, chunks)
+    chunk = [bld.reg(F32, f"chunk{i}", 4) for i in range(group)]
+    idx = bld.reg(I32, "idx", group)
+    gidx = bld.reg(I32, "gidx", group)
+    inside = bld.reg(PRED, "inside", group)
     bits = bld.reg(I32, "bits")
-    idx = bld.reg(I32, "idx")
-    gidx = bld.reg(I32, "gidx")
     base = bld.imul(t, slot, dst=bld.reg(I32, "hbase"))
     tid4 = bld.imul(tid, 4, dst=bld.reg(I32, "tid4"))
-    iters = -(-slot // (4 * threads))
-    with bld.loop("i", 0, iters) as i:
-        bld.imad(i, 4 * threads, tid4, dst=idx)
-        inside = bld.isetp("lt", idx, slot, dst=bld.reg(PRED, "inside"))
-        with bld.if_(inside):
-            bld.iadd(base, idx, dst=gidx)
-            if sync == "lamport":
-                with bld.while_(label="lamport_poll") as poll:
-                    bld.ldg_volatile(g_h, gidx, width=4, dst=chunk)
-                    waiting = bld.reg(PRED, "waiting")
-                    one = bld.reg(PRED, "sent")
+    for i in range(group):  # lanes past the end read a defined value (masked out anyway)
+        for k in range(4):
+            bld.mov(0.0, dst=chunk[i][k])
+    with bld.loop("g", 0, -(-chunks // group)) as g:
+        first = bld.imad(g, 4 * threads * group, tid4, dst=bld.reg(I32, "first"))
+        for i in range(group):
+            bld.iadd(first, 4 * threads * i, dst=idx[i])
+            bld.isetp("lt", idx[i], slot, dst=inside[i])
+            bld.iadd(base, idx[i], dst=gidx[i])
+
+        def load_group(op):
+            for i in range(group):
+                with bld.if_(inside[i]):
+                    op(g_h, gidx[i], width=4, dst=chunk[i])
+
+        if sync == "lamport":
+            with bld.while_(label="lamport_poll") as poll:
+                load_group(bld.ldg_volatile)
+                waiting = bld.mov(False, PRED, dst=bld.reg(PRED, "waiting"))
+                one = bld.reg(PRED, "sent")
+                for i in range(group):
                     for k in range(4):
-                        bld.bitcast(chunk[k], I32, dst=bits)
-                        if k == 0:
-                            bld.isetp("eq", bits, int(SENTINEL_BITS), dst=waiting)
-                        else:
-                            bld.isetp("eq", bits, int(SENTINEL_BITS), dst=one)
-                            bld.por(waiting, one, dst=waiting)
-                    poll.cond = waiting
-            else:
-                bld.ldg(g_h, gidx, width=4, dst=chunk)
-            bld.sts(h_s, idx, tuple(chunk[k] for k in range(4)))
+                        bld.bitcast(chunk[i][k], I32, dst=bits)
+                        bld.isetp("eq", bits, int(SENTINEL_BITS), dst=one)
+                        bld.pand(one, inside[i], dst=one)
+                        bld.por(waiting, one, dst=waiting)
+                poll.cond = waiting
+        else:
+            load_group(bld.ldg)
+        for i in range(group):
+            with bld.if_(inside[i]):
+                bld.sts(h_s, idx[i], tuple(chunk[i][k] for k in range(4)))
     bld.bar()
 
 
@@ -333,10 +356,10 @@ def registers_needed(S: int, R: int, b: int, dense: bool) -> int:
     """Registers per thread of the kernel above: weights (+ indices) plus the named scalars.
 
     Counted from the registers the builder declares: w[S], c[S] (sparse), rid/xaddr/haddr/xv[R],
-    acc/hv[B], chunk[4], and about 20 scalars (ids, addresses, loop counters, predicates are
+    acc/hv/sh[B], chunk[4 x group] and idx/gidx/inside[group], and about 20 scalars (ids, addresses, loop counters, predicates are
     counted as registers too although the hardware keeps 7 of them in predicate registers).
     """
-    return S * (1 if dense else 2) + 4 * R + 2 * b + 4 + 20
+    return S * (1 if dense else 2) + 4 * R + 3 * b + 4 * STAGE_GROUP + 3 * STAGE_GROUP + 20
 
 
 def _check_capacity(spec, *, n, b, S, R, dense, threads, smem_bytes, density) -> None:

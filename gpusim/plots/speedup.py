@@ -1,0 +1,71 @@
+"""Speedup heatmaps of a sweep: hidden size x density, one panel per (GPU, batch).
+
+Each cell is the predicted per-step speedup of the best sparse persistent kernel over the next
+best alternative (``gpusim sweep`` columns ``speedup``, ``best_persistent``). Cells where no
+sparse persistent kernel fits are hatched and marked "x" (the layer does not fit on-chip).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gpusim.plots.style import figure
+
+__all__ = ["speedup_heatmap"]
+
+
+def speedup_heatmap(cols: dict, *, title: str | None = None):
+    """Figure of the sweep columns ``cols`` (as returned by :func:`gpusim.sweep.run_sweep`)."""
+    from matplotlib.colors import LogNorm
+    from matplotlib.patches import Rectangle
+    from matplotlib.ticker import FuncFormatter
+
+    gpus = list(dict.fromkeys(cols["gpu"]))
+    batches = sorted(set(cols["batch"]))
+    hidden = sorted(set(cols["hidden"]))
+    dens = sorted(set(cols["density"]))
+    panels = [(g, b) for g in gpus for b in batches]
+    ncols = min(3, len(panels))
+    nrows = -(-len(panels) // ncols)
+    fig, axes = figure(nrows, ncols, size=(4.2 * ncols + 1.2, 3.6 * nrows + 0.6), squeeze=False)
+    sp = np.array([np.nan if s is None else s for s in cols["speedup"]], dtype=float)
+    finite = sp[np.isfinite(sp) & (sp > 0)]
+    lo, hi = (finite.min(), finite.max()) if finite.size else (0.5, 2.0)
+    lo, hi = min(lo, 0.99), max(hi, 1.01)
+    norm = LogNorm(vmin=lo, vmax=hi)
+    image = None
+    hi_idx = {h: i for i, h in enumerate(hidden)}
+    d_idx = {d: i for i, d in enumerate(dens)}
+    for ax, (g, b) in zip(axes.flat, panels, strict=False):
+        grid = np.full((len(dens), len(hidden)), np.nan)
+        nofit = np.zeros_like(grid, dtype=bool)
+        for i, (gg, bb) in enumerate(zip(cols["gpu"], cols["batch"], strict=False)):
+            if gg != g or bb != b:
+                continue
+            r, c = d_idx[cols["density"][i]], hi_idx[cols["hidden"][i]]
+            if cols["best_persistent"][i] is None or cols["speedup"][i] is None:
+                nofit[r, c] = True
+            else:
+                grid[r, c] = cols["speedup"][i]
+        image = ax.imshow(np.ma.masked_invalid(grid), origin="lower", aspect="auto",
+                          cmap="RdYlGn", norm=norm)
+        for r, c in zip(*np.nonzero(nofit), strict=False):
+            ax.add_patch(Rectangle((c - 0.5, r - 0.5), 1, 1, fill=False, hatch="///",
+                                   edgecolor="0.5", linewidth=0))
+            ax.text(c, r, "x", ha="center", va="center", color="0.3", fontsize=7)
+        ax.set_xticks(range(len(hidden)), [str(h) for h in hidden], rotation=45)
+        ax.set_yticks(range(len(dens)), [f"{d:g}" for d in dens])
+        ax.set_xlabel("hidden size N")
+        ax.set_ylabel("density (fraction nonzero)")
+        ax.set_title(f"{g}, batch {b}")
+    for ax in list(axes.flat)[len(panels):]:
+        ax.set_visible(False)
+    if image is not None:
+        bar = fig.colorbar(image, ax=axes, shrink=0.9)
+        bar.set_label("speedup over next best (x)")
+        fmt = FuncFormatter(lambda v, _: f"{v:g}")
+        bar.ax.yaxis.set_major_formatter(fmt)
+        bar.ax.yaxis.set_minor_formatter(fmt)
+    fig.suptitle(title or "Predicted per-step speedup of the best sparse persistent kernel "
+                 "(hatched x: does not fit)")
+    return fig

@@ -1,0 +1,217 @@
+"""The sweep engine: the analytical model over a grid of layers and GPUs, on one machine or many.
+
+A sweep is the cartesian product of GPUs x hidden sizes x batches x densities (one cell and
+precision). It is cut into chunks of configurations of one GPU; :func:`evaluate_chunk` is a pure,
+picklable function of a chunk (spec name and plain lists in, plain columns out), so the same
+chunks run in-process, on a local ``ProcessPoolExecutor`` with one worker per core, or on a Dask
+cluster (``distributed.Client``: a scheduler address, or a ``LocalCluster``). Results are columns
+(one row per configuration) that :func:`write_csv` / :func:`write_json` store and
+:mod:`gpusim.plots.speedup` draws.
+"""
+
+from __future__ import annotations
+
+import csv
+import itertools
+import json
+import math
+import os
+import sys
+from dataclasses import dataclass
+
+from kernels_ir.errors import InputError
+
+__all__ = ["Grid", "chunks", "evaluate_chunk", "run_sweep", "write_csv", "write_json",
+           "Progress"]
+
+CHUNK = 4096  # configurations per task: large enough to amortise numpy and task overhead
+
+
+@dataclass(frozen=True, slots=True)
+class Grid:
+    gpus: tuple[str, ...]
+    hidden: tuple[int, ...]
+    batch: tuple[int, ...]
+    density: tuple[float, ...]
+    cell: str = "rnn"
+    dtype: str = "fp32"
+
+    def __post_init__(self):
+        for name in ("gpus", "hidden", "batch", "density"):
+            if not getattr(self, name):
+                raise InputError(f"sweep: {name} is empty; give at least one value")
+        for n in self.hidden:
+            if int(n) != n or n < 1 or n > 1 << 20:
+                raise InputError(f"sweep: hidden={n} must be an integer in 1..{1 << 20}")
+        for b in self.batch:
+            if int(b) != b or b < 1 or b > 1024:
+                raise InputError(f"sweep: batch={b} must be an integer in 1..1024")
+        for d in self.density:
+            if not (0.0 < d <= 1.0):
+                raise InputError(f"sweep: density={d} is outside (0, 1]")
+
+    @property
+    def size(self) -> int:
+        return len(self.gpus) * len(self.hidden) * len(self.batch) * len(self.density)
+
+
+def chunks(grid: Grid, size: int = CHUNK):
+    """Tasks ``(gpu, hidden list, batch list, density list, cell, dtype)`` of <= size configs."""
+    for gpu in grid.gpus:
+        combos = list(itertools.product(grid.hidden, grid.batch, grid.density))
+        for lo in range(0, len(combos), size):
+            part = combos[lo:lo + size]
+            yield (gpu, [c[0] for c in part], [c[1] for c in part], [c[2] for c in part],
+                   grid.cell, grid.dtype)
+
+
+def evaluate_chunk(task) -> dict:
+    """Evaluate one chunk with the analytical model; returns plain columns (lists)."""
+    import numpy as np
+
+    from gpusim.specs import load_spec
+    from models.analytical import predict_many, speedup_summary
+
+    gpu, hidden, batch, density, cell, dtype = task
+    spec = load_spec(gpu)
+    times = predict_many(spec, np.asarray(hidden), np.asarray(batch), np.asarray(density),
+                         cell=cell, dtype=dtype)
+    bp_name, bp, nb_name, nb, speed = speedup_summary(times)
+    n = len(hidden)
+    cols: dict = {"gpu": [spec.name] * n, "hidden": list(map(int, hidden)),
+                  "batch": list(map(int, batch)), "density": list(map(float, density)),
+                  "cell": [cell] * n, "dtype": [dtype] * n}
+    for name, kt in times.items():
+        cols[f"{name}_s"] = [None if not math.isfinite(x) else float(x) for x in kt.per_step_s]
+        cols[f"{name}_fits"] = [bool(x) for x in kt.fits]
+    cols["best_persistent"] = [str(x) or None for x in bp_name]
+    cols["next_best"] = [str(x) or None for x in nb_name]
+    cols["speedup"] = [None if not math.isfinite(x) else float(x) for x in speed]
+    return cols
+
+
+def _columns():
+    from models.analytical import VARIANTS
+
+    base = ["gpu", "hidden", "batch", "density", "cell", "dtype"]
+    for name in VARIANTS:
+        base += [f"{name}_s", f"{name}_fits"]
+    return base + ["best_persistent", "next_best", "speedup"]
+
+
+class Progress:
+    """A plain text progress bar on stderr (no dependency): ``[#####.....] 512/1024 configs``."""
+
+    def __init__(self, total: int, stream=None, width: int = 40, enabled: bool = True):
+        self.total, self.done, self.width = max(1, total), 0, width
+        self.stream = stream if stream is not None else sys.stderr
+        self.enabled = enabled
+
+    def update(self, n: int) -> None:
+        self.done += n
+        if not self.enabled:
+            return
+        fill = int(self.width * self.done / self.total)
+        self.stream.write(f"\r[{'#' * fill}{'.' * (self.width - fill)}] "
+                          f"{self.done}/{self.total} configs")
+        if self.done >= self.total:
+            self.stream.write("\n")
+        self.stream.flush()
+
+
+def _merge(parts: list[dict]) -> dict:
+    cols = _columns()
+    out = {c: [] for c in cols}
+    for p in parts:
+        for c in cols:
+            out[c].extend(p[c])
+    return out
+
+
+def run_sweep(grid: Grid, *, scheduler: str = "local", workers: int | None = None,
+              progress: Progress | None = None, chunk: int = CHUNK, client=None) -> dict:
+    """Evaluate every configuration of ``grid``; returns columns in grid order.
+
+    ``scheduler``: ``"serial"`` (in-process), ``"local"`` (ProcessPoolExecutor, ``workers``
+    processes, default ``os.cpu_count()``), ``"dask-local"`` (a ``distributed.LocalCluster``),
+    or ``"dask://host:port"`` / ``"tcp://host:port"`` (an existing Dask scheduler). A ready
+    ``distributed.Client`` may be passed as ``client``.
+    """
+    if client is None and not (scheduler in ("serial", "local", "dask-local")
+                               or scheduler.startswith(("dask://", "tcp://"))):
+        raise InputError(f"scheduler={scheduler!r} is not supported; accepted: serial, local, "
+                         f"dask-local, dask://host:port")
+    tasks = list(chunks(grid, chunk))
+    results: list = [None] * len(tasks)
+    progress = progress or Progress(grid.size, enabled=False)
+    if client is not None or scheduler.startswith(("dask", "tcp://")):
+        _run_dask(tasks, results, progress, scheduler, client)
+    elif scheduler == "serial" or len(tasks) == 1:
+        for i, t in enumerate(tasks):
+            results[i] = evaluate_chunk(t)
+            progress.update(len(t[1]))
+    elif scheduler == "local":
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+
+        n = workers or os.cpu_count() or 1
+        with ProcessPoolExecutor(max_workers=n) as ex:
+            futs = {ex.submit(evaluate_chunk, t): i for i, t in enumerate(tasks)}
+            for f in as_completed(futs):
+                i = futs[f]
+                results[i] = f.result()
+                progress.update(len(tasks[i][1]))
+    else:
+        raise InputError(f"scheduler={scheduler!r} is not supported; accepted: serial, local, "
+                         f"dask-local, dask://host:port")
+    return _merge(results)
+
+
+def _run_dask(tasks, results, progress, scheduler, client) -> None:
+    try:
+        from distributed import Client, LocalCluster, as_completed
+    except ImportError:
+        raise InputError("the Dask scheduler needs 'distributed': pip install "
+                         "\"dask[distributed]\"") from None
+    own = None
+    if client is None:
+        if scheduler == "dask-local":
+            own = Client(LocalCluster(processes=False, n_workers=1, threads_per_worker=1,
+                                      dashboard_address=None))
+        else:
+            addr = scheduler.replace("dask://", "tcp://", 1)
+            try:
+                own = Client(addr, timeout=10)
+            except OSError as exc:
+                raise InputError(f"cannot reach the Dask scheduler at {addr}: {exc}") from None
+        client = own
+    try:
+        futs = client.map(evaluate_chunk, tasks, pure=True)
+        index = {f.key: i for i, f in enumerate(futs)}
+        for f in as_completed(futs):
+            i = index[f.key]
+            results[i] = f.result()
+            progress.update(len(tasks[i][1]))
+    finally:
+        if own is not None:
+            cluster = getattr(own, "cluster", None)
+            own.close()
+            if cluster is not None:
+                cluster.close()
+
+
+def write_csv(cols: dict, path) -> None:
+    names = list(cols)
+    n = len(cols[names[0]]) if names else 0
+    with open(path, "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(names)
+        for i in range(n):
+            w.writerow(["" if cols[c][i] is None else cols[c][i] for c in names])
+
+
+def write_json(cols: dict, path, meta: dict | None = None) -> None:
+    names = list(cols)
+    n = len(cols[names[0]]) if names else 0
+    rows = [{c: cols[c][i] for c in names} for i in range(n)]
+    with open(path, "w") as fh:
+        json.dump({"meta": meta or {}, "configs": rows}, fh, indent=1)

@@ -1,0 +1,80 @@
+import json
+
+import pytest
+
+from gpusim.cli import main
+from models.analytical import VARIANTS
+
+
+def _run(argv, capsys):
+    rc = main(argv)
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+def test_predict_json_contract(capsys):
+    rc, out, _ = _run(["predict", "--hidden", "1024", "--batch", "4", "--density", "0.1",
+                       "--timesteps", "8", "--json"], capsys)
+    assert rc == 0
+    rep = json.loads(out)
+    names = [k["name"] for k in rep["kernels"]]
+    assert names == list(VARIANTS)
+    for k in rep["kernels"]:
+        assert set(k) >= {"name", "fits", "per_step_s", "total_s", "reason"}
+        if k["fits"]:
+            assert k["per_step_s"] > 0 and k["total_s"] > 8 * k["per_step_s"] * 0.99
+    assert rep["best_persistent"] in names and rep["next_best"] in names
+    best = next(k for k in rep["kernels"] if k["name"] == rep["best_persistent"])
+    nxt = next(k for k in rep["kernels"] if k["name"] == rep["next_best"])
+    assert rep["speedup"] == pytest.approx(nxt["per_step_s"] / best["per_step_s"])
+
+
+def test_layer_that_does_not_fit_has_a_limit_not_a_time(capsys):
+    rc, out, _ = _run(["predict", "--hidden", "8192", "--density", "0.3", "--json"], capsys)
+    rep = json.loads(out)
+    dense = next(k for k in rep["kernels"] if k["name"] == "dense-persistent")
+    assert rc == 0 and dense["fits"] is False and dense["per_step_s"] is None
+    assert dense["total_s"] is None and "registers" in dense["reason"]
+    assert rep["best_persistent"] is None and rep["speedup"] is None
+
+
+def test_table_output_names_engine_and_speedup(capsys):
+    rc, out, _ = _run(["predict", "--hidden", "512", "--batch", "2", "--density", "0.2"], capsys)
+    assert rc == 0 and "speedup" in out and "model" in out and "sparse-lamport" in out
+
+
+def test_lstm_fp16_model_path(capsys):
+    rc, out, _ = _run(["predict", "--hidden", "1024", "--cell", "lstm", "--dtype", "fp16",
+                       "--json"], capsys)
+    assert rc == 0 and json.loads(out)["cell"] == "lstm"
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["predict", "--hidden", "0"], "hidden=0"),
+    (["predict", "--density", "2"], "density=2.0 is outside (0, 1]"),
+    (["predict", "--gpu", "a100"], "unknown GPU 'a100'"),
+    (["predict", "--batch", "5000"], "batch=5000"),
+    (["predict", "--cell", "xlstm"], "invalid choice"),
+])
+def test_bad_input_one_line_exit_2(argv, needle, capsys):
+    try:
+        rc = main(argv)
+    except SystemExit as exc:
+        rc = exc.code
+    err = capsys.readouterr().err
+    assert rc == 2 and needle in err and len(err.strip().splitlines()) == 1
+
+
+def test_engine_sim_small_layer(capsys, monkeypatch):
+    import dataclasses
+
+    import gpusim.specs as specs
+
+    real = specs.load_spec
+    monkeypatch.setattr(specs, "load_spec",
+                        lambda name="v100": dataclasses.replace(real(name), sm_count=2))
+    rc, out, _ = _run(["predict", "--hidden", "128", "--batch", "2", "--density", "0.2",
+                       "--engine", "sim", "--sample-steps", "2", "--json"], capsys)
+    rep = json.loads(out)
+    engines = {k["name"]: k["engine"] for k in rep["kernels"] if k["fits"]}
+    assert rc == 0 and engines["sparse-lamport"] == "sim" and engines["cublas"] == "model"

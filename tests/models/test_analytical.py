@@ -1,0 +1,130 @@
+import ast
+import dataclasses
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gpusim.specs import load_spec
+from kernels_ir.errors import InputError
+from kernels_ir.mapping import map_matrix
+from models import analytical as an
+from models.sparse import random_sparse
+
+V100 = load_spec("v100")
+H100 = load_spec("h100")
+
+
+def test_models_never_import_the_engine():
+    for path in Path(an.__file__).parent.glob("*.py"):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [node.module or ""]
+            assert not any(n.startswith("gpusim.engine") for n in names), path
+
+
+def test_occupancy_table_exact_small_cases():
+    # 2 balls in 2 bins: max 1 w.p. 1/2, 2 w.p. 1/2
+    assert an.expected_max_occupancy(2, 2) == pytest.approx(1.5)
+    # 3 balls, 3 bins: P(max=1)=6/27, P(max=3)=3/27, P(max=2)=18/27
+    assert an.expected_max_occupancy(3, 3) == pytest.approx((6 + 36 + 9) / 27)
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 8, (20000, 8))
+    mc = np.mean([np.bincount(r, minlength=8).max() for r in x])
+    assert an.expected_max_occupancy(8, 8) == pytest.approx(mc, rel=0.02)
+
+
+def test_reachable_classes():
+    assert an.geometry_classes(4, True) == ((4, 8),)
+    assert an.geometry_classes(4, False) == ((1, 8),) * 4   # 32 lanes into 8 banks
+    assert an.geometry_classes(8, True) == ((4, 4), (4, 4))
+    assert an.geometry_classes(1, True) == ((1, 32),)
+
+
+def test_every_kernel_and_monotone_in_hidden():
+    t = an.predict_many(V100, [512, 1024, 2048], 4, 0.1)
+    assert set(t) == set(an.VARIANTS)
+    for name, kt in t.items():
+        ok = kt.per_step_s[kt.fits]
+        assert np.all(ok > 0) and np.all(np.diff(ok) >= 0), name
+        assert np.all(np.isnan(kt.per_step_s[~kt.fits])), name
+
+
+def test_the_optimisations_help_in_order():
+    t = an.predict_many(V100, 2304, 4, 0.1)
+    s = [t[n].per_step_s[0] for n in ("sparse-naive", "sparse-wide", "sparse-bank",
+                                       "sparse-lamport")]
+    assert s[0] > s[1] > s[2] > s[3]
+
+
+def test_breakdown_terms_use_spec_values():
+    t = an.predict_many(V100, 1024, 4, 0.1, kernels=["sparse-naive", "sparse-lamport"])
+    barrier = t["sparse-naive"].breakdown["sync_s"][0]
+    want = (2 * V100.cta_barrier_latency_cycles + V100.fence_latency_cycles
+            + V100.l2_atomic_latency_cycles / 2
+            + V100.sm_count * V100.l2_atomic_same_address_cycles + V100.l2_hit_latency_cycles)
+    assert barrier == pytest.approx(want / V100.clock_hz)
+    assert t["sparse-lamport"].breakdown["sync_s"][0] == 0
+    slow = dataclasses.replace(V100, shfl_latency_cycles=2 * V100.shfl_latency_cycles)
+    assert (an.predict_many(slow, 1024, 4, 0.1)["sparse-lamport"].per_step_s[0]
+            > t["sparse-lamport"].per_step_s[0])
+
+
+def test_cublas_switches_from_l2_to_dram():
+    t = an.predict_many(V100, [1024, 2048], 1, 0.1, kernels=["cublas"])["cublas"]
+    w = t.breakdown["weights_s"]
+    l2_bw = V100.l2_slices * V100.l2_bytes_per_cycle_per_slice * V100.clock_hz
+    assert w[0] == pytest.approx(1024 * 1024 * 4 / l2_bw, rel=0.01)  # 4 MB fits in 6 MB L2
+    assert w[1] == pytest.approx(2048 * 2048 * 4 / V100.dram_bandwidth_bytes_per_s, rel=0.01)
+
+
+def test_fast_path_close_to_exact_mapping():
+    for n, b, d in ((2304, 4, 0.1), (1152, 2, 0.05), (1024, 1, 0.3)):
+        U = random_sparse(n, n, d, np.random.default_rng(0))
+        fast = an.predict_many(V100, n, b, d)
+        for name in ("sparse-naive", "sparse-wide", "sparse-lamport"):
+            v = an.VARIANTS[name]
+            m = map_matrix(U, n_ctas=80, warps_per_cta=8, batch=b, wide_loads=v.wide_loads,
+                           layout=v.layout)
+            ex = an.predict_mapping(V100, name, m, b).per_step_s[0]
+            assert fast[name].per_step_s[0] == pytest.approx(ex, rel=0.05), (n, b, d, name)
+
+
+def test_does_not_fit_has_no_time():
+    t = an.predict_many(V100, 20000, 4, 0.1)
+    for name in an.PERSISTENT:
+        assert not t[name].fits[0] and math.isnan(t[name].per_step_s[0])
+        assert an.REASONS[t[name].reason[0]] in ("registers", "shared memory")
+    assert t["cublas"].fits[0]
+    t = an.predict_many(V100, 1024, 3, 0.1)
+    assert an.REASONS[t["sparse-wide"].reason[0]].startswith("batch")
+    assert t["sparse-naive"].fits[0]
+
+
+def test_vectorised_equals_scalar():
+    hs, bs, ds = [512, 2048, 4096], [1, 4, 2], [0.3, 0.05, 0.1]
+    many = an.predict_many(H100, hs, bs, ds)
+    for i, (h, b, d) in enumerate(zip(hs, bs, ds, strict=False)):
+        one = an.predict_many(H100, h, b, d)
+        for name in an.VARIANTS:
+            a, c = many[name].per_step_s[i], one[name].per_step_s[0]
+            assert (np.isnan(a) and np.isnan(c)) or a == pytest.approx(c), name
+
+
+def test_predict_layer_report_and_bad_input():
+    rep = an.predict_layer(V100, 1024, 4, 0.1, timesteps=10)
+    assert rep.best_persistent in an.PERSISTENT and rep.next_best in an.VARIANTS
+    best = next(r for r in rep.rows if r.name == rep.best_persistent)
+    nxt = next(r for r in rep.rows if r.name == rep.next_best)
+    assert rep.speedup == pytest.approx(nxt.per_step_s / best.per_step_s)
+    assert best.total_s > 10 * best.per_step_s
+    for bad in ({"cell": "x"}, {"dtype": "int4"}, {"engine": "gpu"}, {"timesteps": 0}):
+        with pytest.raises(InputError):
+            an.predict_layer(V100, 1024, 4, 0.1, **bad)
+    with pytest.raises(InputError):
+        an.predict_many(V100, 1024, 4, 1.5)
