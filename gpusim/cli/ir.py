@@ -1,0 +1,33 @@
+"""``gpusim ir``: print the IR of the persistent RNN kernel for a layer (``format_kernel``)."""
+
+from __future__ import annotations
+
+import argparse
+
+from .common import add_kernel_arguments, add_layer_arguments
+
+__all__ = ["add_arguments", "main"]
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    add_layer_arguments(p)
+    add_kernel_arguments(p)
+    p.add_argument("--dense", action="store_true", help="the dense persistent kernel")
+    p.add_argument("--registers", action="store_true",
+                   help="also print the register estimate and co-residency")
+
+
+def main(args) -> int:
+    from kernels_ir.printer import format_kernel
+
+    from .run import build_program
+
+    spec, prog = build_program(args)
+    print(format_kernel(prog.kernel), end="")
+    if args.registers:
+        from gpusim.engine import residency
+
+        r = residency(prog.kernel, spec)
+        print(f"// registers/thread (estimate): {r.regs_per_thread}; "
+              f"{r.describe(spec.sm_count)}")
+    return 0

@@ -1,0 +1,40 @@
+"""``gpusim specs``: list the bundled GPU specs, or every value of one with unit and source."""
+
+from __future__ import annotations
+
+import argparse
+
+from .common import emit_json
+
+__all__ = ["add_arguments", "main"]
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--gpu", default=None, help="show every value of this spec (name or path)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+
+def main(args) -> int:
+    from gpusim.specs import PARAMS, available, load_spec
+
+    if args.gpu is None:
+        specs = [load_spec(name) for name in available()]
+        rows = [{"name": s.name, "full_name": s.full_name, "arch": s.arch,
+                 "sm_count": s.sm_count, "clock_hz": s.clock_hz} for s in specs]
+        if args.json:
+            emit_json(rows)
+        else:
+            for r in rows:
+                print(f"{r['name']:<8} {r['arch']:<7} {r['sm_count']:>4} SMs "
+                      f"{r['clock_hz'] / 1e6:>7.0f} MHz  {r['full_name']}")
+        return 0
+    s = load_spec(args.gpu)
+    values = {k: {"value": getattr(s, k), "unit": d.unit, "source": s.source(k),
+                  "doc": d.doc} for k, d in PARAMS.items()}
+    if args.json:
+        emit_json({"name": s.name, "full_name": s.full_name, "arch": s.arch, "params": values})
+    else:
+        print(f"{s.name}: {s.full_name} ({s.arch})")
+        for k, v in values.items():
+            print(f"  {k:<34} {v['value']!s:>12} {v['unit']:<18} {v['source']}")
+    return 0

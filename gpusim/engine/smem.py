@@ -1,0 +1,74 @@
+"""The shared-memory pipe of each SM (one hardware unit).
+
+Every LDS/STS of a warp costs :func:`kernels_ir.banks.wavefronts` wavefronts (the same function
+the layout study uses); the SM's pipe serves ``smem_wavefronts_per_cycle`` wavefronts per cycle,
+first come first served (FIFO per SM in order of issue; warps of one SM re-synchronise at every
+CTA barrier, so the FIFO order is close to the hardware's); the data is ready
+``smem_latency_cycles`` after the last wavefront. Bank conflicts (wavefronts beyond one per
+active phase) are counted per static instruction and per warp.
+
+The wavefront count of a static instruction is cached and reused while its per-lane addresses
+and active mask are unchanged (the gathers of the persistent kernels use the same column
+addresses every step).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kernels_ir.banks import active_phases, wavefronts
+
+__all__ = ["SharedPipe"]
+
+
+class SharedPipe:
+    def __init__(self, spec, n_sms: int, n_warps: int, n_instrs: int):
+        self.rate = float(spec.smem_wavefronts_per_cycle)
+        self.latency = float(spec.smem_latency_cycles)
+        self.free = np.zeros(n_sms)
+        self._cache: dict[int, tuple] = {}
+        self.wavefronts = np.zeros(n_instrs, dtype=np.int64)
+        self.conflicts = np.zeros(n_instrs, dtype=np.int64)
+        self.conflicts_per_warp = np.zeros(n_warps, dtype=np.int64)
+
+    def cost(self, sid: int, words: np.ndarray, active: np.ndarray, width: int) -> tuple:
+        """(wavefronts, conflicts) per warp of all warps for this access (cached)."""
+        hit = self._cache.get(sid)
+        if hit is not None and np.array_equal(hit[0], words) and np.array_equal(hit[1], active):
+            return hit[2], hit[3]
+        wf = wavefronts(words, width, active)
+        bc = wf - active_phases(width, active, words.shape[:-1])
+        self._cache[sid] = (words.copy(), active.copy(), wf, bc)
+        return wf, bc
+
+    def access(self, sid: int, issue: np.ndarray, warps: np.ndarray, sm: np.ndarray,
+               words: np.ndarray, active: np.ndarray, width: int) -> np.ndarray:
+        """Per-warp cycle at which the data is ready (loads) / the access is done (stores)."""
+        wf_all, bc_all = self.cost(sid, words, active, width)
+        wf, bc = wf_all[warps], bc_all[warps]
+        self.wavefronts[sid] += int(wf.sum())
+        self.conflicts[sid] += int(bc.sum())
+        self.conflicts_per_warp[warps] += bc
+        # FIFO per SM; variable service: sequential within an SM via the sorted order
+        order = np.lexsort((warps, issue, sm[warps]))
+        done = np.empty(warps.size)
+        s_sorted = sm[warps][order]
+        t_sorted = issue[order].astype(np.float64)
+        d_sorted = wf[order] / self.rate
+        # start_k = max(t_k, end_{k-1}); with variable d: end_k = max_j<=k(t_j + sum_{j..k} d)
+        head = np.ones(order.size, dtype=bool)
+        head[1:] = s_sorted[1:] != s_sorted[:-1]
+        seg = np.cumsum(head) - 1
+        csum = np.cumsum(d_sorted)
+        base = np.maximum.accumulate(np.where(head, np.arange(order.size), 0))
+        prior = (csum - d_sorted)[base]                   # sum of d before the segment
+        S = csum - prior                                  # inclusive sum within segment
+        v = np.maximum(t_sorted, 0.0) - (S - d_sorted)    # t_j - sum_{<j} d
+        v0 = self.free[s_sorted]                           # server free time as a j=-1 term
+        big = float(2 ** 44)
+        run = np.maximum.accumulate(np.maximum(v, v0) + seg * big) - seg * big
+        end = run + S
+        last = np.append(np.flatnonzero(head)[1:], order.size) - 1
+        self.free[s_sorted[last]] = end[last]
+        done[order] = end + self.latency
+        return done

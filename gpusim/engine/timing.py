@@ -1,0 +1,403 @@
+"""The timing model: cycles from the executor's instruction events (functional truth apart).
+
+:func:`simulate` runs the functional executor with a :class:`_Timing` observer. For every
+executed warp-instruction (static id, per-lane active mask, per-lane word addresses) the observer
+computes, vectorised over the warps of the lockstep step:
+
+1. ready cycle = max(previous issue + 1, scoreboard ready cycles of the source register
+   elements, control wait (CTA barrier release, fence));
+2. issue cycle = first cycle >= ready with a free issue slot and free pipe cycles on the warp's
+   sub-partition (:mod:`.scheduler`, with backfill);
+3. the result's ready cycle: + ``fma``/``alu``/``sfu``/``shfl`` latency; LDS/STS through the SM's
+   shared pipe (:mod:`.smem`); LDG/STG/atomics through L2 slices and DRAM (:mod:`.l2`);
+   BAR releases all warps of a CTA ``cta_barrier_latency_cycles`` after the last one arrives;
+   FENCE waits for the warp's stores to be acknowledged plus ``fence_latency_cycles``.
+
+Polling (Lamport and the grid barrier's spin) is simulated as traffic: when a While exits, each
+warp's polling loads of its last iteration are checked against the cycle at which the words
+they read were written at L2; a warp whose load was served earlier would have seen the old value,
+so the body's events are replayed for that warp (same addresses, counted as ``poll`` L2
+transactions) until every load is served after its data arrived, bounded by the spin limit.
+
+Breakdown attribution: for each warp the time from its previous issue to this one is charged:
+1 cycle plus any structural wait (issue slot, pipe) to ``issue``; the rest -- the wait for the
+latest source operand or control release -- to the category of what produced it: ALU/SFU/shuffle
+results -> ``issue``; LDS/STS -> ``shared_memory``; global loads -> ``waiting_for_data``; loads of
+a buffer that atomics update (the grid barrier's counter), atomics, BAR and FENCE -> ``barrier``.
+
+Approximations (documented, not hidden): no L1 (all global loads go to L2); no instruction
+cache or fetch; a warp issues in order, one instruction per cycle at most; the store path is
+fire-and-forget (the warp does not wait except at FENCE); DRAM is a single aggregate FIFO; the
+launch overhead is added once to ``time_s``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import time
+
+import numpy as np
+
+from kernels_ir.errors import InputError
+from kernels_ir.ir import (
+    FLOAT_ALU,
+    INT_ALU,
+    SFU,
+    WARP_OPS,
+    Instr,
+    Kernel,
+    Loop,
+    Op,
+    RegRef,
+    While,
+    instructions,
+    walk,
+)
+
+from .executor import Mask, execute
+from .l2 import L2
+from .memory import global_space, shared_space
+from .residency import check_launch
+from .results import CATEGORIES, SimResult
+from .scheduler import PIPES, IssueUnit
+from .smem import SharedPipe
+
+__all__ = ["simulate", "SimResult", "truncate_time_loop"]
+
+ISSUE, SMEM, DATA, BARRIER = range(4)
+
+
+class _Static:
+    """Per static instruction: what the observer needs, precomputed once."""
+
+    __slots__ = ("kind", "src", "dst", "pipe", "occ", "lat", "cat", "width", "shared", "base",
+                 "op")
+
+    def __init__(self, ins: Instr, rows: dict, spec, atomic_bufs: set, gspace, sspace):
+        op = ins.op
+        self.op = op
+        refs = [s for s in ins.srcs if isinstance(s, RegRef)]
+        refs += [s.index for s in ins.srcs if hasattr(s, "buffer") and isinstance(s.index, RegRef)]
+        self.src = np.array(sorted({rows[(r.reg.name, r.index)] for r in refs}), dtype=np.int64)
+        self.dst = np.array([rows[(d.reg.name, d.index)] for d in ins.dsts], dtype=np.int64)
+        self.width = int(ins.attr("width", 1))
+        lanes = {"fp32": spec.fp32_lanes_per_subpartition,
+                 "int": spec.int32_lanes_per_subpartition,
+                 "sfu": spec.sfu_lanes_per_subpartition, "mem": 32}
+        if op in FLOAT_ALU:
+            self.kind, pipe, self.lat = "alu", "fp32", spec.fma_latency_cycles
+        elif op in SFU:
+            self.kind, pipe, self.lat = "alu", "sfu", spec.sfu_latency_cycles
+        elif op in WARP_OPS:
+            self.kind, pipe, self.lat = "alu", "mem", spec.shfl_latency_cycles
+        elif op in INT_ALU:
+            self.kind, pipe, self.lat = "alu", "int", spec.alu_latency_cycles
+        else:
+            pipe, self.lat = "mem", 0
+            self.kind = {Op.LDS: "lds", Op.STS: "sts", Op.LDG: "ldg", Op.LDG_VOLATILE: "poll",
+                         Op.STG: "stg", Op.ATOM_ADD: "atom", Op.BAR: "bar",
+                         Op.FENCE: "fence"}[op]
+        self.pipe = PIPES.index(pipe)
+        self.occ = max(1, 32 // lanes[pipe]) if pipe != "mem" else 1
+        self.cat = ISSUE
+        self.shared = False
+        self.base = 0
+        if self.kind in ("lds", "sts"):
+            self.cat, self.shared = SMEM, True
+        elif self.kind in ("ldg", "poll", "stg", "atom"):
+            buf = ins.srcs[0].buffer
+            self.cat = BARRIER if (buf.name in atomic_bufs or self.kind == "atom") else DATA
+        elif self.kind in ("bar", "fence"):
+            self.cat = BARRIER
+
+
+class _Timing:
+    def __init__(self, kernel: Kernel, spec, n_ctas: int, gspace, progress):
+        self.k, self.spec = kernel, spec
+        W = kernel.warps_per_cta
+        nw = n_ctas * W
+        self.nw, self.W = nw, W
+        P = spec.subpartitions_per_sm
+        sm = (np.arange(n_ctas) % spec.sm_count).repeat(W)
+        self.sm = sm
+        self.n_sms = min(spec.sm_count, n_ctas)
+        group = sm * P + (np.arange(nw) % W) % P
+        order = np.lexsort((np.arange(nw), group))
+        rank = np.empty(nw, dtype=np.int64)
+        gs = group[order]
+        head = np.r_[True, gs[1:] != gs[:-1]]
+        first = np.maximum.accumulate(np.where(head, np.arange(nw), 0))
+        rank[order] = np.arange(nw) - first
+        self.group, self.rank = group, rank
+        self.rounds = [np.flatnonzero(rank == r) for r in range(int(rank.max()) + 1)]
+        self.issue_unit = IssueUnit(spec.sm_count * P, spec.issue_per_cycle_per_subpartition)
+        rows = {}
+        for r in kernel.regs:
+            for i in range(r.size):
+                rows[(r.name, i)] = len(rows)
+        self.ready = np.zeros((len(rows) + 1, nw))
+        self.cat = np.zeros((len(rows) + 1, nw), dtype=np.int8)
+        atomic_bufs = {i.srcs[0].buffer.name for i in instructions(kernel) if i.op is Op.ATOM_ADD}
+        sspace = shared_space(kernel, 1)
+        self.sstride = sspace.stride
+        self.slot = np.repeat(np.arange(n_ctas, dtype=np.int64), W)
+        self.static = [_Static(i, rows, spec, atomic_bufs, gspace, sspace)
+                       for i in instructions(kernel)]
+        self.last = np.full(nw, -1.0)
+        self.ctrl = np.zeros(nw)
+        self.ctrl_cat = np.zeros(nw, dtype=np.int8)
+        self.store_ack = np.zeros(nw)
+        self.charge = np.zeros((nw, 4))
+        self.smem = SharedPipe(spec, spec.sm_count, nw, len(self.static))
+        self.l2 = L2(spec, gspace.words.size)
+        self.whiles = [s for s in walk(kernel.body) if isinstance(s, While)]
+        self.rec_stack: list = []
+        self.replaying = False
+        self.steps: list[tuple] = []
+        self.warp_instr = 0
+        self.all = np.arange(nw)
+        self.progress = progress
+        self.trip = next((s.trip_count for s in walk(kernel.body)
+                          if isinstance(s, Loop) and s.kind == "time"), 0)
+
+    # --- executor callbacks -----------------------------------------------------------------
+    def on_step(self, step) -> None:
+        per_sm_end = np.full(self.spec.sm_count, -np.inf)
+        np.maximum.at(per_sm_end, self.sm, self.last)
+        charge = np.zeros((self.spec.sm_count, 4))
+        np.add.at(charge, self.sm, self.charge)
+        self.steps.append((step, per_sm_end[:self.n_sms].copy(), charge[:self.n_sms].copy()))
+        if self.progress is not None and step is not None:
+            self.progress(step + 1, self.trip)
+
+    def on_while(self, wid: int, event: str, m: Mask) -> None:
+        if self.replaying:
+            return
+        if event == "enter":
+            self.rec_stack.append((wid, [], []))
+        elif event == "again":
+            self.rec_stack[-1][1].clear()
+            self.rec_stack[-1][2].clear()
+        else:
+            wid, events, polls = self.rec_stack.pop()
+            self._settle(wid, events, polls)
+
+    def on_instr(self, sid: int, m: Mask, flat) -> None:
+        if self.rec_stack and not self.replaying:
+            self.rec_stack[-1][1].append((sid, m.arr, flat))
+        polls = self.rec_stack[-1][2] if self.rec_stack else None
+        self._instr(sid, m, flat, polls)
+
+    # --- the model ----------------------------------------------------------------------------
+    def _instr(self, sid: int, m: Mask, flat, polls) -> None:
+        st = self.static[sid]
+        ws = self.all if m.full else np.flatnonzero(m.wany)
+        if ws.size == 0:
+            return
+        self.warp_instr += ws.size
+        earliest = self.last[ws] + 1.0
+        if st.src.size:
+            r = self.ready[st.src][:, ws]
+            arg = r.argmax(axis=0)
+            dep = r[arg, np.arange(ws.size)]
+            dcat = self.cat[st.src[arg], ws]
+        else:
+            dep = np.zeros(ws.size)
+            dcat = np.zeros(ws.size, dtype=np.int8)
+        ctrl = self.ctrl[ws]
+        use_ctrl = ctrl > dep
+        dep = np.where(use_ctrl, ctrl, dep)
+        dcat = np.where(use_ctrl, self.ctrl_cat[ws], dcat)
+        ready = np.maximum(earliest, dep)
+        t = np.ceil(ready).astype(np.int64)
+        issue = np.empty(ws.size, dtype=np.int64)
+        if len(self.rounds) == 1:
+            issue[:] = self.issue_unit.reserve(self.group[ws], t, st.pipe, st.occ)
+        else:
+            rk = self.rank[ws]
+            for r in range(len(self.rounds)):
+                sel = np.flatnonzero(rk == r)
+                if sel.size:
+                    issue[sel] = self.issue_unit.reserve(self.group[ws[sel]], t[sel], st.pipe,
+                                                         st.occ)
+        issue_f = issue.astype(np.float64)
+        wait = issue_f - earliest
+        dep_wait = np.clip(dep - earliest, 0.0, wait)
+        self.charge[ws, dcat] += dep_wait
+        self.charge[ws, ISSUE] += 1.0 + (wait - dep_wait)
+        self.last[ws] = issue_f
+        kind = st.kind
+        if kind == "alu":
+            self.ready[st.dst[:, None], ws] = issue_f + st.lat
+            self.cat[st.dst[:, None], ws] = ISSUE
+        elif kind in ("lds", "sts"):
+            words = flat - (self.slot * self.sstride)[:, None]
+            done = self.smem.access(sid, issue_f, ws, self.sm, words, m.arr, st.width)
+            if kind == "lds":
+                self.ready[st.dst[:, None], ws] = done
+                self.cat[st.dst[:, None], ws] = SMEM
+        elif kind in ("ldg", "poll"):
+            tkind = "poll" if (kind == "poll" and (self.replaying or st.cat == BARRIER)) \
+                else "data"
+            done, served = self.l2.access(issue_f, ws, flat, m.arr, st.width, tkind, False)
+            self.ready[st.dst[:, None], ws] = done
+            self.cat[st.dst[:, None], ws] = st.cat
+            if kind == "poll" and polls is not None:
+                polls.append((ws, served, flat[ws], m.arr[ws], st.width))
+        elif kind == "stg":
+            done, _ = self.l2.access(issue_f, ws, flat, m.arr, st.width, "store", True)
+            self.store_ack[ws] = np.maximum(self.store_ack[ws], done)
+        elif kind == "atom":
+            done = self.l2.atomic(issue_f, ws, flat, m.arr)
+            self.ready[st.dst[:, None], ws] = done
+            self.cat[st.dst[:, None], ws] = BARRIER
+            self.store_ack[ws] = np.maximum(self.store_ack[ws], done)
+        elif kind == "bar":
+            cta = ws // self.W
+            rel = np.full(self.nw // self.W, -np.inf)
+            np.maximum.at(rel, cta, issue_f)
+            self.ctrl[ws] = rel[cta] + self.spec.cta_barrier_latency_cycles
+            self.ctrl_cat[ws] = BARRIER
+        elif kind == "fence":
+            self.ctrl[ws] = np.maximum(self.store_ack[ws], issue_f) + \
+                self.spec.fence_latency_cycles
+            self.ctrl_cat[ws] = BARRIER
+
+    def _stale(self, polls) -> np.ndarray:
+        """Warps whose polling load was served before the data it returned reached L2."""
+        bad = np.zeros(self.nw, dtype=bool)
+        arrival = self.l2.arrival
+        for ws, served, flat, act, width in polls:
+            need = arrival[flat]
+            for j in range(1, width):
+                need = np.maximum(need, arrival[flat + j])
+            stale = (served < need) & act
+            bad[ws[stale.any(axis=1)]] = True
+        return bad
+
+    def _settle(self, wid: int, events: list, polls: list) -> None:
+        limit = self.whiles[wid].spin_limit
+        bad = self._stale(polls)
+        n = 0
+        self.replaying = True
+        try:
+            while bad.any() and n < limit:
+                n += 1
+                new_polls: list = []
+                for sid, arr, flat in events:
+                    sub = arr & bad[:, None]
+                    if sub.any():
+                        self._instr(sid, Mask(sub, False), flat, new_polls)
+                bad = bad & self._stale(new_polls)
+        finally:
+            self.replaying = False
+
+    def end(self) -> float:
+        return float(max(self.last.max(), self.store_ack.max(), 0.0)) + 1.0
+
+
+def truncate_time_loop(kernel: Kernel, steps: int) -> Kernel:
+    """A new kernel whose ``Loop(kind="time")`` runs only its first ``steps`` iterations."""
+    def body(stmts: tuple) -> tuple:
+        out = []
+        for s in stmts:
+            if isinstance(s, Loop):
+                s = dataclasses.replace(s, body=body(s.body))
+                if s.kind == "time":
+                    s = dataclasses.replace(s, stop=min(s.stop, s.start + steps * s.step))
+            elif isinstance(s, While):
+                s = dataclasses.replace(s, body=body(s.body))
+            elif hasattr(s, "then"):
+                s = dataclasses.replace(s, then=body(s.then), orelse=body(s.orelse))
+            out.append(s)
+        return tuple(out)
+    return dataclasses.replace(kernel, body=body(kernel.body))
+
+
+def _progress_bar(stream):
+    t0 = time.perf_counter()
+
+    def show(done: int, total: int) -> None:
+        frac = done / max(total, 1)
+        bar = "#" * int(30 * frac)
+        stream.write(f"\rsimulating step {done}/{total} [{bar:<30}] "
+                     f"{time.perf_counter() - t0:6.1f} s")
+        if done >= total:
+            stream.write("\n")
+        stream.flush()
+    return show
+
+
+def simulate(kernel: Kernel, inputs: dict, spec, *, sample_steps: int | None = None,
+             progress: bool = False) -> SimResult:
+    """Simulate one launch of ``kernel`` on ``spec``; values and cycles together.
+
+    ``sample_steps``: simulate only the first K iterations of the time loop and extrapolate the
+    rest from the steady state (mean step time of the last half of the K steps).
+    ``progress``: draw a progress bar on stderr. The launch must be co-resident when the kernel
+    spins on global memory (else :class:`CapacityError`).
+    """
+    check_launch(kernel, spec)
+    total = next((s.trip_count for s in walk(kernel.body)
+                  if isinstance(s, Loop) and s.kind == "time"), 0)
+    run_kernel = kernel
+    steps = total
+    if sample_steps is not None:
+        if sample_steps < 1:
+            raise InputError(f"sample_steps={sample_steps} must be >= 1")
+        if total == 0:
+            raise InputError(f"kernel {kernel.name} has no Loop(kind='time') to sample")
+        steps = min(int(sample_steps), total)
+        run_kernel = truncate_time_loop(kernel, steps)
+    gspace = global_space(run_kernel, inputs)
+    bar = _progress_bar(sys.stderr) if progress else None
+    obs = _Timing(run_kernel, spec, run_kernel.grid, gspace, bar)
+    res = execute(run_kernel, inputs, ctas=run_kernel.grid, observer=obs)
+    return _result(kernel, spec, obs, res, steps, total)
+
+
+def _result(kernel, spec, obs: _Timing, res, steps: int, total: int) -> SimResult:
+    end = obs.end()
+    marks = [s for s in obs.steps if s[0] is not None]
+    after = [s for s in obs.steps if s[0] is None]
+    bounds = [m[1].max() for m in marks] + ([after[0][1].max()] if after else [])
+    step_cycles = tuple(float(b - a) for a, b in zip(bounds[:-1], bounds[1:], strict=True))
+    wpsm = max(1, obs.nw // max(1, obs.n_sms))
+    timeline, per_step = [], []
+    snaps = marks + after[:1]
+    for a, b in zip(snaps[:-1], snaps[1:], strict=True):
+        diff = (b[2] - a[2]) / wpsm
+        per_step.append(dict(zip(CATEGORIES, diff.sum(axis=0) / obs.n_sms, strict=True)))
+        timeline.append(tuple((float(s), float(e), dict(zip(CATEGORIES, d, strict=True)))
+                              for s, e, d in zip(a[1], b[1], diff, strict=True)))
+    per_sm = np.zeros((obs.n_sms, 4))
+    np.add.at(per_sm, obs.sm, obs.charge)
+    per_sm /= wpsm
+    simulated = end
+    if steps and step_cycles:
+        steady = step_cycles[len(step_cycles) // 2:]
+        mean = float(np.mean(steady))
+    else:
+        mean = 0.0
+    cycles = simulated + (total - steps) * mean
+    l2 = dict(obs.l2.transactions)
+    l2["total"] = sum(l2.values())
+    lds = [i for i, s in enumerate(obs.static) if s.kind in ("lds", "sts")]
+    return SimResult(
+        gpu=spec.name, kernel=kernel.name, cycles=float(cycles),
+        simulated_cycles=float(simulated),
+        time_s=spec.cycles_to_s(cycles) + spec.launch_overhead_s,
+        per_step_s=spec.cycles_to_s(mean), steps=steps, total_steps=total,
+        step_cycles=step_cycles,
+        breakdown={"total": dict(zip(CATEGORIES, per_sm.sum(axis=0) / obs.n_sms, strict=True)),
+                   "per_step": per_step,
+                   "per_sm": [dict(zip(CATEGORIES, r, strict=True)) for r in per_sm]},
+        smem_wavefronts={"total": int(obs.smem.wavefronts.sum()),
+                         "per_instruction": {int(i): int(obs.smem.wavefronts[i]) for i in lds}},
+        bank_conflicts={"total": int(obs.smem.conflicts.sum()),
+                        "per_instruction": {int(i): int(obs.smem.conflicts[i]) for i in lds},
+                        "per_warp": obs.smem.conflicts_per_warp.tolist()},
+        l2_transactions=l2, warp_instructions=int(obs.warp_instr),
+        timeline=tuple(timeline), clock_hz=spec.clock_hz,
+        launch_overhead_s=spec.launch_overhead_s, globals=res.globals)

@@ -1,0 +1,41 @@
+"""``gpusim specs``: list bundled specs; every value of one with unit and source."""
+
+from __future__ import annotations
+
+import json
+
+from gpusim.cli import main
+from gpusim.specs import PARAMS, available
+
+
+def test_list(capsys):
+    assert main(["specs"]) == 0
+    text = capsys.readouterr().out
+    for name in available():
+        assert name in text
+
+
+def test_list_json(capsys):
+    assert main(["specs", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert {r["name"] for r in rows} == set(available())
+
+
+def test_one_spec_every_value_with_unit_and_source(capsys):
+    assert main(["specs", "--gpu", "v100", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert set(doc["params"]) == set(PARAMS)
+    assert doc["params"]["sm_count"]["value"] == 80
+    assert doc["params"]["clock_hz"]["unit"] == "Hz"
+    assert all(v["source"].startswith("[") for v in doc["params"].values())
+
+
+def test_one_spec_text(capsys):
+    assert main(["specs", "--gpu", "h100"]) == 0
+    text = capsys.readouterr().out
+    assert "fp32_lanes_per_subpartition" in text and "lanes" in text
+
+
+def test_unknown_gpu(capsys):
+    assert main(["specs", "--gpu", "a100"]) == 2
+    assert "unknown GPU 'a100'" in capsys.readouterr().err

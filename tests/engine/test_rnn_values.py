@@ -1,0 +1,79 @@
+"""Executor values vs the float64 reference for every variant of the persistent RNN kernels."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gpusim.engine import execute
+from gpusim.specs import load_spec
+from kernels_ir.kernels.sparse_rnn import build_dense_rnn, build_sparse_rnn, make_layer
+
+V100 = load_spec("v100")
+TOL = 1e-5  # fp32 accumulation over <= a few hundred terms, relative to the step's scale
+
+
+def _check(prog, spec):
+    res = execute(prog.kernel, prog.inputs, spec=spec)
+    err = prog.max_rel_err(res.globals)
+    assert err < TOL, f"{prog.kernel.name}: max_rel_err={err}"
+    H = prog.outputs(res.globals)
+    assert np.all(np.isfinite(H)) and not np.all(H[1:] == 0)
+    return res
+
+
+@pytest.mark.parametrize("sync", ["lamport", "barrier"])
+@pytest.mark.parametrize("wide", [True, False])
+@pytest.mark.parametrize("batch", [1, 2, 4, 8])
+@pytest.mark.parametrize("hidden,density,sms", [(37, 0.3, 2), (100, 0.05, 3)])
+def test_sparse_variants_match_reference(sync, wide, batch, hidden, density, sms):
+    spec = dataclasses.replace(V100, sm_count=sms)
+    layer = make_layer(hidden, batch, density, 3, seed=hidden + batch)
+    prog = build_sparse_rnn(layer, spec, sync=sync, wide_loads=wide, layout="naive")
+    res = _check(prog, spec)
+    assert prog.kernel.grid == sms and res.waves == 1
+
+
+@pytest.mark.parametrize("density", [0.01, 0.1, 0.5, 1.0])
+def test_densities(density):
+    spec = dataclasses.replace(V100, sm_count=4)
+    prog = build_sparse_rnn(make_layer(100, 4, density, 3, seed=1), spec)
+    _check(prog, spec)
+
+
+@pytest.mark.parametrize("sync", ["lamport", "barrier"])
+def test_dense_kernel(sync):
+    spec = dataclasses.replace(V100, sm_count=2)
+    prog = build_dense_rnn(make_layer(40, 2, 1.0, 3, seed=3), spec, sync=sync)
+    _check(prog, spec)
+
+
+def test_full_v100_80_ctas():
+    prog = build_sparse_rnn(make_layer(256, 4, 0.1, 3, seed=5), V100, sync="lamport")
+    res = _check(prog, V100)
+    assert prog.kernel.grid == 80 and res.resident_ctas == 80
+
+
+def test_lamport_sentinel_slots_are_all_written():
+    spec = dataclasses.replace(V100, sm_count=3)
+    prog = build_sparse_rnn(make_layer(50, 2, 0.2, 4, seed=2), spec, sync="lamport")
+    res = execute(prog.kernel, prog.inputs, spec=spec)
+    H = prog.outputs(res.globals)
+    assert not np.any(np.signbit(H[1:]) & (H[1:] == 0))  # no -0.0 sentinel left
+
+
+@settings(max_examples=20, deadline=None)
+@given(hidden=st.integers(8, 120), batch=st.sampled_from([1, 2, 3, 4, 8]),
+       density=st.floats(0.02, 1.0), steps=st.integers(1, 3), sms=st.integers(1, 4),
+       sync=st.sampled_from(["lamport", "barrier"]), wide=st.booleans(),
+       seed=st.integers(0, 1000))
+def test_random_configurations(hidden, batch, density, steps, sms, sync, wide, seed):
+    spec = dataclasses.replace(V100, sm_count=sms)
+    wide = wide and batch in (1, 2, 4, 8)  # wide loads cover B = 1, 2, 4, 8 only
+    prog = build_sparse_rnn(make_layer(hidden, batch, density, steps, seed), spec, sync=sync,
+                            wide_loads=wide)
+    _check(prog, spec)

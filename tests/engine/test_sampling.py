@@ -1,0 +1,31 @@
+"""--sample-steps: extrapolated totals within 1% of the full simulation."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from gpusim.engine import simulate
+from gpusim.specs import load_spec
+from kernels_ir.kernels.sparse_rnn import build_sparse_rnn, make_layer
+
+V100 = load_spec("v100")
+
+
+@pytest.mark.parametrize("hidden,batch,density,sms,sync,wide", [
+    (128, 4, 0.2, 4, "lamport", True),
+    (128, 4, 0.2, 4, "barrier", False),
+    (200, 2, 0.1, 3, "lamport", False),
+    (96, 8, 0.3, 2, "barrier", True),
+])
+def test_extrapolation_within_one_percent(hidden, batch, density, sms, sync, wide):
+    spec = dataclasses.replace(V100, sm_count=sms)
+    prog = build_sparse_rnn(make_layer(hidden, batch, density, 16, seed=3), spec, sync=sync,
+                            wide_loads=wide)
+    full = simulate(prog.kernel, prog.inputs, spec)
+    part = simulate(prog.kernel, prog.inputs, spec, sample_steps=6)
+    assert part.steps == 6 and part.total_steps == 16 and part.extrapolated
+    assert not full.extrapolated and len(full.step_cycles) == 16
+    assert part.cycles == pytest.approx(full.cycles, rel=0.01)
+    assert part.simulated_cycles < full.cycles
