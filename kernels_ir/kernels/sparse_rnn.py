@@ -370,9 +370,21 @@ def _check_capacity(spec, *, n, b, S, R, dense, threads, smem_bytes, density) ->
         raise CapacityError(
             f"hidden={n} ({kind}, batch {b}) does not fit in the registers: {S} weight slots per "
             f"thread need {regs} registers/thread, {spec.name} allows {per_thread_cap} at "
-            f"{threads} threads/CTA (max_regs_per_thread {spec.max_regs_per_thread}, "
-            f"{spec.regs_per_sm} per SM); see 'gpusim capacity' for the largest size that fits")
+            f"{threads} threads/CTA; {_largest(spec, density, b, dense)}")
     if smem_bytes > spec.smem_bytes_per_cta:
         raise CapacityError(
             f"hidden={n}, batch={b} does not fit in shared memory: h needs {smem_bytes} bytes, "
-            f"{spec.name} allows {spec.smem_bytes_per_cta} bytes per CTA")
+            f"{spec.name} allows {spec.smem_bytes_per_cta} bytes per CTA; "
+            f"{_largest(spec, density, b, dense)}")
+
+
+def _largest(spec, density: float, batch: int, dense: bool) -> str:
+    """The capacity model's largest fitting size, for the error message (models sits beside the
+    IR; imported here lazily because it imports this module)."""
+    try:
+        from models.capacity import max_hidden
+
+        m = max_hidden(spec, 1.0 if dense else density, batch, dense=dense, exact=False)
+        return f"largest that fits: hidden={m.hidden} ({m.limit})"
+    except Exception as exc:  # the message must still be raised if the model cannot answer
+        return f"see 'gpusim capacity' ({type(exc).__name__})"
