@@ -25,6 +25,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "capacity": ("gpusim.cli.capacity", "largest layer that fits, and the binding limit"),
     "sweep": ("gpusim.cli.sweep", "sweep predictions over sizes, batches, densities and GPUs"),
     "crosscheck": ("gpusim.cli.crosscheck", "compare the simulator with recorded GPU measurements"),
+    "mapping": ("gpusim.cli.mapping", "where every weight lives: SM, warp, lane and register slot"),
+    "timeline": ("gpusim.cli.timeline", "simulate barrier and Lamport for one layer, per-SM "
+                 "timelines"),
 }
 
 
