@@ -311,7 +311,9 @@ def _stage_h(bld, sync, g_h, g_cnt, h_s, t, tid, nctas, slot, threads) -> None:
                         bld.isetp("eq", bits, int(SENTINEL_BITS), dst=one)
                         bld.pand(one, inside[i], dst=one)
                         bld.por(waiting, one, dst=waiting)
-                poll.cond = waiting
+                # warp-uniform exit (vote.any): the warp re-polls together and leaves together,
+                # so the copy below is one warp-instruction per warp on any scheduler
+                poll.cond = bld.vote_any(waiting, dst=bld.reg(PRED, "warp_waiting"))
         else:
             load_group(bld.ldg)
         for i in range(group):

@@ -1,0 +1,266 @@
+"""Microbenchmarks written in the IR, so that the GPU and the simulator run the same code.
+
+Each builder returns a :class:`Microbench`: a kernel, its initial global buffers, and ``ops``,
+the number of timed operations one launch performs. A benchmark is run at two sizes (``rounds``)
+and the cost of one operation is the slope ``(t2 - t1) / (ops2 - ops1)``, which removes the launch
+and set-up cost on the GPU and the fill/drain in the simulator alike.
+
+- :func:`smem_latency` - one warp follows a dependent chain through shared memory
+  (``idx = s[idx]``, every lane the same address: one wavefront, no conflict). Op = one load.
+- :func:`l2_latency` - one warp follows a pointer chase through a global buffer with L2-coherent
+  (volatile) loads, one 128-byte line per hop, a random cycle over ``lines`` lines (512 KiB by
+  default: far larger than L1, far smaller than L2). Op = one load.
+- :func:`flag_round_trip` - two CTAs (one warp each, on two SMs) ping-pong a counter through two
+  global flags in different lines: CTA 0 writes ``ping = r``, waits for ``pong == r``; CTA 1 waits
+  for ``ping == r`` and writes ``pong = r``. Op = one round trip (two one-way hand-offs).
+- :func:`atomic_throughput` - every warp of ``ctas`` CTAs (lane 0 only: one atomic per warp
+  instruction, no warp aggregation) adds 1 ``per_warp`` times to the same word (``same=True``) or
+  to its own word, one 128-byte line per warp (``same=False``). The returned old values are summed
+  and stored, so they are real atomics with return, not reductions. Op = one atomic.
+- :func:`grid_barrier` - ``ctas`` CTAs do ``rounds`` grid barriers: ``__syncthreads``; thread 0
+  fences, arrives with an atomic add on a counter and spins (volatile loads) until the counter
+  reaches ``(r + 1) * nctas``; ``__syncthreads``. The same mechanism as the persistent kernel's
+  ``sync="barrier"``. Op = one barrier.
+
+Every kernel stores a result that depends on every timed operation (so no compiler removes them),
+and :meth:`Microbench.check` validates it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..builder import Builder
+from ..errors import InputError
+from ..ir import I32, PRED, Kernel
+from ..verify import verify
+
+__all__ = ["Microbench", "smem_latency", "l2_latency", "flag_round_trip", "atomic_throughput",
+           "grid_barrier", "MICROBENCHES", "build"]
+
+WARP = 32
+LINE_WORDS = 32  # 128-byte L2 line
+
+
+@dataclass(frozen=True, eq=False)
+class Microbench:
+    """One microbenchmark launch: kernel, initial buffers, and how many timed ops it performs."""
+
+    name: str
+    kernel: Kernel
+    inputs: dict
+    ops: int
+    unit: str                      # what one op is
+    params: dict = field(default_factory=dict)
+    check: Callable[[dict], bool] | None = None
+
+    def verify_result(self, globals_: dict) -> bool:
+        return True if self.check is None else bool(self.check(globals_))
+
+
+def _positive(name: str, v: int) -> int:
+    if int(v) < 1:
+        raise InputError(f"{name}={v} must be >= 1")
+    return int(v)
+
+
+def smem_latency(rounds: int = 64, chain: int = 32, words: int = 1024, seed: int = 0
+                 ) -> Microbench:
+    """Dependent shared-memory loads: ``rounds`` iterations of ``chain`` unrolled hops."""
+    rounds, chain, words = (_positive(n, v) for n, v in
+                            (("rounds", rounds), ("chain", chain), ("words", words)))
+    rng = np.random.default_rng(seed)
+    perm = rng.permutation(words).astype(np.int32)
+    nxt = np.empty(words, np.int32)
+    nxt[perm] = np.roll(perm, -1)           # one random cycle through all words
+    b = Builder("mb_smem_latency", grid=1, block=WARP, bench="smem_latency", rounds=rounds)
+    g_next = b.global_buffer("next", I32, words)
+    g_out = b.global_buffer("out", I32, WARP, role="out")
+    s = b.shared("chain", I32, words)
+    lane = b.sreg("lane", dst=b.reg(I32, "lane"))
+    v = b.reg(I32, "v")
+    with b.loop("i", 0, words, WARP) as i:   # copy the chain into shared memory
+        idx = b.iadd(i, lane, dst=b.reg(I32, "ci"))
+        b.ldg(g_next, idx, dst=v)
+        b.sts(s, idx, v)
+    b.bar()
+    p = b.mov(0, I32, dst=b.reg(I32, "p"))
+    with b.loop("r", 0, rounds):
+        for _ in range(chain):
+            b.lds(s, p, dst=p)
+    b.stg(g_out, lane, p)
+    kernel = verify(b.build())
+    expect = 0
+    for _ in range(rounds * chain):
+        expect = int(nxt[expect])
+    return Microbench("smem_latency", kernel, {"next": nxt, "out": np.zeros(WARP, np.int32)},
+                      rounds * chain, "dependent shared load",
+                      {"rounds": rounds, "chain": chain, "words": words},
+                      lambda g: bool(np.all(np.asarray(g["out"]) == expect)))
+
+
+def l2_latency(rounds: int = 64, chain: int = 16, lines: int = 4096, seed: int = 0) -> Microbench:
+    """Dependent L2-coherent loads: a pointer chase over ``lines`` 128-byte lines."""
+    rounds, chain, lines = (_positive(n, v) for n, v in
+                            (("rounds", rounds), ("chain", chain), ("lines", lines)))
+    rng = np.random.default_rng(seed)
+    perm = rng.permutation(lines)
+    nxt = np.zeros(lines * LINE_WORDS, np.int32)
+    nxt[perm * LINE_WORDS] = np.roll(perm, -1) * LINE_WORDS
+    b = Builder("mb_l2_latency", grid=1, block=WARP, bench="l2_latency", rounds=rounds)
+    g_next = b.global_buffer("next", I32, lines * LINE_WORDS)
+    g_out = b.global_buffer("out", I32, WARP, role="out")
+    lane = b.sreg("lane", dst=b.reg(I32, "lane"))
+    p = b.mov(0, I32, dst=b.reg(I32, "p"))
+    with b.loop("r", 0, rounds):
+        for _ in range(chain):
+            b.ldg_volatile(g_next, p, dst=p)
+    b.stg(g_out, lane, p)
+    kernel = verify(b.build())
+    expect = 0
+    for _ in range(rounds * chain):
+        expect = int(nxt[expect])
+    return Microbench("l2_latency", kernel, {"next": nxt, "out": np.zeros(WARP, np.int32)},
+                      rounds * chain, "dependent L2 load",
+                      {"rounds": rounds, "chain": chain, "lines": lines},
+                      lambda g: bool(np.all(np.asarray(g["out"]) == expect)))
+
+
+def flag_round_trip(rounds: int = 256, spin_limit: int = 1 << 22) -> Microbench:
+    """Ping-pong between two CTAs through two flags in different L2 lines."""
+    rounds = _positive("rounds", rounds)
+    b = Builder("mb_flag_round_trip", grid=2, block=WARP, bench="flag_round_trip", rounds=rounds)
+    g_flags = b.global_buffer("flags", I32, 2 * LINE_WORDS, role="inout")
+    g_out = b.global_buffer("out", I32, 2, role="out")
+    cta = b.sreg("cta", dst=b.reg(I32, "cta"))
+    lane = b.sreg("lane", dst=b.reg(I32, "lane"))
+    is0 = b.isetp("eq", cta, 0, dst=b.reg(PRED, "is0"))
+    seen = b.mov(0, I32, dst=b.reg(I32, "seen"))
+    val = b.reg(I32, "val")
+    is1 = b.pnot(is0, dst=b.reg(PRED, "is1"))
+    # Four phases per round, in this program order, so that a lockstep executor (all warps
+    # through the same statement) and the GPU (each CTA skips the other's phases) agree:
+    # A CTA 0 writes ping; B CTA 1 waits for ping; C CTA 1 writes pong; D CTA 0 waits for pong.
+    with b.loop("r", 1, rounds + 1) as r:
+        with b.if_(is0):
+            b.stg(g_flags, 0, r)
+        with b.if_(is1):
+            with b.while_(spin_limit=spin_limit, label="wait_ping") as w:
+                b.ldg_volatile(g_flags, 0, dst=seen)
+                w.cond = b.isetp("ne", seen, r, dst=b.reg(PRED, "ping_wait"))
+            b.stg(g_flags, LINE_WORDS, r)
+        with b.if_(is0):
+            with b.while_(spin_limit=spin_limit, label="wait_pong") as w:
+                b.ldg_volatile(g_flags, LINE_WORDS, dst=seen)
+                w.cond = b.isetp("ne", seen, r, dst=b.reg(PRED, "pong_wait"))
+    first = b.isetp("eq", lane, 0, dst=b.reg(PRED, "first"))
+    with b.if_(first):
+        b.mov(seen, dst=val)
+        b.stg(g_out, cta, val)
+    kernel = verify(b.build())
+    return Microbench("flag_round_trip", kernel,
+                      {"flags": np.zeros(2 * LINE_WORDS, np.int32), "out": np.zeros(2, np.int32)},
+                      rounds, "round trip between two SMs", {"rounds": rounds},
+                      lambda g: bool(np.all(np.asarray(g["out"]) == rounds)))
+
+
+def atomic_throughput(per_warp: int = 64, ctas: int = 132, threads: int = 256,
+                      same: bool = True) -> Microbench:
+    """``ctas * threads/32 * per_warp`` atomics with return, same word or one line per warp."""
+    per_warp, ctas, threads = (_positive(n, v) for n, v in
+                               (("per_warp", per_warp), ("ctas", ctas), ("threads", threads)))
+    wpc = threads // WARP
+    n_warps = ctas * wpc
+    words = LINE_WORDS if same else n_warps * LINE_WORDS
+    name = "atomic_same" if same else "atomic_distinct"
+    b = Builder(f"mb_{name}", grid=ctas, block=threads, bench=name, per_warp=per_warp)
+    g_cnt = b.global_buffer("counters", I32, words, role="inout")
+    g_out = b.global_buffer("out", I32, n_warps, role="out")
+    lane = b.sreg("lane", dst=b.reg(I32, "lane"))
+    warp = b.sreg("warp", dst=b.reg(I32, "warp"))
+    cta = b.sreg("cta", dst=b.reg(I32, "cta"))
+    gw = b.imad(cta, wpc, warp, dst=b.reg(I32, "gw"))
+    addr = b.mov(0, I32, dst=b.reg(I32, "addr")) if same else b.imul(gw, LINE_WORDS,
+                                                                     dst=b.reg(I32, "addr"))
+    acc = b.mov(0, I32, dst=b.reg(I32, "acc"))
+    old = b.reg(I32, "old")
+    first = b.isetp("eq", lane, 0, dst=b.reg(PRED, "first"))
+    with b.if_(first):
+        with b.loop("r", 0, per_warp):
+            b.atom_add(g_cnt, addr, 1, dst=old)
+            b.iadd(acc, old, dst=acc)
+        b.stg(g_out, gw, acc)
+    kernel = verify(b.build())
+    total = n_warps * per_warp
+
+    def check(g) -> bool:
+        c = np.asarray(g["counters"])
+        if same:
+            return int(c[0]) == total
+        return bool(np.all(c.reshape(n_warps, LINE_WORDS)[:, 0] == per_warp))
+
+    return Microbench(name, kernel, {"counters": np.zeros(words, np.int32),
+                                     "out": np.zeros(n_warps, np.int32)},
+                      total, "atomic add with return",
+                      {"per_warp": per_warp, "ctas": ctas, "threads": threads, "same": same},
+                      check)
+
+
+def grid_barrier(rounds: int = 64, ctas: int = 132, threads: int = 256,
+                 spin_limit: int = 1 << 22) -> Microbench:
+    """``rounds`` grid barriers (atomic arrive + volatile spin) over ``ctas`` CTAs."""
+    rounds, ctas, threads = (_positive(n, v) for n, v in
+                             (("rounds", rounds), ("ctas", ctas), ("threads", threads)))
+    b = Builder("mb_grid_barrier", grid=ctas, block=threads, bench="grid_barrier", rounds=rounds)
+    g_cnt = b.global_buffer("counter", I32, 1, role="inout")
+    g_out = b.global_buffer("out", I32, ctas, role="out")
+    tid = b.sreg("tid", dst=b.reg(I32, "tid"))
+    cta = b.sreg("cta", dst=b.reg(I32, "cta"))
+    nctas = b.sreg("nctas", dst=b.reg(I32, "nctas"))
+    is0 = b.isetp("eq", tid, 0, dst=b.reg(PRED, "is0"))
+    seen = b.mov(0, I32, dst=b.reg(I32, "seen"))
+    old = b.reg(I32, "old")
+    target = b.reg(I32, "target")
+    with b.loop("r", 1, rounds + 1) as r:
+        b.bar()
+        with b.if_(is0):
+            b.fence()
+            b.atom_add(g_cnt, 0, 1, dst=old)
+            b.imul(r, nctas, dst=target)
+            with b.while_(spin_limit=spin_limit, label="grid_barrier") as w:
+                b.ldg_volatile(g_cnt, 0, dst=seen)
+                w.cond = b.isetp("lt", seen, target, dst=b.reg(PRED, "behind"))
+        b.bar()
+    with b.if_(is0):
+        b.stg(g_out, cta, seen)
+    kernel = verify(b.build())
+    return Microbench("grid_barrier", kernel, {"counter": np.zeros(1, np.int32),
+                                               "out": np.zeros(ctas, np.int32)},
+                      rounds, "grid barrier", {"rounds": rounds, "ctas": ctas,
+                                               "threads": threads},
+                      lambda g: bool(np.all(np.asarray(g["out"]) >= rounds * ctas)))
+
+
+MICROBENCHES: dict[str, Callable[..., Microbench]] = {
+    "smem_latency": smem_latency,
+    "l2_latency": l2_latency,
+    "flag_round_trip": flag_round_trip,
+    "atomic_same": lambda **kw: atomic_throughput(same=True, **kw),
+    "atomic_distinct": lambda **kw: atomic_throughput(same=False, **kw),
+    "grid_barrier": grid_barrier,
+}
+
+# The size argument each benchmark scales with (two values give the slope).
+SIZE_ARG = {"smem_latency": "rounds", "l2_latency": "rounds", "flag_round_trip": "rounds",
+            "atomic_same": "per_warp", "atomic_distinct": "per_warp", "grid_barrier": "rounds"}
+
+
+def build(name: str, size: int, **kwargs) -> Microbench:
+    """Microbenchmark ``name`` at ``size`` (its :data:`SIZE_ARG`)."""
+    if name not in MICROBENCHES:
+        raise InputError(f"microbenchmark {name!r} is unknown; accepted: "
+                         f"{', '.join(MICROBENCHES)}")
+    return MICROBENCHES[name](**{SIZE_ARG[name]: size}, **kwargs)

@@ -1,0 +1,339 @@
+"""The H100 measurement campaign: one script, one device call.
+
+    PYTHONPATH=. python3 measurements/campaign.py --out $OUT            # everything
+    PYTHONPATH=. python3 measurements/campaign.py --out $OUT --smoke    # < 3 min check
+
+Stages (progress on stdout, a short table last):
+1. provenance: GPU, driver, CUDA runtime, NVRTC, CuPy, torch versions, nvidia-smi, date, command;
+2. microbenchmarks (kernels_ir.kernels.microbench), two sizes each -> ``microbench.json``;
+3. cases (:func:`cases`): every persistent variant, the CSR kernel, cuBLAS and cuSPARSE per layer,
+   each values-checked against float64 then timed -> ``campaign.json``;
+4. Nsight Compute: ``ncu`` re-runs this script with ``--ncu-worker``, which launches every
+   persistent / CSR case once at T = NCU_STEPS; the counters (shared wavefronts and bank conflicts,
+   L2 sectors by op) are parsed per launch -> ``ncu.json`` (+ the raw CSV).
+
+Each stage catches its own failures per case and records them (``status``), so one bad case
+never loses the others.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime
+import io
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+import traceback
+
+NCU_STEPS = 4
+STEPS = 128
+SHORT_STEPS = 32
+NCU_METRICS = (
+    "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum",
+    "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum",
+    "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
+    "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum",
+    "smsp__inst_executed_op_shared_ld.sum",
+    "smsp__inst_executed_op_shared_st.sum",
+    "lts__t_sectors_op_read.sum",
+    "lts__t_sectors_op_write.sum",
+    "lts__t_sectors_op_atom.sum",
+    "lts__t_sectors_op_red.sum",
+    "gpu__time_duration.sum",
+)
+NCU_KERNELS = "regex:sparse_rnn|dense_rnn|csr_row_per_warp"
+
+# (hidden, batch, density): hidden 256..8192, batch 1/2/4/8, density 0.01..0.5
+LAYERS = [(256, 1, 0.5), (512, 8, 0.5), (1024, 4, 0.1), (2048, 2, 0.05), (2048, 8, 0.2),
+          (4096, 4, 0.02), (8192, 1, 0.01)]
+DENSE_LAYERS = [(256, 1), (1024, 4), (2048, 1)]
+ALL_VARIANTS = [(s, w, lay) for s in ("lamport", "barrier") for w in (True, False)
+                for lay in ("naive", "greedy")]
+FULL_VARIANT_LAYERS = {(1024, 4, 0.1), (4096, 4, 0.02)}   # all 8 variants here
+SOME_VARIANTS = [("lamport", True, "naive"), ("lamport", False, "naive"),
+                 ("barrier", True, "naive"), ("barrier", False, "naive"),
+                 ("lamport", True, "greedy")]
+
+
+def cases() -> list[dict]:
+    """The campaign's cases: a case = one layer configuration with one kernel or baseline."""
+    out = []
+    for n, b, d in LAYERS:
+        variants = ALL_VARIANTS if (n, b, d) in FULL_VARIANT_LAYERS else SOME_VARIANTS
+        for sync, wide, lay in variants:
+            out.append({"kind": "sparse_persistent", "hidden": n, "batch": b, "density": d,
+                        "sync": sync, "wide_loads": wide, "layout": lay})
+        out.append({"kind": "csr", "hidden": n, "batch": b, "density": d})
+        out.append({"kind": "cublas", "hidden": n, "batch": b, "density": d})
+        out.append({"kind": "cusparse", "hidden": n, "batch": b, "density": d})
+    for n, b in DENSE_LAYERS:
+        out.append({"kind": "dense_persistent", "hidden": n, "batch": b, "density": 1.0,
+                    "sync": "lamport", "wide_loads": True, "layout": "naive"})
+    for i, c in enumerate(out):
+        c["id"] = case_id(c)
+        c["seed"] = 1000 + i
+    return out
+
+
+def case_id(c: dict) -> str:
+    base = f"{c['kind']}-h{c['hidden']}-b{c['batch']}-d{c['density']}"
+    if "sync" in c:
+        base += f"-{c['sync']}-{'wide' if c['wide_loads'] else 'scalar'}-{c['layout']}"
+    return base
+
+
+def build_case(c: dict, steps: int, spec):
+    from gpusim.measurements import build_case as _build
+
+    return _build(c, steps, spec)
+
+
+def provenance(argv) -> dict:
+    from gpusim.backends.cupy_backend import device_info
+
+    info = device_info()
+    try:
+        import torch
+        info["torch_version"] = torch.__version__
+    except Exception:
+        info["torch_version"] = None
+    try:
+        smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,clocks.sm,"
+                              "clocks.max.sm,clocks.mem,power.limit,temperature.gpu",
+                              "--format=csv"], capture_output=True, text=True, timeout=30).stdout
+    except Exception as exc:
+        smi = f"nvidia-smi failed: {exc}"
+    info.update({"nvidia_smi": smi.strip(), "date": datetime.datetime.now(
+        datetime.UTC).isoformat(timespec="seconds"), "host": platform.node(),
+        "python": platform.python_version(), "command": " ".join(["python3"] + argv)})
+    return info
+
+
+def _save(path, obj) -> None:
+    with open(path, "w") as f:
+        json.dump(obj, f, indent=1, default=float)
+
+
+def run_microbenchmarks(runner, quick: bool) -> dict:
+    from gpusim.backends.cupy_backend import run_microbench
+    from kernels_ir.kernels import microbench as mb
+
+    sizes = {"smem_latency": (64, 256), "l2_latency": (32, 128), "flag_round_trip": (500, 2000),
+             "atomic_same": (8, 32), "atomic_distinct": (16, 64), "grid_barrier": (100, 400)}
+    out = {}
+    for name, sz in sizes.items():
+        if quick and name not in ("smem_latency", "flag_round_trip"):
+            continue
+        t0 = time.time()
+        try:
+            r = run_microbench(sz, lambda s, name=name: mb.build(name, s), repeats=7, warmup=2,
+                               runner=runner)
+            r["status"] = "ok"
+            print(f"[micro] {name:16s} {r['per_op_s'] * 1e9:9.2f} ns/op "
+                  f"({time.time() - t0:.1f}s)", flush=True)
+        except Exception as exc:
+            r = {"status": "error", "error": f"{type(exc).__name__}: {exc}"}
+            print(f"[micro] {name}: FAILED {r['error']}", flush=True)
+        out[name] = r
+    return out
+
+
+def run_case(c: dict, runner, spec, repeats: int) -> dict:
+    from gpusim.backends import baselines
+    from gpusim.backends.cupy_backend import run_csr_program, run_program
+
+    prog = build_case(c, STEPS, spec)
+    if c["kind"] in ("sparse_persistent", "dense_persistent"):
+        r = run_program(prog, repeats=repeats, warmup=2, seed=c["seed"],
+                        short_steps=SHORT_STEPS, spec=spec, runner=runner)
+        r["slots"] = prog.mapping.total_slots
+        r["layout_resolved"] = prog.mapping.layout
+    elif c["kind"] == "csr":
+        r = run_csr_program(prog, repeats=repeats, warmup=2, seed=c["seed"],
+                            short_steps=SHORT_STEPS, runner=runner)
+    else:
+        r = baselines.BASELINES[c["kind"]](prog, repeats=repeats, warmup=2, seed=c["seed"],
+                                           short_steps=SHORT_STEPS)
+    return r
+
+
+def ncu_worker(args) -> int:
+    """Launch every persistent / CSR case once at T = NCU_STEPS (run under ncu)."""
+    import numpy as np
+
+    from gpusim.backends.cupy_backend import Runner, device_info
+    from gpusim.specs import load_spec
+
+    spec = load_spec("h200" if "H200" in device_info()["gpu_name"] else "h100")
+    runner = Runner()
+    order = []
+    for c in cases():
+        if c["kind"] not in ("sparse_persistent", "dense_persistent", "csr"):
+            continue
+        if args.only and c["id"] not in args.only.split(","):
+            continue
+        try:
+            prog = build_case(c, NCU_STEPS, spec)
+            comp = runner.compile(prog.kernel)
+            if c["kind"] == "csr":
+                inputs = prog.step_inputs(0, np.asarray(prog.layer.h0))
+            else:
+                inputs = prog.inputs
+                runner.check_grid(comp)
+            bufs = runner.device_buffers(comp, inputs)
+            runner.launch(comp, bufs)
+            runner.cp.cuda.Device().synchronize()
+            runner.check_err(comp, bufs)
+            order.append(c["id"])
+        except Exception as exc:
+            order.append(None)
+            print(f"ncu-worker {c['id']}: {exc}", file=sys.stderr)
+        with open(args.ncu_order, "w") as f:  # after every case: survives an ncu timeout
+            json.dump(order, f)
+    return 0
+
+
+def parse_ncu_csv(text: str) -> list[dict]:
+    """Rows of ``ncu --csv --page raw``-style or details output -> one dict per kernel launch."""
+    lines = [ln for ln in text.splitlines() if ln.startswith('"')]
+    if not lines:
+        return []
+    rows = list(csv.DictReader(io.StringIO("\n".join(lines))))
+    launches: dict[str, dict] = {}
+    for r in rows:
+        if "Metric Name" not in r:
+            continue
+        key = r.get("ID")
+        d = launches.setdefault(key, {"id": int(key), "kernel": r.get("Kernel Name"),
+                                      "metrics": {}})
+        val = r.get("Metric Value", "").replace(",", "")
+        try:
+            d["metrics"][r["Metric Name"]] = float(val)
+        except ValueError:
+            d["metrics"][r["Metric Name"]] = val
+    return [launches[k] for k in sorted(launches, key=lambda k: int(k))]
+
+
+def run_ncu(out_dir: str, only: str | None = None, timeout: int = 420) -> dict:
+    order_path = os.path.join(out_dir, "ncu_order.json")
+    log = os.path.join(out_dir, "ncu_raw.csv")
+    cmd = ["ncu", "--csv", "--metrics", ",".join(NCU_METRICS), "--kernel-name", NCU_KERNELS,
+           "--clock-control", "none", "--log-file", log,
+           sys.executable, os.path.abspath(__file__), "--ncu-worker", "--ncu-order", order_path]
+    if only:
+        cmd += ["--only", only]
+    t0 = time.time()
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                           env=dict(os.environ, PYTHONPATH=os.getcwd()))
+        rc, err, out = p.returncode, p.stderr, p.stdout
+    except subprocess.TimeoutExpired as exc:  # keep what the log already holds
+        rc, err, out = "timeout", str(exc.stderr or "")[-3000:], ""
+    res = {"command": " ".join(cmd), "returncode": rc, "seconds": time.time() - t0,
+           "stderr_tail": err[-3000:], "stdout_tail": out[-2000:],
+           "steps": NCU_STEPS, "metrics": list(NCU_METRICS)}
+    try:
+        with open(log) as f:
+            launches = parse_ncu_csv(f.read())
+        with open(order_path) as f:
+            order = [x for x in json.load(f) if x is not None]
+    except (OSError, ValueError) as exc:
+        res["error"] = str(exc)
+        return res
+    res["cases"] = dict(zip(order, launches, strict=False))
+    res["launches_parsed"] = len(launches)
+    return res
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default=os.environ.get("OUT", "measurements/out"))
+    ap.add_argument("--smoke", action="store_true")
+    ap.add_argument("--repeats", type=int, default=9)
+    ap.add_argument("--skip-ncu", action="store_true")
+    ap.add_argument("--ncu-timeout", type=int, default=300)
+    ap.add_argument("--ncu-worker", action="store_true")
+    ap.add_argument("--ncu-order")
+    ap.add_argument("--only", default=None, help="comma-separated case ids")
+    args = ap.parse_args(argv)
+    if args.ncu_worker:
+        return ncu_worker(args)
+    os.makedirs(args.out, exist_ok=True)
+    from gpusim.backends.cupy_backend import Runner
+    from gpusim.specs import load_spec
+
+    t_start = time.time()
+    prov = provenance([os.path.relpath(__file__)] + argv)
+    print(json.dumps({k: v for k, v in prov.items() if k != "nvidia_smi"}), flush=True)
+    print(prov["nvidia_smi"], flush=True)
+    spec = load_spec("h200" if "H200" in prov["gpu_name"] else "h100")
+    clocks = subprocess.Popen(["nvidia-smi", "--query-gpu=clocks.sm",
+                               "--format=csv,noheader,nounits", "-lms", "250"],
+                              stdout=subprocess.PIPE, text=True)
+    runner = Runner()
+    micro = run_microbenchmarks(runner, args.smoke)
+    _save(os.path.join(args.out, "microbench.json"), {"provenance": prov, "results": micro})
+
+    selected = cases()
+    if args.smoke:
+        want = {"sparse_persistent-h1024-b4-d0.1-lamport-wide-naive",
+                "csr-h1024-b4-d0.1", "cublas-h1024-b4-d0.1", "cusparse-h1024-b4-d0.1"}
+        selected = [c for c in selected if c["id"] in want]
+    elif args.only:
+        selected = [c for c in selected if c["id"] in args.only.split(",")]
+    results = []
+    for i, c in enumerate(selected):
+        t0 = time.time()
+        rec = dict(c)
+        try:
+            rec["result"] = run_case(c, runner, spec, 3 if args.smoke else args.repeats)
+            rec["status"] = "ok"
+            ps = rec["result"]["per_step_s"]
+            print(f"[{i + 1}/{len(selected)}] {c['id']:58s} {ps * 1e6:8.3f} us/step "
+                  f"err={rec['result']['max_rel_err']:.1e} ({time.time() - t0:.1f}s)", flush=True)
+        except Exception as exc:
+            rec["status"] = "error"
+            rec["error"] = f"{type(exc).__name__}: {exc}"
+            rec["traceback"] = traceback.format_exc()[-2000:]
+            print(f"[{i + 1}/{len(selected)}] {c['id']}: FAILED {rec['error']}", flush=True)
+        results.append(rec)
+        _save(os.path.join(args.out, "campaign.json"),
+              {"provenance": prov, "steps": [STEPS, SHORT_STEPS], "cases": results})
+    clocks.terminate()
+    samples = [int(x) for x in clocks.communicate(timeout=10)[0].split() if x.isdigit()]
+    prov["sm_clock_mhz_samples"] = samples
+    _save(os.path.join(args.out, "campaign.json"),
+          {"provenance": prov, "steps": [STEPS, SHORT_STEPS], "cases": results})
+    _save(os.path.join(args.out, "microbench.json"), {"provenance": prov, "results": micro})
+    print(f"[clock] SM clock samples: n={len(samples)} median="
+          f"{sorted(samples)[len(samples) // 2] if samples else None} MHz", flush=True)
+    if not args.skip_ncu:
+        only = None
+        if args.smoke:
+            only = "sparse_persistent-h1024-b4-d0.1-lamport-wide-naive,csr-h1024-b4-d0.1"
+        try:
+            ncu = run_ncu(args.out, only=only, timeout=args.ncu_timeout)
+        except Exception as exc:
+            ncu = {"error": f"{type(exc).__name__}: {exc}"}
+        ncu["provenance"] = prov
+        _save(os.path.join(args.out, "ncu.json"), ncu)
+        print(f"[ncu] rc={ncu.get('returncode')} launches={ncu.get('launches_parsed')} "
+              f"{ncu.get('error', '')} {ncu.get('stderr_tail', '')[-600:]}", flush=True)
+    print(f"\ntotal {time.time() - t_start:.0f}s\n{'case':58s} {'us/step':>9s} {'launch us':>9s}")
+    for r in results:
+        if r["status"] == "ok":
+            print(f"{r['id']:58s} {r['result']['per_step_s'] * 1e6:9.3f} "
+                  f"{r['result']['launch_s'] * 1e6:9.2f}")
+        else:
+            print(f"{r['id']:58s} {'ERROR':>9s} {r['error'][:60]}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,59 @@
+"""`gpusim crosscheck` on the recorded H100 data (no GPU needed).
+
+For speed (< 60 s) the test runs every 3rd recorded case (22 of 65: persistent, CSR and library
+baselines all appear) and holds the errors at the level recorded in
+measurements/h100/crosscheck_reached.json (key "every_3"); the full run's level is recorded there
+too (key "full", about 90 s).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gpusim.cli import main
+
+DATA = Path(__file__).resolve().parents[2] / "measurements" / "h100"
+
+
+@pytest.fixture(scope="module")
+def summary(tmp_path_factory):
+    import contextlib
+    import io
+
+    out = io.StringIO()
+    png = tmp_path_factory.mktemp("cc") / "cc.png"
+    with contextlib.redirect_stdout(out):
+        rc = main(["crosscheck", "--data", str(DATA), "--every", "3", "--json", "--plot",
+                   str(png)])
+    assert rc == 0
+    s = json.loads(out.getvalue())
+    s["_png"] = png
+    return s
+
+
+@pytest.mark.slow
+def test_error_does_not_grow_past_the_recorded_level(summary):
+    reached = json.loads((DATA / "crosscheck_reached.json").read_text())
+    level, tol = reached["every_3"], reached["tolerance"]
+    assert summary["cases"] == level["cases"]
+    assert summary["mape"] <= level["mape"] + tol["mape"]
+    assert summary["spearman"] >= level["spearman"] - tol["spearman"]
+    assert summary["bank_conflict_mismatches"] <= level["bank_conflict_mismatches"]
+
+
+@pytest.mark.slow
+def test_json_keys_and_plot(summary):
+    for key in ("cases", "mape", "max_ape", "spearman", "bank_conflict_mismatches", "worst"):
+        assert key in summary
+    assert summary["bank_conflict_ld_mismatches"] == 0   # shared loads match ncu exactly
+    assert summary["_png"].stat().st_size > 10_000
+
+
+def test_bad_arguments_exit_2(tmp_path, capsys):
+    assert main(["crosscheck", "--data", str(tmp_path / "missing")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    assert main(["crosscheck", "--kinds", "bogus"]) == 2
+    assert "bogus" in capsys.readouterr().err
