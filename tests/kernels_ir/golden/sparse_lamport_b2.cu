@@ -54,6 +54,7 @@ sparse_rnn_lamport_wide(const float* __restrict__ g_w_vals, const int* __restric
     int r_first;
     bool r_waiting;
     bool r_sent;
+    bool r_warp_waiting;
     int r_hoff;
     r_lane = (int)(threadIdx.x & 31u);
     r_warp = (int)(threadIdx.x >> 5);
@@ -267,7 +268,8 @@ sparse_rnn_lamport_wide(const float* __restrict__ g_w_vals, const int* __restric
                 r_sent = (r_bits == (int)0x80000000);
                 r_sent = r_sent && r_inside;
                 r_waiting = r_waiting || r_sent;
-                if (!r_waiting) break;
+                r_warp_waiting = __any_sync(0xffffffffu, r_waiting);
+                if (!r_warp_waiting) break;
                 if (spin_0 >= 1048576u) { err_report(g___err, 1, 0); break; }
                 if ((spin_0 & 1023u) == 0u && err_seen(g___err)) break;
             }
