@@ -7,9 +7,27 @@ their own modules (``kernels_ir.mapping``, ``kernels_ir.layouts``, ``kernels_ir.
 """
 
 from .builder import Builder
-from .errors import (CapacityError, DeadlockError, InputError, IRError, SpecError, VerifyError)
-from .ir import (F32, I32, PRED, Buffer, DType, If, Imm, Instr, Kernel, Loop, MemRef, Op, Reg,
-                 RegRef, While, instructions, op_class, walk)
+from .errors import CapacityError, DeadlockError, InputError, IRError, SpecError, VerifyError
+from .ir import (
+                 F32,
+                 I32,
+                 PRED,
+                 Buffer,
+                 DType,
+                 If,
+                 Imm,
+                 Instr,
+                 Kernel,
+                 Loop,
+                 MemRef,
+                 Op,
+                 Reg,
+                 RegRef,
+                 While,
+                 instructions,
+                 op_class,
+                 walk,
+)
 from .printer import format_instr, format_kernel
 from .verify import verify
 

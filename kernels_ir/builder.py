@@ -22,11 +22,26 @@ destination (a fresh temporary unless ``dst=`` is given).
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator
+from collections.abc import Iterator
 
 from .errors import IRError
-from .ir import (F32, I32, PRED, Buffer, DType, If, Imm, Instr, Kernel, Loop, MemRef, Op, Reg,
-                 RegRef, While)
+from .ir import (
+    F32,
+    I32,
+    PRED,
+    Buffer,
+    DType,
+    If,
+    Imm,
+    Instr,
+    Kernel,
+    Loop,
+    MemRef,
+    Op,
+    Reg,
+    RegRef,
+    While,
+)
 
 
 class _WhileHandle:
@@ -229,8 +244,11 @@ class Builder:
         srcs = (self._mem(buf, index, offset),) + tuple(self._operand(v, buf.dtype) for v in vals)
         return self.emit(op, (), srcs, width=len(vals))
 
-    def sts(self, buf, index, values, offset=0): return self._store(Op.STS, buf, index, values, offset)
-    def stg(self, buf, index, values, offset=0): return self._store(Op.STG, buf, index, values, offset)
+    def sts(self, buf, index, values, offset=0):
+        return self._store(Op.STS, buf, index, values, offset)
+
+    def stg(self, buf, index, values, offset=0):
+        return self._store(Op.STG, buf, index, values, offset)
 
     def atom_add(self, buf, index, value, offset=0, dst=None) -> RegRef:
         d = self._dst(dst, I32)

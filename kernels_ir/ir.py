@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Union
 
 
 class DType(enum.Enum):
@@ -156,7 +155,7 @@ class RegRef:
 class Imm:
     """An immediate constant."""
 
-    value: Union[int, float, bool]
+    value: int | float | bool
     dtype: DType
 
     def __str__(self) -> str:
@@ -190,7 +189,7 @@ class MemRef:
     """Address ``buffer[index + offset]`` in 32-bit words; ``index`` is an i32 operand."""
 
     buffer: Buffer
-    index: Union[RegRef, Imm]
+    index: RegRef | Imm
     offset: int = 0
 
     @property
@@ -202,7 +201,7 @@ class MemRef:
         return f"{self.buffer.space}:{self.buffer.name}[{self.index}{off}]"
 
 
-Operand = Union[RegRef, Imm, MemRef]
+Operand = RegRef | Imm | MemRef
 
 
 # ---------------------------------------------------------------------------------------------
@@ -268,7 +267,7 @@ class If:
     orelse: tuple = ()
 
 
-Statement = Union[Instr, Loop, While, If]
+Statement = Instr | Loop | While | If
 STATEMENT_TYPES = (Instr, Loop, While, If)
 
 

@@ -14,8 +14,24 @@ Checks (each names the offending instruction by its path and printed form):
 from __future__ import annotations
 
 from .errors import VerifyError
-from .ir import (F32, I32, PRED, REQUIRED_ATTRS, SIGNATURES, STATEMENT_TYPES, Buffer, Imm, If,
-                 Instr, Kernel, Loop, MemRef, Op, RegRef, While)
+from .ir import (
+    F32,
+    I32,
+    PRED,
+    REQUIRED_ATTRS,
+    SIGNATURES,
+    STATEMENT_TYPES,
+    Buffer,
+    If,
+    Imm,
+    Instr,
+    Kernel,
+    Loop,
+    MemRef,
+    Op,
+    RegRef,
+    While,
+)
 from .printer import format_instr
 
 _MEM_OPS = {Op.LDS, Op.STS, Op.LDG, Op.LDG_VOLATILE, Op.STG, Op.ATOM_ADD}
@@ -79,7 +95,8 @@ class _Verifier:
                 self.fail(where, instr, f"address {int(mem.index.value) + mem.offset}..{end - 1} "
                           f"is outside the {what} {buf.name}[{buf.size}] as declared")
         if width > 1 and mem.offset % width:
-            self.fail(where, instr, f"offset {mem.offset} is not aligned to the {width}-word access")
+            self.fail(where, instr,
+                      f"offset {mem.offset} is not aligned to the {width}-word access")
         if instr.op in (Op.STG, Op.ATOM_ADD) and buf.role == "in":
             self.fail(where, instr, f"writes to {buf.name}, which is declared read-only ('in')")
 
@@ -130,7 +147,7 @@ class _Verifier:
                 self.fail(where, instr, f"{instr.op} writes {len(dst_types)} registers, "
                           f"got {len(instr.dsts)}")
             generic = {}
-            for s, t in zip(instr.srcs, src_types):
+            for s, t in zip(instr.srcs, src_types, strict=True):
                 if isinstance(s, MemRef):
                     self.fail(where, instr, f"{instr.op} takes no memory operand")
                 if t in ("T", "U", "V"):
@@ -140,7 +157,7 @@ class _Verifier:
                     self.check_src(where, instr, s, s.dtype, defined)
                 else:
                     self.check_src(where, instr, s, t, defined)
-            for d, t in zip(instr.dsts, dst_types):
+            for d, t in zip(instr.dsts, dst_types, strict=True):
                 if t in ("T", "U", "V"):
                     if t in generic and generic[t] is not d.dtype:
                         self.fail(where, instr, f"result {d} is {d.dtype}, expected {generic[t]}")

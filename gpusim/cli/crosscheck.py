@@ -9,6 +9,13 @@
   graph launch overhead (it was timed in a CUDA graph).
 - cuBLAS / cuSPARSE: ``models.analytical`` (when present) predicts the per-step time.
 
+Provenance: every kernel case of the data (persistent, CSR) is rebuilt at its recorded ``steps``
+and the sha256 of its generated CUDA source and IR text compared with the hashes the campaign
+recorded (:func:`gpusim.measurements.kernel_staleness`). A case whose kernel changed since it was
+measured (or that has no hash: old files) is reported as ``stale`` (JSON ``stale``: count,
+``stale_cases``: id -> reason) and left out of every statistic: its measurement describes another
+kernel. Whoever changes a kernel must re-measure it.
+
 Reports per case, then MAPE, the worst case and the Spearman rank correlation
 (``scipy.stats.spearmanr``) over all predicted cases (and per source). ``--json`` prints
 ``{"cases", "mape", "max_ape", "worst", "spearman", "bank_conflict_mismatches", ...}``.
@@ -93,7 +100,7 @@ def run_crosscheck(data: str | Path, *, every: int = 1, kinds: tuple[str, ...] |
     """Predict every (selected) recorded case; return per-case rows and the summary."""
     from scipy.stats import spearmanr
 
-    from gpusim.measurements import BANK_METRICS, load_campaign
+    from gpusim.measurements import BANK_METRICS, kernel_staleness, load_campaign
     from gpusim.specs import load_spec
 
     camp = load_campaign(data)
@@ -101,7 +108,12 @@ def run_crosscheck(data: str | Path, *, every: int = 1, kinds: tuple[str, ...] |
     steps = camp.ncu_steps or 4
     cases = [c for c in camp.ok_cases if kinds is None or c["kind"] in kinds][::every]
     rows = []
+    stale = {}
     for c in cases:
+        why = kernel_staleness(c, spec)
+        if why is not None:
+            stale[c["id"]] = why
+            continue
         if c["kind"] in SIM_KINDS:
             pred = predict_case(c, spec, steps)
         else:
@@ -122,9 +134,11 @@ def run_crosscheck(data: str | Path, *, every: int = 1, kinds: tuple[str, ...] |
             row["conflicts_ld_match"] = row["conflicts_ld_measured"] == pred["conflicts_ld"]
         rows.append(row)
     if not rows:
-        raise InputError(f"no recorded case in {data} could be predicted (kinds={kinds})")
+        raise InputError(f"no recorded case in {data} could be predicted (kinds={kinds}; "
+                         f"{len(stale)} stale)")
     summary = _summarise(rows, spearmanr)
-    summary.update({"data": str(data), "gpu": camp.provenance["gpu_name"], "spec": spec.name,
+    summary.update({"stale": len(stale), "stale_cases": stale,
+                    "format_version": camp.format_version, "data": str(data), "gpu": camp.provenance["gpu_name"], "spec": spec.name,
                     "ncu_steps": steps, "every": every, "rows": rows})
     return summary
 
@@ -204,6 +218,11 @@ def main(args) -> int:
                   f"st {r['conflicts_st_measured']}/{r['conflicts_st_predicted']}")
         print(f"{r['id']:58s} {r['measured_s'] * 1e6:8.2f}u {r['predicted_s'] * 1e6:8.2f}u "
               f"{100 * r['ape']:5.0f}%  {bc}")
+    for cid, why in s["stale_cases"].items():
+        print(f"{cid:58s} stale: {why}")
+    if s["stale"]:
+        print(f"\n{s['stale']} stale case(s): their kernel changed since they were measured; "
+              f"left out of the statistics (re-measure them)")
     print(f"\n{s['cases']} cases on {s['gpu']} (spec {s['spec']}): MAPE {100 * s['mape']:.1f}%, "
           f"worst {100 * s['max_ape']:.0f}% ({s['worst']}), Spearman {s['spearman']:.3f}")
     for src, st in s["by_source"].items():

@@ -191,7 +191,7 @@ def _build(layer, spec, *, sync, wide_loads, layout, threads_per_cta, seed, dens
     for j in range(R):
         bld.ldg(g_rows, rbase, offset=j, dst=rid[j])
         bld.imax(rid[j], 0, dst=tmp)
-        bld.imad(tmp, b, lane_b, dst=xaddr[j])          # always in range: x of (row, min(lane, B-1))
+        bld.imad(tmp, b, lane_b, dst=xaddr[j])  # always in range: x of (row, min(lane, B-1))
         bld.imad(rid[j], b, lane, dst=haddr[j])
         bld.isetp("ge", rid[j], 0, dst=mine[j])
         bld.pand(mine[j], lane_ok, dst=mine[j])         # lane b < B of a real row stores column b
@@ -323,7 +323,8 @@ def _stage_h(bld, sync, g_h, g_cnt, h_s, t, tid, nctas, slot, threads) -> None:
 
 
 def _zero_tail(bld, h_s, tid, start: int, end: int, threads: int) -> None:
-    """Dense tiles read up to 32*K columns: zero the words past N*B once (0 x garbage may be NaN)."""
+    """Dense tiles read up to 32*K columns: zero the words past N*B once (0 * garbage may be
+    NaN)."""
     if end <= start:
         return
     idx = bld.reg(I32, "zidx")
@@ -358,8 +359,9 @@ def registers_needed(S: int, R: int, b: int, dense: bool) -> int:
     """Registers per thread of the kernel above: weights (+ indices) plus the named scalars.
 
     Counted from the registers the builder declares: w[S], c[S] (sparse), rid/xaddr/haddr/xv[R],
-    acc/hv/sh[B], chunk[4 x group] and idx/gidx/inside[group], and about 20 scalars (ids, addresses, loop counters, predicates are
-    counted as registers too although the hardware keeps 7 of them in predicate registers).
+    acc/hv/sh[B], chunk[4 x group] and idx/gidx/inside[group], and about 20 scalars (ids,
+    addresses, loop counters; predicates are counted as registers too although the hardware
+    keeps them in predicate registers).
     """
     return S * (1 if dense else 2) + 4 * R + 3 * b + 4 * STAGE_GROUP + 3 * STAGE_GROUP + 20
 

@@ -82,7 +82,8 @@ def test_type_mismatch():
     tid = b.sreg("tid")
     f = b.reg(F32, "f")
     b.emit(Op.FADD, (f,), (tid, Imm(1.0, F32)))
-    with pytest.raises(VerifyError, match=r"%f = fadd %r1, 1.0`: type mismatch: operand %r1 is i32"):
+    with pytest.raises(VerifyError,
+                       match=r"%f = fadd %r1, 1.0`: type mismatch: operand %r1 is i32"):
         verify(b.build())
 
 
