@@ -7,38 +7,34 @@ instruction counts of that kernel, not fitted constants.
 
 Persistent kernels (one CTA of 256 threads = 8 warps per SM, 2 warps per sub-partition)
 ----------------------------------------------------------------------------------------
-Per step (cycles), for the slowest SM:
+Per step (cycles), for the slowest warp; every term is a chain of the kernel's instructions timed
+by the simulator's mechanisms (in-order issue, one issue slot and ``32 / lanes`` pipe cycles per
+warp-instruction, dependent results after the unit's latency, a FIFO shared pipe per SM, L2
+round trips, polls that must be served after the data reached L2, CTA barrier latency):
 
-``step = prefetch + stage + sum_j (compute_j + tail_j) + sync``
+``step = prefetch + stage + broadcast + sum_j row_j + stagger + sync``
 
-- ``prefetch``: ``R`` x (IADD + LDG of x_t), issue only (the loads are consumed much later).
-- ``stage`` (h exchange, L2 -> shared memory): ``iters = ceil(N B / (4 * 256))`` rounds of a
-  128-bit load per thread. Each round is a dependent chain in every warp: address ALU ops, the
-  L2 round trip (``l2_hit_latency_cycles``), for Lamport the sentinel test of the 4 words
-  (bitcast -> compare -> or, ALU latency each), the store into shared memory. All SMs fetch all
-  of h: ``sm_count * N * B * 4`` bytes through the L2 at ``l2_slices *
-  l2_bytes_per_cycle_per_slice`` bytes/cycle (the broadcast term), charged once per step on top
-  of the latency chain. Then one ``__syncthreads`` (``cta_barrier_latency_cycles``).
-- ``compute_j`` for row-slot ``j`` (``K_j`` slots): the in-order warp issues per slot ``L``
-  shared loads (1 wide load, 2 for B = 8, or B scalar loads), then B FFMAs that need the load's
-  data. Four bounds, the largest wins:
-    * issue:   ``warps_per_subpartition * K_j * (L + B) / issue_per_cycle``;
-    * FP32:    ``warps_per_subpartition * K_j * B * 32 / fp32_lanes``;
-    * shared:  ``(wavefronts of all warps of the SM in row-slot j) / smem_wavefronts_per_cycle``;
-    * latency: one warp's chain ``K_j * (L + smem_latency + B * 32 / fp32_lanes) +
-      own wavefronts / smem_wavefronts_per_cycle`` (each slot's FFMAs wait for its load).
-  Wavefronts include bank conflicts: exactly from :func:`kernels_ir.layouts.analyse` when a
-  mapping is given, else the expected value of random column positions (below).
-- ``tail_j``: B MOVs; per batch column a 5-step butterfly (SHFL_XOR -> FADD), dependent and
-  in order: ``B * 5 * (shfl_latency + fma_latency)``; the select chain ``(B - 1) * alu_latency``;
-  FADD x, tanh (``sfu_latency``), FADD +0.0, IADD, store issue. Warps run the same instruction
-  stream in lock step, so the tail is exposed once per row-slot (another warp has no other work).
-- ``sync``: Lamport: none beyond the polling loads (a poll that sees the sentinel is counted by
-  the simulator; the model assumes the data is there at the first poll in steady state).
-  Barrier: ``__syncthreads`` + ``__threadfence`` + the atomic arrive reaching L2
-  (``l2_atomic_latency / 2``) + same-address serialisation of all SMs' arrivals
-  (``sm_count * l2_atomic_same_address_cycles``) + detection by thread 0's spinning load
-  (one L2 round trip) + the releasing ``__syncthreads``.
+- ``prefetch`` (Lamport; the barrier kernel hides it behind the atomic): IMUL, then per row
+  IADD -> LDG of x_t (ALU latency each).
+- ``stage`` (:func:`_stage_parts`, ``_stage_h``): HBASE, TID4 and the chunk MOVs, then per group
+  of ``STAGE_GROUP`` 128-bit chunks the dependent index ops, the loads issued back to back (one
+  L2 round trip per group), for Lamport the 16 dependent checks per chunk (BITCAST, ISETP, PAND,
+  POR), the STS, and the CTA barrier. INT ops of the sub-partition's two warps share the INT
+  pipe after a barrier (``ig``/``ia``). ``broadcast``: all SMs read h through the L2 slices.
+- ``row_j`` = max(one warp's chain, issue, FP32 pipe, INT pipe, the SM's shared wavefronts):
+  the chain is B MOVs, per slot the loads, ``smem_latency`` + wavefronts, B FFMAs one FP32
+  occupancy apart; the interleaved butterfly (:func:`_reduction_cycles`: per xor mask one
+  shuffle latency + B FADDs); the epilogue (:func:`_epilogue_cycles`). Shared-pipe queueing
+  (FIFO): with L > 1 loads per slot a slot waits for the batch of all warps' loads (the warps
+  stay in step); with one load the warps leave the barrier clustered, the first slot queues
+  once (``stagger``) and each later slot of a row waits when the batch of all warps' loads
+  exceeds the warp's own slot chain.
+- ``sync``: Lamport: an extra poll round when the busiest warp stores more than a poll's lead
+  after the idlest (``spread``: FIFO stagger + per-warp wavefront difference of the mapping).
+  Barrier (:func:`_barrier_cycles`): BAR, FENCE waiting for thread 0's store acknowledgement,
+  the atomic arrive (``l2_atomic_latency / 2``) behind the other SMs' arrivals
+  (``(sm_count - 1) * l2_atomic_same_address_cycles``), thread 0's polls every
+  ``l2_hit_latency + 2`` cycles (the first after its x prefetch), the reply, the CTA barrier.
 - once per launch: ``launch_overhead_s`` + loading the weights from DRAM.
 
 Expected wavefronts for random columns (no matrix given)
@@ -81,6 +77,7 @@ from functools import cache
 import numpy as np
 
 from kernels_ir.errors import InputError
+from kernels_ir.kernels.sparse_rnn import STAGE_GROUP
 from kernels_ir.mapping import MAX_BATCH, WIDE_BATCHES, access_pattern
 
 from . import capacity as cap
@@ -91,11 +88,7 @@ __all__ = ["Variant", "VARIANTS", "PERSISTENT", "BASELINES", "REASONS", "KernelT
            "EXACT_NNZ_LIMIT", "ENGINES"]
 
 WARP = 32
-REDUCTION_STEPS = 5        # log2(32) butterfly steps per batch column
-STAGE_PRE_ALU = 3          # IMAD, ISETP, IADD before each staging load (_stage_h)
-STAGE_CHECK_ALU = 8        # 4 x (BITCAST -> ISETP) after a Lamport poll; the POR chain overlaps
-STAGE_LOOP_ISSUE = 2       # loop increment + branch per staging round
-EPI_ALU = 2                # IADD (address) + MOV before the select chain
+REDUCTION_STEPS = 5        # log2(32) butterfly steps (xor masks) per batch column
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,81 +246,220 @@ class KernelTimes:
 
 
 def _cyc(spec):
+    """Per-SM resources of the persistent kernels (one CTA of THREADS_PER_CTA threads per SM)."""
+    wpc = cap.THREADS_PER_CTA // WARP
+    wps = math.ceil(wpc / spec.subpartitions_per_sm)
+    ipc = spec.issue_per_cycle_per_subpartition
+    occ_i = max(1.0, WARP / spec.int32_lanes_per_subpartition)
     return {
-        "wps": math.ceil((cap.THREADS_PER_CTA // WARP) / spec.subpartitions_per_sm),
-        "wpc": cap.THREADS_PER_CTA // WARP,
-        "ipc": spec.issue_per_cycle_per_subpartition,
-        "pipe": WARP / spec.fp32_lanes_per_subpartition,
+        "wps": wps,                                               # warps per sub-partition
+        "wpc": wpc,
+        "ipc": ipc,
+        "pipe": max(1.0, WARP / spec.fp32_lanes_per_subpartition),  # FP32 pipe cycles / instr
+        "occ_i": occ_i,                                           # INT32 pipe cycles / instr
+        # the sub-partition's warps issue the same INT instruction together (after a barrier):
+        # consecutive INT instructions of one warp are ig apart, dependent ones ia apart
+        "ig": max(wps * occ_i, wps / ipc),
+        "ia": max(spec.alu_latency_cycles, wps * occ_i, wps / ipc),
         "wf": spec.smem_wavefronts_per_cycle,
         "l2_bpc": spec.l2_slices * spec.l2_bytes_per_cycle_per_slice,
     }
 
 
+def _reduction_cycles(spec, B):
+    """Butterfly: per xor mask B SHFL_XOR then B FADD (B chains interleaved), one warp.
+
+    A mask's first FADD waits ``shfl_latency`` for its shuffle; the B FADDs then issue one FP32
+    pipe occupancy apart; the next mask's first shuffle issues right after the last FADD (its
+    operand, the first FADD's result, is ready ``fma_latency`` after that FADD).
+    """
+    B = np.asarray(B, dtype=np.float64)
+    occ_f = max(1.0, WARP / spec.fp32_lanes_per_subpartition)
+    return REDUCTION_STEPS * (spec.shfl_latency_cycles
+                              + np.maximum((B - 1) * occ_f + 1, spec.fma_latency_cycles))
+
+
+def _epilogue_cycles(spec, B):
+    """MOV val, B - 1 dependent SELs and FADD x (each an ALU result), tanh (an FADD result),
+    FADD +0 (an SFU result), IADD (independent), STG (address: an ALU result), next instruction.
+    """
+    B = np.asarray(B, dtype=np.float64)
+    a = spec.alu_latency_cycles
+    return 3 + (B + 1) * a + spec.fma_latency_cycles + spec.sfu_latency_cycles
+
+
 def _tail_cycles(spec, B):
-    """Per row-slot: zeroing, butterfly reduction, select, x add, tanh, +0, address, store."""
+    """Per row: reduction + epilogue of one warp of the persistent kernels."""
+    return _reduction_cycles(spec, B) + _epilogue_cycles(spec, B)
+
+
+def _csr_tail_cycles(spec, B):
+    """CSR row-per-warp baseline (``csr_baseline.py``): its butterfly runs the B batch columns
+    one after another (per column 5 dependent SHFL_XOR -> FADD pairs), then the select/x/tanh
+    chain (unchanged from the model's first version; the baseline kernel was not changed)."""
     B = np.asarray(B, dtype=np.float64)
     return (B + B * REDUCTION_STEPS * (spec.shfl_latency_cycles + spec.fma_latency_cycles)
-            + (B - 1) * spec.alu_latency_cycles + EPI_ALU
+            + (B - 1) * spec.alu_latency_cycles + 2
             + 2 * spec.fma_latency_cycles + spec.sfu_latency_cycles + spec.alu_latency_cycles + 1)
 
 
-def _stage_cycles(spec, N, B, sync):
-    """h_{t-1} from L2 into shared memory (latency chain per round + broadcast bandwidth)."""
+def _row_chain(spec, K, W, B, L):
+    """One warp's row-slot as a dependent chain (cycles), from its first MOV to the next row's.
+
+    B MOVs (INT pipe) then per slot: L shared loads issued back to back, the data
+    ``smem_latency`` after the warp's own ``W / K`` wavefronts; B FFMAs one FP32 occupancy apart
+    (the last load's FFMAs wait for it); then the reduction and the epilogue.
+    """
     c = _cyc(spec)
-    words = np.ceil(np.asarray(N) * np.asarray(B) / 4.0) * 4
-    iters = np.ceil(words / (4 * cap.THREADS_PER_CTA))
-    check = STAGE_CHECK_ALU if sync == "lamport" else 0
-    chain = (STAGE_PRE_ALU + check) * spec.alu_latency_cycles + spec.l2_hit_latency_cycles + \
-        STAGE_LOOP_ISSUE + 1
-    latency = iters * chain
-    broadcast = spec.sm_count * words * 4 / c["l2_bpc"]
-    return latency, broadcast, spec.cta_barrier_latency_cycles
+    B = np.asarray(B, dtype=np.float64)
+    own = W / c["wf"]
+    slots = K * (spec.smem_latency_cycles + 1) + own + K * (B // L - 1) * c["pipe"]
+    return (B - 1) * c["occ_i"] + 1 + slots + _tail_cycles(spec, B)
 
 
-def _sync_cycles(spec, sync):
-    if sync == "lamport":
-        return 0.0
-    return (2 * spec.cta_barrier_latency_cycles + spec.fence_latency_cycles
-            + spec.l2_atomic_latency_cycles / 2
-            + spec.sm_count * spec.l2_atomic_same_address_cycles
-            + spec.l2_hit_latency_cycles)
+def _row_throughput(spec, K, wf_sm, B, L):
+    """Per row-slot resource bounds of the sub-partition / SM (cycles), stacked.
 
-
-def _compute_cycles(spec, K, wf_sm, wf_warp, B, L):
-    """Per row-slot compute bounds (arrays broadcast over configs x row-slots)."""
+    issue: ``wps`` warps x the row's instructions (B MOV, K (L LDS + B FFMA), 5 B SHFL + 5 B
+    FADD, MOV + B - 1 SEL, FADD, TANH, FADD, IADD, STG); FP32 pipe: ``K B + 5 B + 2`` FP32
+    instructions; INT pipe: ``2 B + 1``; shared pipe: all warps' wavefronts of the SM.
+    """
     c = _cyc(spec)
-    issue = c["wps"] * K * (L + B) / c["ipc"]
-    fp32 = c["wps"] * K * B * c["pipe"]
+    B = np.asarray(B, dtype=np.float64)
+    issue = c["wps"] * (12 * B + 5 + K * (L + B)) / c["ipc"]
+    fp32 = c["wps"] * c["pipe"] * (K * B + REDUCTION_STEPS * B + 2)
+    intp = c["wps"] * c["occ_i"] * (2 * B + 1) + 0 * K
     smem = wf_sm / c["wf"]
-    lat = K * (L + spec.smem_latency_cycles + B * c["pipe"]) + wf_warp / c["wf"]
-    stack = np.stack(np.broadcast_arrays(issue, fp32, smem, lat))
-    return stack  # (4, ...)
+    return np.stack(np.broadcast_arrays(issue, fp32, intp, smem))
 
 
-_BOUNDS = np.array(["issue", "fp32", "smem", "latency"])
+def _stage_parts(spec, N, B, R, sync):
+    """h_t from L2 into shared memory (_stage_h), cycles: (setup, per-round, poll, rounds, bw).
+
+    setup: HBASE, TID4 and the 4 G chunk MOVs (INT, ``ig`` apart); per group round the IMAD and
+    G x (IADD, ISETP, IADD), dependent INT ops ``ia`` apart, and the G loads; poll: the L2 round
+    trip of the group's first load then (Lamport) the 16 G dependent checks (BITCAST, ISETP,
+    PAND, POR per word); then G STS. bw: every SM reads all of h through the L2 slices
+    (``sm_count * slot * 4`` bytes at ``l2_slices * l2_bytes_per_cycle_per_slice``): the last
+    request of a slice waits behind the others.
+    """
+    c = _cyc(spec)
+    slot = np.ceil(np.asarray(N) * np.asarray(B) / 4.0) * 4
+    chunks = np.ceil(slot / (4 * cap.THREADS_PER_CTA))
+    G = np.minimum(STAGE_GROUP, chunks)
+    rounds = np.ceil(chunks / G)
+    setup = (2 + 4 * G) * c["ig"]
+    per_round = (1 + 3 * G) * c["ia"] + 2 * G
+    check = (16 * G - 1) * c["ia"] + 1 if sync == "lamport" else 0 * G
+    poll = spec.l2_hit_latency_cycles + check
+    bw = spec.sm_count * slot * 4 / c["l2_bpc"]
+    return setup, per_round, poll, rounds, bw
 
 
-def _persistent_from_slots(spec, v: Variant, N, B, K, wf_sm, wf_warp, mask, R, S, dtype):
-    """Assemble per-step cycles from per-row-slot arrays (configs x Rmax)."""
+def _prefetch_cycles(spec, R):
+    """IMUL xoff, then per row IADD -> LDG of x_t (dependent, ALU latency)."""
+    a = spec.alu_latency_cycles
+    return a + R * (a + 1)
+
+
+def _barrier_cycles(spec, R):
+    """Grid barrier, from the slowest warp's last store to the CTA barrier releasing step t+1.
+
+    BAR (all warps), thread 0's FENCE waits for its stores to be acknowledged (one L2 round trip
+    after its last store, taken as the slowest warp's), the atomic arrive reaches L2
+    (``l2_atomic_latency / 2``) behind the other SMs' arrivals at the same address
+    (``(sm_count - 1) * l2_atomic_same_address_cycles``); thread 0 meanwhile prefetches x and
+    polls the counter every ``l2_hit_latency + 2`` cycles (LDG -> ISETP -> LDG); the poll served
+    after the counter is complete returns half a round trip later; BAR releases the CTA.
+    """
+    a = spec.l2_hit_latency_cycles
+    bar = spec.cta_barrier_latency_cycles
+    fence = max(2 + bar + 1, a) + spec.fence_latency_cycles
+    ready = spec.l2_atomic_latency_cycles / 2 + (spec.sm_count - 1) * \
+        spec.l2_atomic_same_address_cycles
+    first = 3 + _prefetch_cycles(spec, R) + a / 2
+    period = a + 2
+    n_more = np.ceil(np.maximum(0.0, ready - first) / period)
+    return fence + first + n_more * period + a / 2 + 1 + bar
+
+
+_BOUNDS = np.array(["latency", "issue", "fp32", "int", "smem"])
+
+
+def _persistent_from_slots(spec, v: Variant, N, B, K, wf_sm, wf_warp, mask, R, S, dtype,
+                           spread_wf=0.0):
+    """Assemble per-step cycles from per-row-slot arrays (configs x Rmax).
+
+    ``spread_wf``: wavefronts by which the busiest warp's rows exceed the idlest warp's (exact
+    mapping; 0 for the expectation).
+    """
+    c = _cyc(spec)
     L = len(access_pattern(int(B), v.wide_loads))
-    bounds = _compute_cycles(spec, K, wf_sm, wf_warp, B, L)
+    Kf = np.asarray(K, dtype=np.float64)
+    # FIFO shared pipe: with L > 1 loads per slot every warp's last load of a slot is queued
+    # behind all warps' earlier loads of the slot, so the slowest warp waits for the whole SM's
+    # wavefronts of the slot and the warps stay in step; with one load per slot only the first
+    # slot after the CTA barrier queues (stagger below) and the warps drift apart
+    chain = _row_chain(spec, Kf, wf_sm if L > 1 else wf_warp, B, L)
+    if L > 1:
+        # the pipe serves all warps' load 0 of a slot, then all load 1, ...: the first warp's
+        # last load is served after (L - 1) / L of the slot's wavefronts, it then issues the
+        # next slot's loads (latency, its FFMAs); when that comes before the batch is done the
+        # pipe never idles and a slot takes the batch's wavefronts, else the gap adds
+        k1 = np.maximum(Kf, 1)
+        batch = wf_sm / (k1 * c["wf"])
+        first = batch * (L - 1) / L + wf_warp / (k1 * L * c["wf"]) + \
+            spec.smem_latency_cycles + (B // L - 1) * c["pipe"] + 1
+        slot_chain = spec.smem_latency_cycles + batch + (B // L - 1) * c["pipe"] + 1
+        chain = chain - Kf * (slot_chain - np.maximum(batch, first)) + 0 * chain
+    if L == 1:
+        # the CTA's warps leave the barrier together and stay clustered (a row's chain is much
+        # longer than the FIFO's stagger): the pipe serves the slot-k loads of all warps as one
+        # batch, so each later slot of a row takes the batch's wavefronts when that exceeds the
+        # warp's own slot chain (latency + own wavefronts + FFMAs + the next issue)
+        k1 = np.maximum(Kf, 1)
+        own_slot = spec.smem_latency_cycles + wf_warp / (k1 * c["wf"]) + \
+            (B - 1) * c["pipe"] + 1
+        batch = wf_sm / (k1 * c["wf"])
+        chain = chain + np.maximum(Kf - 1, 0) * np.maximum(0.0, batch - own_slot)
+    thr = _row_throughput(spec, Kf, wf_sm, B, L)
+    bounds = np.concatenate([chain[None], thr])
     bounds = np.where(mask[None], bounds, 0.0)
-    compute_j = bounds.max(axis=0)
-    compute = compute_j.sum(axis=-1)
+    row = bounds.max(axis=0)
     which = _BOUNDS[bounds.sum(axis=-1).argmax(axis=0)]
+    # after the CTA barrier every warp issues its first load together: the last one waits for
+    # the other warps' wavefronts of that slot in the shared pipe (FIFO); the B MOVs before it
+    # contend for the INT pipe with the sub-partition's other warps
+    k0 = np.maximum(Kf[..., 0], 1)
+    queue0 = 0.0 if L > 1 else (wf_sm[..., 0] - wf_warp[..., 0]) / (k0 * c["wf"])
+    stagger = queue0 + (c["wps"] - 1) * B * c["occ_i"]
+    compute = row.sum(axis=-1) + stagger
+    smem_total = np.where(mask, wf_sm, 0.0).sum(axis=-1) / c["wf"]
     tail = _tail_cycles(spec, B) * R
-    st_lat, st_bw, st_bar = _stage_cycles(spec, N, B, v.sync)
-    prefetch = 2 * R * _cyc(spec)["wps"]
-    sync = _sync_cycles(spec, v.sync)
-    total = prefetch + st_lat + st_bw + st_bar + compute + tail + sync
+    Rf = np.asarray(R, dtype=np.float64)
+    setup_st, per_round, poll, rounds, bw = _stage_parts(spec, N, B, Rf, v.sync)
+    bar = spec.cta_barrier_latency_cycles
+    stage = setup_st + rounds * (per_round + poll) + 1 + bar
+    if v.sync == "lamport":
+        pre = _prefetch_cycles(spec, Rf)
+        # a warp polls as soon as its own rows are stored: when the busiest warp (anywhere)
+        # stores more than `lead` cycles after the idlest one, the idlest warp's first poll is
+        # served before that data reached L2 and it polls again; its CTA waits for it
+        lead = 1 + pre + setup_st + per_round
+        spread = stagger + spread_wf / c["wf"]
+        extra_polls = np.ceil(np.maximum(0.0, spread - lead) / poll)
+        sync = np.maximum(0.0, extra_polls * poll - spread)
+    else:
+        pre = 0.0 * Rf        # warp 0 prefetches while the atomic is in flight (in sync)
+        sync = _barrier_cycles(spec, Rf)
+    total = pre + stage + bw + compute + sync
     cs = spec.cycle_s
-    smem_total = (np.where(mask, wf_sm, 0.0).sum(axis=-1) / _cyc(spec)["wf"])
     breakdown = {
         "compute_s": compute * cs,
         "smem_wavefronts_s": smem_total * cs,   # the shared-pipe bound (inside compute_s)
-        "reduction_epilogue_s": tail * cs,
-        "h_exchange_s": (st_lat + st_bar + prefetch) * cs,
-        "h_broadcast_s": np.broadcast_to(st_bw * cs, np.shape(total)).copy(),
+        "reduction_epilogue_s": np.broadcast_to(tail * cs, np.shape(total)).copy(),
+        "h_exchange_s": np.broadcast_to((pre + stage) * cs, np.shape(total)).copy(),
+        "h_broadcast_s": np.broadcast_to(bw * cs, np.shape(total)).copy(),
         "sync_s": np.broadcast_to(sync * cs, np.shape(total)).copy(),
     }
     n_w = cap.n_warps(spec)
@@ -445,7 +577,7 @@ def _baselines(spec, name, N, B, d, cell, dtype):
             per = launch + t + act
             bd = {"launch_s": 2 * launch + 0 * per, "weights_s": w, "epilogue_s": act_t + 0 * per}
         else:  # csr-row-per-warp, tanh fused: reduction + tanh latency instead of a 2nd kernel
-            tail = _tail_cycles(spec, Bf) * cs
+            tail = _csr_tail_cycles(spec, Bf) * cs
             per = launch + t + tail
             bd = {"launch_s": launch + 0 * per, "weights_s": w, "epilogue_s": tail}
     shape = N.shape
@@ -515,8 +647,10 @@ def predict_mapping(spec, variant: str, mapping, batch: int, *, dtype: str = "fp
     mask = np.ones(wf_sm.shape, bool)
     N = mapping.n_cols
     S = mapping.total_slots
+    tw = per_rs.sum(axis=1)                           # each warp's wavefronts per step
     t, su, parts, which = _persistent_from_slots(spec, v, np.array([N]), b, K, wf_sm, wf_warp,
-                                                 mask, R, S, dtype)
+                                                 mask, R, S, dtype,
+                                                 spread_wf=float(tw.max() - tw.min()))
     worst = int(np.argmax(t))
     f = cap.fit(spec, N, b, 1.0, cell="rnn", dtype=dtype, dense=not v.sparse,
                 slots=mapping.slots)

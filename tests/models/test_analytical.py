@@ -65,14 +65,29 @@ def test_the_optimisations_help_in_order():
 def test_breakdown_terms_use_spec_values():
     t = an.predict_many(V100, 1024, 4, 0.1, kernels=["sparse-naive", "sparse-lamport"])
     barrier = t["sparse-naive"].breakdown["sync_s"][0]
-    want = (2 * V100.cta_barrier_latency_cycles + V100.fence_latency_cycles
-            + V100.l2_atomic_latency_cycles / 2
-            + V100.sm_count * V100.l2_atomic_same_address_cycles + V100.l2_hit_latency_cycles)
+    a, half = V100.l2_hit_latency_cycles, V100.l2_hit_latency_cycles / 2
+    R = -(-1024 // (80 * 8))
+    first = 3 + V100.alu_latency_cycles + R * (V100.alu_latency_cycles + 1) + half
+    ready = (V100.l2_atomic_latency_cycles / 2
+             + (V100.sm_count - 1) * V100.l2_atomic_same_address_cycles)
+    want = (max(3 + V100.cta_barrier_latency_cycles, a) + V100.fence_latency_cycles + first
+            + math.ceil(max(0.0, ready - first) / (a + 2)) * (a + 2) + half + 1
+            + V100.cta_barrier_latency_cycles)
     assert barrier == pytest.approx(want / V100.clock_hz)
-    assert t["sparse-lamport"].breakdown["sync_s"][0] == 0
-    slow = dataclasses.replace(V100, shfl_latency_cycles=2 * V100.shfl_latency_cycles)
-    assert (an.predict_many(slow, 1024, 4, 0.1)["sparse-lamport"].per_step_s[0]
-            > t["sparse-lamport"].per_step_s[0])
+    assert t["sparse-lamport"].breakdown["sync_s"][0] == 0  # no re-poll for random columns
+    for field in ("shfl_latency_cycles", "l2_hit_latency_cycles", "smem_latency_cycles"):
+        slow = dataclasses.replace(V100, **{field: 2 * getattr(V100, field)})
+        assert (an.predict_many(slow, 1024, 4, 0.1)["sparse-lamport"].per_step_s[0]
+                > t["sparse-lamport"].per_step_s[0]), field
+
+
+def test_interleaved_reduction_is_one_shuffle_latency_per_mask():
+    # B chains interleaved: per xor mask one shuffle latency plus B FADDs one FP32 occupancy
+    # apart, not B dependent (shuffle, add) pairs
+    occ = 32 / V100.fp32_lanes_per_subpartition
+    for b in (1, 2, 4, 8):
+        want = 5 * (V100.shfl_latency_cycles + max((b - 1) * occ + 1, V100.fma_latency_cycles))
+        assert an._reduction_cycles(V100, b) == pytest.approx(want)
 
 
 def test_cublas_switches_from_l2_to_dram():

@@ -49,7 +49,10 @@ def test_max_hidden_is_a_boundary_and_names_the_limit():
 def test_sparsity_and_fp16_raise_capacity_and_lstm_lowers_it():
     dense = cap.max_hidden(V100, 1.0, 4, dense=True).hidden
     sparse = cap.max_hidden(V100, 0.1, 4).hidden
-    assert sparse > 2 * dense
+    # 10% density stores 2 registers per nonzero against 1 per dense weight: ideally
+    # sqrt(1 / (2 * 0.1)) = 2.2x the hidden size; padding and the fixed per-thread registers
+    # take part of that, so at least 2x
+    assert sparse >= 2 * dense
     assert cap.max_hidden(V100, 0.1, 4, dtype="fp16").hidden > sparse
     assert cap.max_hidden(V100, 0.1, 4, cell="lstm").hidden < sparse
     # a bigger register file (shrunk spec the other way) admits a bigger layer

@@ -1,7 +1,7 @@
 """The analytical model against the simulator: within 15% per-step time on >= 30 configurations.
 
 Two independent witnesses: the model reads the spec and the kernel's structure, the simulator
-executes the IR cycle by cycle. Shrunk GPUs (few SMs) keep the simulation short; the model is
+executes the IR cycle by cycle. Shrunk GPUs (2-32 SMs) keep the simulation short; the model is
 given the same concrete mapping (exact K_j and wavefronts) and nothing from the simulation.
 """
 
@@ -21,6 +21,7 @@ LAYERS = [  # (gpu, sm_count, hidden, batch, density)
     ("v100", 4, 256, 4, 0.1), ("v100", 4, 512, 4, 0.1), ("v100", 8, 512, 1, 0.2),
     ("v100", 4, 384, 2, 0.3), ("h100", 4, 512, 4, 0.05), ("h100", 6, 256, 8, 0.2),
     ("v100", 2, 128, 4, 1.0), ("h100", 4, 320, 1, 0.5),
+    ("v100", 16, 1024, 4, 0.1), ("h100", 32, 1024, 2, 0.1),   # more SMs: L2 broadcast, atomics
 ]
 
 
