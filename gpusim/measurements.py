@@ -14,6 +14,7 @@ file; nothing downstream sees a half-valid record.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +22,9 @@ from pathlib import Path
 from kernels_ir.errors import InputError
 
 __all__ = ["Campaign", "load_campaign", "load_json", "spec_name_for_gpu", "PROVENANCE_FIELDS",
-           "CASE_FIELDS", "RESULT_FIELDS", "MICRO_FIELDS", "NCU_FIELDS", "BANK_METRICS"]
+           "CASE_FIELDS", "RESULT_FIELDS", "MICRO_FIELDS", "NCU_FIELDS", "BANK_METRICS",
+           "KERNEL_FIELDS", "KERNEL_KINDS", "FORMAT_VERSION", "kernel_fingerprint",
+           "case_fingerprint", "kernel_staleness"]
 
 PROVENANCE_FIELDS = ("gpu_name", "driver_version", "cuda_runtime_version", "cupy_version", "date",
                      "command")
@@ -36,6 +39,11 @@ BANK_METRICS = {
     "wavefronts_st": "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum",
 }
 KINDS = ("sparse_persistent", "dense_persistent", "csr", "cublas", "cusparse")
+KERNEL_KINDS = ("sparse_persistent", "dense_persistent", "csr")   # kinds that run our own kernel
+# Provenance of the exact kernel a case ran (format_version >= 2): sha256 of the generated CUDA
+# source and of the IR text (kernels_ir.format_kernel) of the case rebuilt with ``steps`` steps.
+KERNEL_FIELDS = ("cuda_sha256", "ir_sha256", "steps")
+FORMAT_VERSION = 2
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -49,6 +57,7 @@ class Campaign:
     microbench: dict                 # name -> result (status ok only); {} if no file
     ncu: dict                        # case id -> {metric: value}; {} if no file
     ncu_steps: int | None
+    format_version: int = 1          # 1: no kernel hashes (old files); 2: ``case["kernel"]``
 
     @property
     def ok_cases(self) -> tuple[dict, ...]:
@@ -92,7 +101,7 @@ def spec_name_for_gpu(gpu_name: str) -> str:
                      f"H100, H200 or V100")
 
 
-def _validate_case(c: dict, i: int, path: Path) -> None:
+def _validate_case(c: dict, i: int, path: Path, version: int) -> None:
     where = f"cases[{i}]"
     _require(c, CASE_FIELDS, where, path)
     if c["kind"] not in KINDS:
@@ -107,6 +116,9 @@ def _validate_case(c: dict, i: int, path: Path) -> None:
         if not isinstance(ps, (int, float)) or not ps > 0:
             raise InputError(f"measurement file {path}: {where}.result.per_step_s={ps!r} must "
                              f"be a positive number of seconds")
+        if version >= 2 and c["kind"] in KERNEL_KINDS:
+            _require(c, ("kernel",), where, path)
+            _require(c["kernel"], KERNEL_FIELDS, f"{where}.kernel", path)
 
 
 def load_campaign(directory: Path | str) -> Campaign:
@@ -120,8 +132,12 @@ def load_campaign(directory: Path | str) -> Campaign:
     _require(data["provenance"], PROVENANCE_FIELDS, "provenance", cpath)
     if not isinstance(data["cases"], list):
         raise InputError(f"measurement file {cpath}: cases must be a list")
+    version = data.get("format_version", 1)
+    if not isinstance(version, int) or not 1 <= version <= FORMAT_VERSION:
+        raise InputError(f"measurement file {cpath}: format_version={version!r}; accepted: 1.."
+                         f"{FORMAT_VERSION}")
     for i, c in enumerate(data["cases"]):
-        _validate_case(c, i, cpath)
+        _validate_case(c, i, cpath, version)
     micro = {}
     mpath = d / "microbench.json"
     if mpath.exists():
@@ -144,7 +160,8 @@ def load_campaign(directory: Path | str) -> Campaign:
                      npath)
             ncu[cid] = rec["metrics"]
     steps = tuple(int(x) for x in data["steps"])
-    return Campaign(d, data["provenance"], steps, tuple(data["cases"]), micro, ncu, ncu_steps)
+    return Campaign(d, data["provenance"], steps, tuple(data["cases"]), micro, ncu, ncu_steps,
+                    version)
 
 
 def build_case(case: dict, steps: int, spec):
@@ -165,3 +182,43 @@ def build_case(case: dict, steps: int, spec):
     if case["kind"] == "csr":
         return build_csr_baseline(layer)
     return layer
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def kernel_fingerprint(kernel) -> dict:
+    """sha256 of the generated CUDA source and of the IR text of ``kernel``."""
+    from kernels_ir import format_kernel
+    from kernels_ir.codegen_cuda import generate
+
+    return {"cuda_sha256": _sha256(generate(kernel).code),
+            "ir_sha256": _sha256(format_kernel(kernel))}
+
+
+def case_fingerprint(case: dict, steps: int, spec) -> dict | None:
+    """The fingerprint (``KERNEL_FIELDS``) of a case's kernel at ``steps``; None for the library
+    baselines (cuBLAS / cuSPARSE run no kernel of ours)."""
+    if case["kind"] not in KERNEL_KINDS:
+        return None
+    return {**kernel_fingerprint(build_case(case, steps, spec).kernel), "steps": int(steps)}
+
+
+def kernel_staleness(case: dict, spec) -> str | None:
+    """Why a recorded kernel case no longer describes today's kernel (None: it still does).
+
+    The case's kernel is rebuilt (same layer seed, the recorded ``steps``) and its CUDA source and
+    IR text hashes compared with the recorded ones. A kernel case without a recorded hash (files
+    of format 1) counts as stale: nothing shows that it ran today's kernel.
+    """
+    if case["kind"] not in KERNEL_KINDS:
+        return None
+    rec = case.get("kernel")
+    if not rec:
+        return "no kernel hash recorded (format 1 file)"
+    now = case_fingerprint(case, int(rec["steps"]), spec)
+    changed = [k for k in ("cuda_sha256", "ir_sha256") if now[k] != rec[k]]
+    if not changed:
+        return None
+    return ", ".join(f"{k} {rec[k][:12]} -> {now[k][:12]}" for k in changed)

@@ -12,6 +12,13 @@ Stages (progress on stdout, a short table last):
    persistent / CSR case once at T = NCU_STEPS; the counters (shared wavefronts and bank conflicts,
    L2 sectors by op) are parsed per launch -> ``ncu.json`` (+ the raw CSV).
 
+Provenance of the kernels (``format_version`` 2): every case that runs a kernel of ours records
+``kernel = {cuda_sha256, ir_sha256, steps}`` (sha256 of the generated CUDA source and of
+``kernels_ir.format_kernel`` of exactly the kernel that was timed, at T = ``steps``); every
+microbenchmark size records the same for its kernel, and every ncu launch the hashes of the
+profiled kernel (T = NCU_STEPS). ``gpusim crosscheck`` rebuilds each case and reports the cases
+whose kernel changed since as ``stale``.
+
 Each stage catches its own failures per case and records them (``status``), so one bad case
 never loses the others.
 """
@@ -47,6 +54,11 @@ NCU_METRICS = (
     "gpu__time_duration.sum",
 )
 NCU_KERNELS = "regex:sparse_rnn|dense_rnn|csr_row_per_warp"
+FORMAT_VERSION = 2   # gpusim.measurements.FORMAT_VERSION: cases carry their kernel's hashes
+MICRO_SIZES = {"smem_latency": (64, 256), "l2_latency": (32, 128), "flag_round_trip": (500, 2000),
+               "atomic_same": (8, 32), "atomic_distinct": (16, 64), "grid_barrier": (100, 400),
+               "flag_round_trip_same_sm": (500, 2000), "flag_round_trip_delay16": (200, 800),
+               "store_visibility": (500, 2000), "poll_storm": (100, 400)}
 
 # (hidden, batch, density): hidden 256..8192, batch 1/2/4/8, density 0.01..0.5
 LAYERS = [(256, 1, 0.5), (512, 8, 0.5), (1024, 4, 0.1), (2048, 2, 0.05), (2048, 8, 0.2),
@@ -121,18 +133,20 @@ def _save(path, obj) -> None:
 
 def run_microbenchmarks(runner, quick: bool) -> dict:
     from gpusim.backends.cupy_backend import run_microbench
+    from gpusim.measurements import kernel_fingerprint
     from kernels_ir.kernels import microbench as mb
 
-    sizes = {"smem_latency": (64, 256), "l2_latency": (32, 128), "flag_round_trip": (500, 2000),
-             "atomic_same": (8, 32), "atomic_distinct": (16, 64), "grid_barrier": (100, 400)}
     out = {}
-    for name, sz in sizes.items():
-        if quick and name not in ("smem_latency", "flag_round_trip"):
+    for name, sz in MICRO_SIZES.items():
+        if quick and name not in ("smem_latency", "flag_round_trip", "store_visibility",
+                                  "poll_storm"):
             continue
         t0 = time.time()
         try:
             r = run_microbench(sz, lambda s, name=name: mb.build(name, s), repeats=7, warmup=2,
                                runner=runner)
+            for size in sz:
+                r["sizes"][str(size)]["kernel"] = kernel_fingerprint(mb.build(name, size).kernel)
             r["status"] = "ok"
             print(f"[micro] {name:16s} {r['per_op_s'] * 1e9:9.2f} ns/op "
                   f"({time.time() - t0:.1f}s)", flush=True)
@@ -143,11 +157,15 @@ def run_microbenchmarks(runner, quick: bool) -> dict:
     return out
 
 
-def run_case(c: dict, runner, spec, repeats: int) -> dict:
+def run_case(c: dict, runner, spec, repeats: int) -> tuple[dict, dict | None]:
+    """(result, kernel fingerprint of the timed T = STEPS kernel, None for library baselines)."""
     from gpusim.backends import baselines
     from gpusim.backends.cupy_backend import run_csr_program, run_program
+    from gpusim.measurements import KERNEL_KINDS, kernel_fingerprint
 
     prog = build_case(c, STEPS, spec)
+    fp = ({**kernel_fingerprint(prog.kernel), "steps": STEPS} if c["kind"] in KERNEL_KINDS
+          else None)
     if c["kind"] in ("sparse_persistent", "dense_persistent"):
         r = run_program(prog, repeats=repeats, warmup=2, seed=c["seed"],
                         short_steps=SHORT_STEPS, spec=spec, runner=runner)
@@ -159,7 +177,7 @@ def run_case(c: dict, runner, spec, repeats: int) -> dict:
     else:
         r = baselines.BASELINES[c["kind"]](prog, repeats=repeats, warmup=2, seed=c["seed"],
                                            short_steps=SHORT_STEPS)
-    return r
+    return r, fp
 
 
 def ncu_worker(args) -> int:
@@ -170,8 +188,10 @@ def ncu_worker(args) -> int:
     from gpusim.specs import load_spec
 
     spec = load_spec("h200" if "H200" in device_info()["gpu_name"] else "h100")
+    from gpusim.measurements import kernel_fingerprint
+
     runner = Runner()
-    order = []
+    order, prints = [], {}
     for c in cases():
         if c["kind"] not in ("sparse_persistent", "dense_persistent", "csr"):
             continue
@@ -179,6 +199,7 @@ def ncu_worker(args) -> int:
             continue
         try:
             prog = build_case(c, NCU_STEPS, spec)
+            prints[c["id"]] = {**kernel_fingerprint(prog.kernel), "steps": NCU_STEPS}
             comp = runner.compile(prog.kernel)
             if c["kind"] == "csr":
                 inputs = prog.step_inputs(0, np.asarray(prog.layer.h0))
@@ -195,6 +216,8 @@ def ncu_worker(args) -> int:
             print(f"ncu-worker {c['id']}: {exc}", file=sys.stderr)
         with open(args.ncu_order, "w") as f:  # after every case: survives an ncu timeout
             json.dump(order, f)
+        with open(args.ncu_order + ".kernels", "w") as f:
+            json.dump(prints, f)
     return 0
 
 
@@ -246,6 +269,13 @@ def run_ncu(out_dir: str, only: str | None = None, timeout: int = 420) -> dict:
         res["error"] = str(exc)
         return res
     res["cases"] = dict(zip(order, launches, strict=False))
+    try:
+        with open(order_path + ".kernels") as f:
+            prints = json.load(f)
+        for cid, rec in res["cases"].items():
+            rec["kernel"] = prints.get(cid)
+    except (OSError, ValueError):
+        pass
     res["launches_parsed"] = len(launches)
     return res
 
@@ -278,7 +308,8 @@ def main(argv: list[str] | None = None) -> int:
                               stdout=subprocess.PIPE, text=True)
     runner = Runner()
     micro = run_microbenchmarks(runner, args.smoke)
-    _save(os.path.join(args.out, "microbench.json"), {"provenance": prov, "results": micro})
+    _save(os.path.join(args.out, "microbench.json"),
+          {"format_version": FORMAT_VERSION, "provenance": prov, "results": micro})
 
     selected = cases()
     if args.smoke:
@@ -292,7 +323,9 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.time()
         rec = dict(c)
         try:
-            rec["result"] = run_case(c, runner, spec, 3 if args.smoke else args.repeats)
+            rec["result"], fp = run_case(c, runner, spec, 3 if args.smoke else args.repeats)
+            if fp is not None:
+                rec["kernel"] = fp
             rec["status"] = "ok"
             ps = rec["result"]["per_step_s"]
             print(f"[{i + 1}/{len(selected)}] {c['id']:58s} {ps * 1e6:8.3f} us/step "
@@ -304,13 +337,16 @@ def main(argv: list[str] | None = None) -> int:
             print(f"[{i + 1}/{len(selected)}] {c['id']}: FAILED {rec['error']}", flush=True)
         results.append(rec)
         _save(os.path.join(args.out, "campaign.json"),
-              {"provenance": prov, "steps": [STEPS, SHORT_STEPS], "cases": results})
+              {"format_version": FORMAT_VERSION, "provenance": prov,
+               "steps": [STEPS, SHORT_STEPS], "cases": results})
     clocks.terminate()
     samples = [int(x) for x in clocks.communicate(timeout=10)[0].split() if x.isdigit()]
     prov["sm_clock_mhz_samples"] = samples
     _save(os.path.join(args.out, "campaign.json"),
-          {"provenance": prov, "steps": [STEPS, SHORT_STEPS], "cases": results})
-    _save(os.path.join(args.out, "microbench.json"), {"provenance": prov, "results": micro})
+          {"format_version": FORMAT_VERSION, "provenance": prov,
+               "steps": [STEPS, SHORT_STEPS], "cases": results})
+    _save(os.path.join(args.out, "microbench.json"),
+          {"format_version": FORMAT_VERSION, "provenance": prov, "results": micro})
     print(f"[clock] SM clock samples: n={len(samples)} median="
           f"{sorted(samples)[len(samples) // 2] if samples else None} MHz", flush=True)
     if not args.skip_ncu:

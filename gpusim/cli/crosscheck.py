@@ -138,7 +138,8 @@ def run_crosscheck(data: str | Path, *, every: int = 1, kinds: tuple[str, ...] |
                          f"{len(stale)} stale)")
     summary = _summarise(rows, spearmanr)
     summary.update({"stale": len(stale), "stale_cases": stale,
-                    "format_version": camp.format_version, "data": str(data), "gpu": camp.provenance["gpu_name"], "spec": spec.name,
+                    "format_version": camp.format_version, "data": str(data),
+                    "gpu": camp.provenance["gpu_name"], "spec": spec.name,
                     "ncu_steps": steps, "every": every, "rows": rows})
     return summary
 

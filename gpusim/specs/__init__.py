@@ -75,6 +75,9 @@ PARAMS: dict[str, Param] = {
     "l2_atomic_same_address_cycles": Param("cycles", float, 0.1, 1000,
                                            "interval between two atomics on one address"),
     "fence_latency_cycles": Param("cycles", int, 0, 10000, "__threadfence() cost"),
+    "l2_store_visibility_cycles": Param("cycles", int, 0, 2000,
+                                        "extra cycles, beyond half the L2 round trip, until a "
+                                        "global store is visible at L2 to a strong load"),
     "dram_latency_cycles": Param("cycles", int, 10, 10000, "load round trip on an L2 miss"),
     "dram_bandwidth_bytes_per_s": Param("bytes/s", float, 1e9, 1e14, "sustained DRAM bandwidth"),
     "launch_overhead_s": Param("s", float, 1e-8, 1e-3, "extra time per back-to-back launch"),
@@ -124,6 +127,7 @@ class GPUSpec:
     l2_atomic_latency_cycles: int
     l2_atomic_same_address_cycles: float
     fence_latency_cycles: int
+    l2_store_visibility_cycles: int
     dram_latency_cycles: int
     dram_bandwidth_bytes_per_s: float
     launch_overhead_s: float

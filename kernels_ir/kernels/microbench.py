@@ -22,6 +22,23 @@ and set-up cost on the GPU and the fill/drain in the simulator alike.
   reaches ``(r + 1) * nctas``; ``__syncthreads``. The same mechanism as the persistent kernel's
   ``sync="barrier"``. Op = one barrier.
 
+Added to find what the flag round trip and Lamport polling cost (mechanism hunt, see
+``measurements/README.md``):
+
+- :func:`store_visibility` - one warp stores ``r`` to a flag and polls it (volatile loads) until it
+  reads ``r``, ``rounds`` times: store issue -> the same SM's strong load sees it. Op = one
+  store-then-see. Against :func:`l2_latency` it shows whether a store reaches the point of
+  coherence later than a load request does.
+- :func:`flag_round_trip` with ``same_sm=True`` - the ping-pong between two warps of ONE CTA (one
+  SM): against the two-SM case it separates the SM-to-SM distance from the L2 path.
+- :func:`flag_round_trip` with ``delay=k`` - each poll iteration also walks ``k`` dependent shared
+  loads: a longer poll period; the round trip's growth with the period shows how the hand-off
+  lands in the poll phase (the simulator replays polls at their real times).
+- :func:`poll_storm` - ``ctas x threads`` threads each load their ``group`` 16-byte chunks of one
+  ``slot``-word vector with volatile loads, back to back, ``rounds`` dependent rounds (every CTA
+  the same vector: the Lamport h staging while h is not ready, h1024-b4 by default). Op = one
+  round of the whole grid: the cost of one Lamport poll round at full scale.
+
 Every kernel stores a result that depends on every timed operation (so no compiler removes them),
 and :meth:`Microbench.check` validates it.
 """
@@ -39,7 +56,7 @@ from ..ir import I32, PRED, Kernel
 from ..verify import verify
 
 __all__ = ["Microbench", "smem_latency", "l2_latency", "flag_round_trip", "atomic_throughput",
-           "grid_barrier", "MICROBENCHES", "build"]
+           "grid_barrier", "store_visibility", "poll_storm", "MICROBENCHES", "build"]
 
 WARP = 32
 LINE_WORDS = 32  # 128-byte L2 line
@@ -129,15 +146,34 @@ def l2_latency(rounds: int = 64, chain: int = 16, lines: int = 4096, seed: int =
                       lambda g: bool(np.all(np.asarray(g["out"]) == expect)))
 
 
-def flag_round_trip(rounds: int = 256, spin_limit: int = 1 << 22) -> Microbench:
-    """Ping-pong between two CTAs through two flags in different L2 lines."""
+def flag_round_trip(rounds: int = 256, spin_limit: int = 1 << 22, same_sm: bool = False,
+                    delay: int = 0) -> Microbench:
+    """Ping-pong between two CTAs (``same_sm``: two warps of one CTA) through two flags in
+    different L2 lines; ``delay`` dependent shared loads in every poll iteration."""
     rounds = _positive("rounds", rounds)
-    b = Builder("mb_flag_round_trip", grid=2, block=WARP, bench="flag_round_trip", rounds=rounds)
+    delay = int(delay)
+    if delay < 0:
+        raise InputError(f"delay={delay} must be >= 0")
+    name = "flag_round_trip" + ("_same_sm" if same_sm else "") + (f"_delay{delay}" if delay
+                                                                    else "")
+    b = Builder(f"mb_{name}", grid=1 if same_sm else 2, block=2 * WARP if same_sm else WARP,
+                bench=name, rounds=rounds)
     g_flags = b.global_buffer("flags", I32, 2 * LINE_WORDS, role="inout")
     g_out = b.global_buffer("out", I32, 2, role="out")
-    cta = b.sreg("cta", dst=b.reg(I32, "cta"))
+    cta = b.sreg("warp" if same_sm else "cta", dst=b.reg(I32, "cta"))
     lane = b.sreg("lane", dst=b.reg(I32, "lane"))
     is0 = b.isetp("eq", cta, 0, dst=b.reg(PRED, "is0"))
+    hop = None
+    if delay:
+        s_zero = b.shared("zero", I32, WARP)
+        b.sts(s_zero, lane, 0)          # s[lane] = 0: every hop reads s[0] = 0
+        b.bar()
+        hop = b.mov(0, I32, dst=b.reg(I32, "hop"))
+
+    def wait_delay():
+        if hop is not None:
+            for _ in range(delay):
+                b.lds(s_zero, hop, dst=hop)
     seen = b.mov(0, I32, dst=b.reg(I32, "seen"))
     val = b.reg(I32, "val")
     is1 = b.pnot(is0, dst=b.reg(PRED, "is1"))
@@ -149,22 +185,88 @@ def flag_round_trip(rounds: int = 256, spin_limit: int = 1 << 22) -> Microbench:
             b.stg(g_flags, 0, r)
         with b.if_(is1):
             with b.while_(spin_limit=spin_limit, label="wait_ping") as w:
-                b.ldg_volatile(g_flags, 0, dst=seen)
+                wait_delay()
+                b.ldg_volatile(g_flags, hop if hop is not None else 0, dst=seen)
                 w.cond = b.isetp("ne", seen, r, dst=b.reg(PRED, "ping_wait"))
             b.stg(g_flags, LINE_WORDS, r)
         with b.if_(is0):
             with b.while_(spin_limit=spin_limit, label="wait_pong") as w:
-                b.ldg_volatile(g_flags, LINE_WORDS, dst=seen)
+                wait_delay()
+                b.ldg_volatile(g_flags, hop if hop is not None else 0, offset=LINE_WORDS,
+                               dst=seen)
                 w.cond = b.isetp("ne", seen, r, dst=b.reg(PRED, "pong_wait"))
     first = b.isetp("eq", lane, 0, dst=b.reg(PRED, "first"))
     with b.if_(first):
         b.mov(seen, dst=val)
         b.stg(g_out, cta, val)
     kernel = verify(b.build())
-    return Microbench("flag_round_trip", kernel,
+    return Microbench(name, kernel,
                       {"flags": np.zeros(2 * LINE_WORDS, np.int32), "out": np.zeros(2, np.int32)},
-                      rounds, "round trip between two SMs", {"rounds": rounds},
+                      rounds, "round trip between two warps" + (" of one SM" if same_sm else
+                                                                " on two SMs"),
+                      {"rounds": rounds, "same_sm": same_sm, "delay": delay},
                       lambda g: bool(np.all(np.asarray(g["out"]) == rounds)))
+
+
+def store_visibility(rounds: int = 256, spin_limit: int = 1 << 22) -> Microbench:
+    """One warp: store ``r`` to a flag, then poll it (volatile loads) until it reads ``r``."""
+    rounds = _positive("rounds", rounds)
+    b = Builder("mb_store_visibility", grid=1, block=WARP, bench="store_visibility",
+                rounds=rounds)
+    g_flag = b.global_buffer("flag", I32, LINE_WORDS, role="inout")
+    g_out = b.global_buffer("out", I32, 1, role="out")
+    lane = b.sreg("lane", dst=b.reg(I32, "lane"))
+    seen = b.mov(0, I32, dst=b.reg(I32, "seen"))
+    with b.loop("r", 1, rounds + 1) as r:
+        b.stg(g_flag, 0, r)
+        with b.while_(spin_limit=spin_limit, label="wait_own") as w:
+            b.ldg_volatile(g_flag, 0, dst=seen)
+            w.cond = b.isetp("ne", seen, r, dst=b.reg(PRED, "own_wait"))
+    first = b.isetp("eq", lane, 0, dst=b.reg(PRED, "first"))
+    with b.if_(first):
+        b.stg(g_out, 0, seen)
+    kernel = verify(b.build())
+    return Microbench("store_visibility", kernel, {"flag": np.zeros(LINE_WORDS, np.int32),
+                                                   "out": np.zeros(1, np.int32)},
+                      rounds, "store then see it (same warp)", {"rounds": rounds},
+                      lambda g: int(np.asarray(g["out"])[0]) == rounds)
+
+
+def poll_storm(rounds: int = 64, ctas: int = 132, threads: int = 256, slot: int = 4096,
+               group: int = 4) -> Microbench:
+    """``rounds`` dependent rounds of ``group`` back-to-back 16-byte volatile loads per thread,
+    every CTA over the same ``slot``-word vector (Lamport's h staging while h is not ready)."""
+    rounds, ctas, threads, slot, group = (_positive(n, v) for n, v in (
+        ("rounds", rounds), ("ctas", ctas), ("threads", threads), ("slot", slot),
+        ("group", group)))
+    if slot % (4 * threads * group):
+        raise InputError(f"slot={slot} must be a multiple of 4 * threads * group = "
+                         f"{4 * threads * group}")
+    b = Builder("mb_poll_storm", grid=ctas, block=threads, bench="poll_storm", rounds=rounds)
+    g_h = b.global_buffer("h", I32, slot)
+    g_out = b.global_buffer("out", I32, ctas * threads, role="out")
+    tid = b.sreg("tid", dst=b.reg(I32, "tid"))
+    cta = b.sreg("cta", dst=b.reg(I32, "cta"))
+    gt = b.imad(cta, threads, tid, dst=b.reg(I32, "gt"))
+    tid4 = b.imul(tid, 4, dst=b.reg(I32, "tid4"))
+    acc = b.mov(0, I32, dst=b.reg(I32, "acc"))
+    idx = b.reg(I32, "idx")
+    chunk = [b.reg(I32, f"c{i}", 4) for i in range(group)]
+    with b.loop("r", 0, rounds):
+        for i in range(group):  # the data are zeros: acc stays 0, but the next round depends
+            b.iadd(tid4, acc, dst=idx)  # on this one (the loads cannot be hoisted or merged)
+            b.ldg_volatile(g_h, idx, offset=4 * threads * i, width=4, dst=chunk[i])
+        for i in range(group):
+            for k in range(4):
+                b.iadd(acc, chunk[i][k], dst=acc)
+    b.stg(g_out, gt, acc)
+    kernel = verify(b.build())
+    return Microbench("poll_storm", kernel, {"h": np.zeros(slot, np.int32),
+                                             "out": np.ones(ctas * threads, np.int32)},
+                      rounds, "poll round of the whole grid (volatile 16-byte loads)",
+                      {"rounds": rounds, "ctas": ctas, "threads": threads, "slot": slot,
+                       "group": group},
+                      lambda g: bool(np.all(np.asarray(g["out"]) == 0)))
 
 
 def atomic_throughput(per_warp: int = 64, ctas: int = 132, threads: int = 256,
@@ -251,11 +353,17 @@ MICROBENCHES: dict[str, Callable[..., Microbench]] = {
     "atomic_same": lambda **kw: atomic_throughput(same=True, **kw),
     "atomic_distinct": lambda **kw: atomic_throughput(same=False, **kw),
     "grid_barrier": grid_barrier,
+    "flag_round_trip_same_sm": lambda **kw: flag_round_trip(same_sm=True, **kw),
+    "flag_round_trip_delay16": lambda **kw: flag_round_trip(delay=16, **kw),
+    "store_visibility": store_visibility,
+    "poll_storm": poll_storm,
 }
 
 # The size argument each benchmark scales with (two values give the slope).
 SIZE_ARG = {"smem_latency": "rounds", "l2_latency": "rounds", "flag_round_trip": "rounds",
-            "atomic_same": "per_warp", "atomic_distinct": "per_warp", "grid_barrier": "rounds"}
+            "atomic_same": "per_warp", "atomic_distinct": "per_warp", "grid_barrier": "rounds",
+            "flag_round_trip_same_sm": "rounds", "flag_round_trip_delay16": "rounds",
+            "store_visibility": "rounds", "poll_storm": "rounds"}
 
 
 def build(name: str, size: int, **kwargs) -> Microbench:

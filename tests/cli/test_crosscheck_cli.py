@@ -45,8 +45,17 @@ def test_error_does_not_grow_past_the_recorded_level(summary):
 
 
 @pytest.mark.slow
+def test_committed_data_describes_todays_kernels(summary):
+    """Every recorded kernel case still hashes to the kernel it ran: whoever changes a kernel
+    (IR or code generator) must re-measure it (measurements/campaign.py) before this passes."""
+    assert summary["stale"] == 0, summary["stale_cases"]
+    assert summary["format_version"] >= 2
+
+
+@pytest.mark.slow
 def test_json_keys_and_plot(summary):
-    for key in ("cases", "mape", "max_ape", "spearman", "bank_conflict_mismatches", "worst"):
+    for key in ("cases", "mape", "max_ape", "spearman", "bank_conflict_mismatches", "worst",
+                "stale", "stale_cases"):
         assert key in summary
     assert summary["bank_conflict_ld_mismatches"] == 0   # shared loads match ncu exactly
     assert summary["_png"].stat().st_size > 10_000

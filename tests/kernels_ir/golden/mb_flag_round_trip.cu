@@ -52,7 +52,7 @@ mb_flag_round_trip(int* g_flags, int* g_out, int* g___err)
             /* spin loop 1: wait_pong (limit 4194304) */
             for (unsigned int spin_1 = 1;; ++spin_1) {
                 int t_2_0;
-                asm volatile("ld.volatile.global.b32 %0, [%1];" : "=r"(t_2_0) : "l"(&g_flags[32]) : "memory");
+                asm volatile("ld.volatile.global.b32 %0, [%1];" : "=r"(t_2_0) : "l"(&g_flags[0 + 32]) : "memory");
                 r_seen = t_2_0;
                 r_pong_wait = (r_seen != r_r);
                 if (!r_pong_wait) break;
