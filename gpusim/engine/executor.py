@@ -265,6 +265,9 @@ class _Machine:
 
         def address(m: Mask) -> np.ndarray:
             a = np.broadcast_to(idx + off, shape)
+            if m.full and a.min() >= 0 and a.max() <= limit and \
+                    (width == 1 or not (a % width).any()):
+                return a                                  # the common case: nothing to report
             bad = (a < 0) | (a > limit)
             if width > 1:
                 bad |= (a % width) != 0

@@ -73,31 +73,67 @@ class BucketServer:
         self.cap = max(1, int(bucket / service))
         self.used = np.zeros((n_servers, self.RING), dtype=np.int64)
         self.tag = np.full((n_servers, self.RING), -1, dtype=np.int64)
+        self._used, self._tag = self.used.reshape(-1), self.tag.reshape(-1)  # flat views
 
     def serve(self, keys: np.ndarray, arrive: np.ndarray) -> np.ndarray:
-        out = np.empty(arrive.size)
-        todo = np.arange(arrive.size)
-        t = arrive.astype(np.float64).copy()
+        """Start cycle of each request (server ``keys[i]``, arrival ``arrive[i]``).
+
+        Rounds: every pending request claims a place in its current bucket, in order of
+        (time, request index) per (server, bucket); those beyond the bucket's room move to the
+        start of the next bucket and claim again in the next round. A request whose bucket is
+        already full at the start of a round is refused whatever its place, so only the others
+        are ranked.
+        """
+        n = arrive.size
+        out = np.empty(n)
+        todo = np.arange(n)
+        t = arrive.astype(np.float64)  # a copy: the current claim time of each request
+        bucket, cap, service, mask = self.bucket, self.cap, self.service, self.RING - 1
+        used, tag = self._used, self._tag
+        kbase = keys.astype(np.int64) * self.RING
         while todo.size:
-            k, tt = keys[todo], t[todo]
-            b = np.floor(tt / self.bucket).astype(np.int64)
-            slot = b & (self.RING - 1)
-            stale = self.tag[k, slot] != b
-            self.used[k[stale], slot[stale]] = 0
-            self.tag[k[stale], slot[stale]] = b[stale]
-            order = np.lexsort((np.arange(k.size), tt, b, k))
+            tt = t[todo]
+            b = np.floor(tt / bucket).astype(np.int64)
+            cell = kbase[todo] + (b & mask)
+            stale = tag[cell] != b
+            if stale.any():
+                used[cell[stale]] = 0
+                tag[cell[stale]] = b[stale]
+            u0 = used[cell]
+            room = u0 < cap
+            if not room.any():
+                t[todo] = (b + 1) * bucket
+                continue
+            full = None
+            if not room.all():
+                full = todo[~room]
+                t[full] = (b[~room] + 1) * bucket
+                todo, tt, b, cell, u0 = todo[room], tt[room], b[room], cell[room], u0[room]
+            m = todo.size
+            ar = np.arange(m)
+            k = keys[todo]
+            order = np.lexsort((tt, k))   # by server, then time (so bucket), then request
             ks, bs = k[order], b[order]
-            head = np.ones(k.size, dtype=bool)
+            head = np.empty(m, dtype=bool)
+            head[:1] = True
             head[1:] = (ks[1:] != ks[:-1]) | (bs[1:] != bs[:-1])
-            first = np.maximum.accumulate(np.where(head, np.arange(k.size), 0))
-            pos = np.empty(k.size, dtype=np.int64)
-            pos[order] = np.arange(k.size) - first
-            u = self.used[k, slot] + pos
-            ok = u < self.cap
-            out[todo[ok]] = np.maximum(tt[ok], b[ok] * self.bucket + u[ok] * self.service)
-            np.add.at(self.used, (k[ok], slot[ok]), 1)
-            t[todo[~ok]] = (b[~ok] + 1) * self.bucket
-            todo = todo[~ok]
+            first = np.maximum.accumulate(np.where(head, ar, 0))
+            pos = np.empty(m, dtype=np.int64)
+            pos[order] = ar - first
+            u = u0 + pos
+            ok = u < cap
+            if ok.all():
+                out[todo] = np.maximum(tt, b * bucket + u * service)
+                np.add.at(used, cell, 1)
+                todo = todo[:0]
+            else:
+                out[todo[ok]] = np.maximum(tt[ok], b[ok] * bucket + u[ok] * service)
+                np.add.at(used, cell[ok], 1)
+                rej = ~ok
+                t[todo[rej]] = (b[rej] + 1) * bucket
+                todo = todo[rej]
+            if full is not None:
+                todo = np.sort(np.concatenate((todo, full)))
         return out
 
 
@@ -123,27 +159,44 @@ class L2:
     def slice_of(self, sector: np.ndarray) -> np.ndarray:
         return (sector ^ (sector // self.slices)) % self.slices
 
-    def requests(self, warps: np.ndarray, flat: np.ndarray, active: np.ndarray, width: int):
-        """Distinct (warp, sector) pairs: returns (req_warp, req_sector, lane_req index)."""
-        sec = (flat[warps] + 0) // self.sector_words       # first word's sector per lane
-        if width > 1:  # an aligned 8/16-byte access never crosses a 32-byte sector
-            pass
+    def requests(self, warps: np.ndarray, flat: np.ndarray, active: np.ndarray):
+        """Distinct (warp, sector) pairs of the rows ``warps`` (an aligned 8/16-byte access never
+        crosses a 32-byte sector, so a lane's first word names its sector).
+
+        Returns ``(req_sector, req_row, lane_req, act)``: the requests in order of (row, sector);
+        for every lane whether it is active (``act``) and the index of its request
+        (``lane_req``, 0 for inactive lanes).
+        """
         act = active[warps]
-        key = np.where(act, sec, -1)
-        srt = np.sort(key, axis=1)
-        new = np.ones(srt.shape, dtype=bool)
-        new[:, 1:] = srt[:, 1:] != srt[:, :-1]
+        key = np.where(act, flat[warps] // self.sector_words, -1)
+        if (key[:, 1:] >= key[:, :-1]).all():   # sorted lanes (coalesced): no sort needed
+            srt, perm = key, None
+        else:
+            perm = np.argsort(key, axis=1, kind="stable")
+            srt = np.take_along_axis(key, perm, axis=1)
+        new = np.empty(srt.shape, dtype=bool)
+        new[:, 0] = True
+        np.not_equal(srt[:, 1:], srt[:, :-1], out=new[:, 1:])
         new &= srt >= 0
-        rw, col = np.nonzero(new)
-        return warps[rw], srt[rw, col], rw, sec, act
+        rrow, col = np.nonzero(new)
+        rsec = srt[rrow, col]
+        req = np.cumsum(new, axis=None).reshape(new.shape) - 1   # request of each sorted lane
+        np.maximum(req, 0, out=req)
+        if perm is not None:
+            lane_req = np.empty_like(req)
+            np.put_along_axis(lane_req, perm, req, axis=1)
+        else:
+            lane_req = req
+        return rsec, rrow, np.where(act, lane_req, 0), act
 
     def access(self, issue: np.ndarray, warps: np.ndarray, flat: np.ndarray, active: np.ndarray,
                width: int, kind: str, store: bool):
         """Loads/stores of one warp-instruction per row of ``warps`` issued at ``issue``.
 
-        Returns (per-warp completion cycle, per-lane served cycle (rows x 32)).
+        Returns (per-warp completion cycle, per-lane served cycle (rows x 32), ``inf`` for
+        inactive lanes).
         """
-        rwarp, rsec, rrow, sec, act = self.requests(warps, flat, active, width)
+        rsec, rrow, lane_req, act = self.requests(warps, flat, active)
         self.transactions[kind] += int(rsec.size)
         t_arr = issue[rrow] + self.half
         miss = ~self.touched[rsec]
@@ -155,20 +208,23 @@ class L2:
                          self.dram_service, self.dram_free)
                 start[miss] = d + self.dram_extra
         done_req = start + self.half
-        done = np.full(warps.size, -np.inf)
-        np.maximum.at(done, rrow, done_req)
-        # per lane: served cycle of its sector
-        served = np.full(sec.shape, np.inf)
-        lut_key = rrow * (self.touched.size + 1) + rsec
-        order = np.argsort(lut_key)
-        lane_key = (np.arange(warps.size)[:, None] * (self.touched.size + 1) + sec)
-        pos = np.searchsorted(lut_key[order], lane_key)
-        pos = np.minimum(pos, order.size - 1)
-        served = np.where(act, start[order][pos], np.inf)
+        head = np.empty(rrow.size, dtype=bool)
+        head[:1] = True
+        np.not_equal(rrow[1:], rrow[:-1], out=head[1:])
+        starts = np.flatnonzero(head)
+        if starts.size == warps.size:  # every row has a request: rows are contiguous runs
+            done = np.maximum.reduceat(done_req, starts) if starts.size else np.zeros(0)
+        else:
+            done = np.full(warps.size, -np.inf)
+            np.maximum.at(done, rrow, done_req)
+        if not start.size:
+            return done, np.full(act.shape, np.inf)
+        served = np.where(act, start[lane_req], np.inf)
         if store:
+            got = start[lane_req[act]]
+            fw = flat[warps]
             for j in range(width):
-                w = flat[warps] + j
-                np.maximum.at(self.arrival, w[act], np.broadcast_to(served, w.shape)[act])
+                np.maximum.at(self.arrival, (fw + j)[act], got)
         return done, served
 
     def atomic(self, issue: np.ndarray, warps: np.ndarray, flat: np.ndarray,

@@ -40,38 +40,37 @@ REG_OVERHEAD = 8
 def _uses(instr: Instr) -> set:
     out = set()
     for s in instr.srcs:
-        if isinstance(s, RegRef):
-            out.add((s.reg.name, s.index, s.reg.dtype is PRED))
-        elif isinstance(s, MemRef) and isinstance(s.index, RegRef):
-            i = s.index
-            out.add((i.reg.name, i.index, i.reg.dtype is PRED))
+        if isinstance(s, MemRef):
+            s = s.index
+        if isinstance(s, RegRef) and s.reg.dtype is not PRED:
+            out.add((s.reg.name, s.index))
     return out
 
 
 def _defs(instr: Instr) -> set:
-    return {(d.reg.name, d.index, d.reg.dtype is PRED) for d in instr.dsts}
+    return {(d.reg.name, d.index) for d in instr.dsts if d.reg.dtype is not PRED}
 
 
-def _count(live: set) -> int:
-    return sum(1 for (_, _, is_pred) in live if not is_pred)
-
-
-def _ref(r: RegRef) -> tuple:
-    return (r.reg.name, r.index, r.reg.dtype is PRED)
+def _ref(r: RegRef) -> set:
+    """The register element of ``r`` as a set (empty for a predicate: not counted)."""
+    return set() if r.reg.dtype is PRED else {(r.reg.name, r.index)}
 
 
 def _body(body: tuple, live_out: set) -> tuple[set, int]:
-    """Backward liveness over ``body``: (live-in set, max live count inside)."""
+    """Backward liveness over ``body``: (live-in set, max live count inside).
+
+    Sets hold the (register, index) elements that are not predicates, so a count is ``len``.
+    """
     live = set(live_out)
-    peak = _count(live)
+    peak = len(live)
     for stmt in reversed(body):
         if isinstance(stmt, Instr):
             d = _defs(stmt)
-            peak = max(peak, _count(live | d))
+            peak = max(peak, len(live | d))
             live = (live - d) | _uses(stmt)
-            peak = max(peak, _count(live))
+            peak = max(peak, len(live))
         elif isinstance(stmt, Loop):
-            var = (stmt.var.name, 0, False)
+            var = (stmt.var.name, 0)
             inner_out = live | {var}
             for _ in range(3):  # fixed point: values live around the back edge
                 live_in, p = _body(stmt.body, inner_out)
@@ -82,7 +81,7 @@ def _body(body: tuple, live_out: set) -> tuple[set, int]:
             peak = max(peak, p)
             live = (live | live_in) - {var}
         elif isinstance(stmt, While):
-            inner_out = live | {_ref(stmt.cond)}
+            inner_out = live | _ref(stmt.cond)
             for _ in range(3):
                 live_in, p = _body(stmt.body, inner_out)
                 new_out = inner_out | live_in
@@ -95,8 +94,8 @@ def _body(body: tuple, live_out: set) -> tuple[set, int]:
             a, pa = _body(stmt.then, live)
             b, pb = _body(stmt.orelse, live)
             peak = max(peak, pa, pb)
-            live = a | b | {_ref(stmt.cond)}
-            peak = max(peak, _count(live))
+            live = a | b | _ref(stmt.cond)
+            peak = max(peak, len(live))
     return live, peak
 
 

@@ -161,6 +161,13 @@ def _shfl_idx(values: np.ndarray, arg, active: np.ndarray | None) -> np.ndarray:
 
 def _from_lanes(values: np.ndarray, src: np.ndarray, active: np.ndarray | None) -> np.ndarray:
     values = np.broadcast_to(values, (values.shape[0] if np.ndim(values) == 2 else 1, WARP))
+    if np.ndim(src) == 1:  # the same source lane pattern in every warp (an immediate operand)
+        valid = (src >= 0) & (src < WARP)
+        srcc = np.where(valid, src, _LANES)
+        got = values[:, srcc]
+        if active is not None:
+            return np.where(valid & active[:, srcc], got, values)
+        return got if valid.all() else np.where(valid, got, values)
     src = np.broadcast_to(src, values.shape)
     valid = (src >= 0) & (src < WARP)
     srcc = np.where(valid, src, _LANES)

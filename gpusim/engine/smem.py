@@ -7,9 +7,9 @@ CTA barrier, so the FIFO order is close to the hardware's); the data is ready
 ``smem_latency_cycles`` after the last wavefront. Bank conflicts (wavefronts beyond one per
 active phase) are counted per static instruction and per warp.
 
-The wavefront count of a static instruction is cached and reused while its per-lane addresses
-and active mask are unchanged (the gathers of the persistent kernels use the same column
-addresses every step).
+The wavefront count of a static instruction is cached per (per-lane addresses, active mask): the
+gathers of the persistent kernels use the same column addresses every step, and a staging loop
+cycles through a few address sets (up to ``CACHE_PER_INSTR`` are kept per instruction).
 """
 
 from __future__ import annotations
@@ -20,25 +20,32 @@ from kernels_ir.banks import active_phases, wavefronts
 
 __all__ = ["SharedPipe"]
 
+CACHE_PER_INSTR = 8  # address sets remembered per static instruction
+
 
 class SharedPipe:
     def __init__(self, spec, n_sms: int, n_warps: int, n_instrs: int):
         self.rate = float(spec.smem_wavefronts_per_cycle)
         self.latency = float(spec.smem_latency_cycles)
         self.free = np.zeros(n_sms)
-        self._cache: dict[int, tuple] = {}
+        self._cache: dict[int, list] = {}
         self.wavefronts = np.zeros(n_instrs, dtype=np.int64)
         self.conflicts = np.zeros(n_instrs, dtype=np.int64)
         self.conflicts_per_warp = np.zeros(n_warps, dtype=np.int64)
 
     def cost(self, sid: int, words: np.ndarray, active: np.ndarray, width: int) -> tuple:
         """(wavefronts, conflicts) per warp of all warps for this access (cached)."""
-        hit = self._cache.get(sid)
-        if hit is not None and np.array_equal(hit[0], words) and np.array_equal(hit[1], active):
-            return hit[2], hit[3]
+        entries = self._cache.setdefault(sid, [])
+        corner = (words[0, 0], words[-1, -1])
+        for i, (c, w, a, wf, bc) in enumerate(entries):
+            if c == corner and np.array_equal(w, words) and np.array_equal(a, active):
+                if i:
+                    entries.insert(0, entries.pop(i))
+                return wf, bc
         wf = wavefronts(words, width, active)
         bc = wf - active_phases(width, active, words.shape[:-1])
-        self._cache[sid] = (words.copy(), active.copy(), wf, bc)
+        entries.insert(0, (corner, words.copy(), active.copy(), wf, bc))
+        del entries[CACHE_PER_INSTR:]
         return wf, bc
 
     def access(self, sid: int, issue: np.ndarray, warps: np.ndarray, sm: np.ndarray,
@@ -50,9 +57,10 @@ class SharedPipe:
         self.conflicts[sid] += int(bc.sum())
         self.conflicts_per_warp[warps] += bc
         # FIFO per SM; variable service: sequential within an SM via the sorted order
-        order = np.lexsort((warps, issue, sm[warps]))
+        smw = sm[warps]
+        order = np.lexsort((issue, smw))   # by SM, then issue cycle, then warp (warps ascend)
         done = np.empty(warps.size)
-        s_sorted = sm[warps][order]
+        s_sorted = smw[order]
         t_sorted = issue[order].astype(np.float64)
         d_sorted = wf[order] / self.rate
         # start_k = max(t_k, end_{k-1}); with variable d: end_k = max_j<=k(t_j + sum_{j..k} d)

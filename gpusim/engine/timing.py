@@ -71,8 +71,8 @@ ISSUE, SMEM, DATA, BARRIER = range(4)
 class _Static:
     """Per static instruction: what the observer needs, precomputed once."""
 
-    __slots__ = ("kind", "src", "dst", "pipe", "occ", "lat", "cat", "width", "shared", "base",
-                 "op")
+    __slots__ = ("kind", "src", "dst", "srcs", "dsts", "pipe", "occ", "lat", "cat", "width",
+                 "shared", "base", "op")
 
     def __init__(self, ins: Instr, rows: dict, spec, atomic_bufs: set, gspace, sspace):
         op = ins.op
@@ -81,6 +81,7 @@ class _Static:
         refs += [s.index for s in ins.srcs if hasattr(s, "buffer") and isinstance(s.index, RegRef)]
         self.src = np.array(sorted({rows[(r.reg.name, r.index)] for r in refs}), dtype=np.int64)
         self.dst = np.array([rows[(d.reg.name, d.index)] for d in ins.dsts], dtype=np.int64)
+        self.srcs, self.dsts = tuple(self.src.tolist()), tuple(self.dst.tolist())
         self.width = int(ins.attr("width", 1))
         lanes = {"fp32": spec.fp32_lanes_per_subpartition,
                  "int": spec.int32_lanes_per_subpartition,
@@ -157,6 +158,11 @@ class _Timing:
         self.steps: list[tuple] = []
         self.warp_instr = 0
         self.all = np.arange(nw)
+        self.all4 = self.all * 4
+        self.charge_flat = self.charge.reshape(-1)           # view: index warp * 4 + category
+        self.smem_base = (self.slot * self.sstride)[:, None]
+        self.single_round = len(self.rounds) == 1
+        self.full_rounds = _partnered([(sel, group[sel]) for sel in self.rounds])
         self.progress = progress
         self.trip = next((s.trip_count for s in walk(kernel.body)
                           if isinstance(s, Loop) and s.kind == "time"), 0)
@@ -192,57 +198,66 @@ class _Timing:
     # --- the model ----------------------------------------------------------------------------
     def _instr(self, sid: int, m: Mask, flat, polls) -> None:
         st = self.static[sid]
-        ws = self.all if m.full else np.flatnonzero(m.wany)
-        if ws.size == 0:
-            return
+        full = m.full
+        if full:
+            ws = self.all
+        else:
+            ws = np.flatnonzero(m.wany)
+            if ws.size == 0:
+                return
         self.warp_instr += ws.size
-        earliest = self.last[ws] + 1.0
-        if st.src.size:
-            r = self.ready[st.src][:, ws]
-            arg = r.argmax(axis=0)
-            dep = r[arg, np.arange(ws.size)]
-            dcat = self.cat[st.src[arg], ws]
+        ready, cat = self.ready, self.cat
+        earliest = (self.last if full else self.last[ws]) + 1.0
+        # the latest source operand (the first one among equals, as argmax) and its category
+        srcs = st.srcs
+        if srcs:
+            r = srcs[0]
+            dep, dcat = (ready[r], cat[r]) if full else (ready[r, ws], cat[r, ws])
+            for r in srcs[1:]:
+                ri = ready[r] if full else ready[r, ws]
+                later = ri > dep
+                dep = np.where(later, ri, dep)
+                dcat = np.where(later, cat[r] if full else cat[r, ws], dcat)
         else:
             dep = np.zeros(ws.size)
             dcat = np.zeros(ws.size, dtype=np.int8)
-        ctrl = self.ctrl[ws]
+        ctrl = self.ctrl if full else self.ctrl[ws]
         use_ctrl = ctrl > dep
         dep = np.where(use_ctrl, ctrl, dep)
-        dcat = np.where(use_ctrl, self.ctrl_cat[ws], dcat)
-        ready = np.maximum(earliest, dep)
-        t = np.ceil(ready).astype(np.int64)
-        issue = np.empty(ws.size, dtype=np.int64)
-        if len(self.rounds) == 1:
-            issue[:] = self.issue_unit.reserve(self.group[ws], t, st.pipe, st.occ)
+        dcat = np.where(use_ctrl, self.ctrl_cat if full else self.ctrl_cat[ws], dcat)
+        t = np.ceil(np.maximum(earliest, dep)).astype(np.int64)
+        if full and self.single_round:
+            issue = self.issue_unit.reserve(self.group, t, st.pipe, st.occ)
         else:
-            rk = self.rank[ws]
-            for r in range(len(self.rounds)):
-                sel = np.flatnonzero(rk == r)
-                if sel.size:
-                    issue[sel] = self.issue_unit.reserve(self.group[ws[sel]], t[sel], st.pipe,
-                                                         st.occ)
+            issue = self.issue_unit.reserve_rounds(self.full_rounds if full else self._rounds(ws),
+                                                   t, st.pipe, st.occ)
         issue_f = issue.astype(np.float64)
         wait = issue_f - earliest
-        dep_wait = np.clip(dep - earliest, 0.0, wait)
-        self.charge[ws, dcat] += dep_wait
-        self.charge[ws, ISSUE] += 1.0 + (wait - dep_wait)
-        self.last[ws] = issue_f
+        dep_wait = dep - earliest                      # np.clip(dep - earliest, 0, wait)
+        np.maximum(dep_wait, 0.0, out=dep_wait)
+        np.minimum(dep_wait, wait, out=dep_wait)
+        charge = self.charge_flat
+        cell = (self.all4 if full else ws * 4) + dcat
+        charge[cell] += dep_wait
+        if full:
+            self.charge[:, ISSUE] += 1.0 + (wait - dep_wait)
+            self.last[:] = issue_f
+        else:
+            self.charge[ws, ISSUE] += 1.0 + (wait - dep_wait)
+            self.last[ws] = issue_f
         kind = st.kind
         if kind == "alu":
-            self.ready[st.dst[:, None], ws] = issue_f + st.lat
-            self.cat[st.dst[:, None], ws] = ISSUE
+            self._write(st, ws, full, issue_f + st.lat, ISSUE)
         elif kind in ("lds", "sts"):
-            words = flat - (self.slot * self.sstride)[:, None]
+            words = flat - self.smem_base
             done = self.smem.access(sid, issue_f, ws, self.sm, words, m.arr, st.width)
             if kind == "lds":
-                self.ready[st.dst[:, None], ws] = done
-                self.cat[st.dst[:, None], ws] = SMEM
+                self._write(st, ws, full, done, SMEM)
         elif kind in ("ldg", "poll"):
             tkind = "poll" if (kind == "poll" and (self.replaying or st.cat == BARRIER)) \
                 else "data"
             done, served = self.l2.access(issue_f, ws, flat, m.arr, st.width, tkind, False)
-            self.ready[st.dst[:, None], ws] = done
-            self.cat[st.dst[:, None], ws] = st.cat
+            self._write(st, ws, full, done, st.cat)
             if kind == "poll" and polls is not None:
                 polls.append((ws, served, flat[ws], m.arr[ws], st.width))
         elif kind == "stg":
@@ -250,8 +265,7 @@ class _Timing:
             self.store_ack[ws] = np.maximum(self.store_ack[ws], done)
         elif kind == "atom":
             done = self.l2.atomic(issue_f, ws, flat, m.arr)
-            self.ready[st.dst[:, None], ws] = done
-            self.cat[st.dst[:, None], ws] = BARRIER
+            self._write(st, ws, full, done, BARRIER)
             self.store_ack[ws] = np.maximum(self.store_ack[ws], done)
         elif kind == "bar":
             cta = ws // self.W
@@ -263,6 +277,29 @@ class _Timing:
             self.ctrl[ws] = np.maximum(self.store_ack[ws], issue_f) + \
                 self.spec.fence_latency_cycles
             self.ctrl_cat[ws] = BARRIER
+
+    def _rounds(self, ws: np.ndarray):
+        """(positions in ``ws``, their groups, None) per round: at most one warp per group
+        each (see :meth:`IssueUnit.reserve_rounds`)."""
+        if self.single_round:
+            return ((np.arange(ws.size), self.group[ws], None),)
+        rk = self.rank[ws]
+        out = []
+        for r in range(len(self.rounds)):
+            sel = np.flatnonzero(rk == r)
+            if sel.size:
+                out.append((sel, self.group[ws[sel]], None))
+        return out
+
+    def _write(self, st: _Static, ws: np.ndarray, full: bool, value, category: int) -> None:
+        """Ready cycle and category of the instruction's destination registers."""
+        if full:
+            for d in st.dsts:
+                self.ready[d] = value
+                self.cat[d] = category
+        else:
+            self.ready[st.dst[:, None], ws] = value
+            self.cat[st.dst[:, None], ws] = category
 
     def _stale(self, polls) -> np.ndarray:
         """Warps whose polling load was served before the data it returned reached L2."""
@@ -295,6 +332,23 @@ class _Timing:
 
     def end(self) -> float:
         return float(max(self.last.max(), self.store_ack.max(), 0.0)) + 1.0
+
+
+def _partnered(rounds: list) -> list:
+    """``(rows, groups, partner)`` per round: ``partner`` is the position in the round before
+    of each row's group when the round before has all of them (else ``None``)."""
+    out = []
+    for r, (rows, groups) in enumerate(rounds):
+        partner = None
+        if r:
+            before = rounds[r - 1][1]
+            pos = np.full(int(max(groups.max(), before.max())) + 1, -1, dtype=np.int64)
+            pos[before] = np.arange(before.size)
+            partner = pos[groups]
+            if (partner < 0).any():
+                partner = None
+        out.append((rows, groups, partner))
+    return out
 
 
 def truncate_time_loop(kernel: Kernel, steps: int) -> Kernel:
