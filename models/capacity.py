@@ -14,11 +14,11 @@ Registers (per thread)
     value and 16-bit index packed in one register); dense tiles hold values only (1 register fp32,
     half a register fp16: two values packed). On top of the weights the kernel keeps, per
     thread (counted from the registers the builder declares, as
-    ``sparse_rnn.registers_needed`` does): ``rid/xaddr/haddr/xv`` for each of the ``R`` rows
-    (4 R), the accumulators, the gathered h values and the shuffled partial sums of one slot
-    (3 B), and :data:`SCALAR_REGS` scalars: the staging group (``STAGE_GROUP`` 128-bit chunks of
-    4 registers plus ``idx/gidx/inside`` each, 7 per chunk) and 20 ids, addresses, loop counters
-    and predicates.
+    ``sparse_rnn.registers_needed`` does, whose constants this module imports):
+    ``REGS_PER_ROW`` (rid, xaddr, xv) for each of the ``R`` rows, ``REGS_PER_BATCH`` (the
+    accumulator, the gathered h value and the shuffled partial sum) per batch column, and
+    :data:`SCALAR_REGS` fixed registers (the staging group's 128-bit chunks and predicates, ids,
+    addresses, loop counters).
     The total must stay within ``min(max_regs_per_thread, regs_per_sm / threads_per_cta)``.
 Shared memory (per CTA)
     ``h`` is staged batch-interleaved ``[N][B]``, rounded up to whole 128-bit chunks: ``N * B``
@@ -49,7 +49,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from kernels_ir.errors import CapacityError, InputError
-from kernels_ir.kernels.sparse_rnn import STAGE_GROUP
+from kernels_ir.kernels.sparse_rnn import FIXED_REGS, REGS_PER_BATCH, REGS_PER_ROW
 
 __all__ = ["THREADS_PER_CTA", "WARP", "SCALAR_REGS", "DTYPES", "CELLS", "Fit", "MaxHidden",
            "registers_per_thread", "smem_bytes", "reg_limit", "row_slot_quantiles",
@@ -60,7 +60,7 @@ THREADS_PER_CTA = 256  # the kernel's block (sparse_rnn.DEFAULT_THREADS): a desi
 WARP = 32              # lanes per warp: defined by the IR
 # staging group (4 chunk + 3 index registers per chunk) + 20 scalars (ids, addresses, counters),
 # as sparse_rnn.registers_needed counts them
-SCALAR_REGS = 7 * STAGE_GROUP + 20
+SCALAR_REGS = FIXED_REGS  # the kernel builder's count (one source of truth)
 DTYPES = {"fp32": 4, "fp16": 2}  # bytes per weight value / per h element
 CELLS = {"rnn": 1, "gru": 3, "lstm": 4}  # recurrent rows = gates * N (models.sparse.GATES)
 _MEDIAN_RANK = (0.3, 0.4)  # Benard: quantile 1 - (k - 0.3) / (n + 0.4)
@@ -97,7 +97,8 @@ def registers_per_thread(S, R, batch, *, dense: bool, dtype: str = "fp32"):
         weights = S * (1 if dense else 2)
     else:  # fp16: packed value + 16-bit index, or two packed dense values
         weights = -(-S // 2) if dense else S
-    return weights + 4 * np.asarray(R) + 3 * np.asarray(batch) + SCALAR_REGS
+    return weights + REGS_PER_ROW * np.asarray(R) + REGS_PER_BATCH * np.asarray(batch) + \
+        FIXED_REGS
 
 
 def smem_bytes(hidden, batch, *, dense: bool, dtype: str = "fp32", kmax=None):

@@ -19,7 +19,7 @@ class SimResult:
     ``cycles``: total cycles of the launch (extrapolated to ``total_steps`` when
     ``sample_steps`` was used; ``simulated_cycles`` is what was simulated). ``time_s`` =
     ``cycles / clock_hz + launch_overhead_s`` (one launch). ``per_step_s``: mean step time (over
-    the steady state, the last half of the simulated steps, when extrapolating).
+    the steady state, see timing.steady_step_cycles, when extrapolating).
     ``step_cycles``: duration of each simulated step (the latest SM's end of step k minus that of
     step k-1). ``breakdown``: cycles per category (:data:`CATEGORIES`) summed over warps, as
     ``{"total": {...}, "per_step": [{...}], "per_sm": [{...}]}``, divided by the warps per SM so

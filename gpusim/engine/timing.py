@@ -388,7 +388,7 @@ def simulate(kernel: Kernel, inputs: dict, spec, *, sample_steps: int | None = N
     """Simulate one launch of ``kernel`` on ``spec``; values and cycles together.
 
     ``sample_steps``: simulate only the first K iterations of the time loop and extrapolate the
-    rest from the steady state (mean step time of the last half of the K steps).
+    rest from the steady state (:func:`steady_step_cycles`).
     ``progress``: draw a progress bar on stderr. The launch must be co-resident when the kernel
     spins on global memory (else :class:`CapacityError`).
     """
@@ -411,6 +411,20 @@ def simulate(kernel: Kernel, inputs: dict, spec, *, sample_steps: int | None = N
     return _result(kernel, spec, obs, res, steps, total)
 
 
+def steady_step_cycles(step_cycles) -> float:
+    """Mean step time of the steady state: the longest even-length run of steps at the end,
+    leaving out the first step (weights arrive from DRAM then) when there is more than one.
+
+    Even length because persistent kernels often alternate: a step whose polls find their data
+    late lets the next one find it early, so per-step times swing high/low with period 2 and an
+    odd window would be biased toward one phase.
+    """
+    cyc = list(step_cycles)
+    body = cyc[1:] if len(cyc) > 1 else cyc
+    n = max(1, len(body) - len(body) % 2) if len(body) > 1 else 1
+    return float(np.mean(body[-n:]))
+
+
 def _result(kernel, spec, obs: _Timing, res, steps: int, total: int) -> SimResult:
     end = obs.end()
     marks = [s for s in obs.steps if s[0] is not None]
@@ -429,11 +443,7 @@ def _result(kernel, spec, obs: _Timing, res, steps: int, total: int) -> SimResul
     np.add.at(per_sm, obs.sm, obs.charge)
     per_sm /= wpsm
     simulated = end
-    if steps and step_cycles:
-        steady = step_cycles[len(step_cycles) // 2:]
-        mean = float(np.mean(steady))
-    else:
-        mean = 0.0
+    mean = steady_step_cycles(step_cycles) if steps and step_cycles else 0.0
     cycles = simulated + (total - steps) * mean
     l2 = dict(obs.l2.transactions)
     l2["total"] = sum(l2.values())

@@ -182,7 +182,6 @@ def _build(layer, spec, *, sync, wide_loads, layout, threads_per_cta, seed, dens
             bld.ldg(g_c, wbase, offset=s * WARP, dst=c[s])
     rid = bld.reg(I32, "rid", R)
     xaddr = bld.reg(I32, "xaddr", R)
-    haddr = bld.reg(I32, "haddr", R)
     mine = bld.reg(PRED, "mine", R)
     rbase = bld.imul(gw, R, dst=bld.reg(I32, "rbase"))
     lane_b = bld.imin(lane, b - 1, dst=bld.reg(I32, "lane_b"))
@@ -191,8 +190,9 @@ def _build(layer, spec, *, sync, wide_loads, layout, threads_per_cta, seed, dens
     for j in range(R):
         bld.ldg(g_rows, rbase, offset=j, dst=rid[j])
         bld.imax(rid[j], 0, dst=tmp)
-        bld.imad(tmp, b, lane_b, dst=xaddr[j])  # always in range: x of (row, min(lane, B-1))
-        bld.imad(rid[j], b, lane, dst=haddr[j])
+        # x of (row, min(lane, B-1)): always in range; for the lanes that store (lane < B of a
+        # real row) it is also the address of h[row][lane] within a slot
+        bld.imad(tmp, b, lane_b, dst=xaddr[j])
         bld.isetp("ge", rid[j], 0, dst=mine[j])
         bld.pand(mine[j], lane_ok, dst=mine[j])         # lane b < B of a real row stores column b
     pick = bld.reg(PRED, "pick", max(1, b))
@@ -242,7 +242,7 @@ def _build(layer, spec, *, sync, wide_loads, layout, threads_per_cta, seed, dens
                 bld.fadd(val, xv[j], dst=val)
                 bld.tanh(val, dst=val)
                 bld.fadd(val, 0.0, dst=val)                # -0.0 -> +0.0 (never the sentinel)
-                bld.iadd(hoff, haddr[j], dst=tmp)
+                bld.iadd(hoff, xaddr[j], dst=tmp)
                 bld.stg(g_h, tmp, val)
         if sync == "barrier":
             bld.bar()
@@ -279,9 +279,8 @@ def _stage_h(bld, sync, g_h, g_cnt, h_s, t, tid, nctas, slot, threads) -> None:
     chunks = -(-slot // (4 * threads))
     group = min(STAGE_GROUP, chunks)
     chunk = [bld.reg(F32, f"chunk{i}", 4) for i in range(group)]
-    idx = bld.reg(I32, "idx", group)
-    gidx = bld.reg(I32, "gidx", group)
     inside = bld.reg(PRED, "inside", group)
+    gfirst = bld.reg(I32, "gfirst")
     bits = bld.reg(I32, "bits")
     base = bld.imul(t, slot, dst=bld.reg(I32, "hbase"))
     tid4 = bld.imul(tid, 4, dst=bld.reg(I32, "tid4"))
@@ -289,16 +288,17 @@ def _stage_h(bld, sync, g_h, g_cnt, h_s, t, tid, nctas, slot, threads) -> None:
         for k in range(4):
             bld.mov(0.0, dst=chunk[i][k])
     with bld.loop("g", 0, -(-chunks // group)) as g:
+        # chunk i of the group sits at first + 4*threads*i: one address register and constant
+        # offsets (as the compiler would do), so the staging costs few registers
         first = bld.imad(g, 4 * threads * group, tid4, dst=bld.reg(I32, "first"))
+        bld.iadd(base, first, dst=gfirst)
         for i in range(group):
-            bld.iadd(first, 4 * threads * i, dst=idx[i])
-            bld.isetp("lt", idx[i], slot, dst=inside[i])
-            bld.iadd(base, idx[i], dst=gidx[i])
+            bld.isetp("lt", first, slot - 4 * threads * i, dst=inside[i])
 
         def load_group(op):
             for i in range(group):
                 with bld.if_(inside[i]):
-                    op(g_h, gidx[i], width=4, dst=chunk[i])
+                    op(g_h, gfirst, offset=4 * threads * i, width=4, dst=chunk[i])
 
         if sync == "lamport":
             with bld.while_(label="lamport_poll") as poll:
@@ -318,7 +318,8 @@ def _stage_h(bld, sync, g_h, g_cnt, h_s, t, tid, nctas, slot, threads) -> None:
             load_group(bld.ldg)
         for i in range(group):
             with bld.if_(inside[i]):
-                bld.sts(h_s, idx[i], tuple(chunk[i][k] for k in range(4)))
+                bld.sts(h_s, first, tuple(chunk[i][k] for k in range(4)),
+                        offset=4 * threads * i)
     bld.bar()
 
 
@@ -355,15 +356,20 @@ def _inputs(mapping: Mapping, layer, slot: int, sync: str, dense: bool) -> dict:
     return inputs
 
 
+REGS_PER_ROW = 3          # rid, xaddr, xv
+REGS_PER_BATCH = 3        # acc, hv, sh
+FIXED_REGS = 4 * STAGE_GROUP + STAGE_GROUP + 22  # chunk[4 x group], inside[group], scalars
+
+
 def registers_needed(S: int, R: int, b: int, dense: bool) -> int:
     """Registers per thread of the kernel above: weights (+ indices) plus the named scalars.
 
-    Counted from the registers the builder declares: w[S], c[S] (sparse), rid/xaddr/haddr/xv[R],
-    acc/hv/sh[B], chunk[4 x group] and idx/gidx/inside[group], and about 20 scalars (ids,
+    Counted from the registers the builder declares: w[S], c[S] (sparse), rid/xaddr/xv[R],
+    acc/hv/sh[B], chunk[4 x group], inside[group], and about 22 scalars (ids,
     addresses, loop counters; predicates are counted as registers too although the hardware
     keeps them in predicate registers).
     """
-    return S * (1 if dense else 2) + 4 * R + 3 * b + 4 * STAGE_GROUP + 3 * STAGE_GROUP + 20
+    return S * (1 if dense else 2) + REGS_PER_ROW * R + REGS_PER_BATCH * b + FIXED_REGS
 
 
 def _check_capacity(spec, *, n, b, S, R, dense, threads, smem_bytes, density) -> None:

@@ -29,3 +29,13 @@ def test_extrapolation_within_one_percent(hidden, batch, density, sms, sync, wid
     assert not full.extrapolated and len(full.step_cycles) == 16
     assert part.cycles == pytest.approx(full.cycles, rel=0.01)
     assert part.simulated_cycles < full.cycles
+
+
+def test_steady_state_window_is_even_and_skips_the_first_step():
+    from gpusim.engine.timing import steady_step_cycles
+
+    # period-2 alternation after a slow first step: the mean of whole periods
+    assert steady_step_cycles([5000, 100, 200, 100, 200, 100, 200]) == 150.0
+    assert steady_step_cycles([5000, 100, 200, 100, 200, 100]) == 150.0
+    assert steady_step_cycles([7.0]) == 7.0
+    assert steady_step_cycles([9.0, 4.0]) == 4.0

@@ -29,7 +29,6 @@ sparse_rnn_barrier_scalar(const float* __restrict__ g_w_vals, const int* __restr
     int r_c_0, r_c_1, r_c_2, r_c_3, r_c_4, r_c_5, r_c_6, r_c_7, r_c_8, r_c_9, r_c_10, r_c_11, r_c_12, r_c_13, r_c_14, r_c_15;
     int r_rid_0, r_rid_1, r_rid_2, r_rid_3, r_rid_4, r_rid_5, r_rid_6, r_rid_7, r_rid_8, r_rid_9, r_rid_10, r_rid_11, r_rid_12, r_rid_13, r_rid_14, r_rid_15;
     int r_xaddr_0, r_xaddr_1, r_xaddr_2, r_xaddr_3, r_xaddr_4, r_xaddr_5, r_xaddr_6, r_xaddr_7, r_xaddr_8, r_xaddr_9, r_xaddr_10, r_xaddr_11, r_xaddr_12, r_xaddr_13, r_xaddr_14, r_xaddr_15;
-    int r_haddr_0, r_haddr_1, r_haddr_2, r_haddr_3, r_haddr_4, r_haddr_5, r_haddr_6, r_haddr_7, r_haddr_8, r_haddr_9, r_haddr_10, r_haddr_11, r_haddr_12, r_haddr_13, r_haddr_14, r_haddr_15;
     bool r_mine_0, r_mine_1, r_mine_2, r_mine_3, r_mine_4, r_mine_5, r_mine_6, r_mine_7, r_mine_8, r_mine_9, r_mine_10, r_mine_11, r_mine_12, r_mine_13, r_mine_14, r_mine_15;
     int r_rbase;
     int r_lane_b;
@@ -48,9 +47,8 @@ sparse_rnn_barrier_scalar(const float* __restrict__ g_w_vals, const int* __restr
     int r_cnt;
     bool r_behind;
     float r_chunk0_0, r_chunk0_1, r_chunk0_2, r_chunk0_3;
-    int r_idx;
-    int r_gidx;
     bool r_inside;
+    int r_gfirst;
     int r_bits;
     int r_hbase;
     int r_tid4;
@@ -104,97 +102,81 @@ sparse_rnn_barrier_scalar(const float* __restrict__ g_w_vals, const int* __restr
     r_rid_0 = g_row_ids[r_rbase];
     r_tmp = max(r_rid_0, 0);
     r_xaddr_0 = r_tmp * 2 + r_lane_b;
-    r_haddr_0 = r_rid_0 * 2 + r_lane;
     r_mine_0 = (r_rid_0 >= 0);
     r_mine_0 = r_mine_0 && r_lane_ok;
     r_rid_1 = g_row_ids[r_rbase + 1];
     r_tmp = max(r_rid_1, 0);
     r_xaddr_1 = r_tmp * 2 + r_lane_b;
-    r_haddr_1 = r_rid_1 * 2 + r_lane;
     r_mine_1 = (r_rid_1 >= 0);
     r_mine_1 = r_mine_1 && r_lane_ok;
     r_rid_2 = g_row_ids[r_rbase + 2];
     r_tmp = max(r_rid_2, 0);
     r_xaddr_2 = r_tmp * 2 + r_lane_b;
-    r_haddr_2 = r_rid_2 * 2 + r_lane;
     r_mine_2 = (r_rid_2 >= 0);
     r_mine_2 = r_mine_2 && r_lane_ok;
     r_rid_3 = g_row_ids[r_rbase + 3];
     r_tmp = max(r_rid_3, 0);
     r_xaddr_3 = r_tmp * 2 + r_lane_b;
-    r_haddr_3 = r_rid_3 * 2 + r_lane;
     r_mine_3 = (r_rid_3 >= 0);
     r_mine_3 = r_mine_3 && r_lane_ok;
     r_rid_4 = g_row_ids[r_rbase + 4];
     r_tmp = max(r_rid_4, 0);
     r_xaddr_4 = r_tmp * 2 + r_lane_b;
-    r_haddr_4 = r_rid_4 * 2 + r_lane;
     r_mine_4 = (r_rid_4 >= 0);
     r_mine_4 = r_mine_4 && r_lane_ok;
     r_rid_5 = g_row_ids[r_rbase + 5];
     r_tmp = max(r_rid_5, 0);
     r_xaddr_5 = r_tmp * 2 + r_lane_b;
-    r_haddr_5 = r_rid_5 * 2 + r_lane;
     r_mine_5 = (r_rid_5 >= 0);
     r_mine_5 = r_mine_5 && r_lane_ok;
     r_rid_6 = g_row_ids[r_rbase + 6];
     r_tmp = max(r_rid_6, 0);
     r_xaddr_6 = r_tmp * 2 + r_lane_b;
-    r_haddr_6 = r_rid_6 * 2 + r_lane;
     r_mine_6 = (r_rid_6 >= 0);
     r_mine_6 = r_mine_6 && r_lane_ok;
     r_rid_7 = g_row_ids[r_rbase + 7];
     r_tmp = max(r_rid_7, 0);
     r_xaddr_7 = r_tmp * 2 + r_lane_b;
-    r_haddr_7 = r_rid_7 * 2 + r_lane;
     r_mine_7 = (r_rid_7 >= 0);
     r_mine_7 = r_mine_7 && r_lane_ok;
     r_rid_8 = g_row_ids[r_rbase + 8];
     r_tmp = max(r_rid_8, 0);
     r_xaddr_8 = r_tmp * 2 + r_lane_b;
-    r_haddr_8 = r_rid_8 * 2 + r_lane;
     r_mine_8 = (r_rid_8 >= 0);
     r_mine_8 = r_mine_8 && r_lane_ok;
     r_rid_9 = g_row_ids[r_rbase + 9];
     r_tmp = max(r_rid_9, 0);
     r_xaddr_9 = r_tmp * 2 + r_lane_b;
-    r_haddr_9 = r_rid_9 * 2 + r_lane;
     r_mine_9 = (r_rid_9 >= 0);
     r_mine_9 = r_mine_9 && r_lane_ok;
     r_rid_10 = g_row_ids[r_rbase + 10];
     r_tmp = max(r_rid_10, 0);
     r_xaddr_10 = r_tmp * 2 + r_lane_b;
-    r_haddr_10 = r_rid_10 * 2 + r_lane;
     r_mine_10 = (r_rid_10 >= 0);
     r_mine_10 = r_mine_10 && r_lane_ok;
     r_rid_11 = g_row_ids[r_rbase + 11];
     r_tmp = max(r_rid_11, 0);
     r_xaddr_11 = r_tmp * 2 + r_lane_b;
-    r_haddr_11 = r_rid_11 * 2 + r_lane;
     r_mine_11 = (r_rid_11 >= 0);
     r_mine_11 = r_mine_11 && r_lane_ok;
     r_rid_12 = g_row_ids[r_rbase + 12];
     r_tmp = max(r_rid_12, 0);
     r_xaddr_12 = r_tmp * 2 + r_lane_b;
-    r_haddr_12 = r_rid_12 * 2 + r_lane;
     r_mine_12 = (r_rid_12 >= 0);
     r_mine_12 = r_mine_12 && r_lane_ok;
     r_rid_13 = g_row_ids[r_rbase + 13];
     r_tmp = max(r_rid_13, 0);
     r_xaddr_13 = r_tmp * 2 + r_lane_b;
-    r_haddr_13 = r_rid_13 * 2 + r_lane;
     r_mine_13 = (r_rid_13 >= 0);
     r_mine_13 = r_mine_13 && r_lane_ok;
     r_rid_14 = g_row_ids[r_rbase + 14];
     r_tmp = max(r_rid_14, 0);
     r_xaddr_14 = r_tmp * 2 + r_lane_b;
-    r_haddr_14 = r_rid_14 * 2 + r_lane;
     r_mine_14 = (r_rid_14 >= 0);
     r_mine_14 = r_mine_14 && r_lane_ok;
     r_rid_15 = g_row_ids[r_rbase + 15];
     r_tmp = max(r_rid_15, 0);
     r_xaddr_15 = r_tmp * 2 + r_lane_b;
-    r_haddr_15 = r_rid_15 * 2 + r_lane;
     r_mine_15 = (r_rid_15 >= 0);
     r_mine_15 = r_mine_15 && r_lane_ok;
     r_pick_1 = (r_lane == 1);
@@ -256,18 +238,17 @@ sparse_rnn_barrier_scalar(const float* __restrict__ g_w_vals, const int* __restr
         r_chunk0_3 = 0.0f;
         for (r_g = 0; r_g < 1; r_g += 1) {
             r_first = r_g * 256 + r_tid4;
-            r_idx = r_first + 0;
-            r_inside = (r_idx < 128);
-            r_gidx = r_hbase + r_idx;
+            r_gfirst = r_hbase + r_first;
+            r_inside = (r_first < 128);
             if (r_inside) {
-                float4 t_2 = *reinterpret_cast<const float4*>(&g_hseq[r_gidx]);
+                float4 t_2 = *reinterpret_cast<const float4*>(&g_hseq[r_gfirst]);
                 r_chunk0_0 = t_2.x;
                 r_chunk0_1 = t_2.y;
                 r_chunk0_2 = t_2.z;
                 r_chunk0_3 = t_2.w;
             }
             if (r_inside) {
-                *reinterpret_cast<float4*>(&s_h_s[r_idx]) = make_float4(r_chunk0_0, r_chunk0_1, r_chunk0_2, r_chunk0_3);
+                *reinterpret_cast<float4*>(&s_h_s[r_first]) = make_float4(r_chunk0_0, r_chunk0_1, r_chunk0_2, r_chunk0_3);
             }
         }
         __syncthreads();
@@ -304,7 +285,7 @@ sparse_rnn_barrier_scalar(const float* __restrict__ g_w_vals, const int* __restr
             r_val = __fadd_rn(r_val, r_xv_0);
             r_val = tanhf(r_val);
             r_val = __fadd_rn(r_val, 0.0f);
-            r_tmp = r_hoff + r_haddr_0;
+            r_tmp = r_hoff + r_xaddr_0;
             g_hseq[r_tmp] = r_val;
         }
         r_acc_0 = 0.0f;
@@ -339,7 +320,7 @@ sparse_rnn_barrier_scalar(const float* __restrict__ g_w_vals, const int* __restr
             r_val = __fadd_rn(r_val, r_xv_1);
             r_val = tanhf(r_val);
             r_val = __fadd_rn(r_val, 0.0f);
-            r_tmp = r_hoff + r_haddr_1;
+            r_tmp = r_hoff + r_xaddr_1;
             g_hseq[r_tmp] = r_val;
         }
         r_acc_0 = 0.0f;
@@ -374,7 +355,7 @@ sparse_rnn_barrier_scalar(const float* __restrict__ g_w_vals, const int* __restr
             r_val = __fadd_rn(r_val, r_xv_2);
             r_val = tanhf(r_val);
             r_val = __fadd_rn(r_val, 0.0f);
-            r_tmp = r_hoff + r_haddr_2;
+            r_tmp = r_hoff + r_xaddr_2;
             g_hseq[r_tmp] = r_val;
         }
         r_acc_0 = 0.0f;
@@ -409,7 +390,7 @@ sparse_rnn_barrier_scalar(const float* __restrict__ g_w_vals, const int* __restr
             r_val = __fadd_rn(r_val, r_xv_3);
             r_val = tanhf(r_val);
             r_val = __fadd_rn(r_val, 0.0f);
-            r_tmp = r_hoff + r_haddr_3;
+            r_tmp = r_hoff + r_xaddr_3;
             g_hseq[r_tmp] = r_val;
         }
         r_acc_0 = 0.0f;
@@ -444,7 +425,7 @@ sparse_rnn_barrier_scalar(const float* __restrict__ g_w_vals, const int* __restr
             r_val = __fadd_rn(r_val, r_xv_4);
             r_val = tanhf(r_val);
             r_val = __fadd_rn(r_val, 0.0f);
-            r_tmp = r_hoff + r_haddr_4;
+            r_tmp = r_hoff + r_xaddr_4;
             g_hseq[r_tmp] = r_val;
         }
         r_acc_0 = 0.0f;
@@ -479,7 +460,7 @@ sparse_rnn_barrier_scalar(const float* __restrict__ g_w_vals, const int* __restr
             r_val = __fadd_rn(r_val, r_xv_5);
             r_val = tanhf(r_val);
             r_val = __fadd_rn(r_val, 0.0f);
-            r_tmp = r_hoff + r_haddr_5;
+            r_tmp = r_hoff + r_xaddr_5;
             g_hseq[r_tmp] = r_val;
         }
         r_acc_0 = 0.0f;
@@ -514,7 +495,7 @@ sparse_rnn_barrier_scalar(const float* __restrict__ g_w_vals, const int* __restr
             r_val = __fadd_rn(r_val, r_xv_6);
             r_val = tanhf(r_val);
             r_val = __fadd_rn(r_val, 0.0f);
-            r_tmp = r_hoff + r_haddr_6;
+            r_tmp = r_hoff + r_xaddr_6;
             g_hseq[r_tmp] = r_val;
         }
         r_acc_0 = 0.0f;
@@ -549,7 +530,7 @@ sparse_rnn_barrier_scalar(const float* __restrict__ g_w_vals, const int* __restr
             r_val = __fadd_rn(r_val, r_xv_7);
             r_val = tanhf(r_val);
             r_val = __fadd_rn(r_val, 0.0f);
-            r_tmp = r_hoff + r_haddr_7;
+            r_tmp = r_hoff + r_xaddr_7;
             g_hseq[r_tmp] = r_val;
         }
         r_acc_0 = 0.0f;
@@ -584,7 +565,7 @@ sparse_rnn_barrier_scalar(const float* __restrict__ g_w_vals, const int* __restr
             r_val = __fadd_rn(r_val, r_xv_8);
             r_val = tanhf(r_val);
             r_val = __fadd_rn(r_val, 0.0f);
-            r_tmp = r_hoff + r_haddr_8;
+            r_tmp = r_hoff + r_xaddr_8;
             g_hseq[r_tmp] = r_val;
         }
         r_acc_0 = 0.0f;
@@ -619,7 +600,7 @@ sparse_rnn_barrier_scalar(const float* __restrict__ g_w_vals, const int* __restr
             r_val = __fadd_rn(r_val, r_xv_9);
             r_val = tanhf(r_val);
             r_val = __fadd_rn(r_val, 0.0f);
-            r_tmp = r_hoff + r_haddr_9;
+            r_tmp = r_hoff + r_xaddr_9;
             g_hseq[r_tmp] = r_val;
         }
         r_acc_0 = 0.0f;
@@ -654,7 +635,7 @@ sparse_rnn_barrier_scalar(const float* __restrict__ g_w_vals, const int* __restr
             r_val = __fadd_rn(r_val, r_xv_10);
             r_val = tanhf(r_val);
             r_val = __fadd_rn(r_val, 0.0f);
-            r_tmp = r_hoff + r_haddr_10;
+            r_tmp = r_hoff + r_xaddr_10;
             g_hseq[r_tmp] = r_val;
         }
         r_acc_0 = 0.0f;
@@ -689,7 +670,7 @@ sparse_rnn_barrier_scalar(const float* __restrict__ g_w_vals, const int* __restr
             r_val = __fadd_rn(r_val, r_xv_11);
             r_val = tanhf(r_val);
             r_val = __fadd_rn(r_val, 0.0f);
-            r_tmp = r_hoff + r_haddr_11;
+            r_tmp = r_hoff + r_xaddr_11;
             g_hseq[r_tmp] = r_val;
         }
         r_acc_0 = 0.0f;
@@ -724,7 +705,7 @@ sparse_rnn_barrier_scalar(const float* __restrict__ g_w_vals, const int* __restr
             r_val = __fadd_rn(r_val, r_xv_12);
             r_val = tanhf(r_val);
             r_val = __fadd_rn(r_val, 0.0f);
-            r_tmp = r_hoff + r_haddr_12;
+            r_tmp = r_hoff + r_xaddr_12;
             g_hseq[r_tmp] = r_val;
         }
         r_acc_0 = 0.0f;
@@ -759,7 +740,7 @@ sparse_rnn_barrier_scalar(const float* __restrict__ g_w_vals, const int* __restr
             r_val = __fadd_rn(r_val, r_xv_13);
             r_val = tanhf(r_val);
             r_val = __fadd_rn(r_val, 0.0f);
-            r_tmp = r_hoff + r_haddr_13;
+            r_tmp = r_hoff + r_xaddr_13;
             g_hseq[r_tmp] = r_val;
         }
         r_acc_0 = 0.0f;
@@ -794,7 +775,7 @@ sparse_rnn_barrier_scalar(const float* __restrict__ g_w_vals, const int* __restr
             r_val = __fadd_rn(r_val, r_xv_14);
             r_val = tanhf(r_val);
             r_val = __fadd_rn(r_val, 0.0f);
-            r_tmp = r_hoff + r_haddr_14;
+            r_tmp = r_hoff + r_xaddr_14;
             g_hseq[r_tmp] = r_val;
         }
         r_acc_0 = 0.0f;
@@ -829,7 +810,7 @@ sparse_rnn_barrier_scalar(const float* __restrict__ g_w_vals, const int* __restr
             r_val = __fadd_rn(r_val, r_xv_15);
             r_val = tanhf(r_val);
             r_val = __fadd_rn(r_val, 0.0f);
-            r_tmp = r_hoff + r_haddr_15;
+            r_tmp = r_hoff + r_xaddr_15;
             g_hseq[r_tmp] = r_val;
         }
         __syncthreads();
