@@ -32,6 +32,7 @@ from ..builder import Builder
 from ..errors import InputError
 from ..ir import F32, I32, PRED, Kernel
 from ..verify import verify
+from ._program import LayerProgram
 
 __all__ = ["CSRProgram", "build_csr_baseline", "CHUNK"]
 
@@ -41,7 +42,7 @@ CHUNK = WARP * VEC   # nonzeros per warp per chunk
 
 
 @dataclass(frozen=True, eq=False)
-class CSRProgram:
+class CSRProgram(LayerProgram):
     """The one-step kernel and the host data around it.
 
     ``inputs`` holds the static buffers (``vals``, ``cols``, ``rowptr``, ``perm``);
@@ -53,18 +54,6 @@ class CSRProgram:
     layer: object
     chunks: int
 
-    @property
-    def hidden(self) -> int:
-        return self.layer.hidden
-
-    @property
-    def batch(self) -> int:
-        return self.layer.batch
-
-    @property
-    def timesteps(self) -> int:
-        return self.layer.timesteps
-
     def step_inputs(self, t: int, h: np.ndarray) -> dict:
         """All buffers for step ``t`` with ``h`` = h_t of shape (N, B)."""
         nb = self.hidden * self.batch
@@ -73,11 +62,6 @@ class CSRProgram:
         d["x"] = np.ascontiguousarray(self.layer.x_proj[t], dtype=np.float32).reshape(nb)
         d["h_out"] = np.zeros(nb, np.float32)
         return d
-
-    def reference(self) -> np.ndarray:
-        from models.reference import rnn_reference
-
-        return rnn_reference(self.layer.U, self.layer.x_proj, self.layer.h0)
 
 
 def _padded_csr(U: sp.csr_matrix, batch: int):

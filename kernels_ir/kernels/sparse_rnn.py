@@ -40,6 +40,7 @@ from ..errors import CapacityError, InputError
 from ..ir import F32, I32, PRED, Kernel
 from ..mapping import Mapping, access_pattern, map_matrix
 from ..verify import verify
+from ._program import LayerProgram
 
 SENTINEL_BITS = np.int32(-(1 << 31))  # 0x80000000, the bit pattern of -0.0f
 SYNCS = ("lamport", "barrier")
@@ -48,7 +49,7 @@ WARP = 32
 
 
 @dataclass(frozen=True, eq=False)
-class RNNProgram:
+class RNNProgram(LayerProgram):
     """A kernel plus everything the host does around it (inputs, output decoding, reference)."""
 
     kernel: Kernel
@@ -58,29 +59,11 @@ class RNNProgram:
     variant: dict
     slot_words: int  # words per hseq slot (N*B rounded up to whole 128-bit chunks)
 
-    @property
-    def hidden(self) -> int:
-        return self.layer.hidden
-
-    @property
-    def batch(self) -> int:
-        return self.layer.batch
-
-    @property
-    def timesteps(self) -> int:
-        return self.layer.timesteps
-
     def outputs(self, globals_: dict) -> np.ndarray:
         """H (T+1, N, B) float32 from the final contents of the global buffers."""
         n, b, t = self.hidden, self.batch, self.timesteps
         hseq = np.asarray(globals_["hseq"]).view(np.float32).reshape(t + 1, self.slot_words)
         return hseq[:, : n * b].reshape(t + 1, n, b).copy()
-
-    def reference(self) -> np.ndarray:
-        """float64 H (T+1, N, B) from :func:`models.reference.rnn_reference`."""
-        from models.reference import rnn_reference
-
-        return rnn_reference(self.layer.U, self.layer.x_proj, self.layer.h0)
 
     def max_rel_err(self, globals_: dict) -> float:
         """Largest error of any h_t element relative to the reference's scale at that step."""
