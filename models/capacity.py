@@ -49,7 +49,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from kernels_ir.errors import CapacityError, InputError
-from kernels_ir.kernels.sparse_rnn import FIXED_REGS, REGS_PER_BATCH, REGS_PER_ROW
+from kernels_ir.kernels.sparse_rnn import DENSE_REGS, FIXED_REGS, REGS_PER_BATCH, REGS_PER_ROW
 
 __all__ = ["THREADS_PER_CTA", "WARP", "SCALAR_REGS", "DTYPES", "CELLS", "Fit", "MaxHidden",
            "registers_per_thread", "smem_bytes", "reg_limit", "row_slot_quantiles",
@@ -58,9 +58,9 @@ __all__ = ["THREADS_PER_CTA", "WARP", "SCALAR_REGS", "DTYPES", "CELLS", "Fit", "
 
 THREADS_PER_CTA = 256  # the kernel's block (sparse_rnn.DEFAULT_THREADS): a design choice
 WARP = 32              # lanes per warp: defined by the IR
-# staging group (4 chunk + 3 index registers per chunk) + 20 scalars (ids, addresses, counters),
-# as sparse_rnn.registers_needed counts them
-SCALAR_REGS = FIXED_REGS  # the kernel builder's count (one source of truth)
+# registers besides weights, rows and batch columns: the kernel builder's count for its largest
+# variant (staging chunks, scalars, barrier extras; sparse_rnn.registers_needed)
+SCALAR_REGS = FIXED_REGS
 DTYPES = {"fp32": 4, "fp16": 2}  # bytes per weight value / per h element
 CELLS = {"rnn": 1, "gru": 3, "lstm": 4}  # recurrent rows = gates * N (models.sparse.GATES)
 _MEDIAN_RANK = (0.3, 0.4)  # Benard: quantile 1 - (k - 0.3) / (n + 0.4)
@@ -98,7 +98,7 @@ def registers_per_thread(S, R, batch, *, dense: bool, dtype: str = "fp32"):
     else:  # fp16: packed value + 16-bit index, or two packed dense values
         weights = -(-S // 2) if dense else S
     return weights + REGS_PER_ROW * np.asarray(R) + REGS_PER_BATCH * np.asarray(batch) + \
-        FIXED_REGS
+        FIXED_REGS + (DENSE_REGS if dense else 0)
 
 
 def smem_bytes(hidden, batch, *, dense: bool, dtype: str = "fp32", kmax=None):

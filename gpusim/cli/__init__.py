@@ -35,7 +35,7 @@ class _Parser(argparse.ArgumentParser):
     """argparse that exits 2 with one line (argparse's own usage error behaviour, kept short)."""
 
     def error(self, message: str):  # noqa: D401 - argparse API
-        self.exit(2, f"error: {message} (see 'gpusim {self.prog.split()[-1]} --help')\n")
+        self.exit(2, f"error: {message} (see '{self.prog} --help')\n")
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:

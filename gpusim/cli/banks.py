@@ -9,7 +9,7 @@ import numpy as np
 
 from kernels_ir.errors import InputError
 
-from .common import density, emit_json, positive_int
+from .common import HIDDEN_MAX, check_nnz, density, emit_json, nonnegative_int, positive_int
 
 LAYOUT_CHOICES = ("naive", "random", "greedy", "optimal", "all")
 _FALLBACK_SMS, _FALLBACK_WARPS = 80, 8  # V100, used only if gpusim.specs cannot be imported
@@ -17,7 +17,8 @@ _FALLBACK_SMS, _FALLBACK_WARPS = 80, 8  # V100, used only if gpusim.specs cannot
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gpu", default="v100", help="GPU spec name: sets the SM (= CTA) count")
-    p.add_argument("--hidden", type=positive_int("hidden"), default=1152, help="hidden size N")
+    p.add_argument("--hidden", type=positive_int("hidden", HIDDEN_MAX), default=1152,
+                   help="hidden size N")
     p.add_argument("--density", type=density, default=0.1, help="fraction of nonzero weights")
     p.add_argument("--batch", type=positive_int("batch"), default=4, help="batch size B")
     p.add_argument("--wide-loads", action=argparse.BooleanOptionalAction, default=True,
@@ -30,7 +31,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="a row over the 32 lanes of a warp (the kernel), or one row per lane")
     p.add_argument("--warps-per-cta", type=positive_int("warps-per-cta"), default=None,
                    help="warps per CTA (default: from the GPU spec)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random matrix and layout")
+    p.add_argument("--seed", type=nonnegative_int("seed"), default=0,
+                   help="seed of the random matrix and layout")
     p.add_argument("--plot", metavar="FILE.png", default=None,
                    help="write a heatmap of conflicts per (warp, slot)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -81,6 +83,7 @@ def main(args) -> int:
     from models.sparse import random_sparse
 
     geometry(args.batch, args.wide_loads)  # bad batch/width: one error before any work
+    check_nnz(args.hidden, args.density)
     _check_bits(args.load_bits, args.batch, args.wide_loads)
     n_ctas, warps = _target(args.gpu, args.warps_per_cta)
     t0 = time.perf_counter()

@@ -8,8 +8,15 @@ import sys
 
 from kernels_ir.errors import InputError
 
+# Upper bounds that keep a typo from allocating tens of GB before any check can refuse it. No
+# bundled GPU holds a persistent layer anywhere near them ('gpusim capacity' gives the real limit).
+HIDDEN_MAX = 1 << 16
+BATCH_MAX = 1024
+TIMESTEPS_MAX = 100_000
+NNZ_MAX = 50_000_000  # nonzeros the layout/mapping tools analyse (about 3.5 GB at the peak)
 
-def positive_int(name: str):
+
+def positive_int(name: str, maximum: int | None = None):
     def parse(text: str) -> int:
         try:
             value = int(text)
@@ -17,8 +24,46 @@ def positive_int(name: str):
             raise argparse.ArgumentTypeError(f"{name}={text!r} is not an integer") from None
         if value < 1:
             raise argparse.ArgumentTypeError(f"{name}={value} must be a positive integer")
+        if maximum is not None and value > maximum:
+            raise argparse.ArgumentTypeError(f"{name}={value} is too large; accepted 1..{maximum}")
         return value
     return parse
+
+
+def nonnegative_int(name: str):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name}={text!r} is not an integer") from None
+        if value < 0:
+            raise argparse.ArgumentTypeError(f"{name}={value} must be >= 0")
+        return value
+    return parse
+
+
+def check_nnz(hidden: int, density: float, rows: int | None = None) -> None:
+    """Refuse, before allocating, a matrix larger than the analysis tools handle."""
+    nnz = (hidden if rows is None else rows) * hidden * density
+    if nnz > NNZ_MAX:
+        raise InputError(f"hidden={hidden} at density {density:g} has about {nnz:.3g} nonzeros; "
+                         f"this tool analyses at most {NNZ_MAX:.0e}")
+
+
+def check_layer_fits(spec, args, dense: bool = False) -> None:
+    """Refuse, *before* its matrix is generated, a layer that certainly does not fit: its weights
+    (and indices) alone exceed the whole GPU's register file, or h exceeds shared memory (a
+    10^6-wide layer would otherwise allocate gigabytes first). Layers near the limit are left to
+    the kernel builder, which decides on the real matrix. The message is the capacity model's:
+    the limit and the largest size that fits."""
+    n, b = args.hidden, args.batch
+    regs_per_weight = 1 if dense else 2
+    weights = n * n * (1.0 if dense else args.density) * regs_per_weight
+    if weights > spec.sm_count * spec.regs_per_sm or 4 * n * b > spec.smem_bytes_per_cta:
+        from models.capacity import check
+
+        check(spec, n, b, 1.0 if dense else args.density, dense=dense, exact=False)
+        raise InputError(f"hidden={n} batch={b} does not fit on {spec.name}")  # not reached
 
 
 def density(text: str) -> float:
@@ -34,13 +79,16 @@ def density(text: str) -> float:
 def add_layer_arguments(p: argparse.ArgumentParser, timesteps: bool = True) -> None:
     """--gpu --hidden --batch --density [--timesteps] --seed, as every layer command takes them."""
     p.add_argument("--gpu", default="v100", help="GPU spec name (see 'gpusim specs'); default v100")
-    p.add_argument("--hidden", type=positive_int("hidden"), default=1152, help="hidden size N")
-    p.add_argument("--batch", type=positive_int("batch"), default=4, help="batch size B")
+    p.add_argument("--hidden", type=positive_int("hidden", HIDDEN_MAX), default=1152,
+                   help="hidden size N")
+    p.add_argument("--batch", type=positive_int("batch", BATCH_MAX), default=4,
+                   help="batch size B")
     p.add_argument("--density", type=density, default=0.1, help="fraction of nonzero weights")
     if timesteps:
-        p.add_argument("--timesteps", type=positive_int("timesteps"), default=16,
+        p.add_argument("--timesteps", type=positive_int("timesteps", TIMESTEPS_MAX), default=16,
                        help="number of recurrent steps T")
-    p.add_argument("--seed", type=int, default=0, help="random seed for weights and inputs")
+    p.add_argument("--seed", type=nonnegative_int("seed"), default=0,
+                   help="random seed for weights and inputs")
 
 
 def add_kernel_arguments(p: argparse.ArgumentParser) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from .common import add_layer_arguments, emit_json, positive_int
+from .common import add_layer_arguments, check_nnz, emit_json, positive_int
 
 LAYOUTS = ("naive", "random", "greedy", "optimal")
 
@@ -54,6 +54,7 @@ def main(args) -> int:
         from gpusim.plots.style import check_png_path
 
         check_png_path(args.plot)
+    check_nnz(args.hidden, args.density)
     spec, m = build(args)
     summary = mapping_summary(m, batch=args.batch, wide_loads=args.wide_loads, spec=spec,
                               threads_per_cta=args.threads_per_cta)

@@ -9,17 +9,26 @@ from __future__ import annotations
 
 import argparse
 
-from gpusim.cli.common import emit_json, positive_int
+from gpusim.cli.common import (
+    BATCH_MAX,
+    HIDDEN_MAX,
+    TIMESTEPS_MAX,
+    emit_json,
+    nonnegative_int,
+    positive_int,
+)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from gpusim.cli.common import density
 
     p.add_argument("--gpu", default="v100", help="GPU spec name or .toml path; default v100")
-    p.add_argument("--hidden", type=positive_int("hidden"), default=2304, help="hidden size N")
-    p.add_argument("--batch", type=positive_int("batch"), default=4, help="batch size B")
+    p.add_argument("--hidden", type=positive_int("hidden", HIDDEN_MAX), default=2304,
+                   help="hidden size N")
+    p.add_argument("--batch", type=positive_int("batch", BATCH_MAX), default=4,
+                   help="batch size B")
     p.add_argument("--density", type=density, default=0.1, help="fraction of nonzero weights")
-    p.add_argument("--timesteps", type=positive_int("timesteps"), default=256,
+    p.add_argument("--timesteps", type=positive_int("timesteps", TIMESTEPS_MAX), default=256,
                    help="sequence length T (total = setup + T x per-step)")
     p.add_argument("--cell", choices=("rnn", "gru", "lstm"), default="rnn")
     p.add_argument("--dtype", choices=("fp32", "fp16"), default="fp32",
@@ -28,7 +37,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="analytical model (fast) or the simulator for the persistent kernels")
     p.add_argument("--sample-steps", type=positive_int("sample-steps"), default=3,
                    help="--engine sim: steps simulated in full before extrapolating")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random layer")
+    p.add_argument("--seed", type=nonnegative_int("seed"), default=0,
+                   help="seed of the random layer")
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
 
@@ -47,9 +57,12 @@ def simulator(sample_steps: int):
         else:
             prog = build_dense_rnn(layer, spec, sync=variant.sync, wide_loads=variant.wide_loads)
         res = simulate(prog.kernel, prog.inputs, spec, sample_steps=sample_steps)
-        bd = getattr(res, "breakdown", {}) or {}
-        bd = {str(k): float(v) for k, v in dict(bd).items() if isinstance(v, (int, float))}
-        return float(res.per_step_s), float(spec.launch_overhead_s), bd
+        # breakdown: the simulated steps' per-SM cycles by category, as seconds per step
+        total = res.breakdown.get("total", {})
+        bd = {str(k): spec.cycles_to_s(float(v)) / max(1, res.steps) for k, v in total.items()}
+        # set-up: launch plus everything outside the steady steps (weights arriving, first step)
+        setup = float(res.time_s) - res.total_steps * float(res.per_step_s)
+        return float(res.per_step_s), setup, bd
 
     return run
 

@@ -10,7 +10,13 @@ from __future__ import annotations
 import argparse
 import time
 
-from .common import add_kernel_arguments, add_layer_arguments, emit_json
+from .common import (
+    add_kernel_arguments,
+    add_layer_arguments,
+    check_layer_fits,
+    emit_json,
+    positive_int,
+)
 
 __all__ = ["add_arguments", "main", "build_program"]
 
@@ -23,7 +29,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--backend", choices=("sim", "cupy"), default="sim",
                    help="sim: the functional executor here; cupy: generated CUDA on this "
                         "machine's GPU (values checked, then timed); use --gpu to match the GPU")
-    p.add_argument("--repeats", type=int, default=10, help="timed repeats (cupy backend)")
+    p.add_argument("--repeats", type=positive_int("repeats", 1000), default=10,
+                   help="timed repeats (cupy backend)")
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
 
 
@@ -33,6 +40,7 @@ def build_program(args, timesteps: int | None = None):
     from kernels_ir.kernels.sparse_rnn import build_dense_rnn, build_sparse_rnn, make_layer
 
     spec = load_spec(args.gpu)
+    check_layer_fits(spec, args, dense=getattr(args, "dense", False))
     steps = args.timesteps if timesteps is None else timesteps
     layer = make_layer(args.hidden, args.batch, args.density, steps, args.seed)
     if getattr(args, "dense", False):

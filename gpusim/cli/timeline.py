@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
-from .common import add_layer_arguments, emit_json, positive_int
+from .common import add_layer_arguments, check_layer_fits, emit_json, positive_int
 
 __all__ = ["add_arguments", "main", "simulate_both"]
 
@@ -65,6 +65,7 @@ def main(args) -> int:
             raise InputError(f"sms={args.sms} is more than the {spec.sm_count} SMs of "
                              f"{spec.name}")
         spec = dataclasses.replace(spec, sm_count=args.sms)
+    check_layer_fits(spec, args)
     layer = make_layer(args.hidden, args.batch, args.density, args.timesteps, args.seed)
     results = simulate_both(spec, layer, wide_loads=args.wide_loads, layout=args.layout,
                             sample_steps=args.sample_steps, seed=args.seed)
