@@ -98,4 +98,6 @@ def main(args) -> int:
             print(f"  spin loop '{label}': {n} lockstep iterations")
         print(f"  max_rel_err vs float64 reference: {err:.3e}")
         print(f"  wall time: build {t1 - t0:.2f} s, execute {t2 - t1:.2f} s")
-    return 0
+    from kernels_ir.kernels.sparse_rnn import check_values
+
+    return check_values(err, prog.kernel.name)

@@ -56,7 +56,9 @@ def main(args) -> int:
     out["wall_s"] = wall
     if args.json:
         emit_json(out)
-        return 0
+        from kernels_ir.kernels.sparse_rnn import check_values
+
+        return check_values(res.max_rel_err, res.kernel)
     b = res.breakdown["total"]
     print(f"{res.kernel} on {res.gpu}: N={args.hidden} B={args.batch} density={args.density} "
           f"T={args.timesteps}, {prog.kernel.grid} CTAs x {prog.kernel.block} threads")
@@ -74,4 +76,6 @@ def main(args) -> int:
                                            res.l2_transactions.items()))
     print(f"  max_rel_err vs float64 reference: {res.max_rel_err:.3e}")
     print(f"  wall time: {wall:.2f} s ({res.warp_instructions:,} warp-instructions)")
-    return 0
+    from kernels_ir.kernels.sparse_rnn import check_values
+
+    return check_values(res.max_rel_err, res.kernel)

@@ -40,3 +40,13 @@ def test_ir_prints_kernel(capsys):
     text = capsys.readouterr().out
     assert text.startswith("kernel sparse_rnn_lamport_wide (grid=80, block=256)")
     assert "loop.time" in text and "registers/thread (estimate)" in text
+
+
+def test_wrong_values_fail_the_run(monkeypatch, capsys):
+    """A run whose values differ from the reference exits 1 with one line, not 0."""
+    import kernels_ir.kernels.sparse_rnn as sr
+    from gpusim.cli import main
+
+    monkeypatch.setattr(sr.RNNProgram, "max_rel_err", lambda self, g: 0.5)
+    assert main(["run", "--hidden", "40", "--batch", "2", "--timesteps", "2"]) == 1
+    assert "max_rel_err=0.5 > 1e-05" in capsys.readouterr().err
