@@ -15,8 +15,12 @@ NVRTC through CuPy) and follows these rules (cuda_backend.md s1.4, s3.6, s6):
 - **Arithmetic** is exact to the IR: ``FADD/FSUB/FMUL`` use the ``__f*_rn`` intrinsics so that the
   compiler cannot contract them into FMAs; ``FFMA`` is ``__fmaf_rn``. CuPy adds ``-ftz=true``, so
   denormals flush (compare with a tolerance).
-- **Polling loads** (``LDG_VOLATILE``) are ``ld.volatile.global`` (``.v2``/``.v4`` for width 2/4)
-  in ``asm volatile`` with a ``"memory"`` clobber: served by L2, never hoisted out of a loop.
+- **Polling loads** (``LDG_VOLATILE``) are ``ld.relaxed.gpu.global`` (``.v2``/``.v4`` for width
+  2/4; sm_70+) in ``asm volatile`` with a ``"memory"`` clobber: served by L2, never hoisted out of a
+  loop. Within one GPU GPU scope suffices (cuda_backend.md s3.3: ``.sys`` only across GPUs or with
+  the host). ``generate(kernel, poll="volatile_sys")`` (or the kernel's ``meta poll``) emits the
+  former ``ld.volatile.global`` instead, which ptxas makes ``LDG.E.STRONG.SYS`` (system scope);
+  the ``*_sys`` microbenchmarks measure both forms (:data:`POLL_MODES`).
 - **Spin loops** (``While``) are bounded: after ``spin_limit`` iterations with the condition still
   true the thread records ``(code=1, cta, warp, label id, lane)`` in the extra ``__err`` buffer
   (first failure wins, :data:`ERR_WORDS` ints) and leaves the loop, so the kernel always ends; the
@@ -43,7 +47,7 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .errors import IRError
+from .errors import InputError, IRError
 from .ir import (
     F32,
     I32,
@@ -61,7 +65,8 @@ from .ir import (
     While,
 )
 
-__all__ = ["CudaSource", "generate", "CODEGEN", "ERR_WORDS", "ERR_SPIN_LIMIT", "c_name"]
+__all__ = ["CudaSource", "generate", "CODEGEN", "ERR_WORDS", "ERR_SPIN_LIMIT", "POLL_MODES",
+           "c_name"]
 
 ERR_WORDS = 8            # __err layout: [code, cta, warp, label id, lane, 0, 0, 0]
 ERR_SPIN_LIMIT = 1       # code written when a While reaches its spin_limit
@@ -69,6 +74,8 @@ _SMEM_ALIGN_BYTES = 128  # a shared buffer starts at a 32-bank boundary
 _ERR_POLL_PERIOD = 1024  # spins between reads of __err[0]
 
 _CTYPE = {F32: "float", I32: "int", PRED: "bool"}
+# PTX of a polling load per ``poll`` mode (``generate(kernel, poll=...)``).
+POLL_MODES = {"relaxed_gpu": "ld.relaxed.gpu.global", "volatile_sys": "ld.volatile.global"}
 _VEC = {(F32, 2): "float2", (F32, 4): "float4", (I32, 2): "int2", (I32, 4): "int4"}
 _FIELDS = ("x", "y", "z", "w")
 
@@ -135,6 +142,7 @@ class _Ctx:
         self.step_var: list[str] = []
         self.spin_labels: list[str] = []
         self.tmp = 0
+        self.poll = "relaxed_gpu"
 
     def val(self, x) -> str:
         if isinstance(x, RegRef):
@@ -221,6 +229,7 @@ def _load(ins: Instr, ctx: _Ctx) -> list[str]:
 
 
 def _load_volatile(ins: Instr, ctx: _Ctx) -> list[str]:
+    """A polling load: ``ld.relaxed.gpu.global`` or (``poll="volatile_sys"``) ``ld.volatile``."""
     mem: MemRef = ins.srcs[0]
     width = int(ins.attr("width", 1))
     bt = mem.buffer.dtype
@@ -232,7 +241,7 @@ def _load_volatile(ins: Instr, ctx: _Ctx) -> list[str]:
     regs = ops if width == 1 else "{" + ops + "}"
     outs = ", ".join(f'"={cons}"({n})' for n in names)
     out = [f"{_CTYPE[bt]} {', '.join(names)};",
-           f'asm volatile("ld.volatile.global{vec}.{suffix} {regs}, [%{width}];" : {outs} '
+           f'asm volatile("{POLL_MODES[ctx.poll]}{vec}.{suffix} {regs}, [%{width}];" : {outs} '
            f': "l"(&{_addr(mem, ctx)}) : "memory");']
     for n, d in zip(names, ins.dsts, strict=True):
         out.append(f"{_reg(d)} = {_convert(n, bt, d.dtype)};")
@@ -379,7 +388,7 @@ __device__ __forceinline__ void err_report(int* err, int code, int label) {{
 }}
 __device__ __forceinline__ bool err_seen(int* err) {{
     int v;
-    asm volatile("ld.volatile.global.b32 %0, [%1];" : "=r"(v) : "l"(err) : "memory");
+    asm volatile("{poll_ld}.b32 %0, [%1];" : "=r"(v) : "l"(err) : "memory");
     return v != 0;
 }}
 """
@@ -400,16 +409,26 @@ def _param(b: Buffer) -> str:
     return f"{t}* g_{c_name(b.name)}"
 
 
-def generate(kernel: Kernel) -> CudaSource:
-    """CUDA C for ``kernel`` (which should have passed :func:`kernels_ir.verify`)."""
+def generate(kernel: Kernel, poll: str | None = None) -> CudaSource:
+    """CUDA C for ``kernel`` (which should have passed :func:`kernels_ir.verify`).
+
+    ``poll``: the PTX of polling loads, a key of :data:`POLL_MODES`; ``None`` takes the kernel's
+    ``meta poll`` when it has one, else ``"relaxed_gpu"``.
+    """
+    if poll is None:
+        poll = str(kernel.meta_value("poll", "relaxed_gpu"))
+    if poll not in POLL_MODES:
+        raise InputError(f"poll={poll!r} is unknown; accepted: {', '.join(POLL_MODES)}")
     ctx = _Ctx(kernel)
+    ctx.poll = poll
     name = c_name(kernel.name)
     gbufs = kernel.global_buffers
     if any(b.name == "__err" for b in kernel.buffers):
         raise IRError(f"kernel {kernel.name}: buffer name '__err' is reserved for the error flag")
     offsets, smem = _smem_layout(kernel)
     params = [_param(b) for b in gbufs] + ["int* g___err"]
-    lines = [_PRELUDE.format(name=kernel.name, grid=kernel.grid, block=kernel.block, smem=smem)]
+    lines = [_PRELUDE.format(name=kernel.name, grid=kernel.grid, block=kernel.block, smem=smem,
+                             poll_ld=POLL_MODES[poll])]
     lines.append(f'extern "C" __global__ void __launch_bounds__({kernel.block}, 1)')
     lines.append(f"{name}({', '.join(params)})")
     lines.append("{")

@@ -58,7 +58,10 @@ FORMAT_VERSION = 2   # gpusim.measurements.FORMAT_VERSION: cases carry their ker
 MICRO_SIZES = {"smem_latency": (64, 256), "l2_latency": (32, 128), "flag_round_trip": (500, 2000),
                "atomic_same": (8, 32), "atomic_distinct": (16, 64), "grid_barrier": (100, 400),
                "flag_round_trip_same_sm": (500, 2000), "flag_round_trip_delay16": (200, 800),
-               "store_visibility": (500, 2000), "poll_storm": (100, 400)}
+               "store_visibility": (500, 2000), "poll_storm": (100, 400),
+               "l2_latency_sys": (32, 128), "flag_round_trip_sys": (500, 2000),
+               "store_visibility_sys": (500, 2000), "poll_storm_sys": (100, 400),
+               "poll_storm_rot": (128, 512), "poll_storm_plain": (128, 512)}
 
 # (hidden, batch, density): hidden 256..8192, batch 1/2/4/8, density 0.01..0.5
 LAYERS = [(256, 1, 0.5), (512, 8, 0.5), (1024, 4, 0.1), (2048, 2, 0.05), (2048, 8, 0.2),
@@ -280,6 +283,43 @@ def run_ncu(out_dir: str, only: str | None = None, timeout: int = 420) -> dict:
     return res
 
 
+def compile_only(arch: str = "sm_90") -> int:
+    """Build every case's kernel and every microbenchmark size, compile with ``nvcc -cubin``
+    (no GPU needed) and check for spills / a stack frame: the campaign's local dry run."""
+    import re
+    import tempfile
+
+    from gpusim.specs import load_spec
+    from kernels_ir.codegen_cuda import generate
+    from kernels_ir.kernels import microbench as mb
+
+    spec = load_spec("h100")
+    kernels = []
+    for c in cases():
+        if c["kind"] in ("sparse_persistent", "dense_persistent", "csr"):
+            kernels.append((c["id"], build_case(c, STEPS, spec).kernel))
+    for name, sizes in MICRO_SIZES.items():
+        for sz in sizes:
+            kernels.append((f"micro {name} {sz}", mb.build(name, sz).kernel))
+    bad = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        for i, (label, k) in enumerate(kernels):
+            cu = os.path.join(tmp, f"k{i}.cu")
+            with open(cu, "w") as f:
+                f.write(generate(k).code)
+            r = subprocess.run(["nvcc", f"-arch={arch}", "-cubin", "--ptxas-options=-v", "-o",
+                                cu[:-3] + ".cubin", cu], capture_output=True, text=True)
+            regs = re.findall(r"Used (\d+) registers", r.stderr)
+            spill = re.findall(r"(\d+) bytes spill", r.stderr)
+            stack = re.findall(r"(\d+) bytes stack frame", r.stderr)
+            ok = r.returncode == 0 and not any(int(x) for x in spill + stack)
+            bad += not ok
+            print(f"{'ok  ' if ok else 'FAIL'} {label:58s} regs={regs[-1] if regs else '?'}"
+                  + ("" if ok else f"\n{r.stderr[-800:]}"), flush=True)
+    print(f"{len(kernels) - bad}/{len(kernels)} kernels compiled for {arch} without spills")
+    return 1 if bad else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -291,7 +331,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ncu-worker", action="store_true")
     ap.add_argument("--ncu-order")
     ap.add_argument("--only", default=None, help="comma-separated case ids")
+    ap.add_argument("--compile-only", action="store_true",
+                    help="build every kernel and compile it with nvcc (no GPU), then stop")
     args = ap.parse_args(argv)
+    if args.compile_only:
+        return compile_only()
     if args.ncu_worker:
         return ncu_worker(args)
     os.makedirs(args.out, exist_ok=True)

@@ -24,8 +24,9 @@ from kernels_ir.kernels import microbench as mb
 
 
 def kernels():
-    for name in ("store_visibility", "flag_round_trip", "poll_storm", "grid_barrier"):
-        yield name, mb.build(name, 4).kernel
+    for name in ("store_visibility", "flag_round_trip", "poll_storm", "grid_barrier",
+                 "store_visibility_sys", "poll_storm_sys", "poll_storm_plain"):
+        yield name, mb.build(name, 32 if name.startswith("poll_storm") else 4).kernel
     spec = load_spec("h100")
     for sync in ("lamport", "barrier"):
         case = {"kind": "sparse_persistent", "hidden": 1024, "batch": 4, "density": 0.1,

@@ -14,8 +14,15 @@ Model (every number from the spec):
   ``dram_latency_cycles - l2_hit_latency_cycles`` to the round trip.
 - Atomics execute at the slice; atomics on one word serialise, one every
   ``l2_atomic_same_address_cycles``; their round trip is ``l2_atomic_latency_cycles``.
-- ``arrival[word]``: cycle at which the last store or atomic to the word was performed at L2. A
-  polling load served at the slice before that cycle returned the old value.
+- ``arrival[word]``: cycle at which the last store or atomic to the word became visible at L2. A
+  polling load served at the slice before that cycle returned the old value. A store becomes
+  visible ``l2_store_visibility_cycles`` after the slice served it (microbenchmark
+  ``store_visibility``: a warp's store is seen by its own strong load about that much later than
+  an L2 hit would serve it); an atomic is visible when performed.
+- Same-address order within a warp: a load of a word whose last store came from the same warp is
+  served no earlier than that store's ``arrival`` (a thread always observes its own earlier store;
+  the hardware serves same-address requests in order), so it never needs a poll replay.
+  ``writer[word]`` is the warp of the last store (-1 after an atomic or never stored).
 """
 
 from __future__ import annotations
@@ -153,6 +160,8 @@ class L2:
         n_sectors = -(-total_words // self.sector_words) + 1
         self.touched = np.zeros(n_sectors, dtype=bool)
         self.arrival = np.zeros(total_words + 4)         # cycle each word was last written at L2
+        self.writer = np.full(total_words + 4, -1, dtype=np.int64)  # warp of the last store
+        self.visibility = float(spec.l2_store_visibility_cycles)
         self.atomic_free: dict[int, float] = {}
         self.transactions = {"data": 0, "poll": 0, "atomic": 0, "store": 0}
 
@@ -220,12 +229,42 @@ class L2:
         if not start.size:
             return done, np.full(act.shape, np.inf)
         served = np.where(act, start[lane_req], np.inf)
+        fw = flat[warps]
         if store:
-            got = start[lane_req[act]]
-            fw = flat[warps]
+            got = start[lane_req[act]] + self.visibility
+            wid = np.broadcast_to(warps[:, None], act.shape)[act]
             for j in range(width):
-                np.maximum.at(self.arrival, (fw + j)[act], got)
+                w = (fw + j)[act]
+                np.maximum.at(self.arrival, w, got)
+                self.writer[w] = wid
+        else:
+            own = self._own_pending(warps, fw, act, width, served)
+            if own is not None:
+                rows, need = own
+                served = np.maximum(served, need)
+                np.maximum.at(done, rows, need.max(axis=1)[rows] + self.half)
         return done, served
+
+    def _own_pending(self, warps: np.ndarray, fw: np.ndarray, act: np.ndarray, width: int,
+                     served: np.ndarray):
+        """Lanes loading a word that their own warp stored and that is not yet visible when the
+        load is served: ``(rows, need)`` with ``need`` (rows x 32) the cycle each lane's load
+        must wait for (``-inf`` elsewhere); None when no lane does."""
+        need = None
+        wcol = warps[:, None]
+        for j in range(width):
+            w = fw + j
+            mine = (self.writer[w] == wcol) & act
+            if not mine.any():
+                continue
+            a = np.where(mine, self.arrival[w], -np.inf)
+            need = a if need is None else np.maximum(need, a)
+        if need is None:
+            return None
+        late = (need > served).any(axis=1)
+        if not late.any():
+            return None
+        return np.flatnonzero(late), need
 
     def atomic(self, issue: np.ndarray, warps: np.ndarray, flat: np.ndarray,
                active: np.ndarray) -> np.ndarray:
@@ -241,6 +280,7 @@ class L2:
         for a, f in zip(uniq.tolist(), free.tolist(), strict=True):
             self.atomic_free[a] = f
         np.maximum.at(self.arrival, addr, start)
+        self.writer[addr] = -1
         done = np.full(warps.size, -np.inf)
         np.maximum.at(done, rows, start + s.l2_atomic_latency_cycles / 2.0)
         return done

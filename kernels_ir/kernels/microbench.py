@@ -39,6 +39,16 @@ Added to find what the flag round trip and Lamport polling cost (mechanism hunt,
   the same vector: the Lamport h staging while h is not ready, h1024-b4 by default). Op = one
   round of the whole grid: the cost of one Lamport poll round at full scale.
 
+Poll scope (added with the switch of ``LDG_VOLATILE`` from ``ld.volatile`` = ``LDG.E.STRONG.SYS``
+to ``ld.relaxed.gpu``, :data:`kernels_ir.codegen_cuda.POLL_MODES`): ``poll="volatile_sys"`` builds a
+kernel whose ``meta poll`` makes the code generator emit the old system-scope form; the variants
+``l2_latency_sys``, ``flag_round_trip_sys``, ``store_visibility_sys`` and ``poll_storm_sys`` are
+the same benchmarks with that form, so one campaign measures both scopes side by side.
+:func:`poll_storm` with ``load="plain"`` (``poll_storm_plain``) uses plain loads (``LDG``) and
+``regions=32`` different 16 KiB vectors in turn (512 KiB per lap, beyond L1, inside L2), so that
+every load misses L1 and hits L2; ``poll_storm_rot`` is the same address stream with relaxed polls:
+the pair isolates the cost of a strong load against a plain L2 hit at full scale.
+
 Every kernel stores a result that depends on every timed operation (so no compiler removes them),
 and :meth:`Microbench.check` validates it.
 """
@@ -51,6 +61,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..builder import Builder
+from ..codegen_cuda import POLL_MODES
 from ..errors import InputError
 from ..ir import I32, PRED, Kernel
 from ..verify import verify
@@ -119,7 +130,19 @@ def smem_latency(rounds: int = 64, chain: int = 32, words: int = 1024, seed: int
                       lambda g: bool(np.all(np.asarray(g["out"]) == expect)))
 
 
-def l2_latency(rounds: int = 64, chain: int = 16, lines: int = 4096, seed: int = 0) -> Microbench:
+def _poll_meta(poll: str) -> dict:
+    """Builder meta for a poll mode: nothing for the default, else ``poll=...``."""
+    if poll not in POLL_MODES:
+        raise InputError(f"poll={poll!r} is unknown; accepted: {', '.join(POLL_MODES)}")
+    return {} if poll == "relaxed_gpu" else {"poll": poll}
+
+
+def _suffix(poll: str) -> str:
+    return "" if poll == "relaxed_gpu" else "_sys"
+
+
+def l2_latency(rounds: int = 64, chain: int = 16, lines: int = 4096, seed: int = 0,
+               poll: str = "relaxed_gpu") -> Microbench:
     """Dependent L2-coherent loads: a pointer chase over ``lines`` 128-byte lines."""
     rounds, chain, lines = (_positive(n, v) for n, v in
                             (("rounds", rounds), ("chain", chain), ("lines", lines)))
@@ -127,7 +150,8 @@ def l2_latency(rounds: int = 64, chain: int = 16, lines: int = 4096, seed: int =
     perm = rng.permutation(lines)
     nxt = np.zeros(lines * LINE_WORDS, np.int32)
     nxt[perm * LINE_WORDS] = np.roll(perm, -1) * LINE_WORDS
-    b = Builder("mb_l2_latency", grid=1, block=WARP, bench="l2_latency", rounds=rounds)
+    name = "l2_latency" + _suffix(poll)
+    b = Builder(f"mb_{name}", grid=1, block=WARP, bench=name, rounds=rounds, **_poll_meta(poll))
     g_next = b.global_buffer("next", I32, lines * LINE_WORDS)
     g_out = b.global_buffer("out", I32, WARP, role="out")
     lane = b.sreg("lane", dst=b.reg(I32, "lane"))
@@ -140,14 +164,14 @@ def l2_latency(rounds: int = 64, chain: int = 16, lines: int = 4096, seed: int =
     expect = 0
     for _ in range(rounds * chain):
         expect = int(nxt[expect])
-    return Microbench("l2_latency", kernel, {"next": nxt, "out": np.zeros(WARP, np.int32)},
+    return Microbench(name, kernel, {"next": nxt, "out": np.zeros(WARP, np.int32)},
                       rounds * chain, "dependent L2 load",
                       {"rounds": rounds, "chain": chain, "lines": lines},
                       lambda g: bool(np.all(np.asarray(g["out"]) == expect)))
 
 
 def flag_round_trip(rounds: int = 256, spin_limit: int = 1 << 22, same_sm: bool = False,
-                    delay: int = 0) -> Microbench:
+                    delay: int = 0, poll: str = "relaxed_gpu") -> Microbench:
     """Ping-pong between two CTAs (``same_sm``: two warps of one CTA) through two flags in
     different L2 lines; ``delay`` dependent shared loads in every poll iteration."""
     rounds = _positive("rounds", rounds)
@@ -155,9 +179,9 @@ def flag_round_trip(rounds: int = 256, spin_limit: int = 1 << 22, same_sm: bool 
     if delay < 0:
         raise InputError(f"delay={delay} must be >= 0")
     name = "flag_round_trip" + ("_same_sm" if same_sm else "") + (f"_delay{delay}" if delay
-                                                                    else "")
+                                                                    else "") + _suffix(poll)
     b = Builder(f"mb_{name}", grid=1 if same_sm else 2, block=2 * WARP if same_sm else WARP,
-                bench=name, rounds=rounds)
+                bench=name, rounds=rounds, **_poll_meta(poll))
     g_flags = b.global_buffer("flags", I32, 2 * LINE_WORDS, role="inout")
     g_out = b.global_buffer("out", I32, 2, role="out")
     cta = b.sreg("warp" if same_sm else "cta", dst=b.reg(I32, "cta"))
@@ -208,11 +232,12 @@ def flag_round_trip(rounds: int = 256, spin_limit: int = 1 << 22, same_sm: bool 
                       lambda g: bool(np.all(np.asarray(g["out"]) == rounds)))
 
 
-def store_visibility(rounds: int = 256, spin_limit: int = 1 << 22) -> Microbench:
+def store_visibility(rounds: int = 256, spin_limit: int = 1 << 22,
+                     poll: str = "relaxed_gpu") -> Microbench:
     """One warp: store ``r`` to a flag, then poll it (volatile loads) until it reads ``r``."""
     rounds = _positive("rounds", rounds)
-    b = Builder("mb_store_visibility", grid=1, block=WARP, bench="store_visibility",
-                rounds=rounds)
+    name = "store_visibility" + _suffix(poll)
+    b = Builder(f"mb_{name}", grid=1, block=WARP, bench=name, rounds=rounds, **_poll_meta(poll))
     g_flag = b.global_buffer("flag", I32, LINE_WORDS, role="inout")
     g_out = b.global_buffer("out", I32, 1, role="out")
     lane = b.sreg("lane", dst=b.reg(I32, "lane"))
@@ -226,24 +251,36 @@ def store_visibility(rounds: int = 256, spin_limit: int = 1 << 22) -> Microbench
     with b.if_(first):
         b.stg(g_out, 0, seen)
     kernel = verify(b.build())
-    return Microbench("store_visibility", kernel, {"flag": np.zeros(LINE_WORDS, np.int32),
+    return Microbench(name, kernel, {"flag": np.zeros(LINE_WORDS, np.int32),
                                                    "out": np.zeros(1, np.int32)},
                       rounds, "store then see it (same warp)", {"rounds": rounds},
                       lambda g: int(np.asarray(g["out"])[0]) == rounds)
 
 
 def poll_storm(rounds: int = 64, ctas: int = 132, threads: int = 256, slot: int = 4096,
-               group: int = 4) -> Microbench:
+               group: int = 4, load: str = "relaxed_gpu", regions: int = 1) -> Microbench:
     """``rounds`` dependent rounds of ``group`` back-to-back 16-byte volatile loads per thread,
-    every CTA over the same ``slot``-word vector (Lamport's h staging while h is not ready)."""
-    rounds, ctas, threads, slot, group = (_positive(n, v) for n, v in (
+    every CTA over the same ``slot``-word vector (Lamport's h staging while h is not ready).
+
+    ``load``: a poll mode of :data:`POLL_MODES` or ``"plain"`` (``LDG``); ``regions``: round ``r``
+    reads vector ``r % regions`` of ``regions`` consecutive ones (``rounds`` a multiple of it).
+    """
+    rounds, ctas, threads, slot, group, regions = (_positive(n, v) for n, v in (
         ("rounds", rounds), ("ctas", ctas), ("threads", threads), ("slot", slot),
-        ("group", group)))
+        ("group", group), ("regions", regions)))
     if slot % (4 * threads * group):
         raise InputError(f"slot={slot} must be a multiple of 4 * threads * group = "
                          f"{4 * threads * group}")
-    b = Builder("mb_poll_storm", grid=ctas, block=threads, bench="poll_storm", rounds=rounds)
-    g_h = b.global_buffer("h", I32, slot)
+    if rounds % regions:
+        raise InputError(f"rounds={rounds} must be a multiple of regions={regions}")
+    if load not in (*POLL_MODES, "plain"):
+        raise InputError(f"load={load!r} is unknown; accepted: {', '.join(POLL_MODES)}, plain")
+    name = "poll_storm" + {"plain": "_plain", "volatile_sys": "_sys"}.get(load, "")
+    if load == "relaxed_gpu" and regions > 1:
+        name += "_rot"
+    meta = {} if load == "plain" else _poll_meta(load)
+    b = Builder(f"mb_{name}", grid=ctas, block=threads, bench=name, rounds=rounds, **meta)
+    g_h = b.global_buffer("h", I32, slot * regions)
     g_out = b.global_buffer("out", I32, ctas * threads, role="out")
     tid = b.sreg("tid", dst=b.reg(I32, "tid"))
     cta = b.sreg("cta", dst=b.reg(I32, "cta"))
@@ -252,20 +289,33 @@ def poll_storm(rounds: int = 64, ctas: int = 132, threads: int = 256, slot: int 
     acc = b.mov(0, I32, dst=b.reg(I32, "acc"))
     idx = b.reg(I32, "idx")
     chunk = [b.reg(I32, f"c{i}", 4) for i in range(group)]
-    with b.loop("r", 0, rounds):
+    ld = b.ldg if load == "plain" else b.ldg_volatile
+
+    def one_round(base):
         for i in range(group):  # the data are zeros: acc stays 0, but the next round depends
-            b.iadd(tid4, acc, dst=idx)  # on this one (the loads cannot be hoisted or merged)
-            b.ldg_volatile(g_h, idx, offset=4 * threads * i, width=4, dst=chunk[i])
+            b.iadd(base, acc, dst=idx)  # on this one (the loads cannot be hoisted or merged)
+            ld(g_h, idx, offset=4 * threads * i, width=4, dst=chunk[i])
         for i in range(group):
             for k in range(4):
                 b.iadd(acc, chunk[i][k], dst=acc)
+
+    if regions == 1:
+        with b.loop("r", 0, rounds):
+            one_round(tid4)
+    else:
+        base = b.reg(I32, "base")
+        with b.loop("q", 0, rounds // regions):
+            with b.loop("g", 0, regions * slot, slot) as g:
+                b.iadd(g, tid4, dst=base)
+                one_round(base)
     b.stg(g_out, gt, acc)
     kernel = verify(b.build())
-    return Microbench("poll_storm", kernel, {"h": np.zeros(slot, np.int32),
-                                             "out": np.ones(ctas * threads, np.int32)},
-                      rounds, "poll round of the whole grid (volatile 16-byte loads)",
+    return Microbench(name, kernel, {"h": np.zeros(slot * regions, np.int32),
+                                     "out": np.ones(ctas * threads, np.int32)},
+                      rounds, "poll round of the whole grid (16-byte "
+                      + ("plain" if load == "plain" else POLL_MODES[load]) + " loads)",
                       {"rounds": rounds, "ctas": ctas, "threads": threads, "slot": slot,
-                       "group": group},
+                       "group": group, "load": load, "regions": regions},
                       lambda g: bool(np.all(np.asarray(g["out"]) == 0)))
 
 
@@ -357,13 +407,21 @@ MICROBENCHES: dict[str, Callable[..., Microbench]] = {
     "flag_round_trip_delay16": lambda **kw: flag_round_trip(delay=16, **kw),
     "store_visibility": store_visibility,
     "poll_storm": poll_storm,
+    "l2_latency_sys": lambda **kw: l2_latency(poll="volatile_sys", **kw),
+    "flag_round_trip_sys": lambda **kw: flag_round_trip(poll="volatile_sys", **kw),
+    "store_visibility_sys": lambda **kw: store_visibility(poll="volatile_sys", **kw),
+    "poll_storm_sys": lambda **kw: poll_storm(load="volatile_sys", **kw),
+    "poll_storm_rot": lambda **kw: poll_storm(regions=32, **kw),
+    "poll_storm_plain": lambda **kw: poll_storm(load="plain", regions=32, **kw),
 }
 
 # The size argument each benchmark scales with (two values give the slope).
 SIZE_ARG = {"smem_latency": "rounds", "l2_latency": "rounds", "flag_round_trip": "rounds",
             "atomic_same": "per_warp", "atomic_distinct": "per_warp", "grid_barrier": "rounds",
             "flag_round_trip_same_sm": "rounds", "flag_round_trip_delay16": "rounds",
-            "store_visibility": "rounds", "poll_storm": "rounds"}
+            "store_visibility": "rounds", "poll_storm": "rounds", "l2_latency_sys": "rounds",
+            "flag_round_trip_sys": "rounds", "store_visibility_sys": "rounds",
+            "poll_storm_sys": "rounds", "poll_storm_rot": "rounds", "poll_storm_plain": "rounds"}
 
 
 def build(name: str, size: int, **kwargs) -> Microbench:

@@ -25,6 +25,7 @@ import pytest
 
 from kernels_ir import F32, I32, PRED, Builder, Op, verify
 from kernels_ir.codegen_cuda import CODEGEN, ERR_WORDS, _f32_literal, generate
+from kernels_ir.errors import InputError
 from kernels_ir.kernels import microbench as mb
 from kernels_ir.kernels.csr_baseline import build_csr_baseline
 
@@ -148,11 +149,24 @@ def test_structure_of_generated_code():
     assert 'extern "C" __global__ void __launch_bounds__(64, 1)' in code
     assert src.params == ("gf", "gi")
     assert "int* g___err" in code and ERR_WORDS == 8
-    assert "ld.volatile.global.v2.f32" in code
+    assert "ld.relaxed.gpu.global.v2.f32" in code       # polls: GPU scope (cuda_backend s3.3)
+    assert "ld.volatile" not in code
     assert "#pragma unroll 1" in code                    # the time loop stays a loop
     assert "__fmaf_rn(" in code and "__fadd_rn(" in code  # no contraction of FMUL + FADD
     assert src.spin_labels == ("poll",)
     assert src.smem_bytes == 512
+
+
+def test_poll_mode_volatile_sys_and_kernel_meta():
+    k = _all_ops_kernel()
+    code = generate(k, poll="volatile_sys").code
+    assert "ld.volatile.global.v2.f32" in code and "ld.relaxed" not in code
+    sys_k = mb.build("store_visibility_sys", 2).kernel   # meta poll = volatile_sys
+    assert "ld.volatile.global.b32" in generate(sys_k).code
+    assert "ld.relaxed" not in generate(sys_k).code
+    assert "ld.relaxed.gpu.global.b32" in generate(sys_k, poll="relaxed_gpu").code
+    with pytest.raises(InputError, match="poll='acquire' is unknown"):
+        generate(k, poll="acquire")
 
 
 def test_register_arrays_become_scalars():
@@ -243,4 +257,5 @@ def test_representative_kernels_compile_without_local_memory(arch, cubin_dir):
 @needs_nvcc
 def test_microbenchmarks_compile(cubin_dir):
     for name in mb.MICROBENCHES:
-        compile_cubin(generate(mb.build(name, 2).kernel).code, "sm_90", cubin_dir)
+        size = 32 if name in ("poll_storm_rot", "poll_storm_plain") else 2  # 32 regions
+        compile_cubin(generate(mb.build(name, size).kernel).code, "sm_90", cubin_dir)

@@ -9,7 +9,7 @@ __device__ __forceinline__ void err_report(int* err, int code, int label) {
 }
 __device__ __forceinline__ bool err_seen(int* err) {
     int v;
-    asm volatile("ld.volatile.global.b32 %0, [%1];" : "=r"(v) : "l"(err) : "memory");
+    asm volatile("ld.relaxed.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(err) : "memory");
     return v != 0;
 }
 
@@ -87,11 +87,11 @@ all_ops(float* g_gf, int* g_gi, int* g___err)
     r_r9_2 = t_1.z;
     r_r9_3 = t_1.w;
     float t_2_0, t_2_1;
-    asm volatile("ld.volatile.global.v2.f32 {%0, %1}, [%2];" : "=f"(t_2_0), "=f"(t_2_1) : "l"(&g_gf[r_r1 + 8]) : "memory");
+    asm volatile("ld.relaxed.gpu.global.v2.f32 {%0, %1}, [%2];" : "=f"(t_2_0), "=f"(t_2_1) : "l"(&g_gf[r_r1 + 8]) : "memory");
     r_r10_0 = t_2_0;
     r_r10_1 = t_2_1;
     int t_3_0;
-    asm volatile("ld.volatile.global.b32 %0, [%1];" : "=r"(t_3_0) : "l"(&g_gi[r_r1]) : "memory");
+    asm volatile("ld.relaxed.gpu.global.b32 %0, [%1];" : "=r"(t_3_0) : "l"(&g_gi[r_r1]) : "memory");
     r_r11 = t_3_0;
     r_r12 = __fadd_rn(r_r8, r_r9_0);
     r_r13 = __fsub_rn(r_r12, r_r9_1);
@@ -149,7 +149,7 @@ all_ops(float* g_gf, int* g_gi, int* g___err)
         /* spin loop 0: poll (limit 100) */
         for (unsigned int spin_0 = 1;; ++spin_0) {
             int t_4_0;
-            asm volatile("ld.volatile.global.b32 %0, [%1];" : "=r"(t_4_0) : "l"(&g_gi[0]) : "memory");
+            asm volatile("ld.relaxed.gpu.global.b32 %0, [%1];" : "=r"(t_4_0) : "l"(&g_gi[0]) : "memory");
             r_r53 = t_4_0;
             r_wait = (r_r53 < 0);
             if (!r_wait) break;

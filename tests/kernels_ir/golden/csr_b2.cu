@@ -9,7 +9,7 @@ __device__ __forceinline__ void err_report(int* err, int code, int label) {
 }
 __device__ __forceinline__ bool err_seen(int* err) {
     int v;
-    asm volatile("ld.volatile.global.b32 %0, [%1];" : "=r"(v) : "l"(err) : "memory");
+    asm volatile("ld.relaxed.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(err) : "memory");
     return v != 0;
 }
 

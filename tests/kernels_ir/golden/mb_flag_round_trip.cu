@@ -9,7 +9,7 @@ __device__ __forceinline__ void err_report(int* err, int code, int label) {
 }
 __device__ __forceinline__ bool err_seen(int* err) {
     int v;
-    asm volatile("ld.volatile.global.b32 %0, [%1];" : "=r"(v) : "l"(err) : "memory");
+    asm volatile("ld.relaxed.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(err) : "memory");
     return v != 0;
 }
 
@@ -39,7 +39,7 @@ mb_flag_round_trip(int* g_flags, int* g_out, int* g___err)
             /* spin loop 0: wait_ping (limit 4194304) */
             for (unsigned int spin_0 = 1;; ++spin_0) {
                 int t_1_0;
-                asm volatile("ld.volatile.global.b32 %0, [%1];" : "=r"(t_1_0) : "l"(&g_flags[0]) : "memory");
+                asm volatile("ld.relaxed.gpu.global.b32 %0, [%1];" : "=r"(t_1_0) : "l"(&g_flags[0]) : "memory");
                 r_seen = t_1_0;
                 r_ping_wait = (r_seen != r_r);
                 if (!r_ping_wait) break;
@@ -52,7 +52,7 @@ mb_flag_round_trip(int* g_flags, int* g_out, int* g___err)
             /* spin loop 1: wait_pong (limit 4194304) */
             for (unsigned int spin_1 = 1;; ++spin_1) {
                 int t_2_0;
-                asm volatile("ld.volatile.global.b32 %0, [%1];" : "=r"(t_2_0) : "l"(&g_flags[0 + 32]) : "memory");
+                asm volatile("ld.relaxed.gpu.global.b32 %0, [%1];" : "=r"(t_2_0) : "l"(&g_flags[0 + 32]) : "memory");
                 r_seen = t_2_0;
                 r_pong_wait = (r_seen != r_r);
                 if (!r_pong_wait) break;

@@ -9,7 +9,7 @@ __device__ __forceinline__ void err_report(int* err, int code, int label) {
 }
 __device__ __forceinline__ bool err_seen(int* err) {
     int v;
-    asm volatile("ld.volatile.global.b32 %0, [%1];" : "=r"(v) : "l"(err) : "memory");
+    asm volatile("ld.relaxed.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(err) : "memory");
     return v != 0;
 }
 
@@ -221,7 +221,7 @@ sparse_rnn_barrier_scalar(const float* __restrict__ g_w_vals, const int* __restr
             /* spin loop 0: grid_barrier (limit 1048576) */
             for (unsigned int spin_0 = 1;; ++spin_0) {
                 int t_1_0;
-                asm volatile("ld.volatile.global.b32 %0, [%1];" : "=r"(t_1_0) : "l"(&g_counter[0]) : "memory");
+                asm volatile("ld.relaxed.gpu.global.b32 %0, [%1];" : "=r"(t_1_0) : "l"(&g_counter[0]) : "memory");
                 r_cnt = t_1_0;
                 r_behind = (r_cnt < r_target);
                 if (!r_behind) break;

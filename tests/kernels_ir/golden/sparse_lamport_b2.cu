@@ -9,7 +9,7 @@ __device__ __forceinline__ void err_report(int* err, int code, int label) {
 }
 __device__ __forceinline__ bool err_seen(int* err) {
     int v;
-    asm volatile("ld.volatile.global.b32 %0, [%1];" : "=r"(v) : "l"(err) : "memory");
+    asm volatile("ld.relaxed.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(err) : "memory");
     return v != 0;
 }
 
@@ -226,7 +226,7 @@ sparse_rnn_lamport_wide(const float* __restrict__ g_w_vals, const int* __restric
             for (unsigned int spin_0 = 1;; ++spin_0) {
                 if (r_inside) {
                     float t_1_0, t_1_1, t_1_2, t_1_3;
-                    asm volatile("ld.volatile.global.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(t_1_0), "=f"(t_1_1), "=f"(t_1_2), "=f"(t_1_3) : "l"(&g_hseq[r_gfirst]) : "memory");
+                    asm volatile("ld.relaxed.gpu.global.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(t_1_0), "=f"(t_1_1), "=f"(t_1_2), "=f"(t_1_3) : "l"(&g_hseq[r_gfirst]) : "memory");
                     r_chunk0_0 = t_1_0;
                     r_chunk0_1 = t_1_1;
                     r_chunk0_2 = t_1_2;

@@ -1,0 +1,95 @@
+"""Store visibility (``l2_store_visibility_cycles``) and same-warp same-address order in L2.
+
+Each mechanism isolated on the :class:`gpusim.engine.l2.L2` unit (one store, one load, exact
+cycles) and on a tiny simulated kernel (a microbenchmark of :mod:`kernels_ir.kernels.microbench`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from gpusim.engine import simulate
+from gpusim.engine.l2 import L2
+from gpusim.specs import load_spec
+from kernels_ir.kernels import microbench as mb
+
+WORDS = 1024
+
+
+def _spec(vis: int):
+    return dataclasses.replace(load_spec("h100"), l2_store_visibility_cycles=vis)
+
+
+def _one(l2: L2, warp: int, word: int, t: float, store: bool):
+    """Warp ``warp``'s lane 0 alone accesses ``word`` at cycle ``t``: (done, served)."""
+    flat = np.zeros((4, 32), dtype=np.int64)
+    flat[warp, 0] = word
+    active = np.zeros((4, 32), dtype=bool)
+    active[warp, 0] = True
+    done, served = l2.access(np.array([float(t)]), np.array([warp]), flat, active, 1,
+                             "store" if store else "poll", store)
+    return float(done[0]), float(served[0, 0])
+
+
+@pytest.mark.parametrize("vis", [0, 87, 500])
+def test_store_visible_vis_cycles_after_the_slice_serves_it(vis):
+    l2 = L2(_spec(vis), WORDS)
+    _one(l2, 1, 40, 0.0, False)            # warm the sector: no DRAM miss below
+    _, served = _one(l2, 0, 40, 1000.0, True)
+    assert served == 1000.0 + l2.half      # the store reaches its slice after half a round trip
+    assert l2.arrival[40] == served + vis  # ... and is visible vis cycles later
+    # another warp's poll served before that reads the old value (timing._stale replays it)
+    _, seen_at = _one(l2, 1, 40, 1001.0, False)
+    assert (seen_at < l2.arrival[40]) == (vis > 1)
+
+
+@pytest.mark.parametrize("vis", [0, 87, 500])
+def test_own_pending_store_delays_the_load_not_a_replay(vis):
+    l2 = L2(_spec(vis), WORDS)
+    _one(l2, 2, 64, 0.0, False)
+    _, st = _one(l2, 0, 64, 1000.0, True)
+    done, served = _one(l2, 0, 64, 1001.0, False)       # same warp, same word, 1 cycle later
+    assert served == max(1001.0 + l2.half, st + vis)    # in order: waits for its own store
+    assert served >= l2.arrival[64]                     # never stale: no poll replay
+    assert done == served + l2.half
+    done2, served2 = _one(l2, 1, 64, 1001.0, False)     # another warp: no such wait
+    assert served2 == 1001.0 + l2.half and done2 == served2 + l2.half
+
+
+def test_atomic_clears_the_writer():
+    l2 = L2(_spec(300), WORDS)
+    _one(l2, 0, 8, 0.0, True)
+    active = np.zeros((4, 32), dtype=bool)
+    active[1, 0] = True
+    flat = np.full((4, 32), 8, dtype=np.int64)
+    l2.atomic(np.array([10.0]), np.array([1]), flat, active)
+    assert l2.writer[8] == -1
+
+
+def _per_op_cycles(name: str, spec, sizes=(4, 8)) -> float:
+    pts = []
+    for s in sizes:
+        m = mb.build(name, s)
+        pts.append((m.ops, simulate(m.kernel, m.inputs, spec).cycles))
+    (o1, c1), (o2, c2) = pts
+    return (c2 - c1) / (o2 - o1)
+
+
+def test_store_visibility_microbenchmark_costs_exactly_vis_more():
+    """One warp stores a flag and polls it: with the same-warp order its load is served when
+    the store is visible, so each op costs exactly ``l2_store_visibility_cycles`` more."""
+    base = _per_op_cycles("store_visibility", _spec(0))
+    for vis in (87, 300):
+        assert _per_op_cycles("store_visibility", _spec(vis)) == pytest.approx(base + vis,
+                                                                               abs=1.0)
+
+
+def test_flag_round_trip_grows_with_visibility():
+    """Two hand-offs per round trip, each seen by a poll of another SM: at least 2 x vis more
+    (the poll period quantises the rest)."""
+    base = _per_op_cycles("flag_round_trip", _spec(0))
+    slow = _per_op_cycles("flag_round_trip", _spec(400))
+    assert slow >= base + 2 * 400 - 1.0
