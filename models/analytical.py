@@ -617,15 +617,16 @@ def mapping_wavefronts(mapping, batch: int, wide_loads: bool) -> np.ndarray:
                      for w, (width, _) in zip(words, loads, strict=True)], axis=-1)
 
 
-def predict_mapping(spec, variant: str, mapping, batch: int, *, dtype: str = "fp32",
+def predict_mapping(spec, variant: str | Variant, mapping, batch: int, *, dtype: str = "fp32",
                     report=None, wavefronts=None) -> KernelTimes:
     """Per-step time of a persistent variant for a concrete mapping (exact wavefronts).
 
-    ``report`` (:func:`kernels_ir.layouts.analyse` of the mapping) or ``wavefronts``
-    (:func:`mapping_wavefronts`) may be given to avoid recomputing them. The slowest SM sets the
-    step.
+    ``variant``: a name of :data:`VARIANTS` or any :class:`Variant` (e.g. a recorded case's
+    sync / wide-loads / layout combination). ``report`` (:func:`kernels_ir.layouts.analyse` of
+    the mapping) or ``wavefronts`` (:func:`mapping_wavefronts`) may be given to avoid recomputing
+    them. The slowest SM sets the step.
     """
-    v = VARIANTS[variant]
+    v = variant if isinstance(variant, Variant) else VARIANTS[variant]
     if v.family != "persistent":
         raise InputError(f"{variant!r} is not a persistent kernel")
     b = int(batch)

@@ -75,7 +75,26 @@ def predict_case(case: dict, spec, steps: int) -> dict:
     else:
         res = simulate(prog.kernel, prog.inputs, spec)
         per_step = res.per_step_s
-    return {"per_step_s": float(per_step), "source": "simulator", **_sim_counts(prog.kernel, res)}
+    return {"per_step_s": float(per_step), "source": "simulator",
+            "model_s": predict_model(case, spec, prog), **_sim_counts(prog.kernel, res)}
+
+
+def predict_model(case: dict, spec, prog) -> float | None:
+    """The analytical model's per-step time for a recorded persistent or CSR case (the same
+    layer and mapping the simulator ran), so its error is reported next to the simulator's."""
+    try:
+        from models import analytical
+    except ImportError:
+        return None
+    if case["kind"] == "csr":
+        t = analytical.predict_many(spec, case["hidden"], case["batch"], case["density"],
+                                    kernels=["csr-row-per-warp"])["csr-row-per-warp"]
+        return float(t.per_step_s.reshape(-1)[0])
+    v = analytical.Variant(case["id"], "persistent", case["kind"] == "sparse_persistent",
+                           case["sync"], bool(case["wide_loads"]), case.get("layout", "naive"))
+    t = analytical.predict_mapping(spec, v, prog.mapping, case["batch"])
+    val = float(t.per_step_s.reshape(-1)[0])
+    return None if math.isnan(val) else val
 
 
 def predict_library(case: dict, spec) -> dict | None:
@@ -124,6 +143,9 @@ def run_crosscheck(data: str | Path, *, every: int = 1, kinds: tuple[str, ...] |
         row = {"id": c["id"], "kind": c["kind"], "measured_s": meas,
                "predicted_s": pred["per_step_s"], "source": pred["source"],
                "ape": _ape(pred["per_step_s"], meas)}
+        if pred.get("model_s") is not None:
+            row["model_s"] = pred["model_s"]
+            row["model_ape"] = _ape(pred["model_s"], meas)
         ncu = camp.ncu.get(c["id"])
         if ncu is not None and pred["source"] == "simulator":
             for key, metric in BANK_METRICS.items():
@@ -161,6 +183,14 @@ def _summarise(rows, spearmanr) -> dict:
                         for s in ("simulator", "analytical")}
     out["by_kind"] = {k: stats([r for r in rows if r["kind"] == k])
                       for k in sorted({r["kind"] for r in rows})}
+    # the analytical model on the same simulator cases: its error next to the simulator's
+    both = [r for r in rows if "model_s" in r]
+    out["model_vs_simulator"] = None if not both else {
+        "cases": len(both),
+        "simulator": stats(both),
+        "model": stats([{**r, "predicted_s": r["model_s"], "ape": r["model_ape"]}
+                        for r in both]),
+    }
     counted = [r for r in rows if "conflicts_match" in r]
     out["bank_conflict_cases"] = len(counted)
     out["bank_conflict_mismatches"] = sum(not r["conflicts_match"] for r in counted)
@@ -231,6 +261,12 @@ def main(args) -> int:
             print(f"  {src:10s}: {st['cases']} cases, MAPE {100 * st['mape']:.1f}%, "
                   f"Spearman {st['spearman']:.3f}" if not math.isnan(st["spearman"]) else
                   f"  {src:10s}: {st['cases']} cases, MAPE {100 * st['mape']:.1f}%")
+    mv = s.get("model_vs_simulator")
+    if mv:
+        print(f"  on the same {mv['cases']} kernel cases: simulator MAPE "
+              f"{100 * mv['simulator']['mape']:.1f}% (Spearman {mv['simulator']['spearman']:.3f}),"
+              f" analytical model MAPE {100 * mv['model']['mape']:.1f}% (Spearman "
+              f"{mv['model']['spearman']:.3f})")
     print(f"bank conflicts: {s['bank_conflict_cases'] - s['bank_conflict_mismatches']} of "
           f"{s['bank_conflict_cases']} cases match Nsight Compute exactly (loads only: "
           f"{s['bank_conflict_cases'] - s['bank_conflict_ld_mismatches']})")
