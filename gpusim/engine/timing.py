@@ -39,7 +39,7 @@ import time
 
 import numpy as np
 
-from kernels_ir.errors import InputError
+from kernels_ir.errors import DeadlockError, InputError
 from kernels_ir.ir import (
     FLOAT_ALU,
     INT_ALU,
@@ -153,6 +153,7 @@ class _Timing:
         self.smem = SharedPipe(spec, spec.sm_count, nw, len(self.static))
         self.l2 = L2(spec, gspace.words.size)
         self.whiles = [s for s in walk(kernel.body) if isinstance(s, While)]
+        self.kernel_name, self.wpc = kernel.name, kernel.warps_per_cta
         self.rec_stack: list = []
         self.replaying = False
         self.steps: list[tuple] = []
@@ -329,6 +330,16 @@ class _Timing:
                 bad = bad & self._stale(new_polls)
         finally:
             self.replaying = False
+        if bad.any():  # the real kernel would hit its bounded spin too (CUDA: the error flag)
+            w = np.flatnonzero(bad)
+            label = self.whiles[wid].label
+            who = ", ".join(f"CTA {int(x) // self.wpc} warp {int(x) % self.wpc}" for x in w[:4])
+            more = f" and {w.size - 4} more" if w.size > 4 else ""
+            raise DeadlockError(
+                f"kernel {self.kernel_name}: {who}{more} still wait at '{label}' after its "
+                f"spin_limit={limit} poll rounds in simulated time: the data they poll arrives "
+                f"later than the spin bound allows",
+                [{"warp": int(x), "while": label} for x in w])
 
     def end(self) -> float:
         return float(max(self.last.max(), self.store_ack.max(), 0.0)) + 1.0
