@@ -97,17 +97,20 @@ def predict_model(case: dict, spec, prog) -> float | None:
     return None if math.isnan(val) else val
 
 
-def predict_library(case: dict, spec) -> dict | None:
-    try:
-        from models import analytical
-    except ImportError:
-        return None
+def predict_library(case: dict, spec) -> dict:
+    """The analytical model's per-step time for a recorded cuBLAS / cuSPARSE case; raises
+    :class:`InputError` (reported as a skipped case) when the model cannot predict it."""
+    from models import analytical
+
     try:
         t = analytical.predict_many(spec, case["hidden"], case["batch"], case["density"],
                                     kernels=[case["kind"]])[case["kind"]]
-    except (InputError, KeyError):
-        return None
-    return {"per_step_s": float(t.per_step_s.reshape(-1)[0]), "source": "analytical"}
+    except KeyError as exc:
+        raise InputError(f"the analytical model has no kernel {exc}") from None
+    val = float(t.per_step_s.reshape(-1)[0])
+    if math.isnan(val):
+        raise InputError("the analytical model says the layer does not fit")
+    return {"per_step_s": val, "source": "analytical"}
 
 
 def _ape(pred: float, meas: float) -> float:
@@ -127,7 +130,7 @@ def run_crosscheck(data: str | Path, *, every: int = 1, kinds: tuple[str, ...] |
     steps = camp.ncu_steps or 4
     cases = [c for c in camp.ok_cases if kinds is None or c["kind"] in kinds][::every]
     rows = []
-    stale = {}
+    stale, skipped = {}, {}
     for c in cases:
         why = kernel_staleness(c, spec)
         if why is not None:
@@ -136,8 +139,10 @@ def run_crosscheck(data: str | Path, *, every: int = 1, kinds: tuple[str, ...] |
         if c["kind"] in SIM_KINDS:
             pred = predict_case(c, spec, steps)
         else:
-            pred = predict_library(c, spec)
-            if pred is None:
+            try:
+                pred = predict_library(c, spec)
+            except InputError as exc:
+                skipped[c["id"]] = str(exc)
                 continue
         meas = c["result"]["per_step_s"]
         row = {"id": c["id"], "kind": c["kind"], "measured_s": meas,
@@ -160,6 +165,7 @@ def run_crosscheck(data: str | Path, *, every: int = 1, kinds: tuple[str, ...] |
                          f"{len(stale)} stale)")
     summary = _summarise(rows, spearmanr)
     summary.update({"stale": len(stale), "stale_cases": stale,
+                    "skipped": len(skipped), "skipped_cases": skipped,
                     "format_version": camp.format_version, "data": str(data),
                     "gpu": camp.provenance["gpu_name"], "spec": spec.name,
                     "ncu_steps": steps, "every": every, "rows": rows})
@@ -251,6 +257,8 @@ def main(args) -> int:
               f"{100 * r['ape']:5.0f}%  {bc}")
     for cid, why in s["stale_cases"].items():
         print(f"{cid:58s} stale: {why}")
+    for cid, why in s["skipped_cases"].items():
+        print(f"{cid:58s} not predicted: {why}")
     if s["stale"]:
         print(f"\n{s['stale']} stale case(s): their kernel changed since they were measured; "
               f"left out of the statistics (re-measure them)")
