@@ -29,12 +29,19 @@ round trips, polls that must be served after the data reached L2, CTA barrier la
   stay in step); with one load the warps leave the barrier clustered, the first slot queues
   once (``stagger``) and each later slot of a row waits when the batch of all warps' loads
   exceeds the warp's own slot chain.
-- ``sync``: Lamport: an extra poll round when the busiest warp stores more than a poll's lead
-  after the idlest (``spread``: FIFO stagger + per-warp wavefront difference of the mapping).
+- ``sync``: Lamport: an extra poll round when the busiest warp's stores become visible
+  (``l2_store_visibility_cycles`` after the slice serves them) later than the idlest warp's
+  first poll (a poll's ``lead`` after its own store); ``spread`` = FIFO stagger + per-warp
+  wavefront difference of the mapping + the h broadcast (the slices serve the SMs' staging
+  loads over ``bw`` cycles, so the SMs start their rows that far apart). A warp's load of its
+  own pending store waits instead of re-polling (never longer than a re-poll).
   Barrier (:func:`_barrier_cycles`): BAR, FENCE waiting for thread 0's store acknowledgement,
-  the atomic arrive (``l2_atomic_latency / 2``) behind the other SMs' arrivals
-  (``(sm_count - 1) * l2_atomic_same_address_cycles``), thread 0's polls every
-  ``l2_hit_latency + 2`` cycles (the first after its x prefetch), the reply, the CTA barrier.
+  the atomic arrive (``l2_atomic_latency / 2``) behind what the counter's FIFO has not drained
+  of the other SMs' arrivals (``(sm_count - 1) * l2_atomic_same_address_cycles`` less the
+  spread of the arrivals: poll phases and the other CTAs' shorter work), then the last CTA to
+  notice: the slowest CTA's own polls or another CTA one poll phase late
+  (:func:`_poll_phases`), the reply, the CTA barrier. After the barrier the h broadcast only
+  costs what the slices have not drained while the CTAs were being released.
 - once per launch: ``launch_overhead_s`` + loading the weights from DRAM.
 
 Expected wavefronts for random columns (no matrix given)
@@ -294,13 +301,20 @@ def _tail_cycles(spec, B):
 
 
 def _csr_tail_cycles(spec, B):
-    """CSR row-per-warp baseline (``csr_baseline.py``): its butterfly runs the B batch columns
-    one after another (per column 5 dependent SHFL_XOR -> FADD pairs), then the select/x/tanh
-    chain (unchanged from the model's first version; the baseline kernel was not changed)."""
+    """CSR row-per-warp baseline (``kernels_ir/kernels/csr_baseline.py``), after its gathers.
+
+    Butterfly: the B batch columns one after another, per column 5 dependent SHFL_XOR -> FADD
+    pairs (``shfl + fma`` each; the next column's first shuffle issues one cycle after the last
+    FADD, it does not depend on it); ISETP lane 0 -> PAND store -> IMUL base (the ``if``) -> LDG
+    of x (ALU latency each, then one L2 round trip); per column FADD x -> TANH (FMA latency, then
+    the next column's FADD issues); the STG waits for the last TANH (SFU latency).
+    """
     B = np.asarray(B, dtype=np.float64)
-    return (B + B * REDUCTION_STEPS * (spec.shfl_latency_cycles + spec.fma_latency_cycles)
-            + (B - 1) * spec.alu_latency_cycles + 2
-            + 2 * spec.fma_latency_cycles + spec.sfu_latency_cycles + spec.alu_latency_cycles + 1)
+    fma, alu = spec.fma_latency_cycles, spec.alu_latency_cycles
+    butterfly = B * (REDUCTION_STEPS * spec.shfl_latency_cycles
+                     + (REDUCTION_STEPS - 1) * fma + 1) + fma
+    x_load = 1 + 3 * alu + spec.l2_hit_latency_cycles
+    return butterfly + x_load + B * (fma + 1) + spec.sfu_latency_cycles
 
 
 def _row_chain(spec, K, W, B, L):
@@ -341,7 +355,9 @@ def _stage_parts(spec, N, B, R, sync):
     trip of the group's first load then (Lamport) the 16 G dependent checks (BITCAST, ISETP,
     PAND, POR per word); then G STS. bw: every SM reads all of h through the L2 slices
     (``sm_count * slot * 4`` bytes at ``l2_slices * l2_bytes_per_cycle_per_slice``): the last
-    request of a slice waits behind the others.
+    request of a slice waits behind the others. After the grid barrier the CTAs are released
+    over the range of their poll phases (:func:`_poll_phases`), and the slices drain the earlier
+    CTAs' requests meanwhile, so the last CTA waits only for the rest.
     """
     c = _cyc(spec)
     slot = np.ceil(np.asarray(N) * np.asarray(B) / 4.0) * 4
@@ -353,6 +369,8 @@ def _stage_parts(spec, N, B, R, sync):
     check = (16 * G - 1) * c["ia"] + 1 if sync == "lamport" else 0 * G
     poll = spec.l2_hit_latency_cycles + check
     bw = spec.sm_count * slot * 4 / c["l2_bpc"]
+    if sync == "barrier":
+        bw = np.maximum(0.0, bw - _poll_phases(spec)[1])
     return setup, per_round, poll, rounds, bw
 
 
@@ -362,36 +380,64 @@ def _prefetch_cycles(spec, R):
     return a + R * (a + 1)
 
 
-def _barrier_cycles(spec, R):
+def _poll_phases(spec):
+    """Release of the CTAs after the grid barrier's last arrival (cycles): ``(lag, range)``.
+
+    Thread 0 of every CTA polls the counter every ``l2_hit_latency + 2`` cycles (LDG -> ISETP ->
+    branch) on its own phase, set by when its own atomic went out; the last arrival is seen by
+    each CTA at a phase taken as uniform over one period. With ``n = sm_count`` CTAs the latest
+    one sees it ``P (n - 1) / n`` late (largest of the other ``n - 1`` phases) and the releases
+    span ``P (n - 1) / (n + 1)`` (expected range of ``n`` uniform phases).
+    """
+    period = spec.l2_hit_latency_cycles + 2
+    n = spec.sm_count
+    return period * (n - 1) / n, period * (n - 1) / (n + 1)
+
+
+def _barrier_cycles(spec, R, cta_spread=0.0):
     """Grid barrier, from the slowest warp's last store to the CTA barrier releasing step t+1.
 
     BAR (all warps), thread 0's FENCE waits for its stores to be acknowledged (one L2 round trip
     after its last store, taken as the slowest warp's), the atomic arrive reaches L2
-    (``l2_atomic_latency / 2``) behind the other SMs' arrivals at the same address
-    (``(sm_count - 1) * l2_atomic_same_address_cycles``); thread 0 meanwhile prefetches x and
-    polls the counter every ``l2_hit_latency + 2`` cycles (LDG -> ISETP -> LDG); the poll served
-    after the counter is complete returns half a round trip later; BAR releases the CTA.
+    (``l2_atomic_latency / 2``) and waits in the counter's FIFO (the slice performs one
+    same-address atomic every ``l2_atomic_same_address_cycles``, in order of arrival): the
+    ``sm_count - 1`` earlier arrivals only delay it by what they do not drain before it arrives,
+    ``max(0, (sm_count - 1) * same_address - spread)``, where ``spread`` is how far the arrivals
+    are apart (the CTAs' poll phases, :func:`_poll_phases`, plus ``cta_spread``, how much
+    earlier the other CTAs' work ends). The step then ends when the last CTA to notice is
+    released: either the slowest CTA itself, whose thread 0 prefetches x and polls every
+    ``l2_hit_latency + 2`` cycles from its own atomic (the poll served after the counter is
+    complete), or another CTA, one poll phase late (:func:`_poll_phases`); the poll's reply
+    returns half a round trip later and BAR releases the CTA.
+
+    Store visibility (``l2_store_visibility_cycles``) is not on this path: the FENCE waits for
+    the stores' acknowledgements, not their visibility, the counter is visible when the atomic
+    is performed, and the staging loads after the barrier are plain loads that come a fence,
+    an atomic and a poll (>= 2 L2 round trips) after the stores.
     """
     a = spec.l2_hit_latency_cycles
     bar = spec.cta_barrier_latency_cycles
     fence = max(2 + bar + 1, a) + spec.fence_latency_cycles
-    ready = spec.l2_atomic_latency_cycles / 2 + (spec.sm_count - 1) * \
-        spec.l2_atomic_same_address_cycles
+    lag, phases = _poll_phases(spec)
+    queue = np.maximum(0.0, (spec.sm_count - 1) * spec.l2_atomic_same_address_cycles
+                       - phases - cta_spread)
+    ready = spec.l2_atomic_latency_cycles / 2 + queue
     first = 3 + _prefetch_cycles(spec, R) + a / 2
     period = a + 2
-    n_more = np.ceil(np.maximum(0.0, ready - first) / period)
-    return fence + first + n_more * period + a / 2 + 1 + bar
+    own = first + np.ceil(np.maximum(0.0, ready - first) / period) * period
+    return fence + np.maximum(own, ready + lag) + a / 2 + 1 + bar
 
 
 _BOUNDS = np.array(["latency", "issue", "fp32", "int", "smem"])
 
 
 def _persistent_from_slots(spec, v: Variant, N, B, K, wf_sm, wf_warp, mask, R, S, dtype,
-                           spread_wf=0.0):
+                           spread_wf=0.0, cta_spread=0.0):
     """Assemble per-step cycles from per-row-slot arrays (configs x Rmax).
 
     ``spread_wf``: wavefronts by which the busiest warp's rows exceed the idlest warp's (exact
-    mapping; 0 for the expectation).
+    mapping; 0 for the expectation). ``cta_spread``: cycles by which the slowest CTA's work
+    exceeds the fastest's (exact mapping; 0 for the expectation), see :func:`_barrier_cycles`.
     """
     c = _cyc(spec)
     L = len(access_pattern(int(B), v.wide_loads))
@@ -446,12 +492,13 @@ def _persistent_from_slots(spec, v: Variant, N, B, K, wf_sm, wf_warp, mask, R, S
         # stores more than `lead` cycles after the idlest one, the idlest warp's first poll is
         # served before that data reached L2 and it polls again; its CTA waits for it
         lead = 1 + pre + setup_st + per_round
-        spread = stagger + spread_wf / c["wf"]
-        extra_polls = np.ceil(np.maximum(0.0, spread - lead) / poll)
+        spread = stagger + spread_wf / c["wf"] + bw
+        vis = spec.l2_store_visibility_cycles
+        extra_polls = np.ceil(np.maximum(0.0, spread + vis - lead) / poll)
         sync = np.maximum(0.0, extra_polls * poll - spread)
     else:
         pre = 0.0 * Rf        # warp 0 prefetches while the atomic is in flight (in sync)
-        sync = _barrier_cycles(spec, Rf)
+        sync = _barrier_cycles(spec, Rf, cta_spread)
     total = pre + stage + bw + compute + sync
     cs = spec.cycle_s
     breakdown = {
@@ -649,9 +696,12 @@ def predict_mapping(spec, variant: str | Variant, mapping, batch: int, *, dtype:
     N = mapping.n_cols
     S = mapping.total_slots
     tw = per_rs.sum(axis=1)                           # each warp's wavefronts per step
-    t, su, parts, which = _persistent_from_slots(spec, v, np.array([N]), b, K, wf_sm, wf_warp,
-                                                 mask, R, S, dtype,
-                                                 spread_wf=float(tw.max() - tw.min()))
+    args = (spec, v, np.array([N]), b, K, wf_sm, wf_warp, mask, R, S, dtype)
+    t, su, parts, which = _persistent_from_slots(*args, spread_wf=float(tw.max() - tw.min()))
+    if v.sync == "barrier":  # the other CTAs' atomics arrive earlier by their shorter work
+        work = t - parts["sync_s"] / spec.cycle_s
+        t, su, parts, which = _persistent_from_slots(
+            *args, spread_wf=float(tw.max() - tw.min()), cta_spread=float(work.max() - work.min()))
     worst = int(np.argmax(t))
     f = cap.fit(spec, N, b, 1.0, cell="rnn", dtype=dtype, dense=not v.sparse,
                 slots=mapping.slots)

@@ -267,7 +267,8 @@ def max_hidden(spec, density: float, batch: int, *, cell: str = "rnn", dtype: st
             lo = mid
         else:
             hi = mid
-    # the requirement is monotone up to the rounding of K_j: step back to a clean boundary
+    # the requirement is monotone only up to the rounding of K_j: the bisection may stop below
+    # a size that fits, so step forward while the next size still fits
     while lo > 1 and ok(lo + 1).fits:
         lo += 1
     good, bad = ok(lo), ok(lo + 1)

@@ -64,21 +64,41 @@ def test_the_optimisations_help_in_order():
 
 def test_breakdown_terms_use_spec_values():
     t = an.predict_many(V100, 1024, 4, 0.1, kernels=["sparse-naive", "sparse-lamport"])
-    barrier = t["sparse-naive"].breakdown["sync_s"][0]
-    a, half = V100.l2_hit_latency_cycles, V100.l2_hit_latency_cycles / 2
-    R = -(-1024 // (80 * 8))
-    first = 3 + V100.alu_latency_cycles + R * (V100.alu_latency_cycles + 1) + half
-    ready = (V100.l2_atomic_latency_cycles / 2
-             + (V100.sm_count - 1) * V100.l2_atomic_same_address_cycles)
-    want = (max(3 + V100.cta_barrier_latency_cycles, a) + V100.fence_latency_cycles + first
-            + math.ceil(max(0.0, ready - first) / (a + 2)) * (a + 2) + half + 1
-            + V100.cta_barrier_latency_cycles)
-    assert barrier == pytest.approx(want / V100.clock_hz)
-    assert t["sparse-lamport"].breakdown["sync_s"][0] == 0  # no re-poll for random columns
+    assert t["sparse-naive"].breakdown["sync_s"][0] > 0
+    assert t["sparse-lamport"].breakdown["sync_s"][0] >= 0
+    # 4 SMs: the warps' stores are close (short broadcast), no re-poll for random columns
+    small = an.predict_many(dataclasses.replace(V100, sm_count=4), 256, 4, 0.1,
+                            kernels=["sparse-lamport"])
+    assert small["sparse-lamport"].breakdown["sync_s"][0] == 0
+    v4 = dataclasses.replace(V100, sm_count=4)
     for field in ("shfl_latency_cycles", "l2_hit_latency_cycles", "smem_latency_cycles"):
-        slow = dataclasses.replace(V100, **{field: 2 * getattr(V100, field)})
-        assert (an.predict_many(slow, 1024, 4, 0.1)["sparse-lamport"].per_step_s[0]
-                > t["sparse-lamport"].per_step_s[0]), field
+        slow = dataclasses.replace(v4, **{field: 2 * getattr(V100, field)})
+        assert (an.predict_many(slow, 256, 4, 0.1)["sparse-lamport"].per_step_s[0]
+                > small["sparse-lamport"].per_step_s[0]), field
+
+
+def test_grid_barrier_properties():
+    """One SM: the atomic chain alone (no FIFO queue, own poll phase); more SMs never make the
+    barrier cheaper; slower same-address atomics or a later store visibility never help."""
+    one = dataclasses.replace(V100, sm_count=1)
+    a = V100.l2_hit_latency_cycles
+    first = 3 + an._prefetch_cycles(one, 2) + a / 2
+    ready = V100.l2_atomic_latency_cycles / 2
+    chain = (max(3 + V100.cta_barrier_latency_cycles, a) + V100.fence_latency_cycles + first
+             + math.ceil(max(0.0, ready - first) / (a + 2)) * (a + 2) + a / 2 + 1
+             + V100.cta_barrier_latency_cycles)
+    assert an._barrier_cycles(one, 2) == pytest.approx(chain)
+    sms = [1, 2, 4, 16, 80, 132, 256]
+    cyc = [float(an._barrier_cycles(dataclasses.replace(V100, sm_count=n), 2)) for n in sms]
+    assert all(b >= a for a, b in zip(cyc, cyc[1:], strict=False)), cyc
+    slow = dataclasses.replace(V100, l2_atomic_same_address_cycles=50.0)
+    assert an._barrier_cycles(slow, 2) > an._barrier_cycles(V100, 2)
+    # other CTAs finishing earlier drain the counter's queue before the slowest arrives
+    assert an._barrier_cycles(slow, 2, 500.0) < an._barrier_cycles(slow, 2)
+    late = dataclasses.replace(H100, l2_store_visibility_cycles=500.0)
+    for n in (512, 2048):
+        assert (an.predict_many(late, n, 4, 0.1)["sparse-lamport"].per_step_s[0]
+                >= an.predict_many(H100, n, 4, 0.1)["sparse-lamport"].per_step_s[0])
 
 
 def test_interleaved_reduction_is_one_shuffle_latency_per_mask():

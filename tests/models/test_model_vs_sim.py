@@ -1,8 +1,10 @@
 """The analytical model against the simulator: within 15% per-step time on >= 30 configurations.
 
 Two independent witnesses: the model reads the spec and the kernel's structure, the simulator
-executes the IR cycle by cycle. Shrunk GPUs (2-32 SMs) keep the simulation short; the model is
-given the same concrete mapping (exact K_j and wavefronts) and nothing from the simulation.
+executes the IR cycle by cycle. Shrunk GPUs (2-32 SMs) keep the simulation short; full GPUs
+(V100 80 SMs, H100 132 SMs) are what users query (grid-barrier atomics, poll phases and the h
+broadcast only show at full size). The model is given the same concrete mapping (exact K_j and
+wavefronts) and nothing from the simulation.
 """
 
 import dataclasses
@@ -23,42 +25,75 @@ LAYERS = [  # (gpu, sm_count, hidden, batch, density)
     ("v100", 2, 128, 4, 1.0), ("h100", 4, 320, 1, 0.5),
     ("v100", 16, 1024, 4, 0.1), ("h100", 32, 1024, 2, 0.1),   # more SMs: L2 broadcast, atomics
 ]
+FULL = [  # sm_count None: the spec's own (V100 80, H100 132)
+    ("v100", None, 1152, 4, 0.1), ("v100", None, 2304, 1, 0.05), ("h100", None, 1024, 4, 0.1),
+    ("h100", None, 2048, 2, 0.05), ("h100", None, 512, 8, 0.2),
+]
+# known gap (see the report of this change): the Lamport exchange (sparse-lamport and the dense
+# kernel) on the full V100 (no store-visibility delay there): the model's spread of the warps'
+# stores (FIFO stagger + wavefront imbalance + the h broadcast through the slices) misjudges how
+# many warps re-poll; at 256/4/0.1 the simulated step alternates 947-1268 cycles over 8 steps
+GAP = [c for c in itertools.product(
+    [L for L in FULL if L[0] == "v100"] + [("v100", None, 256, 4, 0.1)],
+    ("sparse-lamport", "dense-persistent"))]
+GAP = [(*layer, name) for layer, name in GAP]
 
 
-def _configs():
-    for (gpu, sms, n, b, d), name in itertools.product(LAYERS, an.PERSISTENT):
+def _configs(layers):
+    for (gpu, sms, n, b, d), name in itertools.product(layers, an.PERSISTENT):
         yield gpu, sms, n, b, d, name
 
 
-def _run_all():
+def _run_all(configs, steps=3):
+    """Model vs simulator rows; the layer has ``steps + 1`` time steps and ``steps`` are
+    simulated (the steady state is the mean of the last even run after the first)."""
     from gpusim.engine import simulate
 
     rows = []
-    for gpu, sms, n, b, d, name in _configs():
-        spec = dataclasses.replace(load_spec(gpu), sm_count=sms)
+    for gpu, sms, n, b, d, name in configs:
+        spec = load_spec(gpu)
+        if sms is not None:
+            spec = dataclasses.replace(spec, sm_count=sms)
         v = an.VARIANTS[name]
         try:
             if v.sparse:
-                prog = build_sparse_rnn(make_layer(n, b, d, 4, seed=1), spec, sync=v.sync,
-                                        wide_loads=v.wide_loads, layout=v.layout)
+                layer = make_layer(n, b, d, steps + 1, seed=1)
+                prog = build_sparse_rnn(layer, spec, sync=v.sync, wide_loads=v.wide_loads,
+                                        layout=v.layout)
             else:
-                prog = build_dense_rnn(make_layer(n, b, 1.0, 4, seed=1), spec, sync=v.sync,
-                                       wide_loads=v.wide_loads)
+                layer = make_layer(n, b, 1.0, steps + 1, seed=1)
+                prog = build_dense_rnn(layer, spec, sync=v.sync, wide_loads=v.wide_loads)
         except CapacityError:
             continue
-        sim = simulate(prog.kernel, prog.inputs, spec, sample_steps=3).per_step_s
+        sim = simulate(prog.kernel, prog.inputs, spec, sample_steps=steps).per_step_s
         model = an.predict_mapping(spec, name, prog.mapping, b).per_step_s[0]
         rows.append(((gpu, sms, n, b, d, name), sim, model, model / sim - 1))
     return rows
 
 
-@pytest.mark.slow
-def test_model_within_15_percent_of_simulator():
-    rows = _run_all()
-    assert len(rows) >= 30
+def _check(rows, at_least):
+    assert len(rows) >= at_least
     bad = [r for r in rows if abs(r[3]) > TOLERANCE]
     errs = [abs(r[3]) for r in rows]
     print(f"\n{len(rows)} configurations: mean |err| {sum(errs) / len(errs):.1%}, "
           f"max {max(errs):.1%}")
     assert not bad, "\n".join(f"{c}: sim {s * 1e6:.2f} us, model {m * 1e6:.2f} us ({e:+.1%})"
                               for c, s, m, e in bad)
+
+
+@pytest.mark.slow
+def test_model_within_15_percent_of_simulator():
+    _check(_run_all(_configs(LAYERS)), 30)
+
+
+@pytest.mark.slow
+def test_model_within_15_percent_of_simulator_on_full_gpus():
+    # 5 steps: at full size steps 2-3 are still settling (poll phases, e.g. v100 1152/4/0.1
+    # sparse-bank: 2545, 2816, then 2729-2896 cycles)
+    _check(_run_all([c for c in _configs(FULL) if c not in GAP], steps=5), 18)
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="known gap: Lamport exchange on the full V100")
+def test_known_gap_lamport_on_full_v100():
+    _check(_run_all(GAP, steps=5), 4)
