@@ -246,6 +246,12 @@ def _check_consistency(s: GPUSpec, origin: str) -> None:
     if s.max_regs_per_thread * 32 > s.regs_per_sm:
         raise SpecError(f"{origin}: max_regs_per_thread = {s.max_regs_per_thread} does not fit "
                         f"one warp in regs_per_sm = {s.regs_per_sm}")
+    from kernels_ir.banks import BANKS
+
+    if (s.smem_banks, s.smem_bank_bytes) != (BANKS, 4):
+        raise SpecError(f"{origin}: smem_banks = {s.smem_banks} x smem_bank_bytes = "
+                        f"{s.smem_bank_bytes}: the bank arithmetic (kernels_ir.banks) models "
+                        f"{BANKS} banks x 4 bytes only; accepted: 32 and 4")
     for lanes in ("fp32_lanes_per_subpartition", "int32_lanes_per_subpartition",
                   "sfu_lanes_per_subpartition"):
         if 32 % getattr(s, lanes):

@@ -100,3 +100,10 @@ def test_malformed_file(tmp_path):
 def test_shrink_with_replace():
     s = dataclasses.replace(load_spec("v100"), sm_count=2)
     assert s.sm_count == 2 and s.clock_hz == load_spec("v100").clock_hz
+
+
+def test_bank_geometry_other_than_the_modelled_one_is_refused():
+    doc = _doc()
+    doc["params"]["smem_banks"]["value"] = 16
+    with pytest.raises(SpecError, match="smem_banks = 16 .* models 32 banks x 4 bytes only"):
+        parse_spec(doc, "x.toml")
