@@ -67,7 +67,8 @@ from ..ir import I32, PRED, Kernel
 from ..verify import verify
 
 __all__ = ["Microbench", "smem_latency", "l2_latency", "flag_round_trip", "atomic_throughput",
-           "grid_barrier", "store_visibility", "poll_storm", "MICROBENCHES", "build"]
+           "grid_barrier", "store_visibility", "poll_storm", "lamport_exchange", "MICROBENCHES",
+           "build"]
 
 WARP = 32
 LINE_WORDS = 32  # 128-byte L2 line
@@ -319,6 +320,149 @@ def poll_storm(rounds: int = 64, ctas: int = 132, threads: int = 256, slot: int 
                       lambda g: bool(np.all(np.asarray(g["out"]) == 0)))
 
 
+LAMPORT_OWNERS = ("one", "interleaved", "contiguous")
+LAMPORT_SENTINEL = -(1 << 31)  # 0x80000000: the sentinel bit pattern of the Lamport kernel
+
+
+def lamport_exchange(rounds: int = 16, ctas: int = 132, threads: int = 256, slot: int = 4096,
+                     owner: str = "interleaved", delay: int = 0,
+                     spin_limit: int = 1 << 22) -> Microbench:
+    """The persistent kernel's Lamport h exchange without the mat-vec (H1/H2 of the README).
+
+    ``rounds`` single-use slots of ``slot`` words, all the sentinel at launch. Round ``r``:
+    the owners write ``r`` into their words of slot ``r``; then every thread of every CTA polls
+    its ``4`` 16-byte chunks of slot ``r`` (relaxed 128-bit loads, back to back, re-polled while
+    any word is the sentinel, warp-uniform ``vote.any`` exit: ``_stage_h``); ``__syncthreads``.
+    ``owner``: ``"interleaved"`` - CTA ``c`` owns the 16-byte chunks ``q = c (mod ctas)`` (every
+    32-byte sector written by two CTAs, as the snake-dealt rows of h1024-b4); ``"contiguous"`` -
+    CTA ``c`` owns whole sectors ``[c*S/ctas, (c+1)*S/ctas)`` (one writer per sector); both:
+    warp 0 writes, one 32-bit store per lane. Every CTA writes slot ``r + 1`` only after it has
+    seen all of slot ``r``: op = one all-see-all exchange. ``"one"``: CTA 0 writes the whole
+    slot (16-byte stores) after it has seen, on an arrival counter, that every CTA saw slot
+    ``r - 1`` (thread 0 of each CTA adds 1 after its poll): op = one producer store -> last
+    consumer's exit, plus the one-word fan-in back. ``delay`` dependent shared loads in every
+    poll iteration lengthen the poll period (the phase wait grows with it, if there is one).
+    """
+    rounds, ctas, threads, slot = (_positive(n, v) for n, v in (
+        ("rounds", rounds), ("ctas", ctas), ("threads", threads), ("slot", slot)))
+    group = 4
+    if slot != 4 * threads * group:
+        raise InputError(f"slot={slot} must be 4 * threads * {group} = {4 * threads * group}")
+    if owner not in LAMPORT_OWNERS:
+        raise InputError(f"owner={owner!r} is unknown; accepted: {', '.join(LAMPORT_OWNERS)}")
+    delay = int(delay)
+    if delay < 0:
+        raise InputError(f"delay={delay} must be >= 0")
+    chunks, sectors = slot // 4, slot // 8
+    if owner != "one" and (threads < WARP or -(-chunks // ctas) > WARP // 4
+                           or 2 * -(-sectors // ctas) > WARP // 4):
+        raise InputError(f"owner={owner!r}: warp 0 must hold every CTA's chunks "
+                         f"(slot={slot}, ctas={ctas})")
+    name = f"lamport_{owner}" + (f"_delay{delay}" if delay else "")
+    b = Builder(f"mb_{name}", grid=ctas, block=threads, bench=name, rounds=rounds)
+    g_h = b.global_buffer("h", I32, rounds * slot, role="inout")
+    g_cnt = b.global_buffer("counter", I32, LINE_WORDS, role="inout")
+    g_out = b.global_buffer("out", I32, ctas * threads, role="out")
+    tid = b.sreg("tid", dst=b.reg(I32, "tid"))
+    cta = b.sreg("cta", dst=b.reg(I32, "cta"))
+    gt = b.imad(cta, threads, tid, dst=b.reg(I32, "gt"))
+    tid4 = b.imul(tid, 4, dst=b.reg(I32, "tid4"))
+    acc = b.mov(0, I32, dst=b.reg(I32, "acc"))
+    base = b.reg(I32, "base")
+    idx = b.reg(I32, "idx")
+    bits = b.reg(I32, "bits")
+    chunk = [b.reg(I32, f"c{i}", 4) for i in range(group)]
+    hop = None
+    if delay:
+        s_zero = b.shared("zero", I32, WARP)
+        with b.if_(b.isetp("lt", tid, WARP, dst=b.reg(PRED, "zfill"))):
+            b.sts(s_zero, tid, 0)       # s[i] = 0: every hop reads s[0] = 0
+        b.bar()
+        hop = b.mov(0, I32, dst=b.reg(I32, "hop"))
+    if owner == "one":
+        is_p = b.isetp("eq", cta, 0, dst=b.reg(PRED, "is_p"))
+        is_t0 = b.isetp("eq", tid, 0, dst=b.reg(PRED, "is_t0"))
+        is_p0 = b.pand(is_p, is_t0, dst=b.reg(PRED, "is_p0"))
+        target = b.reg(I32, "target")
+        nctas = b.sreg("nctas", dst=b.reg(I32, "nctas"))
+        val = b.reg(I32, "val", 4)
+    else:  # warp 0 of each CTA: lane -> chunk k = tid // 4, word tid % 4
+        k = b.shr(tid, 2, dst=b.reg(I32, "k"))
+        w = b.and_(tid, 3, dst=b.reg(I32, "w"))
+        q = b.reg(I32, "q")
+        if owner == "interleaved":
+            b.imad(k, ctas, cta, dst=q)
+            lim = b.mov(chunks, I32, dst=b.reg(I32, "lim"))
+        else:
+            s0 = b.imul(cta, sectors, dst=b.reg(I32, "s0"))
+            b.idiv(s0, ctas, dst=s0)
+            s1 = b.iadd(cta, 1, dst=b.reg(I32, "s1"))
+            b.imul(s1, sectors, dst=s1)
+            b.idiv(s1, ctas, dst=s1)
+            b.imad(s0, 2, k, dst=q)
+            lim = b.imul(s1, 2, dst=b.reg(I32, "lim"))
+        mine = b.isetp("lt", q, lim, dst=b.reg(PRED, "mine"))
+        in_w0 = b.isetp("lt", tid, WARP, dst=b.reg(PRED, "in_w0"))
+        b.pand(mine, in_w0, dst=mine)
+        woff = b.imad(q, 4, w, dst=b.reg(I32, "woff"))
+        widx = b.reg(I32, "widx")
+    with b.loop("r", 0, rounds) as r:
+        b.imad(r, slot, tid4, dst=base)
+        if owner == "one":
+            with b.if_(is_p0):  # wait until every CTA saw slot r - 1 (round 0: target 0)
+                b.imul(r, nctas, dst=target)
+                with b.while_(spin_limit=spin_limit, label="fan_in") as fw:
+                    seen = b.ldg_volatile(g_cnt, 0, dst=b.reg(I32, "seen"))
+                    fw.cond = b.isetp("lt", seen, target, dst=b.reg(PRED, "behind"))
+            b.bar()
+            with b.if_(is_p):
+                for i in range(4):
+                    b.mov(r, dst=val[i])
+                for i in range(group):
+                    b.stg(g_h, base, tuple(val[j] for j in range(4)), offset=4 * threads * i)
+        else:
+            with b.if_(mine):
+                b.imad(r, slot, woff, dst=widx)
+                b.stg(g_h, widx, r)
+        with b.while_(spin_limit=spin_limit, label="lamport_poll") as poll:
+            if hop is not None:
+                for _ in range(delay):
+                    b.lds(s_zero, hop, dst=hop)
+                b.iadd(base, hop, dst=idx)
+            for i in range(group):
+                b.ldg_volatile(g_h, idx if hop is not None else base, offset=4 * threads * i,
+                               width=4, dst=chunk[i])
+            waiting = b.mov(False, PRED, dst=b.reg(PRED, "waiting"))
+            one = b.reg(PRED, "sent")
+            for i in range(group):
+                for j in range(4):
+                    b.isetp("eq", chunk[i][j], LAMPORT_SENTINEL, dst=one)
+                    b.por(waiting, one, dst=waiting)
+            poll.cond = b.vote_any(waiting, dst=b.reg(PRED, "warp_waiting"))
+        for i in range(group):
+            for j in range(4):
+                b.mov(chunk[i][j], dst=bits)
+                b.iadd(acc, bits, dst=acc)
+        b.bar()
+        if owner == "one":
+            with b.if_(is_t0):
+                b.atom_add(g_cnt, 0, 1, dst=b.reg(I32, "old"))
+    b.stg(g_out, gt, acc)
+    kernel = verify(b.build())
+    expect = 4 * group * rounds * (rounds - 1) // 2
+    return Microbench(name, kernel,
+                      {"h": np.full(rounds * slot, LAMPORT_SENTINEL, np.int32),
+                       "counter": np.zeros(LINE_WORDS, np.int32),
+                       "out": np.ones(ctas * threads, np.int32)},
+                      rounds, "Lamport exchange round of the whole grid ("
+                      + {"one": "one producer CTA + fan-in",
+                         "interleaved": "all CTAs write, sectors shared",
+                         "contiguous": "all CTAs write, one writer per sector"}[owner] + ")",
+                      {"rounds": rounds, "ctas": ctas, "threads": threads, "slot": slot,
+                       "owner": owner, "delay": delay},
+                      lambda g: bool(np.all(np.asarray(g["out"]) == expect)))
+
+
 def atomic_throughput(per_warp: int = 64, ctas: int = 132, threads: int = 256,
                       same: bool = True) -> Microbench:
     """``ctas * threads/32 * per_warp`` atomics with return, same word or one line per warp."""
@@ -414,6 +558,10 @@ MICROBENCHES: dict[str, Callable[..., Microbench]] = {
     "poll_storm_rot": lambda **kw: poll_storm(regions=32, **kw),
     "poll_storm_plain": lambda **kw: poll_storm(load="plain", regions=32, **kw),
 }
+for _o in LAMPORT_OWNERS:  # the Lamport exchange probes (H1: "one", H2: the other two)
+    for _d in (0, 16):
+        MICROBENCHES[f"lamport_{_o}" + (f"_delay{_d}" if _d else "")] = (
+            lambda _o=_o, _d=_d, **kw: lamport_exchange(owner=_o, delay=_d, **kw))
 
 # The size argument each benchmark scales with (two values give the slope).
 SIZE_ARG = {"smem_latency": "rounds", "l2_latency": "rounds", "flag_round_trip": "rounds",
@@ -422,6 +570,7 @@ SIZE_ARG = {"smem_latency": "rounds", "l2_latency": "rounds", "flag_round_trip":
             "store_visibility": "rounds", "poll_storm": "rounds", "l2_latency_sys": "rounds",
             "flag_round_trip_sys": "rounds", "store_visibility_sys": "rounds",
             "poll_storm_sys": "rounds", "poll_storm_rot": "rounds", "poll_storm_plain": "rounds"}
+SIZE_ARG.update({k: "rounds" for k in MICROBENCHES if k.startswith("lamport_")})
 
 
 def build(name: str, size: int, **kwargs) -> Microbench:
