@@ -49,10 +49,19 @@ class Mapping:
     slots: tuple[int, ...]
     row_ids: np.ndarray   # int32 (n_warps, R), -1 = padding row
     values: np.ndarray    # float32 (n_warps, S, 32)
-    cols: np.ndarray      # int32 (n_warps, S, 32), always a valid column
+    cols: np.ndarray      # int32 (n_warps, S, 32): position of the column in h (h_positions)
     pad: np.ndarray       # bool (n_warps, S, 32), True where the entry is padding (value 0)
     dense: bool
     layout: str
+    positions: np.ndarray | None = None  # int32 (n_cols,): where h[c] lives in h_s / hseq
+
+    @property
+    def h_positions(self) -> np.ndarray:
+        """int (n_cols,): the word index / B at which the kernel keeps unit ``c`` of h (identity
+        unless the layer is exchanged in owner order, see :func:`map_matrix`)."""
+        if self.positions is None:
+            return np.arange(self.n_cols, dtype=np.int32)
+        return self.positions
 
     @property
     def n_warps(self) -> int:
@@ -200,7 +209,8 @@ def _layout_indices(csr: sp.csr_matrix, ks: np.ndarray, layout, batch: int, wide
 
 
 def map_matrix(U, *, n_ctas: int, warps_per_cta: int, batch: int, wide_loads: bool,
-               layout: str | Callable = "naive", seed: int = 0, dense: bool = False) -> Mapping:
+               layout: str | Callable = "naive", seed: int = 0, dense: bool = False,
+               owner_order: bool = True) -> Mapping:
     """Map ``U`` (n_rows x n_cols; scipy.sparse or ndarray) onto ``n_ctas x warps_per_cta`` warps.
 
     ``layout`` is a name from :data:`kernels_ir.layouts.LAYOUTS` or a hook
@@ -208,6 +218,13 @@ def map_matrix(U, *, n_ctas: int, warps_per_cta: int, batch: int, wide_loads: bo
     padding). ``dense=True`` gives Diamos-style dense tiles: every row holds all columns,
     ``cols[s, l] = 32 s + l``, no index registers (layout must be "naive").
     ``batch``/``wide_loads`` are validated here (they decide the bank of each column).
+
+    ``owner_order`` (square sparse matrices, the recurrent exchange): h is kept in the order of
+    the units' owners, CTA by CTA (``positions``), and ``cols`` hold those positions. Every CTA's
+    outputs are then contiguous in the exchanged h, so a 32-byte sector of it is written by one
+    SM only: on an H100, sectors written by two SMs while 132 SMs poll them cost about 0.7 us
+    more per exchange (measurements/h100/lamport_probe.json). With ``owner_order=False`` h keeps
+    the units' natural order (rows are snake-dealt, so neighbouring units live on different SMs).
     """
     n_ctas = _positive("n_ctas", n_ctas)
     warps_per_cta = _positive("warps_per_cta", warps_per_cta)
@@ -252,6 +269,14 @@ def map_matrix(U, *, n_ctas: int, warps_per_cta: int, batch: int, wide_loads: bo
     R = len(K)
     # row-slot of every row, in `order`
     ks = np.repeat(np.asarray(K), [min(n_warps, n_rows - j * n_warps) for j in range(R)])
+    positions = None
+    if owner_order and n_rows == n_cols:
+        owned = row_ids.reshape(-1)              # warp-major = CTA by CTA
+        owned = owned[owned >= 0]
+        positions = np.empty(n_cols, dtype=np.int32)
+        positions[owned] = np.arange(owned.size, dtype=np.int32)
+        M = sp.csr_matrix((M.data.copy(), positions[M.indices], M.indptr.copy()), shape=M.shape)
+        M.sort_indices()                         # "naive" = order of the positions
     Ms = M[order]
     idx = _layout_indices(Ms, ks, hook, batch, wide_loads, np.random.default_rng(seed))
 
@@ -276,12 +301,13 @@ def map_matrix(U, *, n_ctas: int, warps_per_cta: int, batch: int, wide_loads: bo
         pad[w, sl] = ~real
     _fill_padding_columns(cols, pad)
     return _freeze(Mapping(n_rows, n_cols, n_ctas, warps_per_cta, R, K, row_ids, values, cols,
-                           pad, False, str(name)))
+                           pad, False, str(name), positions))
 
 
 def _freeze(m: Mapping) -> Mapping:
-    for a in (m.row_ids, m.values, m.cols, m.pad):
-        a.setflags(write=False)
+    for a in (m.row_ids, m.values, m.cols, m.pad, m.positions):
+        if a is not None:
+            a.setflags(write=False)
     return m
 
 
@@ -292,6 +318,9 @@ def apply_mapping(mapping: Mapping, h: np.ndarray) -> np.ndarray:
     if h.ndim != 2 or h.shape[0] != mapping.n_cols:
         raise InputError(f"h has shape {h.shape}; expected ({mapping.n_cols}, B)")
     out = np.zeros((mapping.n_rows, h.shape[1]), dtype=np.float32)
+    hp = np.empty_like(h)
+    hp[mapping.h_positions] = h                  # h as the kernel keeps it
+    h = hp
     lane = np.arange(WARP)
     for j, k in enumerate(mapping.slots):
         off = mapping.slot_offset(j)

@@ -60,10 +60,12 @@ class RNNProgram(LayerProgram):
     slot_words: int  # words per hseq slot (N*B rounded up to whole 128-bit chunks)
 
     def outputs(self, globals_: dict) -> np.ndarray:
-        """H (T+1, N, B) float32 from the final contents of the global buffers."""
+        """H (T+1, N, B) float32 from the final contents of the global buffers (h is kept in the
+        mapping's position order; unit ``c`` is read back from position ``h_positions[c]``)."""
         n, b, t = self.hidden, self.batch, self.timesteps
         hseq = np.asarray(globals_["hseq"]).view(np.float32).reshape(t + 1, self.slot_words)
-        return hseq[:, : n * b].reshape(t + 1, n, b).copy()
+        h = hseq[:, : n * b].reshape(t + 1, n, b)
+        return h[:, self.mapping.h_positions].copy()
 
     def max_rel_err(self, globals_: dict) -> float:
         """Largest error of any h_t element relative to the reference's scale at that step."""
@@ -158,7 +160,8 @@ def _build(layer, spec, *, sync, wide_loads, layout, threads_per_cta, seed, dens
     name = f"{'dense' if dense else 'sparse'}_rnn_{sync}_{'wide' if wide_loads else 'scalar'}"
     bld = Builder(name, grid=n_ctas, block=threads_per_cta, hidden=n, batch=b, timesteps=steps,
                   sync=sync, wide_loads=wide_loads, layout=mapping.layout, dense=dense,
-                  nnz=int(layer.U.nnz), slots=S, rows_per_warp=R)
+                  nnz=int(layer.U.nnz), slots=S, rows_per_warp=R,
+                  h_order="owner" if mapping.positions is not None else "natural")
     g_w = bld.global_buffer("w_vals", F32, n_warps * S * WARP)
     g_c = None if dense else bld.global_buffer("w_cols", I32, n_warps * S * WARP)
     g_rows = bld.global_buffer("row_ids", I32, n_warps * R)
@@ -340,15 +343,22 @@ def _zero_tail(bld, h_s, tid, start: int, end: int, threads: int) -> None:
 def _inputs(mapping: Mapping, layer, slot: int, sync: str, dense: bool) -> dict:
     n, b, steps = layer.hidden, layer.batch, layer.timesteps
     nb = n * b
+    pos = mapping.h_positions
+    rows = np.asarray(mapping.row_ids)
+    # every per-unit array in h's position order: the kernel's "row" is the unit's position
+    x_pos = np.empty_like(np.asarray(layer.x_proj, dtype=np.float32))
+    x_pos[:, pos] = layer.x_proj
     inputs = {
         "w_vals": np.ascontiguousarray(mapping.values, dtype=np.float32).reshape(-1),
-        "row_ids": np.ascontiguousarray(mapping.row_ids, dtype=np.int32).reshape(-1),
-        "x_proj": np.ascontiguousarray(layer.x_proj, dtype=np.float32).reshape(-1),
+        "row_ids": np.where(rows >= 0, pos[np.maximum(rows, 0)], -1).astype(np.int32).reshape(-1),
+        "x_proj": np.ascontiguousarray(x_pos).reshape(-1),
     }
     if not dense:
         inputs["w_cols"] = (mapping.cols.astype(np.int32) * np.int32(b)).reshape(-1)
     hseq = np.zeros((steps + 1, slot), dtype=np.float32)
-    hseq[0, :nb] = np.asarray(layer.h0, dtype=np.float32).reshape(-1)
+    h0 = np.empty_like(np.asarray(layer.h0, dtype=np.float32))
+    h0[pos] = layer.h0
+    hseq[0, :nb] = h0.reshape(-1)
     if sync == "lamport":
         hseq.view(np.int32)[1:, :nb] = SENTINEL_BITS  # pad words stay 0: never waited on
     else:

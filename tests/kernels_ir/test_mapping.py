@@ -18,6 +18,7 @@ from models.sparse import random_sparse
 
 def _reconstruct(m: Mapping) -> np.ndarray:
     out = np.zeros((m.n_rows, m.n_cols))
+    unit = np.argsort(m.h_positions)             # position -> unit of h
     rows = m.slot_rows
     for w in range(m.n_warps):
         for s in range(m.total_slots):
@@ -26,7 +27,7 @@ def _reconstruct(m: Mapping) -> np.ndarray:
             if r < 0:
                 assert not real.any()
                 continue
-            np.add.at(out[r], m.cols[w, s, real], m.values[w, s, real])
+            np.add.at(out[r], unit[m.cols[w, s, real]], m.values[w, s, real])
     return out
 
 
@@ -149,3 +150,27 @@ def test_mapping_is_frozen():
     m = map_matrix(_U(), n_ctas=1, warps_per_cta=2, batch=1, wide_loads=True)
     with pytest.raises(ValueError):
         m.values[0, 0, 0] = 1.0
+
+
+@pytest.mark.parametrize("owner_order", [True, False])
+def test_square_layer_in_owner_order_keeps_every_weight(owner_order):
+    U = random_sparse(150, 150, 0.2, np.random.default_rng(3))
+    m = map_matrix(U, n_ctas=4, warps_per_cta=4, batch=4, wide_loads=True, layout="optimal",
+                   owner_order=owner_order)
+    np.testing.assert_array_equal(_reconstruct(m), U.toarray())
+    h = np.random.default_rng(4).standard_normal((150, 4)).astype(np.float32)
+    np.testing.assert_allclose(apply_mapping(m, h), U.toarray() @ h, rtol=1e-4, atol=1e-4)
+    assert (m.positions is not None) == owner_order
+
+
+def test_owner_order_gives_every_cta_a_contiguous_block_of_h():
+    """Each CTA writes one contiguous run of h, so a 32-byte sector has one writer SM except
+    at the (at most one) boundary sector between two CTAs."""
+    U = random_sparse(300, 300, 0.1, np.random.default_rng(5))
+    m = map_matrix(U, n_ctas=5, warps_per_cta=4, batch=2, wide_loads=True)
+    pos = m.h_positions
+    assert sorted(pos.tolist()) == list(range(300))
+    for cta in range(m.n_ctas):
+        rows = m.row_ids[cta * 4:(cta + 1) * 4]
+        p = np.sort(pos[rows[rows >= 0]])
+        assert p.size and np.all(np.diff(p) == 1), cta
