@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _machine import cpu_model
 
 from kernels_ir.layouts import LAYOUTS, analyse
 from kernels_ir.mapping import map_matrix
@@ -24,14 +25,6 @@ from models.sparse import random_sparse
 OUT = Path(__file__).with_suffix(".md")
 
 
-def _cpu() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def main() -> None:
@@ -58,7 +51,7 @@ def main() -> None:
     lines = [
         "# Layout timing (hidden 8192, density 0.3, batch 4, 128-bit loads)", "",
         f"- date: {datetime.date.today().isoformat()}",
-        f"- machine: {_cpu()}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f}",
+        f"- machine: {cpu_model()}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f}",
         f"- python {platform.python_version()}, numpy {np.__version__}",
         f"- nonzeros: {U.nnz:,}; command: `python benchmarks/layout_timing.py "
         f"--repeats {args.repeats}`", "",

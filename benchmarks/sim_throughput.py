@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _machine import cpu_model
 
 SWEEP = [  # hidden, batch, density, timesteps, sample_steps, sync, wide
     (1152, 4, 0.1, 256, 4, "lamport", True),
@@ -36,14 +37,6 @@ SWEEP = [  # hidden, batch, density, timesteps, sample_steps, sync, wide
 ]
 
 
-def _cpu() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def run_one(hidden, batch, density, steps, sample, sync, wide):
@@ -89,7 +82,7 @@ def main() -> None:
     lines = [
         "# Simulator throughput", "",
         f"- date: {datetime.datetime.now().isoformat(timespec='seconds')}",
-        f"- machine: {_cpu()}, {platform.machine()}, {os.cpu_count()} cores, one process "
+        f"- machine: {cpu_model()}, {platform.machine()}, {os.cpu_count()} cores, one process "
         "(numpy threads as default)",
         f"- load average (1 min) before / after: {load0[0]:.2f} / {load1[0]:.2f} "
         "(the machine is shared: wall times include waiting for a core, CPU times do not)",

@@ -16,30 +16,27 @@ TIMESTEPS_MAX = 100_000
 NNZ_MAX = 50_000_000  # nonzeros the layout/mapping tools analyse (about 3.5 GB at the peak)
 
 
-def positive_int(name: str, maximum: int | None = None):
+def _int_arg(name: str, minimum: int, too_small: str, maximum: int | None):
     def parse(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{name}={text!r} is not an integer") from None
-        if value < 1:
-            raise argparse.ArgumentTypeError(f"{name}={value} must be a positive integer")
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{name}={value} {too_small}")
         if maximum is not None and value > maximum:
-            raise argparse.ArgumentTypeError(f"{name}={value} is too large; accepted 1..{maximum}")
+            raise argparse.ArgumentTypeError(f"{name}={value} is too large; accepted "
+                                             f"{minimum}..{maximum}")
         return value
     return parse
+
+
+def positive_int(name: str, maximum: int | None = None):
+    return _int_arg(name, 1, "must be a positive integer", maximum)
 
 
 def nonnegative_int(name: str):
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{name}={text!r} is not an integer") from None
-        if value < 0:
-            raise argparse.ArgumentTypeError(f"{name}={value} must be >= 0")
-        return value
-    return parse
+    return _int_arg(name, 0, "must be >= 0", None)
 
 
 def check_nnz(hidden: int, density: float, rows: int | None = None) -> None:

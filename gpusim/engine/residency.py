@@ -56,6 +56,18 @@ def _ref(r: RegRef) -> set:
     return set() if r.reg.dtype is PRED else {(r.reg.name, r.index)}
 
 
+def _around_back_edge(body: tuple, out: set) -> tuple[set, int]:
+    """Liveness of a loop body: values live at its end are also live around the back edge, so
+    iterate to a fixed point (three rounds reach it for structured bodies)."""
+    for _ in range(3):
+        live_in, peak = _body(body, out)
+        new_out = out | live_in
+        if new_out == out:
+            break
+        out = new_out
+    return live_in, peak
+
+
 def _body(body: tuple, live_out: set) -> tuple[set, int]:
     """Backward liveness over ``body``: (live-in set, max live count inside).
 
@@ -71,23 +83,11 @@ def _body(body: tuple, live_out: set) -> tuple[set, int]:
             peak = max(peak, len(live))
         elif isinstance(stmt, Loop):
             var = (stmt.var.name, 0)
-            inner_out = live | {var}
-            for _ in range(3):  # fixed point: values live around the back edge
-                live_in, p = _body(stmt.body, inner_out)
-                new_out = inner_out | live_in
-                if new_out == inner_out:
-                    break
-                inner_out = new_out
+            live_in, p = _around_back_edge(stmt.body, live | {var})
             peak = max(peak, p)
             live = (live | live_in) - {var}
         elif isinstance(stmt, While):
-            inner_out = live | _ref(stmt.cond)
-            for _ in range(3):
-                live_in, p = _body(stmt.body, inner_out)
-                new_out = inner_out | live_in
-                if new_out == inner_out:
-                    break
-                inner_out = new_out
+            live_in, p = _around_back_edge(stmt.body, live | _ref(stmt.cond))
             peak = max(peak, p)
             live = live_in | live
         elif isinstance(stmt, If):

@@ -122,13 +122,19 @@ def smem_latency(rounds: int = 64, chain: int = 32, words: int = 1024, seed: int
             b.lds(s, p, dst=p)
     b.stg(g_out, lane, p)
     kernel = verify(b.build())
-    expect = 0
-    for _ in range(rounds * chain):
-        expect = int(nxt[expect])
+    expect = _chase(nxt, rounds * chain)
     return Microbench("smem_latency", kernel, {"next": nxt, "out": np.zeros(WARP, np.int32)},
                       rounds * chain, "dependent shared load",
                       {"rounds": rounds, "chain": chain, "words": words},
                       lambda g: bool(np.all(np.asarray(g["out"]) == expect)))
+
+
+def _chase(nxt: np.ndarray, steps: int) -> int:
+    """Where a pointer chase over ``nxt`` starting at word 0 ends after ``steps`` loads."""
+    p = 0
+    for _ in range(steps):
+        p = int(nxt[p])
+    return p
 
 
 def _poll_meta(poll: str) -> dict:
@@ -162,9 +168,7 @@ def l2_latency(rounds: int = 64, chain: int = 16, lines: int = 4096, seed: int =
             b.ldg_volatile(g_next, p, dst=p)
     b.stg(g_out, lane, p)
     kernel = verify(b.build())
-    expect = 0
-    for _ in range(rounds * chain):
-        expect = int(nxt[expect])
+    expect = _chase(nxt, rounds * chain)
     return Microbench(name, kernel, {"next": nxt, "out": np.zeros(WARP, np.int32)},
                       rounds * chain, "dependent L2 load",
                       {"rounds": rounds, "chain": chain, "lines": lines},
