@@ -198,16 +198,9 @@ class L2:
             lane_req = req
         return rsec, rrow, np.where(act, lane_req, 0), act
 
-    def access(self, issue: np.ndarray, warps: np.ndarray, flat: np.ndarray, active: np.ndarray,
-               width: int, kind: str, store: bool):
-        """Loads/stores of one warp-instruction per row of ``warps`` issued at ``issue``.
-
-        Returns (per-warp completion cycle, per-lane served cycle (rows x 32), ``inf`` for
-        inactive lanes).
-        """
-        rsec, rrow, lane_req, act = self.requests(warps, flat, active)
-        self.transactions[kind] += int(rsec.size)
-        t_arr = issue[rrow] + self.half
+    def _serve(self, rsec: np.ndarray, t_arr: np.ndarray, store: bool) -> np.ndarray:
+        """Cycle each request (sector ``rsec`` arriving at L2 at ``t_arr``) is served at L2:
+        the slice's bandwidth, then DRAM for a load of a sector L2 does not hold yet."""
         miss = ~self.touched[rsec]
         start = self.slice_server.serve(self.slice_of(rsec), t_arr)
         if miss.any():
@@ -216,6 +209,35 @@ class L2:
                 d = fifo(np.zeros(int(miss.sum()), dtype=np.int64), start[miss],
                          self.dram_service, self.dram_free)
                 start[miss] = d + self.dram_extra
+        return start
+
+    def warm(self, lo_word: int, n_words: int) -> None:
+        """Mark words ``[lo_word, lo_word + n_words)`` as resident in L2 (no DRAM on first use)."""
+        sw = self.sector_words
+        self.touched[lo_word // sw:-(-(lo_word + n_words) // sw)] = True
+
+    def access(self, issue: np.ndarray, warps: np.ndarray, flat: np.ndarray, active: np.ndarray,
+               width: int, kind: str, store: bool, l1=None):
+        """Loads/stores of one warp-instruction per row of ``warps`` issued at ``issue``;
+        loads go through ``l1`` (an :class:`~.l1.L1`) first when one is given.
+
+        Returns (per-warp completion cycle, per-lane served cycle (rows x 32), ``inf`` for
+        inactive lanes).
+        """
+        rsec, rrow, lane_req, act = self.requests(warps, flat, active)
+        if l1 is None or store or not rsec.size:
+            self.transactions[kind] += int(rsec.size)
+            start = self._serve(rsec, issue[rrow] + self.half, store)
+        else:
+            t_issue = issue[rrow]
+            rwarp = warps[rrow]
+            l1_served, go, key = l1.lookup(rwarp, rsec, t_issue)
+            self.transactions[kind] += int(go.sum())
+            done_req = np.full(rsec.size, np.nan)
+            done_req[go] = self._serve(rsec[go], t_issue[go] + self.half, store) + self.half
+            served_l1 = l1.complete(key, done_req, l1_served, t_issue, rwarp, rsec)
+            done_req[~go] = served_l1[~go]
+            start = done_req - self.half
         done_req = start + self.half
         head = np.empty(rrow.size, dtype=bool)
         head[:1] = True

@@ -25,9 +25,9 @@ latest source operand or control release -- to the category of what produced it:
 results -> ``issue``; LDS/STS -> ``shared_memory``; global loads -> ``waiting_for_data``; loads of
 a buffer that atomics update (the grid barrier's counter), atomics, BAR and FENCE -> ``barrier``.
 
-Approximations (documented, not hidden): no L1 (all global loads go to L2); no instruction
-cache or fetch; a warp issues in order, one instruction per cycle at most; the store path is
-fire-and-forget (the warp does not wait except at FENCE); DRAM is a single aggregate FIFO; the
+Approximations (documented, not hidden): L1 holds read-only buffers only, without eviction or
+bandwidth limit (:mod:`.l1`); no instruction cache or fetch; a warp issues in order, one
+instruction per cycle at most; the store path is fire-and-forget (the warp does not wait except at FENCE); DRAM is a single aggregate FIFO; the
 launch overhead is added once to ``time_s``.
 """
 
@@ -56,6 +56,7 @@ from kernels_ir.ir import (
 )
 
 from .executor import Mask, execute
+from .l1 import L1, resident_buffers
 from .l2 import L2
 from .memory import global_space, shared_space
 from .residency import check_launch
@@ -114,7 +115,8 @@ class _Static:
 
 
 class _Timing:
-    def __init__(self, kernel: Kernel, spec, n_ctas: int, gspace, progress):
+    def __init__(self, kernel: Kernel, spec, n_ctas: int, gspace, progress,
+                 l2_warm: bool = False):
         self.k, self.spec = kernel, spec
         W = kernel.warps_per_cta
         nw = n_ctas * W
@@ -152,6 +154,12 @@ class _Timing:
         self.charge = np.zeros((nw, 4))
         self.smem = SharedPipe(spec, spec.sm_count, nw, len(self.static))
         self.l2 = L2(spec, gspace.words.size)
+        if l2_warm:
+            for name in resident_buffers(kernel, [b.name for b in kernel.global_buffers],
+                                         spec.l2_size_bytes):
+                self.l2.warm(gspace.bases[name], gspace.buffers[name].size)
+        l1 = L1(spec, kernel, gspace, sm, self.n_sms, -(-n_ctas // spec.sm_count))
+        self.l1 = l1 if l1.active else None
         self.whiles = [s for s in walk(kernel.body) if isinstance(s, While)]
         self.kernel_name, self.wpc = kernel.name, kernel.warps_per_cta
         self.rec_stack: list = []
@@ -257,7 +265,8 @@ class _Timing:
         elif kind in ("ldg", "poll"):
             tkind = "poll" if (kind == "poll" and (self.replaying or st.cat == BARRIER)) \
                 else "data"
-            done, served = self.l2.access(issue_f, ws, flat, m.arr, st.width, tkind, False)
+            done, served = self.l2.access(issue_f, ws, flat, m.arr, st.width, tkind, False,
+                                          self.l1 if kind == "ldg" else None)
             self._write(st, ws, full, done, st.cat)
             if kind == "poll" and polls is not None:
                 polls.append((ws, served, flat[ws], m.arr[ws], st.width))
@@ -395,13 +404,16 @@ def _progress_bar(stream):
 
 
 def simulate(kernel: Kernel, inputs: dict, spec, *, sample_steps: int | None = None,
-             progress: bool = False) -> SimResult:
+             progress: bool = False, l2_warm: bool = False) -> SimResult:
     """Simulate one launch of ``kernel`` on ``spec``; values and cycles together.
 
     ``sample_steps``: simulate only the first K iterations of the time loop and extrapolate the
     rest from the steady state (:func:`steady_step_cycles`).
     ``progress``: draw a progress bar on stderr. The launch must be co-resident when the kernel
     spins on global memory (else :class:`CapacityError`).
+    ``l2_warm``: the launch repeats an identical one (one step of a per-step kernel sequence),
+    so the buffers it touched are already in L2 (:func:`.l1.resident_buffers`); default cold,
+    every sector's first load comes from DRAM.
     """
     check_launch(kernel, spec)
     total = next((s.trip_count for s in walk(kernel.body)
@@ -417,7 +429,7 @@ def simulate(kernel: Kernel, inputs: dict, spec, *, sample_steps: int | None = N
         run_kernel = truncate_time_loop(kernel, steps)
     gspace = global_space(run_kernel, inputs)
     bar = _progress_bar(sys.stderr) if progress else None
-    obs = _Timing(run_kernel, spec, run_kernel.grid, gspace, bar)
+    obs = _Timing(run_kernel, spec, run_kernel.grid, gspace, bar, l2_warm)
     res = execute(run_kernel, inputs, ctas=run_kernel.grid, observer=obs)
     return _result(kernel, spec, obs, res, steps, total)
 

@@ -65,6 +65,10 @@ PARAMS: dict[str, Param] = {
     "smem_wavefronts_per_cycle": Param("wavefronts/cycle", float, 0.1, 8,
                                        "wavefronts the SM's shared-memory pipe serves per cycle"),
     "cta_barrier_latency_cycles": Param("cycles", int, 1, 500, "__syncthreads() latency"),
+    "l1_hit_latency_cycles": Param("cycles", int, 1, 500, "global load round trip on an L1 hit"),
+    "l1_unified_bytes_per_sm": Param("bytes", int, 1024, 1 << 22,
+                                     "L1 + shared-memory SRAM per SM (L1 gets what shared "
+                                     "memory does not use)"),
     "l2_size_bytes": Param("bytes", int, 1 << 16, 1 << 32, "L2 capacity"),
     "l2_slices": Param("slices", int, 1, 1024, "L2 slices (banks) that serve requests in parallel"),
     "l2_bytes_per_cycle_per_slice": Param("bytes/cycle", float, 1, 1024, "L2 slice bandwidth"),
@@ -119,6 +123,8 @@ class GPUSpec:
     smem_latency_cycles: int
     smem_wavefronts_per_cycle: float
     cta_barrier_latency_cycles: int
+    l1_hit_latency_cycles: int
+    l1_unified_bytes_per_sm: int
     l2_size_bytes: int
     l2_slices: int
     l2_bytes_per_cycle_per_slice: float

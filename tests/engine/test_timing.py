@@ -162,3 +162,55 @@ def test_refuses_non_co_resident_spinning_grid():
                                smem_bytes_per_cta=65536)
     with pytest.raises(CapacityError, match="cannot be co-resident"):
         simulate(grid_barrier_kernel(grid=4, smem_words=10000), {}, spec)
+
+
+def _chase_kernel(loads: int, written: bool = False):
+    """One warp: ``loads`` dependent loads of the same 32 words (``i = buf[i + lane] * 0``)."""
+    b = Builder("chase", grid=1, block=32)
+    buf = b.global_buffer("buf", I32, 64, role="inout" if written else "in")
+    out = b.global_buffer("out", I32, 32, role="out")
+    lane = b.sreg("lane")
+    i = b.mov(0, dst=b.reg(I32, "i"))
+    for _ in range(loads):
+        addr = b.iadd(i, lane)
+        v = b.ldg(buf, addr)
+        b.imul(v, 0, dst=i)
+    if written:
+        b.stg(buf, b.iadd(lane, 32), lane)
+    b.stg(out, lane, i)
+    return verify(b.build())
+
+
+def test_l1_serves_a_read_only_sector_the_sm_already_holds():
+    inputs = {"buf": np.zeros(64, np.int32)}
+    one = simulate(_chase_kernel(1), inputs, V100)
+    two = simulate(_chase_kernel(2), inputs, V100)
+    step = two.cycles - one.cycles
+    # the second load hits L1: its latency plus the dependent integer multiply and address add
+    assert step == pytest.approx(V100.l1_hit_latency_cycles + 2 * V100.alu_latency_cycles,
+                                 abs=3)
+    assert two.l2_transactions["data"] == one.l2_transactions["data"] == 4
+    # a buffer the kernel also writes is not cached: the second load goes to L2 again
+    w1 = simulate(_chase_kernel(1, written=True), inputs, V100)
+    w2 = simulate(_chase_kernel(2, written=True), inputs, V100)
+    assert w2.l2_transactions["data"] == 8
+    assert w2.cycles - w1.cycles > V100.l2_hit_latency_cycles
+
+
+def test_l2_warm_launch_skips_dram():
+    inputs = {"buf": np.zeros(64, np.int32)}
+    cold = simulate(_chase_kernel(1), inputs, V100)
+    warm = simulate(_chase_kernel(1), inputs, V100, l2_warm=True)
+    assert cold.cycles - warm.cycles == pytest.approx(
+        V100.dram_latency_cycles - V100.l2_hit_latency_cycles, abs=2)
+
+
+def test_l1_capacity_admits_small_read_only_buffers_first():
+    from gpusim.engine.l1 import read_only_loaded, resident_buffers
+    from kernels_ir.kernels.csr_baseline import build_csr_baseline
+    from kernels_ir.kernels.sparse_rnn import make_layer
+
+    k = build_csr_baseline(make_layer(256, 4, 0.5, 2, seed=0)).kernel
+    assert read_only_loaded(k) == ["cols", "h_in", "perm", "rowptr", "vals", "x"]
+    small = resident_buffers(k, read_only_loaded(k), 64 * 1024)
+    assert "h_in" in small and "vals" not in small and "cols" not in small
