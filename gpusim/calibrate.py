@@ -20,6 +20,11 @@ l2_atomic_same_address_cycles  atomic_same       per_warp 2 / 4 (132 CTAs x 8 wa
 fence_latency_cycles           grid_barrier      rounds 4 / 8 (132 CTAs)
 l2_store_visibility_cycles     store_visibility  rounds 4 / 8 (one warp: its load of its own
                                                  pending store is served when it is visible)
+graph_launch_overhead_s        graph_node        library_profile.json (not microbench.json):
+                                                 per-node time of a CUDA graph of 1000 vs 100
+                                                 one-element adds, minus the simulated
+                                                 duration of that kernel (one CTA, one load,
+                                                 add, store, L2 warm)
 ============================== ================= =========================================
 
 The grid barrier is fitted through ``fence_latency_cycles`` (the ``__threadfence()`` before the
@@ -116,6 +121,41 @@ def fit(spec, micro: dict, clock_hz: float) -> dict:
     return {"clock_hz": clock_hz, "params": out, "held_out": held}
 
 
+def node_kernel():
+    """The kernel of a graph node in ``library_profile.json``'s ``graph_node``: one element,
+    ``x += 1`` (one CTA; lane 0 loads, adds and stores)."""
+    from kernels_ir import F32, Builder, verify
+
+    b = Builder("graph_node", grid=1, block=32)
+    x = b.global_buffer("x", F32, 4, role="inout")
+    lane = b.sreg("lane")
+    with b.if_(b.isetp("eq", lane, 0)):
+        v = b.ldg(x, 0)
+        b.stg(x, 0, b.fadd(v, 1.0))
+    return verify(b.build())
+
+
+def fit_graph_node(spec, profile: dict, clock_hz: float) -> dict | None:
+    """``graph_launch_overhead_s`` from the recorded per-node time of a CUDA graph: what the
+    node costs beyond the simulated execution of its kernel."""
+    import numpy as np
+
+    from gpusim.engine import simulate
+
+    node = (profile.get("graph_node") or {}).get("per_node_s")
+    if not node:
+        return None
+    spec = dataclasses.replace(spec, clock_hz=clock_hz)
+    res = simulate(node_kernel(), {"x": np.zeros(4, np.float32)}, spec, l2_warm=True)
+    value = float(node) - res.cycles / clock_hz
+    if not value > 0:
+        raise InputError(f"graph_node per_node_s={node} is shorter than the simulated kernel "
+                         f"({res.cycles / clock_hz:.3g} s)")
+    return {"value": float(f"{value:.4g}"), "previous": spec.graph_launch_overhead_s,
+            "benchmark": "graph_node", "measured_per_node_s": float(node),
+            "simulated_kernel_s": res.cycles / clock_hz}
+
+
 def write_spec(spec_path: Path, result: dict, record: str) -> None:
     """Rewrite the fitted parameters' lines as type C with their calibration record."""
     text = spec_path.read_text()
@@ -130,12 +170,23 @@ def write_spec(spec_path: Path, result: dict, record: str) -> None:
         if "measured_per_op_s" in e:
             src = (f"fitted by gpusim.calibrate to microbenchmark {e['benchmark']} "
                    f"({e['measured_per_op_s'] * 1e9:.2f} ns/op measured); was {e['previous']}")
+        elif "measured_per_node_s" in e:
+            src = (f"gpusim.calibrate: CUDA-graph node {e['measured_per_node_s'] * 1e9:.0f} ns "
+                   f"measured ({e['benchmark']}) minus {e['simulated_kernel_s'] * 1e9:.0f} ns "
+                   f"simulated for its kernel; was {e['previous']}")
         else:
             src = f"{e['benchmark']}"
         line = (f'{param} = {{ value = {e["value"]}, unit = "{unit}", type = "C", '
-                f'source = "{src}", calibration = "{record}" }}')
+                f'source = "{src}", calibration = "{e.get("record", record)}" }}')
         text = text[:m.start()] + line + text[m.end():]
     spec_path.write_text(text)
+
+
+def _record(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(ROOT))
+    except ValueError:
+        return str(path)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -157,11 +208,14 @@ def main(argv: list[str] | None = None) -> int:
         busy = sorted(s for s in samples if s > 0)
         clock = busy[len(busy) // 2] * 1e6 if busy else spec.clock_hz
         res = fit(spec, micro, clock)
-        try:
-            record = str(mpath.resolve().relative_to(ROOT))
-        except ValueError:
-            record = str(mpath)
+        record = _record(mpath)
         res["record"] = record
+        ppath = Path(args.data) / "library_profile.json"
+        if ppath.is_file():
+            g = fit_graph_node(spec, load_json(ppath), clock)
+            if g is not None:
+                g["record"] = _record(ppath)
+                res["params"]["graph_launch_overhead_s"] = g
         (Path(args.data) / "calibration.json").write_text(json.dumps(res, indent=1) + "\n")
         if args.write:
             write_spec(spec_path(args.spec), res, record)
@@ -171,8 +225,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(f"clock_hz = {res['clock_hz']:.4g}")
     for p, e in res["params"].items():
-        print(f"{p:32s} {e['previous']:>8} -> {e['value']:>8}  ({e['benchmark']}, residual "
-              f"{e['residual_cycles']:+.2f} cycles)")
+        resid = (f", residual {e['residual_cycles']:+.2f} cycles" if "residual_cycles" in e
+                 else "")
+        print(f"{p:32s} {e['previous']:>8} -> {e['value']:>8}  ({e['benchmark']}{resid})")
     for b, e in res["held_out"].items():
         print(f"held out {b}: predicted {e['predicted_s'] * 1e9:.0f} ns, measured "
               f"{e['measured_s'] * 1e9:.0f} ns ({100 * e['ape']:.0f}% off)")

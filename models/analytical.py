@@ -63,14 +63,21 @@ wide, but 8 banks only for B = 4 scalar loads, 4 of 8 classes for B = 8 wide). I
 
 Per-step baselines (graph-timed, as cuda_backend.md section 5 recommends)
 -------------------------------------------------------------------------
-Each kernel costs ``graph_launch_overhead_s`` + one memory round trip + its bytes at the
-bandwidth of where they live (L2 ``l2_slices * l2_bytes_per_cycle_per_slice * clock`` if the
-streamed matrix fits in ``l2_size_bytes``, else ``dram_bandwidth_bytes_per_s``):
-- ``cublas``: best of one GEMM (weights once) and B GEMVs (weights B times, B launches), plus a
-  fused ``tanh(y + x)`` kernel. Measured fp32 cuBLAS GEMM at batch 4 on H100/H200 is 3-6x slower
-  than this bandwidth bound (a poor kernel choice; cuda_backend.md 5.2 and 8); it is not modelled.
-- ``cusparse``: CSR SpMV/SpMM streaming values + indices + row pointers, h and the output, plus
-  the tanh kernel.
+A step is the chain of kernels the measurement harness (:mod:`gpusim.backends.baselines`) puts in
+its CUDA graph; :data:`LIBRARY_NODES` lists them per path, as ``torch.profiler`` recorded them
+(``measurements/h100/library_profile.json``; a test checks the counts against that record).
+Each kernel (graph node) costs ``graph_launch_overhead_s`` + two memory round trips (its loads',
+then its stores' until the kernel completes: the simulated duration of a one-element kernel,
+which the calibration of ``graph_launch_overhead_s`` subtracts) + its bytes at the bandwidth of
+where they live (L2 ``l2_slices * l2_bytes_per_cycle_per_slice * clock`` if the
+streamed data fit in ``l2_size_bytes``, else ``dram_bandwidth_bytes_per_s``):
+- ``cublas``: the best of one GEMM (a GEMV kernel at B = 1, else GEMM + split-K reduce), B GEMVs
+  each copied into its output column, and the GEMM with the batch padded to 8 (copy in, GEMM +
+  reduce, copy out); then ``torch.add`` and ``torch.tanh``. Measured fp32 cuBLAS GEMM kernels at
+  batch 2-8 run 5-30x slower than this bandwidth bound (poor kernel choices for skinny batches,
+  cuda_backend.md 5.2 and 8); that is not modelled.
+- ``cusparse``: a row-partition kernel, the CSR SpMV (+ memset of y) or SpMM (+ scale and fill
+  of y) streaming values + indices + row pointers and h, the copy into y, add and tanh.
 - ``csr-row-per-warp``: the same CSR bytes in one kernel with tanh fused, plus the warp's
   shuffle reduction and tanh latency.
 """
@@ -585,6 +592,32 @@ def _persistent_fast(spec, v: Variant, N, B, d, cell, dtype):
     return KernelTimes(v.name, per, fits, reason, setup, bd, which)
 
 
+# Kernels (graph nodes) of one step of each library baseline path, as (kind, bytes) with bytes a
+# function of (rows, N, B, weight bytes W, CSR bytes C): recorded with torch.profiler on the H100
+# (measurements/h100/library_profile.json, torch 2.11 / CUDA 13); "stream" nodes carry the
+# product's weights, the others move vectors. tests/models/test_analytical.py checks the counts.
+def _vec(k):
+    return lambda r, n, b, w, c: k * r * b * 4
+
+
+_EPILOGUE = (("add", _vec(3)), ("tanh", _vec(2)))
+LIBRARY_NODES = {
+    "cublas_gemm": lambda b: ((("stream", lambda r, n, b, w, c: w + (n + r) * b * 4),)
+                              + ((("reduce", _vec(2)),) if b > 1 else ()) + _EPILOGUE),
+    "cublas_gemv": lambda b: (("stream", lambda r, n, b, w, c: w + (n + r) * 4),
+                              ("copy", lambda r, n, b, w, c: 2 * r * 4)) * b + _EPILOGUE,
+    "cublas_gemm_pad8": lambda b: (("copy", _vec(2)),
+                                   ("stream", lambda r, n, b, w, c: w + (n + r) * 8 * 4),
+                                   ("reduce", lambda r, n, b, w, c: 2 * r * 8 * 4),
+                                   ("copy", _vec(2))) + _EPILOGUE,
+    "cusparse": lambda b: (("partition", lambda r, n, b, w, c: (r + 1) * 4),
+                           ("stream", lambda r, n, b, w, c: c + (n + r) * b * 4))
+                          + ((("memset", _vec(1)),) if b == 1 else
+                             (("scale", _vec(2)), ("fill", _vec(1))))
+                          + (("copy", _vec(2)),) + _EPILOGUE,
+}
+
+
 def _baselines(spec, name, N, B, d, cell, dtype):
     gates = cap.check_cell(cell)
     rows = (gates * N).astype(np.float64)
@@ -592,6 +625,8 @@ def _baselines(spec, name, N, B, d, cell, dtype):
     vb = cap.DTYPES[dtype]
     cs = spec.cycle_s
     l2_bw = spec.l2_slices * spec.l2_bytes_per_cycle_per_slice * spec.clock_hz
+    node = spec.graph_launch_overhead_s
+    store_trip = spec.l2_hit_latency_cycles * cs
 
     def stream(nbytes, footprint):
         in_l2 = footprint <= spec.l2_size_bytes
@@ -599,34 +634,47 @@ def _baselines(spec, name, N, B, d, cell, dtype):
         lat = np.where(in_l2, spec.l2_hit_latency_cycles, spec.dram_latency_cycles) * cs
         return lat + nbytes / bw, nbytes / bw
 
-    vec = (rows * Bf * 4 * 2 + Nf * Bf * 4)  # x and y (rows x B) + h (N x B), fp32
-    act_t, _ = stream(rows * Bf * 4 * 3, rows * Bf * 4 * 3)
-    act = spec.graph_launch_overhead_s + act_t  # fused tanh(y + x) kernel
-    launch = spec.graph_launch_overhead_s
-    bd = {}
-    if name == "cublas":
-        W = rows * Nf * vb
-        gemm_t, gemm_w = stream(W + vec, W)
-        gemv_t, gemv_w = stream(W + vec / Bf, W)
-        gemm = launch + gemm_t
-        gemv = Bf * (launch + gemv_t)
-        use_gemm = gemm <= gemv
-        per = np.minimum(gemm, gemv) + act
-        bd = {"launch_s": np.where(use_gemm, launch, Bf * launch) + spec.graph_launch_overhead_s,
-              "weights_s": np.where(use_gemm, gemm_w, Bf * gemv_w),
-              "epilogue_s": act_t + 0 * per}
-    else:
-        nnz = rows * Nf * d
-        ib = 4 if dtype == "fp32" else 2
-        csr = nnz * (vb + ib) + (rows + 1) * 4
-        t, w = stream(csr + vec, csr)
-        if name == "cusparse":
-            per = launch + t + act
-            bd = {"launch_s": 2 * launch + 0 * per, "weights_s": w, "epilogue_s": act_t + 0 * per}
-        else:  # csr-row-per-warp, tanh fused: reduction + tanh latency instead of a 2nd kernel
-            tail = _csr_tail_cycles(spec, Bf) * cs
-            per = launch + t + tail
-            bd = {"launch_s": launch + 0 * per, "weights_s": w, "epilogue_s": tail}
+    W = rows * Nf * vb
+    ib = 4 if dtype == "fp32" else 2
+    C = rows * Nf * d * (vb + ib) + (rows + 1) * 4
+
+    def path(key):
+        """(per-step time, launch part, weights part, other part) of one baseline path."""
+        shape = np.broadcast(rows, Bf).shape
+        tot, launch, weights = (np.zeros(shape) for _ in range(3))
+        for b in np.unique(Bf):
+            sel = Bf == b
+            r, n, w, c = rows[sel], Nf[sel], W[sel], C[sel]
+            for kind, nbytes in LIBRARY_NODES[key](int(b)):
+                by = nbytes(r, n, b, w, c)
+                t, bw_part = stream(by, w if kind == "stream" and key != "cusparse" else
+                                    c if kind == "stream" else by)
+                tot[sel] += node + store_trip + t
+                launch[sel] += node
+                if kind == "stream":
+                    weights[sel] += bw_part
+        return tot, launch, weights
+
+    if name in ("cublas", "cusparse"):
+        keys = ["cusparse"] if name == "cusparse" else ["cublas_gemm", "cublas_gemv",
+                                                        "cublas_gemm_pad8"]
+        best = None
+        for key in keys:
+            t, la, w = path(key)
+            if key == "cublas_gemm_pad8":
+                t = np.where(Bf < 8, t, np.inf)
+            if best is None:
+                best = [t, la, w]
+            else:
+                better = t < best[0]
+                best = [np.where(better, a, o) for a, o in zip((t, la, w), best, strict=True)]
+        per, la, w = best
+        bd = {"launch_s": la, "weights_s": w, "epilogue_s": per - la - w}
+    else:  # csr-row-per-warp, tanh fused: reduction + tanh latency instead of a 2nd kernel
+        t, w = stream(C + (rows * Bf * 4 * 2 + Nf * Bf * 4), C)
+        tail = _csr_tail_cycles(spec, Bf) * cs
+        per = node + store_trip + t + tail
+        bd = {"launch_s": node + 0 * per, "weights_s": w, "epilogue_s": tail}
     shape = N.shape
     return KernelTimes(name, per, np.ones(shape, bool), np.zeros(shape, np.int64),
                        np.zeros(shape), bd, None)

@@ -22,7 +22,8 @@ import numpy as np
 
 from kernels_ir.errors import BackendUnavailable, InputError
 
-__all__ = ["require_torch", "run_cublas", "run_cusparse", "BASELINES"]
+__all__ = ["require_torch", "run_cublas", "run_cusparse", "cublas_paths", "cusparse_step",
+           "BASELINES"]
 
 
 def require_torch():
@@ -105,11 +106,10 @@ def _check(H, layer, what: str, tolerance: float) -> float:
     return err
 
 
-def run_cublas(layer, *, repeats: int = 10, warmup: int = 2, seed: int = 0,
-               short_steps: int | None = None, tolerance: float = 1e-3) -> dict:
-    torch = require_torch()
-    n, b, T = layer.hidden, layer.batch, layer.timesteps
-    Ts = short_steps or max(1, T // 8)
+def cublas_paths(torch, layer, seed: int = 0):
+    """The cuBLAS step functions ``{name: step(t)}`` of ``layer`` (see the module docstring) and
+    the state ``(H, reset)`` they share."""
+    n, b = layer.hidden, layer.batch
     dev, H, X, reset = _setup(torch, layer, seed)
     U = torch.from_numpy(layer.U.toarray().astype(np.float32)).to(dev)
     Y = torch.empty((n, b), dtype=torch.float32, device=dev)
@@ -135,10 +135,42 @@ def run_cublas(layer, *, repeats: int = 10, warmup: int = 2, seed: int = 0,
         Y.copy_(YP[:, :b])
         finish(t)
 
+    paths = {"gemm": gemm, "gemv": gemv}
+    if b < 8:
+        paths["gemm_pad8"] = gemm8
+    return paths, H, reset
+
+
+def cusparse_step(torch, layer, seed: int = 0):
+    """The cuSPARSE step function of ``layer`` and the state ``(H, reset)`` it uses."""
+    n, b = layer.hidden, layer.batch
+    dev, H, X, reset = _setup(torch, layer, seed)
+    csr = layer.U.tocsr()
+    U = torch.sparse_csr_tensor(torch.from_numpy(csr.indptr.astype(np.int32)),
+                                torch.from_numpy(csr.indices.astype(np.int32)),
+                                torch.from_numpy(csr.data.astype(np.float32)),
+                                size=csr.shape, device=dev)
+    Y = torch.empty((n, b), dtype=torch.float32, device=dev)
+
+    def step(t):
+        if b == 1:
+            Y[:, 0].copy_(torch.mv(U, H[t][:, 0]))
+        else:
+            Y.copy_(U @ H[t])
+        torch.add(Y, X[t], out=Y)
+        torch.tanh(Y, out=H[t + 1])
+
+    return step, H, reset
+
+
+def run_cublas(layer, *, repeats: int = 10, warmup: int = 2, seed: int = 0,
+               short_steps: int | None = None, tolerance: float = 1e-3) -> dict:
+    torch = require_torch()
+    T = layer.timesteps
+    Ts = short_steps or max(1, T // 8)
+    paths, H, reset = cublas_paths(torch, layer, seed)
     res = {}
-    for name, fn in (("gemm", gemm), ("gemv", gemv), ("gemm_pad8", gemm8)):
-        if name == "gemm_pad8" and b >= 8:
-            continue
+    for name, fn in paths.items():
         reset.restore()
         for t in range(T):
             fn(t)
@@ -160,25 +192,10 @@ def run_cublas(layer, *, repeats: int = 10, warmup: int = 2, seed: int = 0,
 def run_cusparse(layer, *, repeats: int = 10, warmup: int = 2, seed: int = 0,
                  short_steps: int | None = None, tolerance: float = 1e-3) -> dict:
     torch = require_torch()
-    n, b, T = layer.hidden, layer.batch, layer.timesteps
+    b, T = layer.batch, layer.timesteps
     Ts = short_steps or max(1, T // 8)
-    dev, H, X, reset = _setup(torch, layer, seed)
-    csr = layer.U.tocsr()
-    U = torch.sparse_csr_tensor(torch.from_numpy(csr.indptr.astype(np.int32)),
-                                torch.from_numpy(csr.indices.astype(np.int32)),
-                                torch.from_numpy(csr.data.astype(np.float32)),
-                                size=csr.shape, device=dev)
-    Y = torch.empty((n, b), dtype=torch.float32, device=dev)
+    step, H, reset = cusparse_step(torch, layer, seed)
     reset.restore()
-
-    def step(t):
-        if b == 1:
-            Y[:, 0].copy_(torch.mv(U, H[t][:, 0]))
-        else:
-            Y.copy_(U @ H[t])
-        torch.add(Y, X[t], out=Y)
-        torch.tanh(Y, out=H[t + 1])
-
     for t in range(T):
         step(t)
     torch.cuda.synchronize()

@@ -163,3 +163,34 @@ def test_predict_layer_report_and_bad_input():
             an.predict_layer(V100, 1024, 4, 0.1, **bad)
     with pytest.raises(InputError):
         an.predict_many(V100, 1024, 4, 1.5)
+
+
+def test_library_nodes_match_the_recorded_profile():
+    """The kernels the model charges per baseline step are those torch.profiler recorded."""
+    import json
+    from pathlib import Path
+
+    from models.analytical import LIBRARY_NODES
+
+    path = Path(__file__).resolve().parents[2] / "measurements" / "h100" / "library_profile.json"
+    prof = json.loads(path.read_text())
+    checked = 0
+    for key, rec in prof["cases"].items():
+        b = int(key.split("-")[1][1:])
+        for name, r in rec.items():
+            assert len(LIBRARY_NODES[name](b)) == round(r["kernels_per_step"]), (key, name)
+            checked += 1
+    assert checked >= 25
+
+
+def test_library_baseline_pays_one_graph_node_per_kernel():
+    import dataclasses
+
+    from models.analytical import predict_many
+
+    H100 = load_spec("h100")
+    slow = dataclasses.replace(H100, graph_launch_overhead_s=H100.graph_launch_overhead_s + 1e-6)
+    for kind, nodes in (("cusparse", 6), ("cublas", 3)):   # B = 1: SpMV path, GEMM (GEMV) path
+        a = predict_many(H100, 256, 1, 0.5, kernels=[kind])[kind].per_step_s
+        b = predict_many(slow, 256, 1, 0.5, kernels=[kind])[kind].per_step_s
+        assert float((b - a).reshape(-1)[0]) == pytest.approx(nodes * 1e-6, rel=1e-9)
