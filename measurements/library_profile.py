@@ -94,10 +94,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
-    from measurements.campaign import LAYERS, provenance
-
     from gpusim.backends.baselines import cublas_paths, cusparse_step, require_torch
     from kernels_ir.kernels.sparse_rnn import make_layer
+    from measurements.campaign import LAYERS, provenance
 
     torch = require_torch()
     t0 = time.time()

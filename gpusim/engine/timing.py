@@ -27,8 +27,8 @@ a buffer that atomics update (the grid barrier's counter), atomics, BAR and FENC
 
 Approximations (documented, not hidden): L1 holds read-only buffers only, without eviction or
 bandwidth limit (:mod:`.l1`); no instruction cache or fetch; a warp issues in order, one
-instruction per cycle at most; the store path is fire-and-forget (the warp does not wait except at FENCE); DRAM is a single aggregate FIFO; the
-launch overhead is added once to ``time_s``.
+instruction per cycle at most; the store path is fire-and-forget (the warp does not wait except
+at FENCE); DRAM is a single aggregate FIFO; the launch overhead is added once to ``time_s``.
 """
 
 from __future__ import annotations
