@@ -1,0 +1,98 @@
+"""The h exchange alone: per-step time of the persistent kernels at a density where the mat-vec
+is nearly empty, against the size of h (hidden x batch words), on the GPU or in the simulator.
+
+    PYTHONPATH=. python3 measurements/exchange_scan.py --out $OUT        # GPU -> exchange_scan.json
+    python measurements/exchange_scan.py --simulate measurements/h100/exchange_scan.json
+
+A diagnosis record for the Lamport under-prediction (measurements/README.md): if the gap between
+measured and simulated step grows with the words exchanged, the missing cost is per chunk
+polled; if it is flat, it is a fixed latency per step. Cases: hidden 256..8192 at batch 4 (and
+hidden 1024 at batch 1/2/8), density 0.002, Lamport and barrier, wide loads, naive layout.
+Not part of the cross-check (``gpusim crosscheck`` reads ``campaign.json`` only).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+DENSITY = 0.002
+LAYERS = [(256, 4), (512, 4), (1024, 4), (2048, 4), (4096, 4), (8192, 4), (1024, 1),
+          (1024, 2), (1024, 8)]
+SYNCS = ("lamport", "barrier")
+
+
+def scan_cases() -> list[dict]:
+    return [{"kind": "sparse_persistent", "hidden": n, "batch": b, "density": DENSITY,
+             "sync": s, "wide_loads": True, "layout": "naive", "seed": 7000 + i,
+             "id": f"exchange-h{n}-b{b}-{s}"}
+            for i, (n, b) in enumerate(LAYERS) for s in SYNCS]
+
+
+def measure(out: str) -> None:
+    from gpusim.backends.cupy_backend import Runner, run_program
+    from gpusim.measurements import kernel_fingerprint
+    from gpusim.specs import load_spec
+    from measurements.campaign import SHORT_STEPS, STEPS, build_case, provenance
+
+    spec, runner = load_spec("h100"), Runner()
+    res = {"provenance": provenance(sys.argv), "steps": [STEPS, SHORT_STEPS], "cases": []}
+    for c in scan_cases():
+        t0 = time.time()
+        try:
+            prog = build_case(c, STEPS, spec)
+            r = run_program(prog, repeats=10, warmup=2, seed=c["seed"], short_steps=SHORT_STEPS,
+                            spec=spec, runner=runner)
+            c = {**c, "result": r, "status": "ok",
+                 "kernel": {**kernel_fingerprint(prog.kernel), "steps": STEPS}}
+            print(f"{c['id']:28s} {r['per_step_s'] * 1e6:7.3f} us/step "
+                  f"({time.time() - t0:.1f}s)", flush=True)
+        except Exception as exc:  # record and go on
+            c = {**c, "status": "error", "error": f"{type(exc).__name__}: {exc}"}
+            print(f"{c['id']}: FAILED {c['error']}", flush=True)
+        res["cases"].append(c)
+    with open(os.path.join(out, "exchange_scan.json"), "w") as f:
+        json.dump(res, f, indent=1, default=float)
+
+
+def simulate_into(path: str) -> None:
+    from gpusim.engine import simulate
+    from gpusim.specs import load_spec
+    from measurements.campaign import build_case
+
+    spec = load_spec("h100")
+    data = json.load(open(path))
+    for c in data["cases"]:
+        if c.get("status") != "ok":
+            continue
+        prog = build_case(c, 16, spec)
+        r = simulate(prog.kernel, prog.inputs, spec, sample_steps=8)
+        c["simulated_per_step_s"] = r.per_step_s
+        m = c["result"]["per_step_s"]
+        print(f"{c['id']:28s} words {c['hidden'] * c['batch']:6d}  measured {m * 1e6:6.3f}  "
+              f"simulated {r.per_step_s * 1e6:6.3f} us  gap {(m - r.per_step_s) * 1e6:+6.3f}")
+    with open(path, "w") as f:
+        json.dump(data, f, indent=1, default=float)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    g = ap.add_mutually_exclusive_group(required=True)
+    g.add_argument("--out")
+    g.add_argument("--simulate", metavar="FILE")
+    args = ap.parse_args(argv)
+    if args.simulate:
+        simulate_into(args.simulate)
+    else:
+        os.makedirs(args.out, exist_ok=True)
+        measure(args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
