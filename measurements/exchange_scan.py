@@ -9,6 +9,10 @@ measured and simulated step grows with the words exchanged, the missing cost is 
 polled; if it is flat, it is a fixed latency per step. Cases: hidden 256..8192 at batch 4 (and
 hidden 1024 at batch 1/2/8), density 0.002, Lamport and barrier, wide loads, naive layout.
 Not part of the cross-check (``gpusim crosscheck`` reads ``campaign.json`` only).
+
+``micro``: the :func:`kernels_ir.kernels.microbench.broadcast` microbenchmarks (fresh vs
+unchanged data, 4096 and 16384 words; rounds 16 and 64, per round = slope), with
+``grid_barrier`` as the reference; ``--simulate`` adds their simulated cost per round.
 """
 
 from __future__ import annotations
@@ -25,6 +29,9 @@ DENSITY = 0.002
 LAYERS = [(256, 4), (512, 4), (1024, 4), (2048, 4), (4096, 4), (8192, 4), (1024, 1),
           (1024, 2), (1024, 8)]
 SYNCS = ("lamport", "barrier")
+MICRO = ("broadcast_fresh_4096", "broadcast_same_4096", "broadcast_fresh_16384",
+         "broadcast_same_16384", "grid_barrier")
+MICRO_SIZES = (16, 64)
 
 
 def scan_cases() -> list[dict]:
@@ -40,8 +47,24 @@ def measure(out: str) -> None:
     from gpusim.specs import load_spec
     from measurements.campaign import SHORT_STEPS, STEPS, build_case, provenance
 
+    from gpusim.backends.cupy_backend import run_microbench
+    from kernels_ir.kernels import microbench as mb
+
     spec, runner = load_spec("h100"), Runner()
-    res = {"provenance": provenance(sys.argv), "steps": [STEPS, SHORT_STEPS], "cases": []}
+    res = {"provenance": provenance(sys.argv), "steps": [STEPS, SHORT_STEPS], "cases": [],
+           "micro": {}}
+    for name in MICRO:
+        try:
+            r = run_microbench(MICRO_SIZES, lambda s, name=name: mb.build(name, s), repeats=15,
+                               warmup=3, runner=runner)
+            for size in MICRO_SIZES:
+                r["sizes"][str(size)]["kernel"] = kernel_fingerprint(mb.build(name, size).kernel)
+            r["status"] = "ok"
+            print(f"{name:28s} {r['per_op_s'] * 1e9:9.1f} ns/round", flush=True)
+        except Exception as exc:  # record and go on
+            r = {"status": "error", "error": f"{type(exc).__name__}: {exc}"}
+            print(f"{name}: FAILED {r['error']}", flush=True)
+        res["micro"][name] = r
     for c in scan_cases():
         t0 = time.time()
         try:
@@ -65,8 +88,18 @@ def simulate_into(path: str) -> None:
     from gpusim.specs import load_spec
     from measurements.campaign import build_case
 
+    from kernels_ir.kernels import microbench as mb
+
     spec = load_spec("h100")
     data = json.load(open(path))
+    for name, r in data.get("micro", {}).items():
+        if r.get("status") != "ok":
+            continue
+        (a, ca), (b, cb) = ((s, simulate(mb.build(name, s).kernel, mb.build(name, s).inputs,
+                                         spec).cycles) for s in (4, 8))
+        r["simulated_per_op_s"] = (cb - ca) / (b - a) / spec.clock_hz
+        print(f"{name:28s} measured {r['per_op_s'] * 1e9:7.1f}  simulated "
+              f"{r['simulated_per_op_s'] * 1e9:7.1f} ns/round")
     for c in data["cases"]:
         if c.get("status") != "ok":
             continue

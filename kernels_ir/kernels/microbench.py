@@ -67,7 +67,8 @@ from ..ir import I32, PRED, Kernel
 from ..verify import verify
 
 __all__ = ["Microbench", "smem_latency", "l2_latency", "flag_round_trip", "atomic_throughput",
-           "grid_barrier", "store_visibility", "poll_storm", "lamport_exchange", "MICROBENCHES",
+           "grid_barrier", "store_visibility", "poll_storm", "lamport_exchange", "broadcast",
+           "MICROBENCHES",
            "build"]
 
 WARP = 32
@@ -544,6 +545,84 @@ def grid_barrier(rounds: int = 64, ctas: int = 132, threads: int = 256,
                       lambda g: bool(np.all(np.asarray(g["out"]) >= rounds * ctas)))
 
 
+def broadcast(rounds: int = 16, ctas: int = 132, threads: int = 256, words: int = 4096,
+              fresh: bool = True, spin_limit: int = 1 << 22) -> Microbench:
+    """Every CTA reads a ``words``-word vector that the other CTAs wrote just before (``fresh``)
+    or that nobody writes (``fresh=False``), behind a grid barrier: the barrier variant's h
+    exchange without the mat-vec, at any size (:mod:`measurements.exchange_scan` located the
+    cost per word exchanged; this isolates it).
+
+    Round ``r``: CTA ``c`` writes its sector-aligned share of region ``r`` (``fresh``; else the
+    same stores go to a scratch region and the reads always use region 0, unchanged); grid
+    barrier (as :func:`grid_barrier`); every thread reads its ``words / (4 threads)`` 16-byte
+    chunks with relaxed loads in dependent groups of 4 (as ``_stage_h``); ``__syncthreads``.
+    Op = one round.
+    """
+    rounds, ctas, threads, words = (_positive(n, v) for n, v in (
+        ("rounds", rounds), ("ctas", ctas), ("threads", threads), ("words", words)))
+    if words % (4 * threads):
+        raise InputError(f"words={words} must be a multiple of 4 * threads = {4 * threads}")
+    per = words // (4 * threads)           # 16-byte chunks per thread
+    share = -(-(-(-words // ctas)) // 8) * 8   # words per CTA, whole 32-byte sectors
+    if share > threads:
+        raise InputError(f"words={words}: a CTA's share ({share} words) exceeds threads={threads}")
+    name = f"broadcast_{'fresh' if fresh else 'same'}_{words}"
+    b = Builder(f"mb_{name}", grid=ctas, block=threads, bench=name, rounds=rounds)
+    g_h = b.global_buffer("h", I32, (rounds + 1) * words, role="inout")
+    g_w = b.global_buffer("w", I32, (rounds + 1) * words, role="inout")
+    g_cnt = b.global_buffer("counter", I32, 1, role="inout")
+    g_out = b.global_buffer("out", I32, ctas * threads, role="out")
+    tid = b.sreg("tid", dst=b.reg(I32, "tid"))
+    cta = b.sreg("cta", dst=b.reg(I32, "cta"))
+    nctas = b.sreg("nctas", dst=b.reg(I32, "nctas"))
+    gt = b.imad(cta, threads, tid, dst=b.reg(I32, "gt"))
+    tid4 = b.imul(tid, 4, dst=b.reg(I32, "tid4"))
+    is0 = b.isetp("eq", tid, 0, dst=b.reg(PRED, "is0"))
+    mine = b.imad(cta, share, tid, dst=b.reg(I32, "mine"))       # the word this thread writes
+    writes = b.pand(b.isetp("lt", tid, share), b.isetp("lt", mine, words),
+                    dst=b.reg(PRED, "writes"))
+    acc = b.mov(0, I32, dst=b.reg(I32, "acc"))
+    seen = b.mov(0, I32, dst=b.reg(I32, "seen"))
+    target, base, idx, waddr = (b.reg(I32, n) for n in ("target", "base", "idx", "waddr"))
+    chunk = [b.reg(I32, f"c{i}", 4) for i in range(4)]
+    with b.loop("r", 1, rounds + 1) as r:
+        b.imad(r, words, mine, dst=waddr)
+        with b.if_(writes):
+            b.stg(g_h if fresh else g_w, waddr, acc)             # acc is 0: the data stay 0
+        b.bar()
+        with b.if_(is0):
+            b.fence()
+            b.atom_add(g_cnt, 0, 1)
+            b.imul(r, nctas, dst=target)
+            with b.while_(spin_limit=spin_limit, label="grid_barrier") as w:
+                b.ldg_volatile(g_cnt, 0, dst=seen)
+                w.cond = b.isetp("lt", seen, target, dst=b.reg(PRED, "behind"))
+        b.bar()
+        if fresh:
+            b.imad(r, words, tid4, dst=base)
+        else:
+            b.mov(tid4, dst=base)
+        for g0 in range(0, per, 4):
+            n = min(4, per - g0)
+            for i in range(n):
+                b.iadd(base, acc, dst=idx)
+                b.ldg_volatile(g_h, idx, offset=4 * threads * (g0 + i), width=4, dst=chunk[i])
+            for i in range(n):
+                for k in range(4):
+                    b.iadd(acc, chunk[i][k], dst=acc)
+        b.bar()
+    b.stg(g_out, gt, acc)
+    kernel = verify(b.build())
+    return Microbench(name, kernel, {"h": np.zeros((rounds + 1) * words, np.int32),
+                                     "w": np.zeros((rounds + 1) * words, np.int32),
+                                     "counter": np.zeros(1, np.int32),
+                                     "out": np.ones(ctas * threads, np.int32)},
+                      rounds, "write share, grid barrier, read all (16-byte relaxed loads)",
+                      {"rounds": rounds, "ctas": ctas, "threads": threads, "words": words,
+                       "fresh": fresh},
+                      lambda g: bool(np.all(np.asarray(g["out"]) == 0)))
+
+
 MICROBENCHES: dict[str, Callable[..., Microbench]] = {
     "smem_latency": smem_latency,
     "l2_latency": l2_latency,
@@ -562,6 +641,10 @@ MICROBENCHES: dict[str, Callable[..., Microbench]] = {
     "poll_storm_rot": lambda **kw: poll_storm(regions=32, **kw),
     "poll_storm_plain": lambda **kw: poll_storm(load="plain", regions=32, **kw),
 }
+for _w in (4096, 16384):    # the exchange cost per word: fresh vs unchanged data
+    for _f in (True, False):
+        MICROBENCHES[f"broadcast_{'fresh' if _f else 'same'}_{_w}"] = (
+            lambda _w=_w, _f=_f, **kw: broadcast(words=_w, fresh=_f, **kw))
 for _o in LAMPORT_OWNERS:  # the Lamport exchange probes (H1: "one", H2: the other two)
     for _d in (0, 16):
         MICROBENCHES[f"lamport_{_o}" + (f"_delay{_d}" if _d else "")] = (
@@ -574,7 +657,7 @@ SIZE_ARG = {"smem_latency": "rounds", "l2_latency": "rounds", "flag_round_trip":
             "store_visibility": "rounds", "poll_storm": "rounds", "l2_latency_sys": "rounds",
             "flag_round_trip_sys": "rounds", "store_visibility_sys": "rounds",
             "poll_storm_sys": "rounds", "poll_storm_rot": "rounds", "poll_storm_plain": "rounds"}
-SIZE_ARG.update({k: "rounds" for k in MICROBENCHES if k.startswith("lamport_")})
+SIZE_ARG.update({k: "rounds" for k in MICROBENCHES if k.startswith(("lamport_", "broadcast_"))})
 
 
 def build(name: str, size: int, **kwargs) -> Microbench:
