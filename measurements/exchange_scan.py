@@ -42,13 +42,11 @@ def scan_cases() -> list[dict]:
 
 
 def measure(out: str) -> None:
-    from gpusim.backends.cupy_backend import Runner, run_program
+    from gpusim.backends.cupy_backend import Runner, run_microbench, run_program
     from gpusim.measurements import kernel_fingerprint
     from gpusim.specs import load_spec
-    from measurements.campaign import SHORT_STEPS, STEPS, build_case, provenance
-
-    from gpusim.backends.cupy_backend import run_microbench
     from kernels_ir.kernels import microbench as mb
+    from measurements.campaign import SHORT_STEPS, STEPS, build_case, provenance
 
     spec, runner = load_spec("h100"), Runner()
     res = {"provenance": provenance(sys.argv), "steps": [STEPS, SHORT_STEPS], "cases": [],
@@ -86,9 +84,8 @@ def measure(out: str) -> None:
 def simulate_into(path: str) -> None:
     from gpusim.engine import simulate
     from gpusim.specs import load_spec
-    from measurements.campaign import build_case
-
     from kernels_ir.kernels import microbench as mb
+    from measurements.campaign import build_case
 
     spec = load_spec("h100")
     data = json.load(open(path))

@@ -563,9 +563,11 @@ def broadcast(rounds: int = 16, ctas: int = 132, threads: int = 256, words: int 
     if words % (4 * threads):
         raise InputError(f"words={words} must be a multiple of 4 * threads = {4 * threads}")
     per = words // (4 * threads)           # 16-byte chunks per thread
-    share = -(-(-(-words // ctas)) // 8) * 8   # words per CTA, whole 32-byte sectors
+    share = -(-words // ctas)
+    share = -(-share // 8) * 8             # words per CTA, whole 32-byte sectors
     if share > threads:
-        raise InputError(f"words={words}: a CTA's share ({share} words) exceeds threads={threads}")
+        raise InputError(f"words={words}: a CTA's share ({share} words) exceeds "
+                         f"threads={threads}")
     name = f"broadcast_{'fresh' if fresh else 'same'}_{words}"
     b = Builder(f"mb_{name}", grid=ctas, block=threads, bench=name, rounds=rounds)
     g_h = b.global_buffer("h", I32, (rounds + 1) * words, role="inout")
