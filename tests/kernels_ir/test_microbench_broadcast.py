@@ -1,0 +1,36 @@
+"""The broadcast microbenchmark: runs in the simulator with its result check, rejects bad sizes,
+and costs more per round the more words every CTA reads."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from gpusim.engine import simulate
+from gpusim.specs import load_spec
+from kernels_ir.errors import InputError
+from kernels_ir.kernels import microbench as mb
+
+SPEC = dataclasses.replace(load_spec("h100"), sm_count=8)
+
+
+def _cycles(words, fresh, rounds):
+    m = mb.broadcast(rounds=rounds, ctas=8, threads=128, words=words, fresh=fresh)
+    r = simulate(m.kernel, m.inputs, SPEC)
+    assert m.verify_result(r.globals)
+    return r.cycles
+
+
+@pytest.mark.parametrize("fresh", [True, False])
+def test_round_cost_grows_with_the_words_read(fresh):
+    small = _cycles(512, fresh, 4) - _cycles(512, fresh, 2)
+    large = _cycles(1024, fresh, 4) - _cycles(1024, fresh, 2)
+    assert large > small > 0
+
+
+def test_bad_sizes_are_refused_naming_the_value():
+    with pytest.raises(InputError, match="words=100"):
+        mb.broadcast(words=100)
+    with pytest.raises(InputError, match="share"):
+        mb.broadcast(ctas=2, threads=32, words=1024)
