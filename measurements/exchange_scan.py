@@ -11,7 +11,8 @@ hidden 1024 at batch 1/2/8), density 0.002, Lamport and barrier, wide loads, nai
 Not part of the cross-check (``gpusim crosscheck`` reads ``campaign.json`` only).
 
 ``micro``: the :func:`kernels_ir.kernels.microbench.broadcast` microbenchmarks (fresh vs
-unchanged data, 4096 and 16384 words; rounds 16 and 64, per round = slope), with
+unchanged data, 4096 and 16384 words; at 32768 words plain, with the kernel's STS staging and
+with only its shared carve-out; rounds 16 and 64, per round = slope), with
 ``grid_barrier`` as the reference; ``--simulate`` adds their simulated cost per round.
 """
 
@@ -30,7 +31,8 @@ LAYERS = [(256, 4), (512, 4), (1024, 4), (2048, 4), (4096, 4), (8192, 4), (1024,
           (1024, 2), (1024, 8)]
 SYNCS = ("lamport", "barrier")
 MICRO = ("broadcast_fresh_4096", "broadcast_same_4096", "broadcast_fresh_16384",
-         "broadcast_same_16384", "grid_barrier")
+         "broadcast_same_16384", "broadcast_fresh_32768", "broadcast_fresh_32768_sts",
+         "broadcast_fresh_32768_smem", "grid_barrier")
 MICRO_SIZES = (16, 64)
 
 

@@ -546,7 +546,8 @@ def grid_barrier(rounds: int = 64, ctas: int = 132, threads: int = 256,
 
 
 def broadcast(rounds: int = 16, ctas: int = 132, threads: int = 256, words: int = 4096,
-              fresh: bool = True, spin_limit: int = 1 << 22) -> Microbench:
+              fresh: bool = True, stage: str = "none", spin_limit: int = 1 << 22
+              ) -> Microbench:
     """Every CTA reads a ``words``-word vector that the other CTAs wrote just before (``fresh``)
     or that nobody writes (``fresh=False``), behind a grid barrier: the barrier variant's h
     exchange without the mat-vec, at any size (:mod:`measurements.exchange_scan` located the
@@ -556,10 +557,15 @@ def broadcast(rounds: int = 16, ctas: int = 132, threads: int = 256, words: int 
     same stores go to a scratch region and the reads always use region 0, unchanged); grid
     barrier (as :func:`grid_barrier`); every thread reads its ``words / (4 threads)`` 16-byte
     chunks with relaxed loads in dependent groups of 4 (as ``_stage_h``); ``__syncthreads``.
+    ``stage`` (the persistent kernel's other differences): ``"sts"`` stores every group's chunks
+    into a ``words``-word shared buffer, as ``_stage_h`` does; ``"smem"`` only declares that
+    buffer (the same shared-memory carve-out, no stores but one word).
     Op = one round.
     """
     rounds, ctas, threads, words = (_positive(n, v) for n, v in (
         ("rounds", rounds), ("ctas", ctas), ("threads", threads), ("words", words)))
+    if stage not in ("none", "sts", "smem"):
+        raise InputError(f"stage={stage!r} is unknown; accepted: none, sts, smem")
     if words % (4 * threads):
         raise InputError(f"words={words} must be a multiple of 4 * threads = {4 * threads}")
     per = words // (4 * threads)           # 16-byte chunks per thread
@@ -569,7 +575,10 @@ def broadcast(rounds: int = 16, ctas: int = 132, threads: int = 256, words: int 
         raise InputError(f"words={words}: a CTA's share ({share} words) exceeds "
                          f"threads={threads}")
     name = f"broadcast_{'fresh' if fresh else 'same'}_{words}"
+    if stage != "none":
+        name += f"_{stage}"
     b = Builder(f"mb_{name}", grid=ctas, block=threads, bench=name, rounds=rounds)
+    s_h = b.shared("h_s", I32, words) if stage != "none" else None
     g_h = b.global_buffer("h", I32, (rounds + 1) * words, role="inout")
     g_w = b.global_buffer("w", I32, (rounds + 1) * words, role="inout")
     g_cnt = b.global_buffer("counter", I32, 1, role="inout")
@@ -609,10 +618,16 @@ def broadcast(rounds: int = 16, ctas: int = 132, threads: int = 256, words: int 
             for i in range(n):
                 b.iadd(base, acc, dst=idx)
                 b.ldg_volatile(g_h, idx, offset=4 * threads * (g0 + i), width=4, dst=chunk[i])
+            if stage == "sts":
+                for i in range(n):
+                    b.sts(s_h, tid4, tuple(chunk[i][k] for k in range(4)),
+                          offset=4 * threads * (g0 + i))
             for i in range(n):
                 for k in range(4):
                     b.iadd(acc, chunk[i][k], dst=acc)
         b.bar()
+    if stage == "smem":
+        b.sts(s_h, tid, acc)
     b.stg(g_out, gt, acc)
     kernel = verify(b.build())
     return Microbench(name, kernel, {"h": np.zeros((rounds + 1) * words, np.int32),
@@ -647,6 +662,9 @@ for _w in (4096, 16384):    # the exchange cost per word: fresh vs unchanged dat
     for _f in (True, False):
         MICROBENCHES[f"broadcast_{'fresh' if _f else 'same'}_{_w}"] = (
             lambda _w=_w, _f=_f, **kw: broadcast(words=_w, fresh=_f, **kw))
+for _st in ("none", "sts", "smem"):  # the persistent kernel's differences, at h8192-b4's size
+    MICROBENCHES["broadcast_fresh_32768" + ("" if _st == "none" else f"_{_st}")] = (
+        lambda _st=_st, **kw: broadcast(words=32768, stage=_st, **kw))
 for _o in LAMPORT_OWNERS:  # the Lamport exchange probes (H1: "one", H2: the other two)
     for _d in (0, 16):
         MICROBENCHES[f"lamport_{_o}" + (f"_delay{_d}" if _d else "")] = (
