@@ -32,7 +32,7 @@ def worker(order_path: str) -> int:
     from gpusim.backends.cupy_backend import Runner
     from gpusim.specs import load_spec
     from kernels_ir.kernels import microbench as mb
-    from measurements.campaign import build_case
+    from measurements.campaign import build_case, launch_once
     from measurements.exchange_scan import scan_cases
 
     spec, runner = load_spec("h100"), Runner()
@@ -41,12 +41,7 @@ def worker(order_path: str) -> int:
     jobs += [(n, mb.build(n, 16)) for n in MICRO]
     for name, prog in jobs:
         try:
-            comp = runner.compile(prog.kernel)
-            runner.check_grid(comp)
-            bufs = runner.device_buffers(comp, prog.inputs)
-            runner.launch(comp, bufs)
-            runner.cp.cuda.Device().synchronize()
-            runner.check_err(comp, bufs)
+            launch_once(runner, prog.kernel, prog.inputs)
             order.append(name)
         except Exception as exc:  # record and go on
             order.append(None)

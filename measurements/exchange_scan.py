@@ -84,9 +84,9 @@ def measure(out: str) -> None:
 
 
 def simulate_into(path: str) -> None:
+    from gpusim.calibrate import simulated_cycles_per_op
     from gpusim.engine import simulate
     from gpusim.specs import load_spec
-    from kernels_ir.kernels import microbench as mb
     from measurements.campaign import build_case
 
     spec = load_spec("h100")
@@ -94,9 +94,7 @@ def simulate_into(path: str) -> None:
     for name, r in data.get("micro", {}).items():
         if r.get("status") != "ok":
             continue
-        (a, ca), (b, cb) = ((s, simulate(mb.build(name, s).kernel, mb.build(name, s).inputs,
-                                         spec).cycles) for s in (4, 8))
-        r["simulated_per_op_s"] = (cb - ca) / (b - a) / spec.clock_hz
+        r["simulated_per_op_s"] = simulated_cycles_per_op(spec, name, (4, 8), {}) / spec.clock_hz
         print(f"{name:28s} measured {r['per_op_s'] * 1e9:7.1f}  simulated "
               f"{r['simulated_per_op_s'] * 1e9:7.1f} ns/round")
     for c in data["cases"]:

@@ -639,16 +639,16 @@ def _baselines(spec, name, N, B, d, cell, dtype):
     C = rows * Nf * d * (vb + ib) + (rows + 1) * 4
 
     def path(key):
-        """(per-step time, launch part, weights part, other part) of one baseline path."""
+        """(per-step time, launch part, weights-streaming part) of one baseline path."""
         shape = np.broadcast(rows, Bf).shape
         tot, launch, weights = (np.zeros(shape) for _ in range(3))
+        matrix = C if key == "cusparse" else W      # what a "stream" node's footprint is
         for b in np.unique(Bf):
             sel = Bf == b
             r, n, w, c = rows[sel], Nf[sel], W[sel], C[sel]
             for kind, nbytes in LIBRARY_NODES[key](int(b)):
                 by = nbytes(r, n, b, w, c)
-                t, bw_part = stream(by, w if kind == "stream" and key != "cusparse" else
-                                    c if kind == "stream" else by)
+                t, bw_part = stream(by, matrix[sel] if kind == "stream" else by)
                 tot[sel] += node + store_trip + t
                 launch[sel] += node
                 if kind == "stream":
