@@ -28,6 +28,7 @@ from .errors import IRError
 from .ir import (
     F32,
     I32,
+    LOOP_KINDS,
     PRED,
     Buffer,
     DType,
@@ -287,8 +288,9 @@ class Builder:
     def loop(self, name: str, start: int, stop: int, step: int = 1,
              kind: str = "for") -> Iterator[RegRef]:
         """A counted loop; yields its induction register (i32)."""
-        if kind not in ("for", "time"):
-            raise IRError(f"kernel {self.name}: loop kind {kind!r}; use 'for' or 'time'")
+        if kind not in LOOP_KINDS:
+            raise IRError(f"kernel {self.name}: loop kind {kind!r}; use "
+                          f"{', '.join(repr(k) for k in LOOP_KINDS)}")
         var = self.reg(I32, name)
         with self._block() as body:
             yield var[0]

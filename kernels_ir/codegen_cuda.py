@@ -34,8 +34,9 @@ NVRTC through CuPy) and follows these rules (cuda_backend.md s1.4, s3.6, s6):
 - ``SREG``: ``lane`` = ``threadIdx.x & 31``, ``warp`` = warp in the CTA, ``tid`` = thread in the
   CTA, ``cta`` = ``blockIdx.x``, ``nctas`` = ``gridDim.x``, ``nwarps`` = warps per CTA,
   ``nthreads`` = threads per CTA, ``step`` = induction value of the enclosing time loop.
-- Loops: ``kind="time"`` gets ``#pragma unroll 1`` (the step loop stays a loop); other loops are
-  left to the compiler. Global buffers of role ``"in"`` are ``const T* __restrict__``; the others
+- Loops: ``kind="time"`` and ``kind="seq"`` get ``#pragma unroll 1`` (the step loop stays a
+  loop; a ``seq`` loop's iterations issue in order, as in the simulator: unrolled, ptxas would
+  hoist later iterations' loads above earlier ones); ``"for"`` loops are left to the compiler. Global buffers of role ``"in"`` are ``const T* __restrict__``; the others
   are plain pointers (they are written and polled).
 """
 
@@ -341,8 +342,9 @@ def _body(stmts: tuple, ctx: _Ctx, depth: int) -> list[str]:
         elif isinstance(s, Loop):
             v = _reg(s.var[0])
             cmp = "<" if s.step > 0 else ">"
-            if s.kind == "time":
+            if s.kind in ("time", "seq"):
                 out.append(pad + "#pragma unroll 1")
+            if s.kind == "time":
                 ctx.step_var.append(v)
             out.append(pad + f"for ({v} = {s.start}; {v} {cmp} {s.stop}; {v} += {s.step}) {{")
             out += _body(s.body, ctx, depth + 1)

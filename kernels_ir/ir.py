@@ -224,12 +224,17 @@ class Instr:
         return default
 
 
+LOOP_KINDS = ("for", "time", "seq")
+
+
 @dataclass(frozen=True, slots=True)
 class Loop:
     """``for var in range(start, stop, step)`` with constant bounds.
 
     ``kind="time"`` marks the recurrence's time loop: its induction value is the ``step`` special
-    register, and the simulator accounts time per iteration of it.
+    register, and the simulator accounts time per iteration of it. ``kind="seq"``: an ordinary
+    loop whose iterations the GPU must issue in order, as the simulator does (the generated CUDA
+    keeps it rolled); ``"for"`` leaves unrolling to the compiler. See :data:`LOOP_KINDS`.
     """
 
     var: Reg

@@ -21,7 +21,7 @@ def _lines(body: tuple, depth: int):
             yield pad + format_instr(s)
         elif isinstance(s, Loop):
             step = f" step {s.step}" if s.step != 1 else ""
-            tag = "loop.time" if s.kind == "time" else "loop"
+            tag = "loop" if s.kind == "for" else f"loop.{s.kind}"
             yield f"{pad}{tag} %{s.var.name} = {s.start} .. {s.stop}{step} {{"
             yield from _lines(s.body, depth + 1)
             yield pad + "}"

@@ -17,6 +17,7 @@ from .errors import VerifyError
 from .ir import (
     F32,
     I32,
+    LOOP_KINDS,
     PRED,
     REQUIRED_ATTRS,
     SIGNATURES,
@@ -208,9 +209,9 @@ class _Verifier:
                                       f"must be a declared i32 register")
                 if s.step == 0:
                     raise VerifyError(f"kernel {self.k.name}: {here}: loop step 0 never ends")
-                if s.kind not in ("for", "time"):
+                if s.kind not in LOOP_KINDS:
                     raise VerifyError(f"kernel {self.k.name}: {here}: loop kind {s.kind!r}; "
-                                      f"accepted 'for', 'time'")
+                                      f"accepted {', '.join(repr(k) for k in LOOP_KINDS)}")
                 inner = set(defined) | {(s.var.name, 0)}
                 self.loop_vars.append(s.var.name)
                 after = self.body(s.body, inner, here + f"/loop %{s.var.name}")

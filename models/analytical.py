@@ -18,8 +18,8 @@ round trips, polls that must be served after the data reached L2, CTA barrier la
   IADD -> LDG of x_t (ALU latency each).
 - ``stage`` (:func:`_stage_parts`, ``_stage_h``): HBASE, TID4 and the chunk MOVs, then per group
   of ``STAGE_GROUP`` 128-bit chunks the dependent index ops, the loads issued back to back (one
-  L2 round trip per group), for Lamport the 16 dependent checks per chunk (BITCAST, ISETP, PAND,
-  POR), the STS, and the CTA barrier. INT ops of the sub-partition's two warps share the INT
+  L2 round trip per group), for Lamport the dependent checks (BITCAST, ISETP, POR per word, and
+  PAND when the slot ends inside a group), the STS, and the CTA barrier. INT ops of the sub-partition's two warps share the INT
   pipe after a barrier (``ig``/``ia``). ``broadcast``: all SMs read h through the L2 slices.
 - ``row_j`` = max(one warp's chain, issue, FP32 pipe, INT pipe, the SM's shared wavefronts):
   the chain is B MOVs, per slot the loads, ``smem_latency`` + wavefronts, B FFMAs one FP32
@@ -358,9 +358,11 @@ def _stage_parts(spec, N, B, R, sync):
     """h_t from L2 into shared memory (_stage_h), cycles: (setup, per-round, poll, rounds, bw).
 
     setup: HBASE, TID4 and the 4 G chunk MOVs (INT, ``ig`` apart); per group round the IMAD and
-    G x (IADD, ISETP, IADD), dependent INT ops ``ia`` apart, and the G loads; poll: the L2 round
-    trip of the group's first load then (Lamport) the 16 G dependent checks (BITCAST, ISETP,
-    PAND, POR per word); then G STS. bw: every SM reads all of h through the L2 slices
+    IADD (dependent INT ops ``ia`` apart) and the G loads back to back; when the slot is not a
+    multiple of the group's words, the IMAD, G ISETPs (``inside``) and per load the clamped
+    address (IADD, IMIN, IADD; no first IADD for chunk 0) instead; poll: the L2 round trip of the group's first load then (Lamport) the
+    dependent checks, 12 G (BITCAST, ISETP, POR per word) or 16 G with the ``inside`` PAND;
+    then G STS. bw: every SM reads all of h through the L2 slices
     (``sm_count * slot * 4`` bytes at ``l2_slices * l2_bytes_per_cycle_per_slice``): the last
     request of a slice waits behind the others. After the grid barrier the CTAs are released
     over the range of their poll phases (:func:`_poll_phases`), and the slices drain the earlier
@@ -372,8 +374,9 @@ def _stage_parts(spec, N, B, R, sync):
     G = np.minimum(STAGE_GROUP, chunks)
     rounds = np.ceil(chunks / G)
     setup = (2 + 4 * G) * c["ig"]
-    per_round = (1 + 3 * G) * c["ia"] + 2 * G
-    check = (16 * G - 1) * c["ia"] + 1 if sync == "lamport" else 0 * G
+    aligned = np.mod(slot, 4 * cap.THREADS_PER_CTA * G) == 0
+    per_round = np.where(aligned, 2 * c["ia"] + G, 4 * G * c["ia"] + 2 * G)
+    check = (np.where(aligned, 12, 16) * G - 1) * c["ia"] + 1 if sync == "lamport" else 0 * G
     poll = spec.l2_hit_latency_cycles + check
     bw = spec.sm_count * slot * 4 / c["l2_bpc"]
     if sync == "barrier":

@@ -282,27 +282,44 @@ def _stage_h(bld, sync, g_h, g_cnt, h_s, t, tid, nctas, slot, threads) -> None:
         bld.bar()
     chunks = -(-slot // (4 * threads))
     group = min(STAGE_GROUP, chunks)
+    # every chunk of every group lies inside the slot: no guard at all. Otherwise a chunk past
+    # the end loads the slot's last chunk instead (clamped address, value masked out below):
+    # the group's loads stay unconditional. A load under its own ``if`` lets ptxas interleave
+    # each load with the previous chunk's checks or STS, and the in-order warp then stalls on
+    # them before it issues the next load: one L2 round trip per chunk instead of per group
+    # (seen in the H100 SASS and PC sampling, measurements/README.md).
+    aligned = slot % (4 * threads * group) == 0
     chunk = [bld.reg(F32, f"chunk{i}", 4) for i in range(group)]
-    inside = bld.reg(PRED, "inside", group)
+    inside = None if aligned else bld.reg(PRED, "inside", group)
     gfirst = bld.reg(I32, "gfirst")
-    bits = bld.reg(I32, "bits")
+    bits = bld.reg(I32, "bits")  # the sentinel checks' scratch; also the clamped chunk address
     base = bld.imul(t, slot, dst=bld.reg(I32, "hbase"))
     tid4 = bld.imul(tid, 4, dst=bld.reg(I32, "tid4"))
     for i in range(group):  # lanes past the end read a defined value (masked out anyway)
         for k in range(4):
             bld.mov(0.0, dst=chunk[i][k])
-    with bld.loop("g", 0, -(-chunks // group)) as g:
+    # kind "seq": group after group, as the IR says (unrolled, ptxas issues every group's loads
+    # at once on the barrier kernel: more registers than counted, and a schedule the simulator
+    # does not run)
+    with bld.loop("g", 0, -(-chunks // group), kind="seq") as g:
         # chunk i of the group sits at first + 4*threads*i: one address register and constant
         # offsets (as the compiler would do), so the staging costs few registers
         first = bld.imad(g, 4 * threads * group, tid4, dst=bld.reg(I32, "first"))
-        bld.iadd(base, first, dst=gfirst)
-        for i in range(group):
-            bld.isetp("lt", first, slot - 4 * threads * i, dst=inside[i])
+        if aligned:
+            bld.iadd(base, first, dst=gfirst)
+        else:
+            for i in range(group):
+                bld.isetp("lt", first, slot - 4 * threads * i, dst=inside[i])
 
         def load_group(op):
             for i in range(group):
-                with bld.if_(inside[i]):
+                if aligned:
                     op(g_h, gfirst, offset=4 * threads * i, width=4, dst=chunk[i])
+                else:
+                    bld.imin(bld.iadd(first, 4 * threads * i, dst=bits) if i else first,
+                             slot - 4, dst=bits)
+                    bld.iadd(base, bits, dst=bits)
+                    op(g_h, bits, width=4, dst=chunk[i])
 
         if sync == "lamport":
             with bld.while_(label="lamport_poll") as poll:
@@ -313,7 +330,8 @@ def _stage_h(bld, sync, g_h, g_cnt, h_s, t, tid, nctas, slot, threads) -> None:
                     for k in range(4):
                         bld.bitcast(chunk[i][k], I32, dst=bits)
                         bld.isetp("eq", bits, int(SENTINEL_BITS), dst=one)
-                        bld.pand(one, inside[i], dst=one)
+                        if not aligned:
+                            bld.pand(one, inside[i], dst=one)
                         bld.por(waiting, one, dst=waiting)
                 # warp-uniform exit (vote.any): the warp re-polls together and leaves together,
                 # so the copy below is one warp-instruction per warp on any scheduler
@@ -321,9 +339,13 @@ def _stage_h(bld, sync, g_h, g_cnt, h_s, t, tid, nctas, slot, threads) -> None:
         else:
             load_group(bld.ldg)
         for i in range(group):
-            with bld.if_(inside[i]):
+            if aligned:
                 bld.sts(h_s, first, tuple(chunk[i][k] for k in range(4)),
                         offset=4 * threads * i)
+            else:
+                with bld.if_(inside[i]):
+                    bld.sts(h_s, first, tuple(chunk[i][k] for k in range(4)),
+                            offset=4 * threads * i)
     bld.bar()
 
 
