@@ -71,45 +71,67 @@ def _num(v: str):
 
 
 def parse_source_csv(text: str) -> list[dict]:
-    """The source page of one kernel: rows of SASS instructions (column names as ncu prints
-    them; numbers as floats)."""
-    lines = [ln for ln in text.splitlines() if ln.startswith('"')]
-    rows = list(csv.reader(io.StringIO("\n".join(lines))))
-    if len(rows) < 2:
+    """The source page of one kernel: rows of SASS instructions (the header row starts with
+    ``Address``; column names as ncu prints them; numbers as floats)."""
+    rows = list(csv.reader(io.StringIO(text)))
+    head_at = next((i for i, r in enumerate(rows) if r and r[0] == "Address"), None)
+    if head_at is None:
         return []
-    head = rows[0]
-    return [{k: _num(v) for k, v in zip(head, r, strict=False)} for r in rows[1:]
+    head = rows[head_at]
+    return [{k: _num(v) for k, v in zip(head, r, strict=False)} for r in rows[head_at + 1:]
             if len(r) == len(head)]
 
 
 def summarize(rows: list[dict]) -> dict:
-    """Totals by stall reason and the instructions that hold at least KEEP_FRACTION of the
-    samples (column names containing 'Samples' / 'stall')."""
-    if not rows:
+    """Totals by stall reason (``stall_*`` columns, all samples) and the instructions that hold
+    at least KEEP_FRACTION of the kernel's samples, with their SASS text, executed count and
+    non-zero stall columns."""
+    total_col = "Warp Stall Sampling (All Samples)"
+    if not rows or total_col not in rows[0]:
         return {}
-    sample_cols = [k for k in rows[0] if isinstance(rows[0][k], float)
-                   and ("sampl" in k.lower() or "stall" in k.lower())]
-    total_col = next((k for k in sample_cols if k.lower().startswith("warp stall sampling")
-                      and "not" not in k.lower()), sample_cols[0] if sample_cols else None)
-    totals = {k: sum(r[k] for r in rows if isinstance(r.get(k), float)) for k in sample_cols}
-    grand = totals.get(total_col) or 1.0
-    keep = []
-    for i, r in enumerate(rows):
-        v = r.get(total_col)
-        if isinstance(v, float) and v >= KEEP_FRACTION * grand:
-            keep.append({"index": i, **{k: r[k] for k in r
-                                         if not isinstance(r[k], float) or r[k]}})
-    return {"total_column": total_col, "totals": totals, "instructions": len(rows),
-            "hot": keep}
+    reasons = [k for k in rows[0] if k.startswith("stall_") and "Not Issued" not in k]
+    totals = {k: sum(r[k] for r in rows if isinstance(r.get(k), float)) for k in reasons}
+    grand = sum(r[total_col] for r in rows if isinstance(r.get(total_col), float)) or 1.0
+    hot = [{"index": i, "sass": str(r["Source"]).strip(),
+            "executed": r.get("Instructions Executed"), "samples": r[total_col],
+            **{k: r[k] for k in reasons if isinstance(r.get(k), float) and r[k]}}
+           for i, r in enumerate(rows)
+           if isinstance(r.get(total_col), float) and r[total_col] >= KEEP_FRACTION * grand]
+    return {"samples": grand, "instructions": len(rows),
+            "executed": sum(r["Instructions Executed"] for r in rows
+                            if isinstance(r.get("Instructions Executed"), float)),
+            "stall_totals": {k: v for k, v in totals.items() if v}, "hot": hot}
+
+
+def summarize_dir(out: str, order: list[str]) -> dict:
+    """Summaries of the ``pcsamp_<case>.csv`` pages in ``out``."""
+    res = {}
+    for name in order:
+        path = os.path.join(out, f"pcsamp_{name}.csv")
+        if os.path.exists(path):
+            with open(path) as f:
+                res[name] = summarize(parse_source_csv(f.read()))
+    return res
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out")
     ap.add_argument("--worker", metavar="ORDER_JSON")
+    ap.add_argument("--summarize", metavar="DIR", help="rebuild DIR/exchange_pcsamp.json's "
+                    "summaries from the CSV pages there")
     args = ap.parse_args(argv)
     if args.worker:
         return worker(args.worker)
+    if args.summarize:
+        path = os.path.join(args.summarize, "exchange_pcsamp.json")
+        with open(path) as f:
+            res = json.load(f)
+        for name, summ in summarize_dir(args.summarize, list(res["kernels"])).items():
+            res["kernels"][name].update(summ)
+        with open(path, "w") as f:
+            json.dump(res, f, indent=1, default=float)
+        return 0
     from measurements.campaign import provenance
 
     os.makedirs(args.out, exist_ok=True)
@@ -134,22 +156,19 @@ def main(argv: list[str] | None = None) -> int:
         q = subprocess.run(["ncu", "-i", rep + ".ncu-rep", "--page", "source", "--csv",
                             "--print-source", "sass", "--launch-skip", str(i), "--launch-count",
                             "1"], capture_output=True, text=True, timeout=120)
-        raw = os.path.join(args.out, f"pcsamp_{name}.csv")
-        with open(raw, "w") as f:
+        with open(os.path.join(args.out, f"pcsamp_{name}.csv"), "w") as f:
             f.write(q.stdout)
-        rows = parse_source_csv(q.stdout)
         res["kernels"][name] = {"export_returncode": q.returncode,
-                                "export_stderr": q.stderr[-1000:], **summarize(rows)}
+                                "export_stderr": q.stderr[-1000:]}
+    for name, summ in summarize_dir(args.out, order).items():
+        res["kernels"][name].update(summ)
     with open(os.path.join(args.out, "exchange_pcsamp.json"), "w") as f:
         json.dump(res, f, indent=1, default=float)
     print(json.dumps({k: v for k, v in res.items() if k != "kernels"}, default=float)[:1500])
     for name, k in res["kernels"].items():
-        print(f"== {name}: {k.get('instructions')} instructions, rc {k['export_returncode']} "
-              f"{k['export_stderr'][:200]}")
-        print("   totals", {a: b for a, b in k.get("totals", {}).items() if b})
-        for h in sorted(k.get("hot", []), key=lambda h: -h.get(k["total_column"], 0))[:12]:
-            print("   ", {a: b for a, b in h.items() if a in ("index", "Source", "Address")
-                          or (isinstance(b, float) and b)})
+        print(f"== {name}: {k.get('instructions')} instructions, {k.get('samples')} samples")
+        for h in sorted(k.get("hot", []), key=lambda h: -h["samples"])[:10]:
+            print(f"   {h['index']:4d} {h['samples']:6.0f} {h['sass'][:60]}")
     return 0
 
 

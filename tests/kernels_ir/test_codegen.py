@@ -28,10 +28,11 @@ from kernels_ir.codegen_cuda import CODEGEN, ERR_WORDS, _f32_literal, generate
 from kernels_ir.errors import InputError
 from kernels_ir.kernels import microbench as mb
 from kernels_ir.kernels.csr_baseline import build_csr_baseline
+from kernels_ir.sass import find_cuobjdump
 
 GOLDEN = Path(__file__).parent / "golden"
 NVCC = shutil.which("nvcc")
-CUOBJDUMP = shutil.which("cuobjdump")
+CUOBJDUMP = find_cuobjdump()
 needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc not installed")
 
 
