@@ -4,9 +4,9 @@ The simulator issues a warp's instructions in IR order. The GPU issues the order
 in order per warp: an instruction that waits for a load's result stalls every later instruction
 of that warp, loads included. So when ptxas puts a consumer of load 1 before load 2, the two
 loads no longer overlap, however the CUDA source was written. This module finds exactly that for
-the 128-bit global loads of the h staging (``_stage_h``): groups of ``LDG.E.128`` from one base
-register at constant offsets, and any instruction between a group's first and last load that
-reads an earlier member's result.
+the 128-bit global loads of the h staging (``_stage_h``): the ``LDG.E.128`` of one
+straight-line stretch of code form a group, and any instruction between a group's first and
+last load that reads an earlier member's result is reported.
 
 ``find_cuobjdump()`` looks on PATH, then in the ``nvidia-cuda-cuobjdump`` wheel (with
 ``nvidia-cuda-nvdisasm``, which it runs, a test dependency: nvcc alone cannot disassemble). ``parse`` takes SASS text as cuobjdump prints it or
@@ -27,7 +27,6 @@ from .errors import InputError
 _LINE = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(.*?)\s*;")
 _REG = re.compile(r"\bR(\d+)(\.64)?\b")
 _WIDE_LOAD = re.compile(r"^LDG\.E\.128\b")
-_ADDR = re.compile(r"\[R(\d+)\.64(?:\+(-?0x[0-9a-f]+))?\]")
 
 
 @dataclass(frozen=True)
@@ -92,39 +91,29 @@ def parse(lines) -> list[SassInstr]:
     return out
 
 
+_BRANCHES = ("BRA", "BRX", "JMP", "BSYNC", "BSSY", "EXIT", "RET", "CALL", "WARPSYNC", "BAR")
+
+
 def wide_load_groups(instrs: list[SassInstr]) -> list[list[SassInstr]]:
-    """Groups of 128-bit global loads: consecutive (in program order) ``LDG.E.128*`` from the
-    same base register whose offsets grow by one constant stride, the base register not
-    rewritten in between. A group has at least two loads."""
+    """Groups of 128-bit global loads (``LDG.E.128*``): those of one straight-line stretch of
+    code (no branch, reconvergence or barrier between them), in program order. Predicated
+    loads stay in the stretch. A group has at least two loads. (In these kernels the only
+    128-bit global loads are the h staging's, so a stretch holds one group's chunks.)"""
     groups: list[list[SassInstr]] = []
-    open_: dict[int, list] = {}   # base register -> [loads, offsets]
+    cur: list[SassInstr] = []
     for ins in instrs:
-        for base in [b for b in open_ if b in ins.writes()]:
-            _close(groups, open_.pop(base))
-        if not _WIDE_LOAD.match(ins.opcode):
-            continue
-        m = _ADDR.search(", ".join(ins.operands))
-        if not m:
-            continue
-        base, off = int(m.group(1)), int(m.group(2) or "0", 16)
-        g = open_.get(base)
-        if g is not None:
-            loads, offs = g
-            stride = offs[1] - offs[0] if len(offs) > 1 else off - offs[-1]
-            if stride > 0 and off - offs[-1] == stride:
-                loads.append(ins)
-                offs.append(off)
-                continue
-            _close(groups, g)
-        open_[base] = [[ins], [off]]
-    for g in open_.values():
-        _close(groups, g)
-    return sorted(groups, key=lambda g: g[0].index)
+        if ins.opcode.startswith(_BRANCHES):
+            _close(groups, cur)
+            cur = []
+        elif _WIDE_LOAD.match(ins.opcode):
+            cur.append(ins)
+    _close(groups, cur)
+    return groups
 
 
 def _close(groups, g) -> None:
-    if len(g[0]) > 1:
-        groups.append(g[0])
+    if len(g) > 1:
+        groups.append(g)
 
 
 def interleaved_loads(instrs: list[SassInstr]) -> list[dict]:
@@ -135,11 +124,12 @@ def interleaved_loads(instrs: list[SassInstr]) -> list[dict]:
     bad = []
     for g in wide_load_groups(instrs):
         for k, later in enumerate(g[1:], 1):
-            dests = set().union(*(ld.writes() for ld in g[:k]))
-            for ins in instrs[g[0].index + 1:later.index]:
-                if ins.reads() & dests and ins not in g:
-                    bad.append({"group_first": g[0].index, "load": later.index,
-                                "consumer": ins.index, "sass": ins.text})
+            for ld in g[:k]:
+                for ins in instrs[ld.index + 1:later.index]:
+                    if ins.reads() & ld.writes() and ins not in g:
+                        bad.append({"group_first": g[0].index, "load": later.index,
+                                    "waits_for": ld.index, "consumer": ins.index,
+                                    "sass": ins.text})
     return bad
 
 

@@ -359,8 +359,8 @@ def _stage_parts(spec, N, B, R, sync):
 
     setup: HBASE, TID4 and the 4 G chunk MOVs (INT, ``ig`` apart); per group round the IMAD and
     IADD (dependent INT ops ``ia`` apart) and the G loads back to back; when the slot is not a
-    multiple of the group's words, the IMAD, G ISETPs (``inside``) and per load the clamped
-    address (IADD, IMIN, IADD; no first IADD for chunk 0) instead; poll: the L2 round trip of the group's first load then (Lamport) the
+    multiple of the group's words also G ISETPs (``inside``) and, for chunks 1..G-1, the
+    selected address (IADD, SEL); poll: the L2 round trip of the group's first load then (Lamport) the
     dependent checks, 12 G (BITCAST, ISETP, POR per word) or 16 G with the ``inside`` PAND;
     then G STS. bw: every SM reads all of h through the L2 slices
     (``sm_count * slot * 4`` bytes at ``l2_slices * l2_bytes_per_cycle_per_slice``): the last
@@ -375,7 +375,7 @@ def _stage_parts(spec, N, B, R, sync):
     rounds = np.ceil(chunks / G)
     setup = (2 + 4 * G) * c["ig"]
     aligned = np.mod(slot, 4 * cap.THREADS_PER_CTA * G) == 0
-    per_round = np.where(aligned, 2 * c["ia"] + G, 4 * G * c["ia"] + 2 * G)
+    per_round = np.where(aligned, 2 * c["ia"] + G, 3 * G * c["ia"] + 2 * G)
     check = (np.where(aligned, 12, 16) * G - 1) * c["ia"] + 1 if sync == "lamport" else 0 * G
     poll = spec.l2_hit_latency_cycles + check
     bw = spec.sm_count * slot * 4 / c["l2_bpc"]

@@ -282,9 +282,9 @@ def _stage_h(bld, sync, g_h, g_cnt, h_s, t, tid, nctas, slot, threads) -> None:
         bld.bar()
     chunks = -(-slot // (4 * threads))
     group = min(STAGE_GROUP, chunks)
-    # every chunk of every group lies inside the slot: no guard at all. Otherwise a chunk past
-    # the end loads the slot's last chunk instead (clamped address, value masked out below):
-    # the group's loads stay unconditional. A load under its own ``if`` lets ptxas interleave
+    # every chunk of every group lies inside the slot: no guard at all. Otherwise one guard for
+    # the group, and a chunk past the end re-reads chunk 0 (value masked out below): the
+    # group's loads stay in one block. A load under its own ``if`` lets ptxas interleave
     # each load with the previous chunk's checks or STS, and the in-order warp then stalls on
     # them before it issues the next load: one L2 round trip per chunk instead of per group
     # (seen in the H100 SASS and PC sampling, measurements/README.md).
@@ -305,20 +305,24 @@ def _stage_h(bld, sync, g_h, g_cnt, h_s, t, tid, nctas, slot, threads) -> None:
         # chunk i of the group sits at first + 4*threads*i: one address register and constant
         # offsets (as the compiler would do), so the staging costs few registers
         first = bld.imad(g, 4 * threads * group, tid4, dst=bld.reg(I32, "first"))
-        if aligned:
-            bld.iadd(base, first, dst=gfirst)
-        else:
+        bld.iadd(base, first, dst=gfirst)
+        if not aligned:
             for i in range(group):
                 bld.isetp("lt", first, slot - 4 * threads * i, dst=inside[i])
 
         def load_group(op):
-            for i in range(group):
-                if aligned:
+            if aligned:
+                for i in range(group):
                     op(g_h, gfirst, offset=4 * threads * i, width=4, dst=chunk[i])
-                else:
-                    bld.imin(bld.iadd(first, 4 * threads * i, dst=bits) if i else first,
-                             slot - 4, dst=bits)
-                    bld.iadd(base, bits, dst=bits)
+                return
+            # one guard for the whole group (a lane outside chunk 0 is outside them all); a
+            # later chunk past the end re-reads the lane's chunk 0 (a sector it polls anyway,
+            # not a hot one other lanes wait on)
+            with bld.if_(inside[0]):
+                op(g_h, gfirst, width=4, dst=chunk[0])
+                for i in range(1, group):
+                    bld.iadd(gfirst, 4 * threads * i, dst=bits)
+                    bld.sel(inside[i], bits, gfirst, dst=bits)
                     op(g_h, bits, width=4, dst=chunk[i])
 
         if sync == "lamport":

@@ -70,11 +70,12 @@ def _kernels():
     spec = load_spec("h100")
     out = {}
     for sync in ("lamport", "barrier"):
-        # aligned slots (4096, 32768 words: no guard) and ragged ones (256, 1000 words)
-        for n, b, d in ((1024, 4, 0.1), (8192, 4, 0.002), (256, 1, 0.5), (1000, 1, 0.1)):
+        # aligned slots (4096, 32768 words: no guard) and ragged ones (256, 5000 words)
+        for n, b, d in ((1024, 4, 0.1), (8192, 4, 0.002), (256, 1, 0.5), (1250, 4, 0.05)):
             out[f"sparse-h{n}-b{b}-{sync}"] = build_sparse_rnn(
                 make_layer(n, b, d, 4, 0), spec, sync=sync, wide_loads=True).kernel
     out["dense-h1024-b4"] = build_dense_rnn(make_layer(1024, 4, 1.0, 4, 0), spec).kernel
+    out["dense-h256-b1"] = build_dense_rnn(make_layer(256, 1, 1.0, 4, 0), spec).kernel
     return out
 
 

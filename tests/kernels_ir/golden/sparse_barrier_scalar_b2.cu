@@ -239,14 +239,15 @@ sparse_rnn_barrier_scalar(const float* __restrict__ g_w_vals, const int* __restr
         #pragma unroll 1
         for (r_g = 0; r_g < 1; r_g += 1) {
             r_first = r_g * 256 + r_tid4;
+            r_gfirst = r_hbase + r_first;
             r_inside = (r_first < 128);
-            r_bits = min(r_first, 124);
-            r_bits = r_hbase + r_bits;
-            float4 t_2 = *reinterpret_cast<const float4*>(&g_hseq[r_bits]);
-            r_chunk0_0 = t_2.x;
-            r_chunk0_1 = t_2.y;
-            r_chunk0_2 = t_2.z;
-            r_chunk0_3 = t_2.w;
+            if (r_inside) {
+                float4 t_2 = *reinterpret_cast<const float4*>(&g_hseq[r_gfirst]);
+                r_chunk0_0 = t_2.x;
+                r_chunk0_1 = t_2.y;
+                r_chunk0_2 = t_2.z;
+                r_chunk0_3 = t_2.w;
+            }
             if (r_inside) {
                 *reinterpret_cast<float4*>(&s_h_s[r_first]) = make_float4(r_chunk0_0, r_chunk0_1, r_chunk0_2, r_chunk0_3);
             }

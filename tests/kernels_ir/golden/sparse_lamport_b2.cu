@@ -221,17 +221,18 @@ sparse_rnn_lamport_wide(const float* __restrict__ g_w_vals, const int* __restric
         #pragma unroll 1
         for (r_g = 0; r_g < 1; r_g += 1) {
             r_first = r_g * 256 + r_tid4;
+            r_gfirst = r_hbase + r_first;
             r_inside = (r_first < 128);
             /* spin loop 0: lamport_poll (limit 1048576) */
             for (unsigned int spin_0 = 1;; ++spin_0) {
-                r_bits = min(r_first, 124);
-                r_bits = r_hbase + r_bits;
-                float t_1_0, t_1_1, t_1_2, t_1_3;
-                asm volatile("ld.relaxed.gpu.global.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(t_1_0), "=f"(t_1_1), "=f"(t_1_2), "=f"(t_1_3) : "l"(&g_hseq[r_bits]) : "memory");
-                r_chunk0_0 = t_1_0;
-                r_chunk0_1 = t_1_1;
-                r_chunk0_2 = t_1_2;
-                r_chunk0_3 = t_1_3;
+                if (r_inside) {
+                    float t_1_0, t_1_1, t_1_2, t_1_3;
+                    asm volatile("ld.relaxed.gpu.global.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(t_1_0), "=f"(t_1_1), "=f"(t_1_2), "=f"(t_1_3) : "l"(&g_hseq[r_gfirst]) : "memory");
+                    r_chunk0_0 = t_1_0;
+                    r_chunk0_1 = t_1_1;
+                    r_chunk0_2 = t_1_2;
+                    r_chunk0_3 = t_1_3;
+                }
                 r_waiting = false;
                 r_bits = __float_as_int(r_chunk0_0);
                 r_sent = (r_bits == (int)0x80000000);
