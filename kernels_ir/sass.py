@@ -9,8 +9,9 @@ straight-line stretch of code form a group, and any instruction between a group'
 last load that reads an earlier member's result is reported.
 
 ``find_cuobjdump()`` looks on PATH, then in the ``nvidia-cuda-cuobjdump`` wheel (with
-``nvidia-cuda-nvdisasm``, which it runs, a test dependency: nvcc alone cannot disassemble). ``parse`` takes SASS text as cuobjdump prints it or
-as Nsight Compute's source page lists it (one instruction per line or entry).
+``nvidia-cuda-nvdisasm``, which it runs, a test dependency: nvcc alone cannot disassemble).
+``parse`` takes SASS text as cuobjdump prints it or as Nsight Compute's source page lists it
+(one instruction per line or entry).
 """
 
 from __future__ import annotations
