@@ -36,8 +36,9 @@ NVRTC through CuPy) and follows these rules (cuda_backend.md s1.4, s3.6, s6):
   ``nthreads`` = threads per CTA, ``step`` = induction value of the enclosing time loop.
 - Loops: ``kind="time"`` and ``kind="seq"`` get ``#pragma unroll 1`` (the step loop stays a
   loop; a ``seq`` loop's iterations issue in order, as in the simulator: unrolled, ptxas would
-  hoist later iterations' loads above earlier ones); ``"for"`` loops are left to the compiler. Global buffers of role ``"in"`` are ``const T* __restrict__``; the others
-  are plain pointers (they are written and polled).
+  hoist later iterations' loads above earlier ones); ``"for"`` loops are left to the compiler.
+  Global buffers of role ``"in"`` are ``const T* __restrict__``; the others are plain pointers
+  (they are written and polled).
 """
 
 from __future__ import annotations

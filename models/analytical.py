@@ -20,7 +20,8 @@ round trips, polls that must be served after the data reached L2, CTA barrier la
   of ``STAGE_GROUP`` 128-bit chunks the dependent index ops, the loads issued back to back (one
   L2 round trip per group), for Lamport the dependent checks (BITCAST, ISETP, POR per word, and
   PAND when the slot ends inside a group), the STS, and the CTA barrier. INT ops of the
-  sub-partition's two warps share the INT pipe after a barrier (``ig``/``ia``). ``broadcast``: all SMs read h through the L2 slices.
+  sub-partition's two warps share the INT pipe after a barrier (``ig``/``ia``). ``broadcast``:
+  all SMs read h through the L2 slices.
 - ``row_j`` = max(one warp's chain, issue, FP32 pipe, INT pipe, the SM's shared wavefronts):
   the chain is B MOVs, per slot the loads, ``smem_latency`` + wavefronts, B FFMAs one FP32
   occupancy apart; the interleaved butterfly (:func:`_reduction_cycles`: per xor mask one
@@ -361,8 +362,8 @@ def _stage_parts(spec, N, B, R, sync):
     IADD (dependent INT ops ``ia`` apart) and the G loads back to back; when the slot is not a
     multiple of the group's words also G ISETPs (``inside``) and, for chunks 1..G-1, the
     selected address (IADD, SEL); poll: the L2 round trip of the group's first load then
-    (Lamport) the dependent checks, 12 G (BITCAST, ISETP, POR per word) or 16 G with the ``inside`` PAND;
-    then G STS. bw: every SM reads all of h through the L2 slices
+    (Lamport) the dependent checks, 12 G (BITCAST, ISETP, POR per word) or 16 G with the
+    ``inside`` PAND; then G STS. bw: every SM reads all of h through the L2 slices
     (``sm_count * slot * 4`` bytes at ``l2_slices * l2_bytes_per_cycle_per_slice``): the last
     request of a slice waits behind the others. After the grid barrier the CTAs are released
     over the range of their poll phases (:func:`_poll_phases`), and the slices drain the earlier
