@@ -52,10 +52,11 @@ class SassInstr:
         return _regs(self.operands[0], self.opcode)
 
     def reads(self) -> set[int]:
-        ops = self.operands if self.opcode.startswith(("ST", "RED")) else self.operands[1:]
+        """Registers read: addresses at their own width; a store's data at the store's width."""
+        store = self.opcode.startswith(("ST", "RED"))
         out: set[int] = set()
-        for o in ops:
-            out |= _regs(o, "")
+        for o in self.operands if store else self.operands[1:]:
+            out |= _regs(o, self.opcode if store and not o.startswith("[") else "")
         return out
 
 

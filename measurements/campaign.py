@@ -195,6 +195,22 @@ def launch_once(runner, kernel, inputs: dict, check_grid: bool = True) -> None:
     runner.check_err(comp, bufs)
 
 
+def launch_jobs(runner, jobs, order_path: str) -> None:
+    """Launch each ``(name, program)`` once (the launches an ``ncu`` run profiles) and keep
+    ``order_path`` up to date: the names in launch order, ``None`` for a launch that failed
+    (its error goes to stderr and the others go on)."""
+    order = []
+    for name, prog in jobs:
+        try:
+            launch_once(runner, prog.kernel, prog.inputs)
+            order.append(name)
+        except Exception as exc:  # record and go on
+            order.append(None)
+            print(f"worker {name}: {exc}", file=sys.stderr)
+        with open(order_path, "w") as f:
+            json.dump(order, f)
+
+
 def ncu_worker(args) -> int:
     """Launch every persistent / CSR case once at T = NCU_STEPS (run under ncu)."""
     import numpy as np

@@ -32,22 +32,13 @@ def worker(order_path: str) -> int:
     from gpusim.backends.cupy_backend import Runner
     from gpusim.specs import load_spec
     from kernels_ir.kernels import microbench as mb
-    from measurements.campaign import build_case, launch_once
+    from measurements.campaign import build_case, launch_jobs
     from measurements.exchange_scan import scan_cases
 
-    spec, runner = load_spec("h100"), Runner()
-    order = []
+    spec = load_spec("h100")
     jobs = [(c["id"], build_case(c, STEPS, spec)) for c in scan_cases() if c["id"] in CASES]
     jobs += [(n, mb.build(n, 16)) for n in MICRO]
-    for name, prog in jobs:
-        try:
-            launch_once(runner, prog.kernel, prog.inputs)
-            order.append(name)
-        except Exception as exc:  # record and go on
-            order.append(None)
-            print(f"worker {name}: {exc}", file=sys.stderr)
-        with open(order_path, "w") as f:
-            json.dump(order, f)
+    launch_jobs(Runner(), jobs, order_path)
     return 0
 
 

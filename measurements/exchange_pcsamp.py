@@ -47,19 +47,9 @@ def jobs(spec):
 def worker(order_path: str) -> int:
     from gpusim.backends.cupy_backend import Runner
     from gpusim.specs import load_spec
-    from measurements.campaign import launch_once
+    from measurements.campaign import launch_jobs
 
-    spec, runner = load_spec("h100"), Runner()
-    order = []
-    for name, prog in jobs(spec):
-        try:
-            launch_once(runner, prog.kernel, prog.inputs)
-            order.append(name)
-        except Exception as exc:  # record and go on
-            order.append(None)
-            print(f"worker {name}: {exc}", file=sys.stderr)
-        with open(order_path, "w") as f:
-            json.dump(order, f)
+    launch_jobs(Runner(), jobs(load_spec("h100")), order_path)
     return 0
 
 

@@ -1,6 +1,6 @@
 """Which SASS memory instructions the generated code becomes (evidence for the polling model).
 
-    PYTHONPATH=. python3 measurements/sass_memops.py > sass_memops.txt   # needs nvcc, cuobjdump
+    PYTHONPATH=. python3 measurements/sass_memops.py > sass_memops.txt  # nvcc + cuobjdump
 
 Compiles (nvcc -arch=sm_90 -cubin, like NVRTC's code) the microbenchmarks that poll and one
 Lamport / one barrier persistent kernel, and prints each kernel's global-memory and fence
@@ -19,6 +19,7 @@ from pathlib import Path
 
 from gpusim.measurements import build_case
 from gpusim.specs import load_spec
+from kernels_ir import sass
 from kernels_ir.codegen_cuda import generate
 from kernels_ir.kernels import microbench as mb
 
@@ -35,18 +36,14 @@ def kernels():
 
 
 def main() -> int:
-    pat = re.compile(r"\b(LDG|STG|ATOM|ATOMG|RED|MEMBAR|FENCE|CCTL|LD|ST|ERRBAR)\.?[A-Z0-9.]*")
+    pat = re.compile(r"LDG|STG|ATOM|ATOMG|RED|MEMBAR|FENCE|CCTL|LD|ST|ERRBAR")  # opcode prefix
     with tempfile.TemporaryDirectory() as d:
         for name, k in kernels():
             cu, cub = Path(d) / f"{name}.cu", Path(d) / f"{name}.cubin"
             cu.write_text(generate(k).code)
             subprocess.run(["nvcc", "-arch=sm_90", "-cubin", "-o", str(cub), str(cu)], check=True)
-            sass = subprocess.run(["cuobjdump", "-sass", str(cub)], capture_output=True,
-                                  text=True, check=True).stdout
-            ops = collections.Counter(m.group(0) for ln in sass.splitlines()
-                                      for m in [pat.search(ln.split("/*")[1] if "/*" in ln
-                                                           and ln.count("/*") > 1 else ln)]
-                                      if m)
+            ops = collections.Counter(i.opcode for i in sass.parse(sass.disassemble(cub))
+                                      if pat.match(i.opcode))
             print(f"== {name}")
             for op, n in sorted(ops.items()):
                 print(f"   {n:5d} {op}")

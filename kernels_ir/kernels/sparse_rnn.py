@@ -31,6 +31,7 @@ weights whose columns were chosen by the mapping to add no shared-memory wavefro
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -292,7 +293,7 @@ def _stage_h(bld, sync, g_h, g_cnt, h_s, t, tid, nctas, slot, threads) -> None:
     chunk = [bld.reg(F32, f"chunk{i}", 4) for i in range(group)]
     inside = None if aligned else bld.reg(PRED, "inside", group)
     gfirst = bld.reg(I32, "gfirst")
-    bits = bld.reg(I32, "bits")  # the sentinel checks' scratch; also the clamped chunk address
+    bits = bld.reg(I32, "bits")  # the sentinel checks' scratch; also a selected chunk address
     base = bld.imul(t, slot, dst=bld.reg(I32, "hbase"))
     tid4 = bld.imul(tid, 4, dst=bld.reg(I32, "tid4"))
     for i in range(group):  # lanes past the end read a defined value (masked out anyway)
@@ -343,13 +344,9 @@ def _stage_h(bld, sync, g_h, g_cnt, h_s, t, tid, nctas, slot, threads) -> None:
         else:
             load_group(bld.ldg)
         for i in range(group):
-            if aligned:
+            with contextlib.nullcontext() if aligned else bld.if_(inside[i]):
                 bld.sts(h_s, first, tuple(chunk[i][k] for k in range(4)),
                         offset=4 * threads * i)
-            else:
-                with bld.if_(inside[i]):
-                    bld.sts(h_s, first, tuple(chunk[i][k] for k in range(4)),
-                            offset=4 * threads * i)
     bld.bar()
 
 

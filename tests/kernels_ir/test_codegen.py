@@ -23,16 +23,15 @@ from pathlib import Path
 
 import pytest
 
-from kernels_ir import F32, I32, PRED, Builder, Op, verify
+from kernels_ir import F32, I32, PRED, Builder, Op, sass, verify
 from kernels_ir.codegen_cuda import CODEGEN, ERR_WORDS, _f32_literal, generate
 from kernels_ir.errors import InputError
 from kernels_ir.kernels import microbench as mb
 from kernels_ir.kernels.csr_baseline import build_csr_baseline
-from kernels_ir.sass import find_cuobjdump
 
 GOLDEN = Path(__file__).parent / "golden"
 NVCC = shutil.which("nvcc")
-CUOBJDUMP = find_cuobjdump()
+CUOBJDUMP = sass.find_cuobjdump()
 needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc not installed")
 
 
@@ -250,9 +249,8 @@ def test_representative_kernels_compile_without_local_memory(arch, cubin_dir):
         assert info["spill_st"] == 0 and info["spill_ld"] == 0, (name, info)
         assert info["stack"] == 0, (name, info)   # no local memory: no LDL/STL anywhere
         if CUOBJDUMP:
-            sass = subprocess.run([CUOBJDUMP, "-sass", str(cubin)], capture_output=True,
-                                  text=True).stdout
-            assert not re.search(r"\b(LDL|STL)\b", sass), name
+            ops = {i.opcode.split(".")[0] for i in sass.parse(sass.disassemble(cubin))}
+            assert not ops & {"LDL", "STL"}, name
 
 
 @needs_nvcc

@@ -9,7 +9,6 @@ disassembled with cuobjdump (the nvidia-cuda-cuobjdump test dependency), have no
 
 from __future__ import annotations
 
-import csv
 import shutil
 import subprocess
 from pathlib import Path
@@ -29,10 +28,9 @@ CUOBJDUMP = sass.find_cuobjdump()
 
 
 def _recorded(path: Path) -> list[sass.SassInstr]:
-    rows = list(csv.reader(path.open()))
-    head = next(i for i, r in enumerate(rows) if r and r[0] == "Address")
-    col = rows[head].index("Source")
-    return sass.parse(r[col] for r in rows[head + 1:] if len(r) > col)
+    from measurements.exchange_pcsamp import parse_source_csv
+
+    return sass.parse(str(r["Source"]) for r in parse_source_csv(path.read_text()))
 
 
 @pytest.mark.parametrize("case", ["exchange-h1024-b4-lamport", "exchange-h8192-b4-lamport",
@@ -61,7 +59,7 @@ def test_parser_reads_cuobjdump_lines_and_registers():
     assert [i.opcode for i in ins] == ["LDG.E.128.STRONG.GPU", "LDG.E.128.STRONG.GPU",
                                        "ISETP.NE.AND", "LDG.E.128.STRONG.GPU", "STS.128"]
     assert ins[1].pred == "@!P0" and ins[0].writes() == {12, 13, 14, 15}
-    assert ins[4].reads() == {40, 16}
+    assert ins[4].reads() == {40, 16, 17, 18, 19}   # the address, and 128 bits of data
     assert [len(g) for g in sass.wide_load_groups(ins)] == [3]
     assert [b["consumer"] for b in sass.interleaved_loads(ins)] == [2]
 
