@@ -138,3 +138,23 @@ def test_a_changed_kernel_is_stale_and_an_unchanged_one_is_not(camp):
                                                  if k != "kernel"}, spec)
     lib = next(c for c in camp.ok_cases if c["kind"] == "cublas")
     assert kernel_staleness(lib, spec) is None
+
+
+@pytest.mark.slow
+def test_h200_campaign_is_complete_checked_and_todays():
+    """The H200 campaign, kept apart: same coverage and checks, and every kernel case still
+    hashes to today's kernel (the H100 data get this from the cross-check test)."""
+    from gpusim.measurements import kernel_staleness
+    from gpusim.specs import load_spec
+
+    h200 = load_campaign(DATA.parent / "h200")
+    assert "H200" in h200.provenance["gpu_name"] and h200.spec_name == "h200"
+    assert {c["id"] for c in h200.ok_cases} == {c["id"] for c in load_campaign(DATA).ok_cases}
+    for c in h200.ok_cases:
+        assert c["result"]["values_ok"] is True and c["result"]["max_rel_err"] < 1e-3, c["id"]
+        assert len(c["result"]["per_step_raw_s"]) >= 5, c["id"]
+    assert {c["id"] for c in h200.ok_cases if c["kind"] != "cublas"
+            and c["kind"] != "cusparse"} <= set(h200.ncu)
+    spec = load_spec("h200")
+    stale = {c["id"]: why for c in h200.ok_cases if (why := kernel_staleness(c, spec))}
+    assert stale == {}
