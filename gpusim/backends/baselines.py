@@ -182,6 +182,7 @@ def run_cublas(layer, *, repeats: int = 10, warmup: int = 2, seed: int = 0,
     best = min(res, key=lambda k: res[k]["per_step_s"])
     out = dict(res[best])
     out.update({"best": best, "variants": {k: {"per_step_s": v["per_step_s"],
+                                               "per_step_raw_s": v["per_step_raw_s"],
                                                "max_rel_err": v["max_rel_err"]}
                                            for k, v in res.items()},
                 "values_ok": True, "max_rel_err": max(v["max_rel_err"] for v in res.values()),
