@@ -46,6 +46,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import re
 import sys
 from pathlib import Path
@@ -156,12 +157,122 @@ def fit_graph_node(spec, profile: dict, clock_hz: float) -> dict | None:
             "simulated_kernel_s": res.cycles / clock_hz}
 
 
-def write_spec(spec_path: Path, result: dict, record: str) -> None:
-    """Rewrite the fitted parameters' lines as type C with their calibration record."""
+def fit_library(sweep: dict) -> dict:
+    """The spec's ``[library]`` table (:data:`gpusim.specs.LIBRARY_PARAMS`) fitted to the
+    recorded library sweep (``library_sweep.json``: every cuBLAS path and cuSPARSE at layer sizes
+    outside the campaign): the least mean absolute relative error over every (layer, path)
+    per-step time (``scipy.optimize.linprog``; the model of
+    :func:`models.analytical.library_path_parts` is linear in its fixed costs and inverse
+    throughputs, all >= 0). Per-step timings cannot separate ``node_s`` from the product
+    kernels' fixed costs well (both grow with the step's node count), so the values describe
+    the paths' totals, not any one kernel's duration. Also reports the fit's error on the sweep and
+    a leave-one-hidden-size-out cross-validation (each hidden size predicted from the others)."""
+    import numpy as np
+    from scipy.optimize import linprog
+
+    from gpusim.specs import LIBRARY_CLASSES, LIBRARY_PARAMS
+    from models.analytical import library_class, library_path_parts
+
+    pts = []
+    for key, layer in (sweep.get("layers") or {}).items():
+        try:
+            n, b, nnz = int(layer["hidden"]), int(layer["batch"]), int(layer["nnz"])
+            paths = {p: float(v["per_step_s"]) for p, v in layer["paths"].items()}
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InputError(f"library_sweep layer {key!r}: missing or bad field {exc}") from None
+        for path, t in paths.items():
+            if not t > 0:
+                raise InputError(f"library_sweep layer {key!r} {path}: per_step_s={t} is not a "
+                                 f"positive time")
+            pts.append((path, n, b, 4.0 * n * n, nnz * 8.0 + (n + 1) * 4.0, t))
+    if len(pts) < 2 * len(LIBRARY_PARAMS):
+        raise InputError(f"library_sweep has {len(pts)} timed paths; the fit of "
+                         f"{len(LIBRARY_PARAMS)} parameters needs at least "
+                         f"{2 * len(LIBRARY_PARAMS)}")
+    unused = [c for c in LIBRARY_CLASSES if c not in {library_class(q[0], q[2]) for q in pts}]
+    if unused:
+        raise InputError(f"library_sweep never times a {unused[0]} kernel; cannot fit it")
+    # linear in x = (node_s, <class>_fixed_s ..., 1 / <class>_bytes_per_s ...), in us and
+    # 1 / (TB/s): the relative residuals are linear in x too
+    names = list(LIBRARY_PARAMS)
+    scale = {k: 1e-12 if k.endswith("_per_s") else 1e-6 for k in names}
+
+    def params(x):
+        return {k: (1.0 / (max(v, 1e-9) * scale[k]) if k.endswith("_per_s") else v * scale[k])
+                for k, v in zip(names, x, strict=True)}
+
+    def probe(k):
+        """The library whose only cost is x[k] = 1 (1 us, or 1 / (1 TB/s))."""
+        lib = {kk: (math.inf if kk.endswith("_per_s") else 0.0) for kk in names}
+        lib[k] = 1.0 / scale[k] if k.endswith("_per_s") else scale[k]
+        return lib
+
+    def predict(lib, q):
+        path, n, b, w, c, _ = q
+        fixed, streaming = library_path_parts(lib, path, b, n, n, w, c)
+        return float(fixed + streaming)
+
+    A = np.array([[predict(probe(k), q) for k in names] for q in pts])
+    t = np.array([q[-1] for q in pts])
+
+    def solve(sel):
+        """x >= 0 minimising the mean absolute relative error over the selected timings (the
+        cross-check's own measure; a linear programme: min sum e, -e <= M x - 1 <= e)."""
+        m = A[sel] / t[sel, None]
+        rows, cols = m.shape
+        eye = np.eye(rows)
+        sol = linprog(np.r_[np.zeros(cols), np.ones(rows)],
+                      A_ub=np.block([[m, -eye], [-m, -eye]]),
+                      b_ub=np.r_[np.ones(rows), -np.ones(rows)],
+                      bounds=[(0, None)] * (cols + rows), method="highs")
+        if not sol.success:
+            raise InputError(f"library fit failed: {sol.message}")
+        return params(sol.x[:cols])
+
+    hidden = np.array([q[1] for q in pts])
+    lib = solve(np.ones(len(pts), bool))
+    ape = [abs(predict(lib, q) / q[-1] - 1) for q in pts]
+    cv = []
+    for hold in sorted(set(hidden.tolist())):
+        held = solve(hidden != hold)
+        cv += [abs(predict(held, q) / q[-1] - 1) for q, h in zip(pts, hidden, strict=True)
+               if h == hold]
+    return {"values": {k: float(f"{v:.4g}") for k, v in lib.items()}, "points": len(pts),
+            "fit_mape": float(np.mean(ape)), "fit_max_ape": float(np.max(ape)),
+            "cv_mape": float(np.mean(cv)),
+            "method": "scipy.optimize.linprog: least mean absolute relative error (x >= 0: "
+                      "fixed costs, inverse throughputs) over the per-step times of every (layer, "
+                      "path) of library_sweep.json"}
+
+
+def write_library(spec_path: Path, fitted: dict, record: str) -> None:
+    """Write (or replace) the spec's ``[library]`` table: every value type C with its record."""
+    from gpusim.specs import LIBRARY_PARAMS
+
+    text = spec_path.read_text()
+    start = re.search(r"^\[library\]\s*$", text, re.M)
+    if start:
+        nxt = re.search(r"^\[", text[start.end():], re.M)
+        text = text[:start.start()] + (text[start.end() + nxt.start():] if nxt else "")
+    src = (f"fitted by gpusim.calibrate (fit_library) to {fitted['points']} library timings "
+           f"outside the campaign: fit MAPE {100 * fitted['fit_mape']:.1f}%, "
+           f"leave-one-hidden-out {100 * fitted['cv_mape']:.1f}%")
+    lines = ["[library]", "# The library baselines' kernels, fitted to timings at layer sizes "
+             "outside the campaign", "# (models.analytical: library_path_parts)."]
+    for k, decl in LIBRARY_PARAMS.items():
+        lines.append(f'{k} = {{ value = {fitted["values"][k]}, unit = "{decl.unit}", type = "C", '
+                     f'source = "{src}", calibration = "{record}" }}')
+    spec_path.write_text(text.rstrip("\n") + "\n\n" + "\n".join(lines) + "\n")
+
+
+def write_spec(spec_path: Path, result: dict, record: str, only: set | None = None) -> None:
+    """Rewrite the fitted parameters' lines (those in ``only``, default all) as type C with
+    their calibration record."""
     text = spec_path.read_text()
     entries = dict(result["params"])
     entries["clock_hz"] = {"value": result["clock_hz"], "benchmark": "nvidia-smi clocks.sm "
                            "samples during the campaign (median)"}
+    entries = {k: v for k, v in entries.items() if only is None or k in only}
     for param, e in entries.items():
         m = re.search(rf'^{param} = \{{ value = [^,]+, unit = "([^"]+)".*$', text, re.M)
         if not m:
@@ -198,6 +309,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data", default=str(ROOT / "measurements" / "h100"))
     ap.add_argument("--spec", default="h100")
     ap.add_argument("--write", action="store_true", help="write the fitted values into the spec")
+    ap.add_argument("--only", default=None,
+                    help="with --write: comma-separated parameters to write (\"library\" for "
+                         "the [library] table); default all that were fitted")
     args = ap.parse_args(argv)
     try:
         mpath = Path(args.data) / "microbench.json"
@@ -216,9 +330,19 @@ def main(argv: list[str] | None = None) -> int:
             if g is not None:
                 g["record"] = _record(ppath)
                 res["params"]["graph_launch_overhead_s"] = g
+        lpath = Path(args.data) / "library_sweep.json"
+        if lpath.is_file():
+            res["library"] = {**fit_library(load_json(lpath)), "record": _record(lpath)}
+        only = None if args.only is None else {x.strip() for x in args.only.split(",")}
+        known = set(res["params"]) | {"clock_hz"} | ({"library"} if "library" in res else set())
+        if only is not None and not only <= known:
+            raise InputError(f"--only {sorted(only - known)[0]!r} was not fitted from "
+                             f"{args.data}; accepted: {', '.join(sorted(known))}")
         (Path(args.data) / "calibration.json").write_text(json.dumps(res, indent=1) + "\n")
         if args.write:
-            write_spec(spec_path(args.spec), res, record)
+            write_spec(spec_path(args.spec), res, record, only)
+            if "library" in res and (only is None or "library" in only):
+                write_library(spec_path(args.spec), res["library"], res["library"]["record"])
             load_spec(args.spec)  # the rewritten file must still validate
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -228,6 +352,11 @@ def main(argv: list[str] | None = None) -> int:
         resid = (f", residual {e['residual_cycles']:+.2f} cycles" if "residual_cycles" in e
                  else "")
         print(f"{p:32s} {e['previous']:>8} -> {e['value']:>8}  ({e['benchmark']}{resid})")
+    if "library" in res:
+        lib = res["library"]
+        print(f"library ({lib['points']} timings): fit MAPE {100 * lib['fit_mape']:.1f}%, "
+              f"leave-one-hidden-out {100 * lib['cv_mape']:.1f}%: " + ", ".join(
+                  f"{k} {v:.3g}" for k, v in lib["values"].items()))
     for b, e in res["held_out"].items():
         print(f"held out {b}: predicted {e['predicted_s'] * 1e9:.0f} ns, measured "
               f"{e['measured_s'] * 1e9:.0f} ns ({100 * e['ape']:.0f}% off)")

@@ -40,8 +40,7 @@ def check_disjoint() -> None:
 
 
 def measure_layer(torch, n: int, b: int, d: float, seed: int) -> dict:
-    from gpusim.backends.baselines import (cublas_paths, cusparse_step, run_cublas,
-                                           run_cusparse)
+    from gpusim.backends.baselines import cublas_paths, cusparse_step, run_cublas, run_cusparse
     from kernels_ir.kernels.sparse_rnn import make_layer
     from measurements.library_profile import profile_step
 

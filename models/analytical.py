@@ -67,16 +67,29 @@ Per-step baselines (graph-timed, as cuda_backend.md section 5 recommends)
 A step is the chain of kernels the measurement harness (:mod:`gpusim.backends.baselines`) puts in
 its CUDA graph; :data:`LIBRARY_NODES` lists them per path, as ``torch.profiler`` recorded them
 (``measurements/h100/library_profile.json``; a test checks the counts against that record).
-Each kernel (graph node) costs ``graph_launch_overhead_s`` + two memory round trips (its loads',
-then its stores' until the kernel completes: the simulated duration of a one-element kernel,
-which the calibration of ``graph_launch_overhead_s`` subtracts) + its bytes at the bandwidth of
-where they live (L2 ``l2_slices * l2_bytes_per_cycle_per_slice * clock`` if the
-streamed data fit in ``l2_size_bytes``, else ``dram_bandwidth_bytes_per_s``):
+The library kernels are black boxes the simulator cannot run; two models of their cost:
+
+1. A spec with a ``[library]`` table (H100, H200: fitted by ``gpusim.calibrate`` to
+   ``measurements/<gpu>/library_sweep.json``, the same harness at 24 layer sizes none of which is
+   a campaign size): every small node (elementwise, copy, memset, split-K reduce, CSR partition)
+   costs ``node_s``; the product kernel of class :func:`library_class` (gemv, gemm, gemm8, spmv,
+   spmm) costs ``<class>_fixed_s`` + its bytes / ``<class>_bytes_per_s``. The fitted throughputs
+   fold in what the bandwidth bound misses (cuBLAS's split-K kernels for skinny fp32 batches,
+   cuSPARSE's SpMM gathers); one throughput per class, no L2 / DRAM regime switch (on the H100
+   a 38 MB weight matrix already streams at DRAM-like rates, below the 50 MB L2).
+2. Otherwise (V100: no measurement) each kernel (graph node) costs ``graph_launch_overhead_s`` +
+   two memory round trips (its loads', then its stores' until the kernel completes: the simulated
+   duration of a one-element kernel, which the calibration of ``graph_launch_overhead_s``
+   subtracts) + its bytes at the bandwidth of where they live (L2 ``l2_slices *
+   l2_bytes_per_cycle_per_slice * clock`` if the streamed data fit in ``l2_size_bytes``, else
+   ``dram_bandwidth_bytes_per_s``). On the H100 this under-predicts the measured baselines by
+   about 55% (fp32 cuBLAS GEMM kernels at batch 2-8 run 5-30x slower than the bandwidth bound,
+   cuda_backend.md 5.2 and 8; a small node costs about 1.2 us, not 1.0).
+
+The paths:
 - ``cublas``: the best of one GEMM (a GEMV kernel at B = 1, else GEMM + split-K reduce), B GEMVs
   each copied into its output column, and the GEMM with the batch padded to 8 (copy in, GEMM +
-  reduce, copy out); then ``torch.add`` and ``torch.tanh``. Measured fp32 cuBLAS GEMM kernels at
-  batch 2-8 run 5-30x slower than this bandwidth bound (poor kernel choices for skinny batches,
-  cuda_backend.md 5.2 and 8); that is not modelled.
+  reduce, copy out); then ``torch.add`` and ``torch.tanh``.
 - ``cusparse``: a row-partition kernel, the CSR SpMV (+ memset of y) or SpMM (+ scale and fill
   of y) streaming values + indices + row pointers and h, the copy into y, add and tanh.
 - ``csr-row-per-warp``: the same CSR bytes in one kernel with tanh fused, plus the warp's
@@ -622,6 +635,31 @@ LIBRARY_NODES = {
 }
 
 
+def library_class(key: str, b: int) -> str:
+    """The class (``gpusim.specs.LIBRARY_CLASSES``) of the product kernel of baseline path ``key``
+    at batch ``b``: cuBLAS runs a GEMV kernel for a one-column GEMM, and a GEMM at batch 8 (or
+    padded to 8) is its own class since the library picks its kernel by the batch width."""
+    if key == "cusparse":
+        return "spmv" if b == 1 else "spmm"
+    if key == "cublas_gemm_pad8" or b == 8:
+        return "gemm8"
+    return "gemv" if key == "cublas_gemv" or b == 1 else "gemm"
+
+
+def library_path_parts(lib: dict, key: str, b: int, r, n, w, c):
+    """(fixed part, streaming part) of one step of baseline path ``key`` at batch ``b`` with the
+    fitted ``[library]`` parameters ``lib`` of a spec (arrays over the layers ``r, n, w, c``)."""
+    fixed, streaming = 0.0, 0.0
+    for kind, nbytes in LIBRARY_NODES[key](b):
+        if kind == "stream":
+            cls = library_class(key, b)
+            fixed = fixed + lib[f"{cls}_fixed_s"]
+            streaming = streaming + nbytes(r, n, b, w, c) / lib[f"{cls}_bytes_per_s"]
+        else:
+            fixed = fixed + lib["node_s"]
+    return fixed, streaming
+
+
 def _baselines(spec, name, N, B, d, cell, dtype):
     gates = cap.check_cell(cell)
     rows = (gates * N).astype(np.float64)
@@ -642,6 +680,8 @@ def _baselines(spec, name, N, B, d, cell, dtype):
     ib = 4 if dtype == "fp32" else 2
     C = rows * Nf * d * (vb + ib) + (rows + 1) * 4
 
+    lib = spec.library_params
+
     def path(key):
         """(per-step time, launch part, weights-streaming part) of one baseline path."""
         shape = np.broadcast(rows, Bf).shape
@@ -650,6 +690,12 @@ def _baselines(spec, name, N, B, d, cell, dtype):
         for b in np.unique(Bf):
             sel = Bf == b
             r, n, w, c = rows[sel], Nf[sel], W[sel], C[sel]
+            if lib is not None:   # the spec's fitted library kernels
+                fixed, streaming = library_path_parts(lib, key, int(b), r, n, w, c)
+                tot[sel] += fixed + streaming
+                launch[sel] += fixed
+                weights[sel] += streaming
+                continue
             for kind, nbytes in LIBRARY_NODES[key](int(b)):
                 by = nbytes(r, n, b, w, c)
                 t, bw_part = stream(by, matrix[sel] if kind == "stream" else by)

@@ -88,6 +88,22 @@ PARAMS: dict[str, Param] = {
     "graph_launch_overhead_s": Param("s", float, 1e-8, 1e-3, "per kernel inside a CUDA graph"),
 }
 
+# The optional [library] table: the library baselines' kernels (cuBLAS / cuSPARSE, black boxes
+# the simulator cannot run), fitted by gpusim.calibrate to measurements/<gpu>/library_sweep.json.
+# A step of a library path is its small graph nodes (elementwise, copies, memsets, reductions,
+# partitions: ``node_s`` each) plus its product kernel(s) of one class below, each costing
+# ``<class>_fixed_s`` + bytes streamed / ``<class>_bytes_per_s``. A spec without the table (no
+# measurement of that GPU's libraries) keeps the bandwidth model of models.analytical.
+LIBRARY_CLASSES = ("gemv", "gemm", "gemm8", "spmv", "spmm")
+LIBRARY_PARAMS: dict[str, Param] = {
+    "node_s": Param("s", float, 1e-8, 1e-3, "one small library graph node (elementwise, copy, "
+                    "memset, split-K reduce, CSR partition)"),
+    **{f"{c}_fixed_s": Param("s", float, 0.0, 1e-3, f"fixed cost of one {c} kernel node")
+       for c in LIBRARY_CLASSES},
+    **{f"{c}_bytes_per_s": Param("bytes/s", float, 1e9, 1e14, f"bytes one {c} kernel streams "
+                                 f"per second") for c in LIBRARY_CLASSES},
+}
+
 EVIDENCE = {"D": "documented", "M": "measured (literature)", "I": "inferred", "S": "simulator "
             "configuration", "C": "calibrated by this project"}
 
@@ -139,6 +155,12 @@ class GPUSpec:
     launch_overhead_s: float
     graph_launch_overhead_s: float
     sources: tuple[tuple[str, str, str, str], ...] = ()  # (field, source, type, calibration)
+    library: tuple[tuple[str, float], ...] = ()  # the [library] table, () when absent
+
+    @property
+    def library_params(self) -> dict[str, float] | None:
+        """The fitted library-kernel parameters (:data:`LIBRARY_PARAMS`), or None."""
+        return dict(self.library) if self.library else None
 
     @property
     def cycle_s(self) -> float:
@@ -159,7 +181,7 @@ class GPUSpec:
 
 
 _FIELDS = [f.name for f in dataclasses.fields(GPUSpec)]
-assert set(PARAMS) == set(_FIELDS) - {"name", "full_name", "arch", "sources"}
+assert set(PARAMS) == set(_FIELDS) - {"name", "full_name", "arch", "sources", "library"}
 
 
 def spec_path(name: str) -> Path:
@@ -210,36 +232,58 @@ def parse_spec(data: dict, origin: str = "<spec>") -> GPUSpec:
                         f"unit {PARAMS[missing[0]].unit})")
     values, sources = {}, []
     for key, decl in PARAMS.items():
-        entry = params[key]
-        if not isinstance(entry, dict) or "value" not in entry:
-            raise SpecError(f"{origin}: parameter {key!r} must be a table with value, unit, "
-                            f"source, type")
-        value = entry["value"]
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise SpecError(f"{origin}: {key} = {value!r} is not a number")
-        if decl.kind is int and (not float(value).is_integer()):
-            raise SpecError(f"{origin}: {key} = {value} must be a whole number of {decl.unit}")
-        if not math.isfinite(float(value)) or not decl.lo <= value <= decl.hi:
-            raise SpecError(f"{origin}: {key} = {value} {decl.unit} is impossible; accepted "
-                            f"{decl.lo:g} .. {decl.hi:g} {decl.unit}")
-        if entry.get("unit") != decl.unit:
-            raise SpecError(f"{origin}: {key} has unit {entry.get('unit')!r}; expected "
-                            f"{decl.unit!r}")
-        src, typ = entry.get("source"), entry.get("type")
-        if not isinstance(src, str) or not src.strip():
-            raise SpecError(f"{origin}: {key} has no source")
-        if typ not in EVIDENCE:
-            raise SpecError(f"{origin}: {key} has type {typ!r}; accepted {', '.join(EVIDENCE)}")
-        cal = entry.get("calibration", "")
-        if typ == "C" and not cal:
-            raise SpecError(f"{origin}: {key} is calibrated (type C) but names no calibration "
-                            f"record")
-        values[key] = decl.kind(value)
-        sources.append((key, src, typ, cal))
+        values[key] = _param_value(params[key], key, decl, origin, sources)
+    library = _library_table(data.get("library"), origin, sources)
     spec = GPUSpec(name=gpu["name"], full_name=gpu["full_name"], arch=gpu["arch"],
-                   sources=tuple(sources), **values)
+                   sources=tuple(sources), library=library, **values)
     _check_consistency(spec, origin)
     return spec
+
+
+def _library_table(table, origin: str, sources: list) -> tuple[tuple[str, float], ...]:
+    if table is None:
+        return ()
+    if not isinstance(table, dict):
+        raise SpecError(f"{origin}: [library] must be a table of {', '.join(LIBRARY_PARAMS)}")
+    unknown = sorted(set(table) - set(LIBRARY_PARAMS))
+    if unknown:
+        raise SpecError(f"{origin}: unknown [library] parameter {unknown[0]!r}; accepted: "
+                        f"{', '.join(LIBRARY_PARAMS)}")
+    missing = [k for k in LIBRARY_PARAMS if k not in table]
+    if missing:
+        raise SpecError(f"{origin}: [library] misses {missing[0]!r} "
+                        f"({LIBRARY_PARAMS[missing[0]].doc}); give all of them or no table")
+    return tuple((k, _param_value(table[k], f"library.{k}", d, origin, sources))
+                 for k, d in LIBRARY_PARAMS.items())
+
+
+def _param_value(entry, key: str, decl: Param, origin: str, sources: list):
+    """Validate one ``{ value, unit, type, source[, calibration] }`` entry; append its source."""
+    if not isinstance(entry, dict) or "value" not in entry:
+        raise SpecError(f"{origin}: parameter {key!r} must be a table with value, unit, "
+                        f"source, type")
+    value = entry["value"]
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise SpecError(f"{origin}: {key} = {value!r} is not a number")
+    if decl.kind is int and (not float(value).is_integer()):
+        raise SpecError(f"{origin}: {key} = {value} must be a whole number of {decl.unit}")
+    if not math.isfinite(float(value)) or not decl.lo <= value <= decl.hi:
+        raise SpecError(f"{origin}: {key} = {value} {decl.unit} is impossible; accepted "
+                        f"{decl.lo:g} .. {decl.hi:g} {decl.unit}")
+    if entry.get("unit") != decl.unit:
+        raise SpecError(f"{origin}: {key} has unit {entry.get('unit')!r}; expected "
+                        f"{decl.unit!r}")
+    src, typ = entry.get("source"), entry.get("type")
+    if not isinstance(src, str) or not src.strip():
+        raise SpecError(f"{origin}: {key} has no source")
+    if typ not in EVIDENCE:
+        raise SpecError(f"{origin}: {key} has type {typ!r}; accepted {', '.join(EVIDENCE)}")
+    cal = entry.get("calibration", "")
+    if typ == "C" and not cal:
+        raise SpecError(f"{origin}: {key} is calibrated (type C) but names no calibration "
+                        f"record")
+    sources.append((key, src, typ, cal))
+    return decl.kind(value)
 
 
 def _check_consistency(s: GPUSpec, origin: str) -> None:

@@ -172,8 +172,8 @@ def test_library_nodes_match_the_recorded_profile():
 
     from models.analytical import LIBRARY_NODES
 
-    path = Path(__file__).resolve().parents[2] / "measurements" / "h100" / "library_profile.json"
-    prof = json.loads(path.read_text())
+    root = Path(__file__).resolve().parents[2] / "measurements"
+    prof = json.loads((root / "h100" / "library_profile.json").read_text())
     checked = 0
     for key, rec in prof["cases"].items():
         b = int(key.split("-")[1][1:])
@@ -181,6 +181,14 @@ def test_library_nodes_match_the_recorded_profile():
             assert len(LIBRARY_NODES[name](b)) == round(r["kernels_per_step"]), (key, name)
             checked += 1
     assert checked >= 25
+    for gpu in ("h100", "h200"):   # the calibration sweeps (other sizes) launch the same chains
+        sweep = json.loads((root / gpu / "library_sweep.json").read_text())
+        for key, layer in sweep["layers"].items():
+            for name, r in layer["paths"].items():
+                n = round(r["profile"]["kernels_per_step"])
+                assert len(LIBRARY_NODES[name](layer["batch"])) == n, (gpu, key, name)
+                checked += 1
+    assert checked >= 25 + 2 * 90
 
 
 def test_library_baseline_pays_one_graph_node_per_kernel():
@@ -188,9 +196,39 @@ def test_library_baseline_pays_one_graph_node_per_kernel():
 
     from models.analytical import predict_many
 
-    H100 = load_spec("h100")
+    # the bandwidth model (a spec without a [library] table)
+    H100 = dataclasses.replace(load_spec("h100"), library=())
     slow = dataclasses.replace(H100, graph_launch_overhead_s=H100.graph_launch_overhead_s + 1e-6)
     for kind, nodes in (("cusparse", 6), ("cublas", 3)):   # B = 1: SpMV path, GEMM (GEMV) path
         a = predict_many(H100, 256, 1, 0.5, kernels=[kind])[kind].per_step_s
         b = predict_many(slow, 256, 1, 0.5, kernels=[kind])[kind].per_step_s
         assert float((b - a).reshape(-1)[0]) == pytest.approx(nodes * 1e-6, rel=1e-9)
+
+
+def test_fitted_library_model_charges_each_small_node_and_streams_the_weights():
+    import dataclasses
+
+    from models.analytical import predict_many
+
+    H100 = load_spec("h100")
+    lib = H100.library_params
+    assert lib is not None
+    assert H100.source("library.node_s").startswith("[C]")
+
+    def with_(**kw):
+        return dataclasses.replace(H100, library=tuple({**lib, **kw}.items()))
+
+    def t(spec, kind, n=256, b=1, d=0.5):
+        return float(predict_many(spec, n, b, d, kernels=[kind])[kind].per_step_s.reshape(-1)[0])
+
+    # B = 1: cuSPARSE = partition, SpMV, memset, copy, add, tanh (5 small nodes)
+    slow = with_(node_s=lib["node_s"] + 1e-6)
+    assert t(slow, "cusparse") - t(H100, "cusparse") == pytest.approx(5e-6, rel=1e-9)
+    # the GEMV kernel's time grows with the weights it streams: 4 h^2 bytes at its throughput
+    fast = with_(gemv_bytes_per_s=lib["gemv_bytes_per_s"] * 2)
+    for n in (2048, 8192):
+        w = 4.0 * n * n + 2 * n * 4
+        drop = t(H100, "cublas", n, 1, 0.01) - t(fast, "cublas", n, 1, 0.01)
+        assert drop == pytest.approx(w / lib["gemv_bytes_per_s"] / 2, rel=1e-6)
+    # V100 has no library measurement: the bandwidth model
+    assert load_spec("v100").library_params is None

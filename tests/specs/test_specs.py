@@ -107,3 +107,72 @@ def test_bank_geometry_other_than_the_modelled_one_is_refused():
     doc["params"]["smem_banks"]["value"] = 16
     with pytest.raises(SpecError, match="smem_banks = 16 .* models 32 banks x 4 bytes only"):
         parse_spec(doc, "x.toml")
+
+
+def test_library_table_is_all_or_nothing_and_checked_by_field():
+    from gpusim.specs import LIBRARY_PARAMS
+
+    doc = _doc("h100")
+    assert set(doc["library"]) == set(LIBRARY_PARAMS)
+    assert parse_spec(doc, "x.toml").library_params["node_s"] == doc["library"]["node_s"]["value"]
+    for field in LIBRARY_PARAMS:
+        assert load_spec("h100").source(f"library.{field}").startswith("[C]"), field
+    bad = _doc("h100")
+    del bad["library"]["gemm_fixed_s"]
+    with pytest.raises(SpecError, match="misses 'gemm_fixed_s'"):
+        parse_spec(bad, "x.toml")
+    bad = _doc("h100")
+    bad["library"]["gemm16_fixed_s"] = bad["library"]["gemm_fixed_s"]
+    with pytest.raises(SpecError, match="unknown \\[library\\] parameter 'gemm16_fixed_s'"):
+        parse_spec(bad, "x.toml")
+    bad = _doc("h100")
+    bad["library"]["spmm_bytes_per_s"]["unit"] = "GB/s"
+    with pytest.raises(SpecError, match="library.spmm_bytes_per_s has unit 'GB/s'"):
+        parse_spec(bad, "x.toml")
+    bad = _doc("h100")
+    bad["library"]["node_s"]["value"] = -1.0
+    with pytest.raises(SpecError, match="library.node_s = -1.0 s is impossible"):
+        parse_spec(bad, "x.toml")
+    assert "library" not in _doc("v100") and load_spec("v100").library_params is None
+
+
+@pytest.mark.parametrize("gpu", ["h100", "h200"])
+def test_library_table_is_the_fit_of_its_recorded_sweep(gpu):
+    """The spec's [library] values are what gpusim.calibrate fits to the recorded sweep (no
+    campaign case in it), and the fit's recorded quality holds."""
+    import json
+
+    from gpusim.calibrate import ROOT, fit_library
+    from measurements.campaign import LAYERS
+
+    sweep = json.loads((ROOT / "measurements" / gpu / "library_sweep.json").read_text())
+    assert not {(v["hidden"], v["batch"]) for v in sweep["layers"].values()} & \
+        {(n, b) for n, b, _ in LAYERS}
+    fitted = fit_library(sweep)
+    spec = load_spec(gpu).library_params
+    for k, v in fitted["values"].items():
+        assert spec[k] == pytest.approx(v, rel=1e-3, abs=1e-12), k
+    assert fitted["fit_mape"] < 0.15 and fitted["cv_mape"] < 0.2
+
+
+def test_library_fit_rejects_bad_sweeps():
+    import json
+
+    from gpusim.calibrate import ROOT, fit_library
+    from kernels_ir.errors import InputError
+
+    sweep = json.loads((ROOT / "measurements" / "h100" / "library_sweep.json").read_text())
+    one = dict(list(sweep["layers"].items())[:1])
+    key = next(iter(one))
+    broken = {key: {k: v for k, v in one[key].items() if k != "nnz"}}
+    with pytest.raises(InputError, match=f"layer '{key}': missing or bad field 'nnz'"):
+        fit_library({"layers": broken})
+    with pytest.raises(InputError, match="needs at least"):
+        fit_library({"layers": one})
+    neg = json.loads(json.dumps(sweep))
+    neg["layers"][key]["paths"]["cusparse"]["per_step_s"] = 0.0
+    with pytest.raises(InputError, match="cusparse: per_step_s=0.0 is not a positive time"):
+        fit_library(neg)
+    only_b1 = {k: v for k, v in sweep["layers"].items() if v["batch"] == 1}
+    with pytest.raises(InputError, match="never times a gemm kernel"):
+        fit_library({"layers": only_b1})
