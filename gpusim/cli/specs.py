@@ -15,7 +15,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args) -> int:
-    from gpusim.specs import PARAMS, available, load_spec
+    from gpusim.specs import LIBRARY_PARAMS, PARAMS, available, load_spec
 
     if args.gpu is None:
         specs = [load_spec(name) for name in available()]
@@ -31,10 +31,19 @@ def main(args) -> int:
     s = load_spec(args.gpu)
     values = {k: {"value": getattr(s, k), "unit": d.unit, "source": s.source(k),
                   "doc": d.doc} for k, d in PARAMS.items()}
+    lib = s.library_params
+    library = None if lib is None else {
+        k: {"value": lib[k], "unit": d.unit, "source": s.source(f"library.{k}"), "doc": d.doc}
+        for k, d in LIBRARY_PARAMS.items()}
     if args.json:
-        emit_json({"name": s.name, "full_name": s.full_name, "arch": s.arch, "params": values})
+        emit_json({"name": s.name, "full_name": s.full_name, "arch": s.arch, "params": values,
+                   "library": library})
     else:
         print(f"{s.name}: {s.full_name} ({s.arch})")
         for k, v in values.items():
             print(f"  {k:<34} {v['value']!s:>12} {v['unit']:<18} {v['source']}")
+        print("  [library] (cuBLAS / cuSPARSE baselines of models.analytical): " +
+              ("not measured; the bandwidth model is used" if library is None else ""))
+        for k, v in (library or {}).items():
+            print(f"  {k:<34} {v['value']:>12.4g} {v['unit']:<18} {v['source']}")
     return 0

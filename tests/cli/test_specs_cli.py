@@ -39,3 +39,16 @@ def test_one_spec_text(capsys):
 def test_unknown_gpu(capsys):
     assert main(["specs", "--gpu", "a100"]) == 2
     assert "unknown GPU 'a100'" in capsys.readouterr().err
+
+
+def test_library_table_shown_where_measured(capsys):
+    from gpusim.specs import LIBRARY_PARAMS
+
+    assert main(["specs", "--gpu", "h100", "--json"]) == 0
+    lib = json.loads(capsys.readouterr().out)["library"]
+    assert set(lib) == set(LIBRARY_PARAMS)
+    assert all("library_sweep.json" in v["source"] for v in lib.values())
+    assert main(["specs", "--gpu", "v100", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["library"] is None
+    assert main(["specs", "--gpu", "v100"]) == 0
+    assert "not measured; the bandwidth model is used" in capsys.readouterr().out
