@@ -222,14 +222,7 @@ def parse_spec(data: dict, origin: str = "<spec>") -> GPUSpec:
     params = data.get("params")
     if not isinstance(params, dict):
         raise SpecError(f"{origin}: missing [params] table")
-    unknown = sorted(set(params) - set(PARAMS))
-    if unknown:
-        raise SpecError(f"{origin}: unknown parameter {unknown[0]!r}; accepted: "
-                        f"{', '.join(PARAMS)}")
-    missing = [k for k in PARAMS if k not in params]
-    if missing:
-        raise SpecError(f"{origin}: missing parameter {missing[0]!r} ({PARAMS[missing[0]].doc}, "
-                        f"unit {PARAMS[missing[0]].unit})")
+    _check_names(params, PARAMS, origin, "")
     values, sources = {}, []
     for key, decl in PARAMS.items():
         values[key] = _param_value(params[key], key, decl, origin, sources)
@@ -240,19 +233,24 @@ def parse_spec(data: dict, origin: str = "<spec>") -> GPUSpec:
     return spec
 
 
+def _check_names(table: dict, decls: dict[str, Param], origin: str, what: str) -> None:
+    """Every declared parameter present, no other (``what``: "" or "[library] ")."""
+    unknown = sorted(set(table) - set(decls))
+    if unknown:
+        raise SpecError(f"{origin}: unknown {what}parameter {unknown[0]!r}; accepted: "
+                        f"{', '.join(decls)}")
+    missing = [k for k in decls if k not in table]
+    if missing:
+        raise SpecError(f"{origin}: missing {what}parameter {missing[0]!r} "
+                        f"({decls[missing[0]].doc}, unit {decls[missing[0]].unit})")
+
+
 def _library_table(table, origin: str, sources: list) -> tuple[tuple[str, float], ...]:
     if table is None:
         return ()
     if not isinstance(table, dict):
         raise SpecError(f"{origin}: [library] must be a table of {', '.join(LIBRARY_PARAMS)}")
-    unknown = sorted(set(table) - set(LIBRARY_PARAMS))
-    if unknown:
-        raise SpecError(f"{origin}: unknown [library] parameter {unknown[0]!r}; accepted: "
-                        f"{', '.join(LIBRARY_PARAMS)}")
-    missing = [k for k in LIBRARY_PARAMS if k not in table]
-    if missing:
-        raise SpecError(f"{origin}: [library] misses {missing[0]!r} "
-                        f"({LIBRARY_PARAMS[missing[0]].doc}); give all of them or no table")
+    _check_names(table, LIBRARY_PARAMS, origin, "[library] ")
     return tuple((k, _param_value(table[k], f"library.{k}", d, origin, sources))
                  for k, d in LIBRARY_PARAMS.items())
 

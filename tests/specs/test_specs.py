@@ -119,7 +119,7 @@ def test_library_table_is_all_or_nothing_and_checked_by_field():
         assert load_spec("h100").source(f"library.{field}").startswith("[C]"), field
     bad = _doc("h100")
     del bad["library"]["gemm_fixed_s"]
-    with pytest.raises(SpecError, match="misses 'gemm_fixed_s'"):
+    with pytest.raises(SpecError, match="missing \\[library\\] parameter 'gemm_fixed_s'"):
         parse_spec(bad, "x.toml")
     bad = _doc("h100")
     bad["library"]["gemm16_fixed_s"] = bad["library"]["gemm_fixed_s"]
