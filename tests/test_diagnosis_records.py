@@ -23,7 +23,7 @@ def _load(name):
 
 
 @pytest.mark.parametrize("name", ["exchange_scan.json", "exchange_pcsamp.json",
-                                  "library_profile.json"])
+                                  "library_profile.json", "library_sweep.json", "csr_ncu.json"])
 def test_provenance(name):
     p = _load(name)["provenance"]
     assert "H100" in p["gpu_name"]
@@ -72,3 +72,27 @@ def test_sampled_instruction_counts_match_the_simulated_kernel():
     ratio = rec["executed"] / r.warp_instructions
     assert 0.8 < ratio < 1.25, ratio
     assert rec["samples"] > 1000 and rec["stall_totals"]["stall_long_sb"] > 0.3 * rec["samples"]
+
+
+def test_csr_ncu_record_l2_sectors_match_the_simulated_kernel():
+    """measurements/README.md: the simulator's L2 read sectors of the CSR kernel match Nsight's
+    (second launch, L2 warm) within a few %, and L2 sees 1.3-1.7 sectors per request (3 at
+    hidden 256)."""
+    from gpusim.measurements import build_case
+    from measurements.campaign import NCU_STEPS, cases
+
+    rec = _load("csr_ncu.json")
+    assert rec["returncode"] == 0
+    c = next(c for c in cases() if c["id"] == "csr-h2048-b2-d0.05")
+    m = rec["cases"][c["id"] + ":warm"]["metrics"]
+    prog = build_case(c, NCU_STEPS, SPEC)
+    res = simulate(prog.kernel, prog.step_inputs(0, prog.layer.h0), SPEC, l2_warm=True)
+    measured = m["lts__t_sectors_srcunit_tex_op_read.sum"]
+    assert res.l2_transactions["data"] == pytest.approx(measured, rel=0.06)
+    ratios = {}
+    for cid in (k for k in rec["cases"] if k.endswith(":warm")):
+        mm = rec["cases"][cid]["metrics"]
+        ratios[cid] = mm["lts__t_sectors_srcunit_tex_op_read.sum"] / mm[
+            "lts__t_requests_srcunit_tex_op_read.sum"]
+    assert len(ratios) == 7
+    assert all(1.25 < r < 1.7 for k, r in ratios.items() if "h256" not in k), ratios
