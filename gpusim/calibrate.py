@@ -171,7 +171,7 @@ def fit_library(sweep: dict) -> dict:
     from scipy.optimize import linprog
 
     from gpusim.specs import LIBRARY_CLASSES, LIBRARY_PARAMS
-    from models.analytical import library_class, library_path_parts
+    from models.analytical import library_class, library_matrix_bytes, library_path_parts
 
     pts = []
     for key, layer in (sweep.get("layers") or {}).items():
@@ -184,7 +184,7 @@ def fit_library(sweep: dict) -> dict:
             if not t > 0:
                 raise InputError(f"library_sweep layer {key!r} {path}: per_step_s={t} is not a "
                                  f"positive time")
-            pts.append((path, n, b, 4.0 * n * n, nnz * 8.0 + (n + 1) * 4.0, t))
+            pts.append((path, n, b, *library_matrix_bytes(float(n), float(n), float(nnz)), t))
     if len(pts) < 2 * len(LIBRARY_PARAMS):
         raise InputError(f"library_sweep has {len(pts)} timed paths; the fit of "
                          f"{len(LIBRARY_PARAMS)} parameters needs at least "

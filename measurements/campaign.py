@@ -195,14 +195,15 @@ def launch_once(runner, kernel, inputs: dict, check_grid: bool = True) -> None:
     runner.check_err(comp, bufs)
 
 
-def launch_jobs(runner, jobs, order_path: str) -> None:
+def launch_jobs(runner, jobs, order_path: str, check_grid: bool = True) -> None:
     """Launch each ``(name, program)`` once (the launches an ``ncu`` run profiles) and keep
     ``order_path`` up to date: the names in launch order, ``None`` for a launch that failed
-    (its error goes to stderr and the others go on)."""
+    (its error goes to stderr and the others go on). ``program`` has ``kernel`` and
+    ``inputs``; ``check_grid``: see :func:`launch_once`."""
     order = []
     for name, prog in jobs:
         try:
-            launch_once(runner, prog.kernel, prog.inputs)
+            launch_once(runner, prog.kernel, prog.inputs, check_grid=check_grid)
             order.append(name)
         except Exception as exc:  # record and go on
             order.append(None)

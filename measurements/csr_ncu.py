@@ -15,9 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -32,29 +30,23 @@ METRICS = ("gpu__time_duration.sum", "lts__t_requests_srcunit_tex_op_read.sum",
 
 
 def worker(order_path: str) -> int:
+    from types import SimpleNamespace
+
     import numpy as np
 
     from gpusim.backends.cupy_backend import Runner
     from gpusim.specs import load_spec
-    from measurements.campaign import NCU_STEPS, build_case, cases, launch_once
+    from measurements.campaign import NCU_STEPS, build_case, cases, launch_jobs
 
     spec = load_spec("h100")
-    runner = Runner()
-    order = []
+    jobs = []
     for c in cases():
-        if c["kind"] != "csr":
-            continue
-        prog = build_case(c, NCU_STEPS, spec)
-        for launch in ("fill", "warm"):
-            try:
-                launch_once(runner, prog.kernel, prog.step_inputs(0, np.asarray(prog.layer.h0)),
-                            check_grid=False)
-                order.append(f"{c['id']}:{launch}")
-            except Exception as exc:  # record and go on
-                order.append(None)
-                print(f"worker {c['id']}: {exc}", file=sys.stderr)
-            with open(order_path, "w") as f:
-                json.dump(order, f)
+        if c["kind"] == "csr":
+            prog = build_case(c, NCU_STEPS, spec)
+            step = SimpleNamespace(kernel=prog.kernel,
+                                   inputs=prog.step_inputs(0, np.asarray(prog.layer.h0)))
+            jobs += [(f"{c['id']}:fill", step), (f"{c['id']}:warm", step)]
+    launch_jobs(Runner(), jobs, order_path, check_grid=False)
     return 0
 
 
@@ -65,31 +57,10 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.worker:
         return worker(args.worker)
-    from measurements.campaign import provenance
-    from measurements.exchange_ncu import parse_raw_csv
+    from measurements.exchange_ncu import run_ncu
 
-    os.makedirs(args.out, exist_ok=True)
-    order_path = os.path.join(args.out, "order.json")
-    log = os.path.join(args.out, "csr_ncu_raw.csv")
-    cmd = ["ncu", "--csv", "--page", "raw", "--clock-control", "none", "--cache-control", "none",
-           "--kernel-name", "regex:csr", "--metrics", ",".join(METRICS), "--log-file", log]
-    for s in SECTIONS:
-        cmd += ["--section", s]
-    cmd += [sys.executable, os.path.abspath(__file__), "--worker", order_path]
-    t0 = time.time()
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=500,
-                       env=dict(os.environ, PYTHONPATH=os.getcwd()))
-    res = {"provenance": provenance(sys.argv), "command": " ".join(cmd),
-           "returncode": p.returncode, "seconds": time.time() - t0,
-           "stderr_tail": p.stderr[-3000:], "sections": list(SECTIONS), "metrics": list(METRICS)}
-    try:
-        with open(log) as f:
-            launches = parse_raw_csv(f.read())
-        with open(order_path) as f:
-            order = [x for x in json.load(f) if x is not None]
-        res["cases"] = dict(zip(order, launches, strict=False))
-    except (OSError, ValueError) as exc:
-        res["error"] = str(exc)
+    res = run_ncu(os.path.abspath(__file__), args.out, "csr_ncu_raw.csv", "regex:csr", SECTIONS,
+                  METRICS, flags=("--cache-control", "none"))
     with open(os.path.join(args.out, "csr_ncu.json"), "w") as f:
         json.dump(res, f, indent=1, default=float)
     print(json.dumps({k: v for k, v in res.items() if k != "cases"}, default=float)[:1500])

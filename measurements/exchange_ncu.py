@@ -66,29 +66,31 @@ def parse_raw_csv(text: str) -> list[dict]:
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out")
-    ap.add_argument("--worker", metavar="ORDER_JSON")
-    args = ap.parse_args(argv)
-    if args.worker:
-        return worker(args.worker)
+def run_ncu(script: str, out: str, log_name: str, kernels: str, sections, metrics=(),
+            flags=()) -> dict:
+    """Run ``script --worker ORDER`` under ``ncu --csv --page raw`` (kernels matching the regex
+    ``kernels``, these sections and metrics, extra ``flags``); the record: provenance, command,
+    return code, and ``cases``: worker launch name -> that launch's metrics."""
     from measurements.campaign import provenance
 
-    os.makedirs(args.out, exist_ok=True)
-    order_path = os.path.join(args.out, "order.json")
-    log = os.path.join(args.out, "exchange_ncu_raw.csv")
-    cmd = ["ncu", "--csv", "--page", "raw", "--clock-control", "none", "--kernel-name",
-           "regex:sparse_rnn|mb_broadcast", "--log-file", log]
-    for s in SECTIONS:
+    os.makedirs(out, exist_ok=True)
+    order_path = os.path.join(out, "order.json")
+    log = os.path.join(out, log_name)
+    cmd = ["ncu", "--csv", "--page", "raw", "--clock-control", "none", *flags,
+           "--kernel-name", kernels, "--log-file", log]
+    if metrics:
+        cmd += ["--metrics", ",".join(metrics)]
+    for s in sections:
         cmd += ["--section", s]
-    cmd += [sys.executable, os.path.abspath(__file__), "--worker", order_path]
+    cmd += [sys.executable, script, "--worker", order_path]
     t0 = time.time()
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=500,
                        env=dict(os.environ, PYTHONPATH=os.getcwd()))
     res = {"provenance": provenance(sys.argv), "command": " ".join(cmd),
            "returncode": p.returncode, "seconds": time.time() - t0,
-           "stderr_tail": p.stderr[-3000:], "steps": STEPS, "sections": list(SECTIONS)}
+           "stderr_tail": p.stderr[-3000:], "sections": list(sections)}
+    if metrics:
+        res["metrics"] = list(metrics)
     try:
         with open(log) as f:
             launches = parse_raw_csv(f.read())
@@ -97,6 +99,19 @@ def main(argv: list[str] | None = None) -> int:
         res["cases"] = dict(zip(order, launches, strict=False))
     except (OSError, ValueError) as exc:
         res["error"] = str(exc)
+    return res
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out")
+    ap.add_argument("--worker", metavar="ORDER_JSON")
+    args = ap.parse_args(argv)
+    if args.worker:
+        return worker(args.worker)
+    res = run_ncu(os.path.abspath(__file__), args.out, "exchange_ncu_raw.csv",
+                  "regex:sparse_rnn|mb_broadcast", SECTIONS)
+    res["steps"] = STEPS
     with open(os.path.join(args.out, "exchange_ncu.json"), "w") as f:
         json.dump(res, f, indent=1, default=float)
     print(json.dumps({k: v for k, v in res.items() if k != "cases"}, default=float)[:2000])

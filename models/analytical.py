@@ -646,6 +646,12 @@ def library_class(key: str, b: int) -> str:
     return "gemv" if key == "cublas_gemv" or b == 1 else "gemm"
 
 
+def library_matrix_bytes(rows, n, nnz, value_bytes=4, index_bytes=4):
+    """(dense weight bytes W, CSR bytes C: values + column indices + row pointers) of a
+    ``rows x n`` layer matrix with ``nnz`` nonzeros: what the library products stream."""
+    return rows * n * value_bytes, nnz * (value_bytes + index_bytes) + (rows + 1) * 4
+
+
 def library_path_parts(lib: dict, key: str, b: int, r, n, w, c):
     """(fixed part, streaming part) of one step of baseline path ``key`` at batch ``b`` with the
     fitted ``[library]`` parameters ``lib`` of a spec (arrays over the layers ``r, n, w, c``)."""
@@ -676,9 +682,7 @@ def _baselines(spec, name, N, B, d, cell, dtype):
         lat = np.where(in_l2, spec.l2_hit_latency_cycles, spec.dram_latency_cycles) * cs
         return lat + nbytes / bw, nbytes / bw
 
-    W = rows * Nf * vb
-    ib = 4 if dtype == "fp32" else 2
-    C = rows * Nf * d * (vb + ib) + (rows + 1) * 4
+    W, C = library_matrix_bytes(rows, Nf, rows * Nf * d, vb, 4 if dtype == "fp32" else 2)
 
     lib = spec.library_params
 
