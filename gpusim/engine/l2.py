@@ -6,8 +6,17 @@ Model (every number from the spec):
 - Sector ``s`` lives in slice ``(s ^ (s // l2_slices)) % l2_slices`` (a simple XOR fold so that
   strided streams spread over slices). A slice serves ``l2_bytes_per_cycle_per_slice`` bytes per
   cycle (:class:`BucketServer`: bandwidth per 128-cycle bucket, with backfill).
-- A request reaches its slice ``l2_hit_latency_cycles / 2`` after issue and the reply returns
-  the other half later (the round trip splits evenly; documented approximation).
+- A request reaches its slice half its round trip after issue and the reply returns the other
+  half later (the round trip splits evenly; documented approximation).
+- Split L2 (``l2_partitions = 2``, the H100's 2 x 25 MB): a sector in the SM's far partition
+  costs ``l2_far_extra_cycles`` more round trip than one in its near partition, and
+  ``l2_hit_latency_cycles`` is the mean of the two (what a one-sector pointer chase over random
+  lines measures): near = mean - extra/2, far = mean + extra/2. SM ``i`` is near partition
+  ``i % 2``; 128-byte line ``L`` lives in partition ``popcount(L) % 2``. The real address hash
+  is not documented; an XOR of address bits is the usual form, and this one puts half of every
+  aligned pair of lines in each partition, so a request over several lines (a 512-byte Lamport
+  poll group) waits for a far one. Microbenchmarks ``l2_latency_wide_k`` (k random lines per
+  load) and ``l2_latency_block_k`` (one aligned block of k lines) measure both.
 - DRAM: the first touch of a sector is a miss (cold L2; data stays resident afterwards: no
   capacity evictions are modelled). Misses queue on one aggregate DRAM channel at
   ``dram_bandwidth_bytes_per_s / clock_hz`` bytes per cycle and add
@@ -144,8 +153,20 @@ class BucketServer:
         return out
 
 
+def line_parity(line: np.ndarray) -> np.ndarray:
+    """``popcount(line) % 2`` of non-negative integers below 2**32 (the partition hash)."""
+    x = line.astype(np.int64)
+    for sh in (16, 8, 4, 2, 1):
+        x = x ^ (x >> sh)
+    return x & 1
+
+
 class L2:
-    def __init__(self, spec, total_words: int):
+    def __init__(self, spec, total_words: int, sm_of_warp: np.ndarray | None = None,
+                 flip: bool = False):
+        """``sm_of_warp``: the SM of every warp (needed for the near/far partitions; without it
+        every request costs the mean). ``flip``: swap the partitions the SMs are near (the
+        other half of the unknown hash, for averaging one-address benchmarks over both)."""
         self.spec = spec
         self.sector_words = spec.l2_sector_bytes // 4
         self.slices = spec.l2_slices
@@ -153,6 +174,12 @@ class L2:
                                          / spec.l2_bytes_per_cycle_per_slice)
         self.sector_service = spec.l2_sector_bytes / spec.l2_bytes_per_cycle_per_slice
         self.half = spec.l2_hit_latency_cycles / 2.0
+        extra = spec.l2_far_extra_cycles if spec.l2_partitions > 1 else 0
+        self.near_half = (spec.l2_hit_latency_cycles - extra / 2.0) / 2.0
+        self.far_half = (spec.l2_hit_latency_cycles + extra / 2.0) / 2.0
+        self.sector_lines = max(1, 128 // spec.l2_sector_bytes)
+        self.sm_part = (None if sm_of_warp is None or not extra
+                        else (np.asarray(sm_of_warp) + int(flip)) % spec.l2_partitions)
         self.dram_extra = max(0.0, spec.dram_latency_cycles - spec.l2_hit_latency_cycles)
         self.dram_service = spec.l2_sector_bytes / (spec.dram_bandwidth_bytes_per_s
                                                     / spec.clock_hz)
@@ -164,6 +191,14 @@ class L2:
         self.visibility = float(spec.l2_store_visibility_cycles)
         self.atomic_free: dict[int, float] = {}
         self.transactions = {"data": 0, "poll": 0, "atomic": 0, "store": 0}
+
+    def half_trip(self, warp: np.ndarray, sector: np.ndarray) -> np.ndarray | float:
+        """One-way cycles (half the round trip) of each request (``warp``, ``sector``): near or
+        far by partition; the mean's half when the L2 has one partition."""
+        if self.sm_part is None:
+            return self.half
+        far = line_parity(sector // self.sector_lines) != self.sm_part[warp]
+        return np.where(far, self.far_half, self.near_half)
 
     def slice_of(self, sector: np.ndarray) -> np.ndarray:
         return (sector ^ (sector // self.slices)) % self.slices
@@ -225,20 +260,22 @@ class L2:
         inactive lanes).
         """
         rsec, rrow, lane_req, act = self.requests(warps, flat, active)
+        half = self.half_trip(warps[rrow], rsec)
         if l1 is None or store or not rsec.size:
             self.transactions[kind] += int(rsec.size)
-            start = self._serve(rsec, issue[rrow] + self.half, store)
+            start = self._serve(rsec, issue[rrow] + half, store)
         else:
             t_issue = issue[rrow]
             rwarp = warps[rrow]
             l1_served, go, key = l1.lookup(rwarp, rsec, t_issue)
             self.transactions[kind] += int(go.sum())
+            hg = half[go] if isinstance(half, np.ndarray) else half
             done_req = np.full(rsec.size, np.nan)
-            done_req[go] = self._serve(rsec[go], t_issue[go] + self.half, store) + self.half
+            done_req[go] = self._serve(rsec[go], t_issue[go] + hg, store) + hg
             served_l1 = l1.complete(key, done_req, l1_served, t_issue, rwarp, rsec)
             done_req[~go] = served_l1[~go]
-            start = done_req - self.half
-        done_req = start + self.half
+            start = done_req - half
+        done_req = start + half
         head = np.empty(rrow.size, dtype=bool)
         head[:1] = True
         np.not_equal(rrow[1:], rrow[:-1], out=head[1:])
@@ -264,7 +301,9 @@ class L2:
             if own is not None:
                 rows, need = own
                 served = np.maximum(served, need)
-                np.maximum.at(done, rows, need.max(axis=1)[rows] + self.half)
+                lane_half = (np.where(act, half[lane_req], 0.0) if isinstance(half, np.ndarray)
+                             else half)
+                np.maximum.at(done, rows, (need + lane_half).max(axis=1)[rows])
         return done, served
 
     def _own_pending(self, warps: np.ndarray, fw: np.ndarray, act: np.ndarray, width: int,

@@ -116,7 +116,7 @@ class _Static:
 
 class _Timing:
     def __init__(self, kernel: Kernel, spec, n_ctas: int, gspace, progress,
-                 l2_warm: bool = False):
+                 l2_warm: bool = False, l2_flip: bool = False):
         self.k, self.spec = kernel, spec
         W = kernel.warps_per_cta
         nw = n_ctas * W
@@ -153,7 +153,7 @@ class _Timing:
         self.store_ack = np.zeros(nw)
         self.charge = np.zeros((nw, 4))
         self.smem = SharedPipe(spec, spec.sm_count, nw, len(self.static))
-        self.l2 = L2(spec, gspace.words.size)
+        self.l2 = L2(spec, gspace.words.size, sm, l2_flip)
         if l2_warm:
             for name in resident_buffers(kernel, [b.name for b in kernel.global_buffers],
                                          spec.l2_size_bytes):
@@ -404,7 +404,8 @@ def _progress_bar(stream):
 
 
 def simulate(kernel: Kernel, inputs: dict, spec, *, sample_steps: int | None = None,
-             progress: bool = False, l2_warm: bool = False) -> SimResult:
+             progress: bool = False, l2_warm: bool = False,
+             l2_flip: bool = False) -> SimResult:
     """Simulate one launch of ``kernel`` on ``spec``; values and cycles together.
 
     ``sample_steps``: simulate only the first K iterations of the time loop and extrapolate the
@@ -414,6 +415,8 @@ def simulate(kernel: Kernel, inputs: dict, spec, *, sample_steps: int | None = N
     ``l2_warm``: the launch repeats an identical one (one step of a per-step kernel sequence),
     so the buffers it touched are already in L2 (:func:`.l1.resident_buffers`); default cold,
     every sector's first load comes from DRAM.
+    ``l2_flip``: swap which L2 partition every SM is near (:class:`.l2.L2`): the other half of the
+    unknown address hash, to average a benchmark that touches one or two addresses over both.
     """
     check_launch(kernel, spec)
     total = next((s.trip_count for s in walk(kernel.body)
@@ -429,7 +432,7 @@ def simulate(kernel: Kernel, inputs: dict, spec, *, sample_steps: int | None = N
         run_kernel = truncate_time_loop(kernel, steps)
     gspace = global_space(run_kernel, inputs)
     bar = _progress_bar(sys.stderr) if progress else None
-    obs = _Timing(run_kernel, spec, run_kernel.grid, gspace, bar, l2_warm)
+    obs = _Timing(run_kernel, spec, run_kernel.grid, gspace, bar, l2_warm, l2_flip)
     res = execute(run_kernel, inputs, ctas=run_kernel.grid, observer=obs)
     return _result(kernel, spec, obs, res, steps, total)
 

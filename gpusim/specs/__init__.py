@@ -73,7 +73,12 @@ PARAMS: dict[str, Param] = {
     "l2_slices": Param("slices", int, 1, 1024, "L2 slices (banks) that serve requests in parallel"),
     "l2_bytes_per_cycle_per_slice": Param("bytes/cycle", float, 1, 1024, "L2 slice bandwidth"),
     "l2_sector_bytes": Param("bytes", int, 8, 256, "L2 access granularity (sector)"),
-    "l2_hit_latency_cycles": Param("cycles", int, 10, 2000, "load round trip SM -> L2 hit -> SM"),
+    "l2_hit_latency_cycles": Param("cycles", int, 10, 2000, "load round trip SM -> L2 hit -> SM, "
+                                   "mean over the L2 partitions (one random sector)"),
+    "l2_partitions": Param("count", int, 1, 2, "L2 partitions; an SM is near one of them"),
+    "l2_far_extra_cycles": Param("cycles", int, 0, 2000,
+                                 "round-trip cycles a sector in the far partition costs more than "
+                                 "one in the near one (0 with one partition)"),
     "l2_atomic_latency_cycles": Param("cycles", int, 10, 4000,
                                       "dependent global atomic round trip at L2"),
     "l2_atomic_same_address_cycles": Param("cycles", float, 0.1, 1000,
@@ -146,6 +151,8 @@ class GPUSpec:
     l2_bytes_per_cycle_per_slice: float
     l2_sector_bytes: int
     l2_hit_latency_cycles: int
+    l2_partitions: int
+    l2_far_extra_cycles: int
     l2_atomic_latency_cycles: int
     l2_atomic_same_address_cycles: float
     fence_latency_cycles: int
@@ -300,6 +307,13 @@ def _check_consistency(s: GPUSpec, origin: str) -> None:
         raise SpecError(f"{origin}: smem_banks = {s.smem_banks} x smem_bank_bytes = "
                         f"{s.smem_bank_bytes}: the bank arithmetic (kernels_ir.banks) models "
                         f"{BANKS} banks x 4 bytes only; accepted: 32 and 4")
+    if s.l2_partitions == 1 and s.l2_far_extra_cycles:
+        raise SpecError(f"{origin}: l2_far_extra_cycles = {s.l2_far_extra_cycles} with "
+                        f"l2_partitions = 1: one partition has no far side; accepted: 0")
+    if s.l2_far_extra_cycles >= 2 * s.l2_hit_latency_cycles:
+        raise SpecError(f"{origin}: l2_far_extra_cycles = {s.l2_far_extra_cycles} leaves no "
+                        f"near latency (l2_hit_latency_cycles = {s.l2_hit_latency_cycles} is the "
+                        f"mean of near and far); accepted: below {2 * s.l2_hit_latency_cycles}")
     for lanes in ("fp32_lanes_per_subpartition", "int32_lanes_per_subpartition",
                   "sfu_lanes_per_subpartition"):
         if 32 % getattr(s, lanes):

@@ -10,6 +10,12 @@ and set-up cost on the GPU and the fill/drain in the simulator alike.
 - :func:`l2_latency` - one warp follows a pointer chase through a global buffer with L2-coherent
   (volatile) loads, one 128-byte line per hop, a random cycle over ``lines`` lines (512 KiB by
   default: far larger than L1, far smaller than L2). Op = one load.
+- :func:`l2_latency_wide` - the same chase with ``lanes`` independent chains in one warp: each
+  load touches ``lanes`` random lines and waits for the slowest (the far L2 partition's
+  latency once ``lanes`` is a few). Op = one warp load.
+- :func:`l2_latency_block` - the chase one aligned block of ``block_lines`` lines at a time
+  (a 512-byte block is a Lamport poll group): whether a block sees the far latency says how
+  finely the partitions interleave. Op = one warp load.
 - :func:`flag_round_trip` - two CTAs (one warp each, on two SMs) ping-pong a counter through two
   global flags in different lines: CTA 0 writes ``ping = r``, waits for ``pong == r``; CTA 1 waits
   for ``ping == r`` and writes ``pong = r``. Op = one round trip (two one-way hand-offs).
@@ -66,7 +72,8 @@ from ..errors import InputError
 from ..ir import I32, PRED, Kernel
 from ..verify import verify
 
-__all__ = ["Microbench", "smem_latency", "l2_latency", "flag_round_trip", "atomic_throughput",
+__all__ = ["Microbench", "smem_latency", "l2_latency", "l2_latency_wide", "l2_latency_block",
+           "flag_round_trip", "atomic_throughput",
            "grid_barrier", "store_visibility", "poll_storm", "lamport_exchange", "broadcast",
            "MICROBENCHES",
            "build"]
@@ -130,9 +137,8 @@ def smem_latency(rounds: int = 64, chain: int = 32, words: int = 1024, seed: int
                       lambda g: bool(np.all(np.asarray(g["out"]) == expect)))
 
 
-def _chase(nxt: np.ndarray, steps: int) -> int:
-    """Where a pointer chase over ``nxt`` starting at word 0 ends after ``steps`` loads."""
-    p = 0
+def _chase(nxt: np.ndarray, steps: int, p: int = 0) -> int:
+    """Where a pointer chase over ``nxt`` starting at word ``p`` ends after ``steps`` loads."""
     for _ in range(steps):
         p = int(nxt[p])
     return p
@@ -173,6 +179,94 @@ def l2_latency(rounds: int = 64, chain: int = 16, lines: int = 4096, seed: int =
     return Microbench(name, kernel, {"next": nxt, "out": np.zeros(WARP, np.int32)},
                       rounds * chain, "dependent L2 load",
                       {"rounds": rounds, "chain": chain, "lines": lines},
+                      lambda g: bool(np.all(np.asarray(g["out"]) == expect)))
+
+
+def l2_latency_wide(rounds: int = 64, chain: int = 16, lanes: int = 8, lines: int = 4096,
+                    seed: int = 0) -> Microbench:
+    """Dependent L2-coherent loads, ``lanes`` chains at once: lane ``j`` follows chain
+    ``j % lanes``, each a random cycle over its own ``lines // lanes`` 128-byte lines, so one
+    warp load touches ``lanes`` random lines and completes when the slowest returns. With a
+    split L2 the slowest is in the far partition unless every line is near: the cost per hop
+    rises from the mean latency (``lanes=1``, like :func:`l2_latency`) towards the far latency."""
+    rounds, chain, lanes, lines = (_positive(n, v) for n, v in
+                                   (("rounds", rounds), ("chain", chain), ("lanes", lanes),
+                                    ("lines", lines)))
+    if lanes > WARP or WARP % lanes:
+        raise InputError(f"lanes={lanes} must divide the warp; accepted: 1, 2, 4, 8, 16, 32")
+    if lines < 2 * lanes:
+        raise InputError(f"lines={lines} gives the {lanes} chains fewer than 2 lines each; "
+                         f"accepted: at least {2 * lanes}")
+    rng = np.random.default_rng(seed)
+    perm = rng.permutation(lines)
+    per = lines // lanes
+    nxt = np.zeros(lines * LINE_WORDS, np.int32)
+    start = np.zeros(WARP, np.int32)
+    for c in range(lanes):
+        cyc = perm[c * per:(c + 1) * per]
+        nxt[cyc * LINE_WORDS] = np.roll(cyc, -1) * LINE_WORDS
+        start[c::lanes] = cyc[0] * LINE_WORDS
+    name = f"l2_latency_wide_{lanes}"
+    b = Builder(f"mb_{name}", grid=1, block=WARP, bench=name, rounds=rounds)
+    g_next = b.global_buffer("next", I32, lines * LINE_WORDS)
+    g_start = b.global_buffer("start", I32, WARP)
+    g_out = b.global_buffer("out", I32, WARP, role="out")
+    lane = b.sreg("lane", dst=b.reg(I32, "lane"))
+    p = b.ldg(g_start, lane, dst=b.reg(I32, "p"))
+    with b.loop("r", 0, rounds):
+        for _ in range(chain):
+            b.ldg_volatile(g_next, p, dst=p)
+    b.stg(g_out, lane, p)
+    kernel = verify(b.build())
+    expect = np.array([_chase(nxt, rounds * chain, int(start[j])) for j in range(WARP)])
+    return Microbench(name, kernel, {"next": nxt, "start": start,
+                                     "out": np.zeros(WARP, np.int32)},
+                      rounds * chain, f"dependent L2 load of {lanes} random lines",
+                      {"rounds": rounds, "chain": chain, "lanes": lanes, "lines": lines},
+                      lambda g: bool(np.all(np.asarray(g["out"]) == expect)))
+
+
+def l2_latency_block(rounds: int = 64, chain: int = 16, block_lines: int = 4,
+                     blocks: int = 1024, seed: int = 0) -> Microbench:
+    """Dependent L2-coherent loads of whole blocks: every hop the warp loads one random
+    ``block_lines`` x 128-byte block (aligned, lanes spread evenly over it, 16-byte loads where
+    the block has room: a Lamport poll group is one 512-byte block), all lanes read the same
+    next block. Whether a block this size sees the far latency says how finely the L2
+    partitions interleave."""
+    rounds, chain, block_lines, blocks = (_positive(n, v) for n, v in
+                                          (("rounds", rounds), ("chain", chain),
+                                           ("block_lines", block_lines), ("blocks", blocks)))
+    if block_lines > 4 or 4 % block_lines:
+        raise InputError(f"block_lines={block_lines}: accepted 1, 2 or 4 (32 lanes x 16 bytes "
+                         f"cover at most 4 lines)")
+    bw = block_lines * LINE_WORDS                 # words per block
+    step = bw // WARP                             # words per lane: 1, 2 or 4
+    rng = np.random.default_rng(seed)
+    perm = rng.permutation(blocks)
+    nxt = np.zeros(blocks * bw, np.int32)
+    for a, z in zip(perm, np.roll(perm, -1), strict=True):
+        nxt[a * bw:(a + 1) * bw:step] = z * bw
+    name = f"l2_latency_block_{block_lines}"
+    b = Builder(f"mb_{name}", grid=1, block=WARP, bench=name, rounds=rounds)
+    g_next = b.global_buffer("next", I32, blocks * bw)
+    g_out = b.global_buffer("out", I32, WARP, role="out")
+    lane = b.sreg("lane", dst=b.reg(I32, "lane"))
+    off = b.imul(lane, step, dst=b.reg(I32, "off"))
+    p = b.mov(int(perm[0]) * bw, I32, dst=b.reg(I32, "p"))
+    v = b.reg(I32, "v", size=step)
+    idx = b.reg(I32, "idx")
+    with b.loop("r", 0, rounds):
+        for _ in range(chain):
+            b.iadd(p, off, dst=idx)
+            b.ldg_volatile(g_next, idx, width=step, dst=tuple(v[i] for i in range(step)))
+            b.mov(v[0], dst=p)
+    b.stg(g_out, lane, p)
+    kernel = verify(b.build())
+    expect = _chase(nxt, rounds * chain, int(perm[0]) * bw)
+    return Microbench(name, kernel, {"next": nxt, "out": np.zeros(WARP, np.int32)},
+                      rounds * chain, f"dependent L2 load of a {128 * block_lines}-byte block",
+                      {"rounds": rounds, "chain": chain, "block_lines": block_lines,
+                       "blocks": blocks},
                       lambda g: bool(np.all(np.asarray(g["out"]) == expect)))
 
 
@@ -239,27 +333,36 @@ def flag_round_trip(rounds: int = 256, spin_limit: int = 1 << 22, same_sm: bool 
 
 
 def store_visibility(rounds: int = 256, spin_limit: int = 1 << 22,
-                     poll: str = "relaxed_gpu") -> Microbench:
-    """One warp: store ``r`` to a flag, then poll it (volatile loads) until it reads ``r``."""
-    rounds = _positive("rounds", rounds)
-    name = "store_visibility" + _suffix(poll)
+                     poll: str = "relaxed_gpu", flags: int = 1) -> Microbench:
+    """One warp: store ``r`` to a flag, then poll it (volatile loads) until it reads ``r``.
+
+    ``flags > 1``: every round does this on ``flags`` flags in different 128-byte lines in turn
+    (op = one flag), so the cost averages over the L2 partitions the lines live in instead of
+    being one draw of the (undocumented) address hash."""
+    rounds, flags = _positive("rounds", rounds), _positive("flags", flags)
+    name = "store_visibility" + _suffix(poll) + (f"_{flags}" if flags > 1 else "")
     b = Builder(f"mb_{name}", grid=1, block=WARP, bench=name, rounds=rounds, **_poll_meta(poll))
-    g_flag = b.global_buffer("flag", I32, LINE_WORDS, role="inout")
+    g_flag = b.global_buffer("flag", I32, LINE_WORDS * flags, role="inout")
     g_out = b.global_buffer("out", I32, 1, role="out")
     lane = b.sreg("lane", dst=b.reg(I32, "lane"))
     seen = b.mov(0, I32, dst=b.reg(I32, "seen"))
+    own_wait = None
     with b.loop("r", 1, rounds + 1) as r:
-        b.stg(g_flag, 0, r)
-        with b.while_(spin_limit=spin_limit, label="wait_own") as w:
-            b.ldg_volatile(g_flag, 0, dst=seen)
-            w.cond = b.isetp("ne", seen, r, dst=b.reg(PRED, "own_wait"))
+        for f in range(flags):
+            b.stg(g_flag, 0, r, offset=f * LINE_WORDS)
+            with b.while_(spin_limit=spin_limit, label="wait_own") as w:
+                b.ldg_volatile(g_flag, 0, offset=f * LINE_WORDS, dst=seen)
+                if own_wait is None:
+                    own_wait = b.reg(PRED, "own_wait")
+                w.cond = b.isetp("ne", seen, r, dst=own_wait)
     first = b.isetp("eq", lane, 0, dst=b.reg(PRED, "first"))
     with b.if_(first):
         b.stg(g_out, 0, seen)
     kernel = verify(b.build())
-    return Microbench(name, kernel, {"flag": np.zeros(LINE_WORDS, np.int32),
-                                                   "out": np.zeros(1, np.int32)},
-                      rounds, "store then see it (same warp)", {"rounds": rounds},
+    return Microbench(name, kernel, {"flag": np.zeros(LINE_WORDS * flags, np.int32),
+                                     "out": np.zeros(1, np.int32)},
+                      rounds * flags, "store then see it (same warp)",
+                      {"rounds": rounds, **({"flags": flags} if flags > 1 else {})},
                       lambda g: int(np.asarray(g["out"])[0]) == rounds)
 
 
@@ -658,6 +761,12 @@ MICROBENCHES: dict[str, Callable[..., Microbench]] = {
     "poll_storm_rot": lambda **kw: poll_storm(regions=32, **kw),
     "poll_storm_plain": lambda **kw: poll_storm(load="plain", regions=32, **kw),
 }
+MICROBENCHES["store_visibility_8"] = lambda **kw: store_visibility(flags=8, **kw)
+for _k in (1, 2, 4, 8, 16, 32):   # the L2 partitions: max over k random lines
+    MICROBENCHES[f"l2_latency_wide_{_k}"] = lambda _k=_k, **kw: l2_latency_wide(lanes=_k, **kw)
+for _k in (1, 4):                 # the L2 partitions' interleave: one line, one 512-byte block
+    MICROBENCHES[f"l2_latency_block_{_k}"] = (
+        lambda _k=_k, **kw: l2_latency_block(block_lines=_k, **kw))
 for _w in (4096, 16384):    # the exchange cost per word: fresh vs unchanged data
     for _f in (True, False):
         MICROBENCHES[f"broadcast_{'fresh' if _f else 'same'}_{_w}"] = (
@@ -677,7 +786,8 @@ SIZE_ARG = {"smem_latency": "rounds", "l2_latency": "rounds", "flag_round_trip":
             "store_visibility": "rounds", "poll_storm": "rounds", "l2_latency_sys": "rounds",
             "flag_round_trip_sys": "rounds", "store_visibility_sys": "rounds",
             "poll_storm_sys": "rounds", "poll_storm_rot": "rounds", "poll_storm_plain": "rounds"}
-SIZE_ARG.update({k: "rounds" for k in MICROBENCHES if k.startswith(("lamport_", "broadcast_"))})
+SIZE_ARG.update({k: "rounds" for k in MICROBENCHES
+                 if k.startswith(("lamport_", "broadcast_", "l2_latency_", "store_visibility"))})
 
 
 def build(name: str, size: int, **kwargs) -> Microbench:

@@ -1,0 +1,138 @@
+"""The split L2 (near / far partition): one device call, or the simulator.
+
+    PYTHONPATH=. python3 measurements/l2_partition.py --out $OUT      # GPU (writes the JSON)
+    python measurements/l2_partition.py --simulate measurements/h100/l2_partition.json
+
+Times, at two sizes each (cost per op = slope of the medians, as in the campaign):
+
+- ``l2_latency`` (the campaign's one-sector pointer chase: the mean of near and far) and
+  ``l2_latency_wide_k`` for k = 1..32 (k chains in one warp: each load waits for the slowest of
+  k random lines; 8 MiB of lines, so no line is read twice). A split L2 shows as a rise from the
+  mean at k = 1 to the far latency by k = 4..8; a per-line cost at the SM as a further slope.
+- ``l2_latency_wide_8_revisit``: the same over 64 lines read again and again (would a line of
+  the far partition, once read, be served nearer the next time?).
+- ``l2_latency_block_1`` / ``_4``: one aligned 128-byte line or 512-byte block per load (how
+  finely the partitions interleave: a 512-byte Lamport poll group).
+- ``store_visibility`` three times (three allocations: one flag, one draw of the address hash)
+  and ``store_visibility_8`` (eight flags in turn: the average).
+- ``flag_round_trip``, ``flag_round_trip_same_sm``, ``poll_storm``, ``grid_barrier``: the
+  calibration's held-out and fitted references, re-timed in the same call.
+
+``gpusim.calibrate`` merges this record over ``microbench.json`` (``l2_far_extra_cycles`` from
+``l2_latency_wide_8``, ``l2_store_visibility_cycles`` from ``store_visibility_8``).
+``--simulate FILE`` adds the same benchmarks simulated with the h100 spec to FILE.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+WIDE_LINES = 65536   # 8 MiB: 2048 hops per chain never revisit a line, even with 32 chains
+# key -> (microbenchmark, sizes, builder arguments on the GPU, arguments for the simulator)
+ENTRIES = {
+    "l2_latency": ("l2_latency", (32, 128), {}, {"lines": 1024}),
+    **{f"l2_latency_wide_{k}": (f"l2_latency_wide_{k}", (32, 128), {"lines": WIDE_LINES},
+                                {"lines": 1024}) for k in (1, 2, 4, 8, 16, 32)},
+    "l2_latency_wide_8_revisit": ("l2_latency_wide_8", (32, 128), {"lines": 64}, {"lines": 64}),
+    "l2_latency_block_1": ("l2_latency_block_1", (32, 128), {"blocks": 4096}, {"blocks": 256}),
+    "l2_latency_block_4": ("l2_latency_block_4", (32, 128), {"blocks": 4096}, {"blocks": 256}),
+    **{f"store_visibility{s}": ("store_visibility", (500, 2000), {}, {}) for s in
+       ("", "_b", "_c")},
+    "store_visibility_8": ("store_visibility_8", (64, 256), {}, {}),
+    "flag_round_trip": ("flag_round_trip", (500, 2000), {}, {}),
+    "flag_round_trip_same_sm": ("flag_round_trip_same_sm", (500, 2000), {}, {}),
+    "poll_storm": ("poll_storm", (100, 400), {}, {}),
+    "grid_barrier": ("grid_barrier", (100, 400), {}, {}),
+}
+SIM_SIZES = {"store_visibility": (4, 8), "store_visibility_8": (2, 4), "flag_round_trip": (4, 8),
+             "flag_round_trip_same_sm": (4, 8), "poll_storm": (2, 4), "grid_barrier": (4, 8)}
+
+
+def measure(out: str, argv: list) -> dict:
+    import subprocess
+
+    from gpusim.backends.cupy_backend import Runner, run_microbench
+    from gpusim.measurements import kernel_fingerprint
+    from kernels_ir.kernels import microbench as mb
+    from measurements.campaign import provenance
+
+    runner = Runner()
+    prov = provenance(argv)
+    clocks = subprocess.Popen(["nvidia-smi", "--query-gpu=clocks.sm",
+                               "--format=csv,noheader,nounits", "-lms", "250"],
+                              stdout=subprocess.PIPE, text=True)
+    res = {"format_version": 2, "provenance": prov, "results": {}}
+    for key, (name, sizes, kw, _) in ENTRIES.items():
+        t0 = time.time()
+        try:
+            r = run_microbench(sizes, lambda s, name=name, kw=kw: mb.build(name, s, **kw),
+                               repeats=11, warmup=2, runner=runner)
+            for size in sizes:
+                r["sizes"][str(size)]["kernel"] = kernel_fingerprint(
+                    mb.build(name, size, **kw).kernel)
+            r["benchmark"], r["status"] = name, "ok"
+            print(f"{key:28s} {r['per_op_s'] * 1e9:9.2f} ns/op "
+                  f"({r['per_op_s'] * runner_clock(prov):7.1f} cycles, {time.time() - t0:.1f}s)",
+                  flush=True)
+        except Exception as exc:  # record and go on
+            r = {"status": "error", "error": f"{type(exc).__name__}: {exc}"}
+            print(f"{key}: FAILED {r['error']}", flush=True)
+        res["results"][key] = r
+    clocks.terminate()
+    prov["sm_clock_mhz_samples"] = [int(x) for x in clocks.communicate(timeout=10)[0].split()
+                                    if x.isdigit()]
+    with open(os.path.join(out, "l2_partition.json"), "w") as f:
+        json.dump(res, f, indent=1, default=float)
+    return res
+
+
+def runner_clock(prov: dict) -> float:
+    return float(prov.get("clock_rate_khz") or 1.98e6) * 1e3
+
+
+def simulate_into(path: str) -> None:
+    from gpusim.calibrate import simulated_cycles_per_op
+    from gpusim.specs import load_spec
+
+    with open(path) as f:
+        data = json.load(f)
+    spec = load_spec("h100")
+    sim = {"spec": "h100", "clock_hz": spec.clock_hz, "results": {}}
+    for key, (name, sizes, _, skw) in ENTRIES.items():
+        sizes = SIM_SIZES.get(name, (4, 16))
+        cyc = simulated_cycles_per_op(spec, name, sizes, skw)
+        meas = data["results"].get(key, {}).get("per_op_s")
+        sim["results"][key] = {"per_op_cycles": cyc, "per_op_s": cyc / spec.clock_hz,
+                               "sizes": list(sizes), "arguments": skw,
+                               "measured_per_op_s": meas}
+        print(f"{key:28s} sim {cyc / spec.clock_hz * 1e9:8.1f} ns  measured "
+              f"{meas * 1e9 if meas else float('nan'):8.1f} ns", flush=True)
+    data["simulated"] = sim
+    with open(path, "w") as f:
+        json.dump(data, f, indent=1, default=float)
+
+
+def main(argv: list | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out")
+    ap.add_argument("--simulate")
+    a = ap.parse_args(argv)
+    if a.simulate:
+        simulate_into(a.simulate)
+    elif a.out:
+        os.makedirs(a.out, exist_ok=True)
+        measure(a.out, ["measurements/l2_partition.py"] + argv)
+    else:
+        ap.error("--out or --simulate")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
