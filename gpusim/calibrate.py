@@ -58,8 +58,8 @@ ROOT = Path(__file__).resolve().parents[1]
 # parameter -> (microbenchmark, sizes for the simulation, extra builder arguments, bracket)
 FITS = {
     "smem_latency_cycles": ("smem_latency", (2, 4), {}, (5, 200)),
-    "l2_hit_latency_cycles": ("l2_latency", (2, 4), {"lines": 16}, (20, 2000)),
-    "l2_far_extra_cycles": ("l2_latency_wide_8", (4, 16), {"lines": 1024}, (0, 640)),
+    "l2_hit_latency_cycles": ("l2_latency", (2, 4), {"lines": 1024}, (20, 2000)),
+    "l2_far_extra_cycles": ("l2_latency_wide_4", (4, 16), {"lines": 4096}, (0, 640)),
     "l2_atomic_same_address_cycles": ("atomic_same", (2, 4), {}, (0.1, 100)),
     "fence_latency_cycles": ("grid_barrier", (4, 8), {}, (0, 8000)),
     "l2_store_visibility_cycles": ("store_visibility_8", (2, 4), {}, (0, 2000)),

@@ -11,8 +11,8 @@ Times, at two sizes each (cost per op = slope of the medians, as in the campaign
   mean at k = 1 to the far latency by k = 4..8; a per-line cost at the SM as a further slope.
 - ``l2_latency_wide_8_revisit``: the same over 64 lines read again and again (would a line of
   the far partition, once read, be served nearer the next time?).
-- ``l2_latency_block_1`` / ``_4``: one aligned 128-byte line or 512-byte block per load (how
-  finely the partitions interleave: a 512-byte Lamport poll group).
+- ``l2_latency_block_k``, k = 1, 4, 8, 16, 32: one aligned block of k 128-byte lines per hop
+  (how finely the partitions interleave; a Lamport poll group is one 512-byte block per load).
 - ``store_visibility`` three times (three allocations: one flag, one draw of the address hash)
   and ``store_visibility_8`` (eight flags in turn: the average).
 - ``flag_round_trip``, ``flag_round_trip_same_sm``, ``poll_storm``, ``grid_barrier``: the
@@ -38,10 +38,10 @@ WIDE_LINES = 65536   # 8 MiB: 2048 hops per chain never revisit a line, even wit
 ENTRIES = {
     "l2_latency": ("l2_latency", (32, 128), {}, {"lines": 1024}),
     **{f"l2_latency_wide_{k}": (f"l2_latency_wide_{k}", (32, 128), {"lines": WIDE_LINES},
-                                {"lines": 1024}) for k in (1, 2, 4, 8, 16, 32)},
+                                {"lines": 4096}) for k in (1, 2, 4, 8, 16, 32)},
     "l2_latency_wide_8_revisit": ("l2_latency_wide_8", (32, 128), {"lines": 64}, {"lines": 64}),
-    "l2_latency_block_1": ("l2_latency_block_1", (32, 128), {"blocks": 4096}, {"blocks": 256}),
-    "l2_latency_block_4": ("l2_latency_block_4", (32, 128), {"blocks": 4096}, {"blocks": 256}),
+    **{f"l2_latency_block_{k}": (f"l2_latency_block_{k}", (32, 128), {"blocks": 4096},
+                                 {"blocks": 256}) for k in (1, 4, 8, 16, 32)},
     **{f"store_visibility{s}": ("store_visibility", (500, 2000), {}, {}) for s in
        ("", "_b", "_c")},
     "store_visibility_8": ("store_visibility_8", (64, 256), {}, {}),

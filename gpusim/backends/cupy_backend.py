@@ -97,7 +97,9 @@ class Runner:
         import time
 
         src = generate(kernel)
-        key = hashlib.sha256(src.code.encode()).hexdigest()
+        # the buffers' sizes are not in the code: two kernels of one code may differ in them
+        sizes = ",".join(f"{b.name}:{b.size}" for b in kernel.global_buffers)
+        key = hashlib.sha256((src.code + sizes).encode()).hexdigest()
         if key in self._cache:
             return self._cache[key]
         t0 = time.perf_counter()

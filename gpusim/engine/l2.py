@@ -12,11 +12,17 @@ Model (every number from the spec):
   costs ``l2_far_extra_cycles`` more round trip than one in its near partition, and
   ``l2_hit_latency_cycles`` is the mean of the two (what a one-sector pointer chase over random
   lines measures): near = mean - extra/2, far = mean + extra/2. SM ``i`` is near partition
-  ``i % 2``; 128-byte line ``L`` lives in partition ``popcount(L) % 2``. The real address hash
-  is not documented; an XOR of address bits is the usual form, and this one puts half of every
-  aligned pair of lines in each partition, so a request over several lines (a 512-byte Lamport
-  poll group) waits for a far one. Microbenchmarks ``l2_latency_wide_k`` (k random lines per
-  load) and ``l2_latency_block_k`` (one aligned block of k lines) measure both.
+  ``i % 2``; the ``l2_partition_interleave_bytes`` unit ``u`` of an address lives in partition
+  ``popcount(u) % 2`` (the real hash is not documented; an XOR of address bits is the usual
+  form). So a warp's loads over several units wait for a far one (microbenchmarks
+  ``l2_latency_wide_k``, ``l2_latency_block_k``).
+- Not modelled: near copies. The A100 whitepaper says each L2 partition "localizes and caches
+  data for memory accesses from SMs in the GPCs directly connected to the partition", and on the
+  H100 8 lines read again and again (``l2_latency_wide_8_revisit``) cost less than one line read
+  for the first time. A copy must still lose to a store arriving at the sector's home; a first
+  version that let copies serve at the near latency whatever the lockstep order (so a poll could
+  see a store sooner than without copies) made the campaign worse and was taken out
+  (measurements/README.md).
 - DRAM: the first touch of a sector is a miss (cold L2; data stays resident afterwards: no
   capacity evictions are modelled). Misses queue on one aggregate DRAM channel at
   ``dram_bandwidth_bytes_per_s / clock_hz`` bytes per cycle and add
@@ -153,9 +159,9 @@ class BucketServer:
         return out
 
 
-def line_parity(line: np.ndarray) -> np.ndarray:
-    """``popcount(line) % 2`` of non-negative integers below 2**32 (the partition hash)."""
-    x = line.astype(np.int64)
+def unit_parity(u: np.ndarray) -> np.ndarray:
+    """``popcount(u) % 2`` of non-negative integers below 2**32 (the partition hash)."""
+    x = u.astype(np.int64)
     for sh in (16, 8, 4, 2, 1):
         x = x ^ (x >> sh)
     return x & 1
@@ -177,7 +183,7 @@ class L2:
         extra = spec.l2_far_extra_cycles if spec.l2_partitions > 1 else 0
         self.near_half = (spec.l2_hit_latency_cycles - extra / 2.0) / 2.0
         self.far_half = (spec.l2_hit_latency_cycles + extra / 2.0) / 2.0
-        self.sector_lines = max(1, 128 // spec.l2_sector_bytes)
+        self.unit_sectors = max(1, spec.l2_partition_interleave_bytes // spec.l2_sector_bytes)
         self.sm_part = (None if sm_of_warp is None or not extra
                         else (np.asarray(sm_of_warp) + int(flip)) % spec.l2_partitions)
         self.dram_extra = max(0.0, spec.dram_latency_cycles - spec.l2_hit_latency_cycles)
@@ -197,7 +203,7 @@ class L2:
         far by partition; the mean's half when the L2 has one partition."""
         if self.sm_part is None:
             return self.half
-        far = line_parity(sector // self.sector_lines) != self.sm_part[warp]
+        far = unit_parity(sector // self.unit_sectors) != self.sm_part[warp]
         return np.where(far, self.far_half, self.near_half)
 
     def slice_of(self, sector: np.ndarray) -> np.ndarray:

@@ -76,6 +76,8 @@ PARAMS: dict[str, Param] = {
     "l2_hit_latency_cycles": Param("cycles", int, 10, 2000, "load round trip SM -> L2 hit -> SM, "
                                    "mean over the L2 partitions (one random sector)"),
     "l2_partitions": Param("count", int, 1, 2, "L2 partitions; an SM is near one of them"),
+    "l2_partition_interleave_bytes": Param("bytes", int, 32, 1 << 20,
+                                           "contiguous bytes that live in one L2 partition"),
     "l2_far_extra_cycles": Param("cycles", int, 0, 2000,
                                  "round-trip cycles a sector in the far partition costs more than "
                                  "one in the near one (0 with one partition)"),
@@ -152,6 +154,7 @@ class GPUSpec:
     l2_sector_bytes: int
     l2_hit_latency_cycles: int
     l2_partitions: int
+    l2_partition_interleave_bytes: int
     l2_far_extra_cycles: int
     l2_atomic_latency_cycles: int
     l2_atomic_same_address_cycles: float
@@ -310,6 +313,10 @@ def _check_consistency(s: GPUSpec, origin: str) -> None:
     if s.l2_partitions == 1 and s.l2_far_extra_cycles:
         raise SpecError(f"{origin}: l2_far_extra_cycles = {s.l2_far_extra_cycles} with "
                         f"l2_partitions = 1: one partition has no far side; accepted: 0")
+    g = s.l2_partition_interleave_bytes
+    if g & (g - 1) or g < s.l2_sector_bytes:
+        raise SpecError(f"{origin}: l2_partition_interleave_bytes = {g} must be a power of two "
+                        f"and at least one sector ({s.l2_sector_bytes} bytes)")
     if s.l2_far_extra_cycles >= 2 * s.l2_hit_latency_cycles:
         raise SpecError(f"{origin}: l2_far_extra_cycles = {s.l2_far_extra_cycles} leaves no "
                         f"near latency (l2_hit_latency_cycles = {s.l2_hit_latency_cycles} is the "

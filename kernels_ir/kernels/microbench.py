@@ -228,19 +228,19 @@ def l2_latency_wide(rounds: int = 64, chain: int = 16, lanes: int = 8, lines: in
 
 def l2_latency_block(rounds: int = 64, chain: int = 16, block_lines: int = 4,
                      blocks: int = 1024, seed: int = 0) -> Microbench:
-    """Dependent L2-coherent loads of whole blocks: every hop the warp loads one random
-    ``block_lines`` x 128-byte block (aligned, lanes spread evenly over it, 16-byte loads where
-    the block has room: a Lamport poll group is one 512-byte block), all lanes read the same
-    next block. Whether a block this size sees the far latency says how finely the L2
-    partitions interleave."""
+    """Dependent L2-coherent loads of whole blocks: every hop the warp loads one random aligned
+    block of ``block_lines`` x 128 bytes (lanes spread evenly over it, 16-byte loads where the
+    block has room; blocks beyond 4 lines take one 512-byte load per 4 lines, issued together)
+    and all lanes follow the same next block. Whether a block this size sees the far latency
+    says how finely the L2 partitions interleave (a Lamport poll group is a 512-byte block)."""
     rounds, chain, block_lines, blocks = (_positive(n, v) for n, v in
                                           (("rounds", rounds), ("chain", chain),
                                            ("block_lines", block_lines), ("blocks", blocks)))
-    if block_lines > 4 or 4 % block_lines:
-        raise InputError(f"block_lines={block_lines}: accepted 1, 2 or 4 (32 lanes x 16 bytes "
-                         f"cover at most 4 lines)")
+    if block_lines not in (1, 2, 4, 8, 16, 32):
+        raise InputError(f"block_lines={block_lines}: accepted 1, 2, 4, 8, 16, 32")
     bw = block_lines * LINE_WORDS                 # words per block
-    step = bw // WARP                             # words per lane: 1, 2 or 4
+    parts = max(1, block_lines // 4)              # 512-byte loads per hop
+    step = bw // parts // WARP                    # words per lane and load: 1, 2 or 4
     rng = np.random.default_rng(seed)
     perm = rng.permutation(blocks)
     nxt = np.zeros(blocks * bw, np.int32)
@@ -253,13 +253,22 @@ def l2_latency_block(rounds: int = 64, chain: int = 16, block_lines: int = 4,
     lane = b.sreg("lane", dst=b.reg(I32, "lane"))
     off = b.imul(lane, step, dst=b.reg(I32, "off"))
     p = b.mov(int(perm[0]) * bw, I32, dst=b.reg(I32, "p"))
-    v = b.reg(I32, "v", size=step)
+    v = [b.reg(I32, f"v{j}", size=step) for j in range(parts)]
     idx = b.reg(I32, "idx")
+    acc = b.reg(I32, "acc") if parts > 1 else None
     with b.loop("r", 0, rounds):
         for _ in range(chain):
             b.iadd(p, off, dst=idx)
-            b.ldg_volatile(g_next, idx, width=step, dst=tuple(v[i] for i in range(step)))
-            b.mov(v[0], dst=p)
+            for j in range(parts):
+                b.ldg_volatile(g_next, idx, offset=j * WARP * step, width=step,
+                               dst=tuple(v[j][i] for i in range(step)))
+            if acc is None:
+                b.mov(v[0][0], dst=p)
+            else:   # every load feeds the next address (all equal): the hop waits for all
+                b.mov(v[0][0], dst=acc)
+                for j in range(1, parts):
+                    b.imax(acc, v[j][0], dst=acc)
+                b.mov(acc, dst=p)
     b.stg(g_out, lane, p)
     kernel = verify(b.build())
     expect = _chase(nxt, rounds * chain, int(perm[0]) * bw)
@@ -764,7 +773,7 @@ MICROBENCHES: dict[str, Callable[..., Microbench]] = {
 MICROBENCHES["store_visibility_8"] = lambda **kw: store_visibility(flags=8, **kw)
 for _k in (1, 2, 4, 8, 16, 32):   # the L2 partitions: max over k random lines
     MICROBENCHES[f"l2_latency_wide_{_k}"] = lambda _k=_k, **kw: l2_latency_wide(lanes=_k, **kw)
-for _k in (1, 4):                 # the L2 partitions' interleave: one line, one 512-byte block
+for _k in (1, 4, 8, 16, 32):      # the L2 partitions' interleave: one line .. a 4 KiB block
     MICROBENCHES[f"l2_latency_block_{_k}"] = (
         lambda _k=_k, **kw: l2_latency_block(block_lines=_k, **kw))
 for _w in (4096, 16384):    # the exchange cost per word: fresh vs unchanged data
