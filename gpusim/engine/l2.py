@@ -12,9 +12,9 @@ Model (every number from the spec):
   costs ``l2_far_extra_cycles`` more round trip than one in its near partition, and
   ``l2_hit_latency_cycles`` is the mean of the two (what a one-sector pointer chase over random
   lines measures): near = mean - extra/2, far = mean + extra/2. SM ``i`` is near partition
-  ``i % 2``; the ``l2_partition_interleave_bytes`` unit ``u`` of an address lives in partition
-  ``popcount(u) % 2`` (the real hash is not documented; an XOR of address bits is the usual
-  form). So a warp's loads over several units wait for a far one (microbenchmarks
+  ``i % 2``; the ``l2_partition_interleave_bytes`` unit ``u`` of an address lives in the
+  partition of :func:`unit_parity` (a multiplicative hash: neighbouring units are independent
+  draws, as ``l2_latency_block_k`` suggests; the real hash is not documented). So a warp's loads over several units wait for a far one (microbenchmarks
   ``l2_latency_wide_k``, ``l2_latency_block_k``).
 - Not modelled: near copies. The A100 whitepaper says each L2 partition "localizes and caches
   data for memory accesses from SMs in the GPCs directly connected to the partition", and on the
@@ -160,9 +160,10 @@ class BucketServer:
 
 
 def unit_parity(u: np.ndarray) -> np.ndarray:
-    """``popcount(u) % 2`` of non-negative integers below 2**32 (the partition hash)."""
-    x = u.astype(np.int64)
-    for sh in (16, 8, 4, 2, 1):
+    """The partition hash: parity of the upper 16 bits of ``u`` times a Fibonacci constant
+    (mod 2**32), so neighbouring units land in the two partitions independently."""
+    x = ((u.astype(np.int64) * 0x9E3779B1) & 0xFFFFFFFF) >> 16
+    for sh in (8, 4, 2, 1):
         x = x ^ (x >> sh)
     return x & 1
 

@@ -20,7 +20,9 @@ WORDS = 1024
 
 
 def _spec(vis: int):
-    return dataclasses.replace(load_spec("h100"), l2_store_visibility_cycles=vis)
+    # one L2 partition: the near/far split would change the poll phases this file reasons about
+    return dataclasses.replace(load_spec("h100"), l2_store_visibility_cycles=vis, l2_partitions=1,
+                               l2_far_extra_cycles=0)
 
 
 def _one(l2: L2, warp: int, word: int, t: float, store: bool):
