@@ -391,7 +391,7 @@ def _stage_parts(spec, N, B, R, sync):
     aligned = np.mod(slot, 4 * cap.THREADS_PER_CTA * G) == 0
     per_round = np.where(aligned, 2 * c["ia"] + G, 3 * G * c["ia"] + 2 * G)
     check = (np.where(aligned, 12, 16) * G - 1) * c["ia"] + 1 if sync == "lamport" else 0 * G
-    poll = spec.l2_hit_latency_cycles + check
+    poll = l2_latency(spec, G) + check   # the group's G loads lie in G partition units
     bw = spec.sm_count * slot * 4 / c["l2_bpc"]
     if sync == "barrier":
         bw = np.maximum(0.0, bw - _poll_phases(spec)[1])
@@ -404,6 +404,15 @@ def _prefetch_cycles(spec, R):
     return a + R * (a + 1)
 
 
+
+def l2_latency(spec, units=1):
+    """Expected L2 round trip (cycles) of loads issued together over ``units`` independent
+    partition units (:mod:`gpusim.engine.l2`): the mean for one, the slowest of ``units`` draws of
+    near / far otherwise (``np.inf``: the far latency)."""
+    extra = spec.l2_far_extra_cycles if spec.l2_partitions > 1 else 0
+    k = np.asarray(units, dtype=np.float64)
+    return spec.l2_hit_latency_cycles + extra / 2.0 * (1.0 - 2.0 ** (1.0 - k))
+
 def _poll_phases(spec):
     """Release of the CTAs after the grid barrier's last arrival (cycles): ``(lag, range)``.
 
@@ -413,7 +422,7 @@ def _poll_phases(spec):
     one sees it ``P (n - 1) / n`` late (largest of the other ``n - 1`` phases) and the releases
     span ``P (n - 1) / (n + 1)`` (expected range of ``n`` uniform phases).
     """
-    period = spec.l2_hit_latency_cycles + 2
+    period = l2_latency(spec, np.inf) + 2   # the last CTAs to notice poll the far partition
     n = spec.sm_count
     return period * (n - 1) / n, period * (n - 1) / (n + 1)
 
@@ -439,7 +448,7 @@ def _barrier_cycles(spec, R, cta_spread=0.0):
     is performed, and the staging loads after the barrier are plain loads that come a fence,
     an atomic and a poll (>= 2 L2 round trips) after the stores.
     """
-    a = spec.l2_hit_latency_cycles
+    a = float(l2_latency(spec, np.inf))   # the counter and the slowest CTA's stores: far side
     bar = spec.cta_barrier_latency_cycles
     fence = max(2 + bar + 1, a) + spec.fence_latency_cycles
     lag, phases = _poll_phases(spec)
@@ -517,7 +526,9 @@ def _persistent_from_slots(spec, v: Variant, N, B, K, wf_sm, wf_warp, mask, R, S
         # served before that data reached L2 and it polls again; its CTA waits for it
         lead = 1 + pre + setup_st + per_round
         spread = stagger + spread_wf / c["wf"] + bw
-        vis = spec.l2_store_visibility_cycles
+        # ... and its stores to the far partition reach L2 a quarter of the far extra later
+        vis = spec.l2_store_visibility_cycles + (l2_latency(spec, np.inf)
+                                                 - spec.l2_hit_latency_cycles) / 2
         extra_polls = np.ceil(np.maximum(0.0, spread + vis - lead) / poll)
         sync = np.maximum(0.0, extra_polls * poll - spread)
     else:

@@ -63,14 +63,17 @@ def test_scan_kernels_are_todays_and_the_per_word_gap_holds():
 @pytest.mark.slow
 def test_sampled_instruction_counts_match_the_simulated_kernel():
     """Nsight's executed SASS instructions (the PC-sampling record, T = 16) against the
-    simulator's warp instructions for the same IR: the IR maps about 1:1 onto SASS."""
+    simulator's warp instructions for the same IR: the IR maps about 1:1 onto SASS. The ratio
+    was 0.85 before the split L2 and is 0.75 with it: the simulated polls of far partition
+    units come back later and re-poll more, so the simulator executes more poll loops
+    (measurements/README.md)."""
     from measurements.campaign import build_case
 
     rec = _load("exchange_pcsamp.json")["kernels"]["exchange-h1024-b4-lamport"]
     prog = build_case(_scan_case("exchange-h1024-b4-lamport"), 16, SPEC)
     r = simulate(prog.kernel, prog.inputs, SPEC)
     ratio = rec["executed"] / r.warp_instructions
-    assert 0.8 < ratio < 1.25, ratio
+    assert 0.7 < ratio < 1.25, ratio
     assert rec["samples"] > 1000 and rec["stall_totals"]["stall_long_sb"] > 0.3 * rec["samples"]
 
 

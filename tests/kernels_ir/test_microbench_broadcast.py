@@ -12,7 +12,8 @@ from gpusim.specs import load_spec
 from kernels_ir.errors import InputError
 from kernels_ir.kernels import microbench as mb
 
-SPEC = dataclasses.replace(load_spec("h100"), sm_count=8)
+# one L2 partition: at 8 SMs the near/far draws of a few hundred words outweigh the words read
+SPEC = dataclasses.replace(load_spec("h100"), sm_count=8, l2_partitions=1, l2_far_extra_cycles=0)
 
 
 def _cycles(words, fresh, rounds):
