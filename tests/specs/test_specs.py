@@ -176,3 +176,18 @@ def test_library_fit_rejects_bad_sweeps():
     only_b1 = {k: v for k, v in sweep["layers"].items() if v["batch"] == 1}
     with pytest.raises(InputError, match="never times a gemm kernel"):
         fit_library({"layers": only_b1})
+
+
+def test_partition_values_checked():
+    doc = _doc("v100")
+    doc["params"]["l2_far_extra_cycles"]["value"] = 100
+    with pytest.raises(SpecError, match="l2_far_extra_cycles = 100 with l2_partitions = 1"):
+        parse_spec(doc, "x.toml")
+    doc = _doc("h100")
+    doc["params"]["l2_partition_interleave_bytes"]["value"] = 1000
+    with pytest.raises(SpecError, match="l2_partition_interleave_bytes = 1000 must be a power"):
+        parse_spec(doc, "x.toml")
+    doc = _doc("h100")
+    doc["params"]["l2_far_extra_cycles"]["value"] = 1000
+    with pytest.raises(SpecError, match="leaves no near latency"):
+        parse_spec(doc, "x.toml")
