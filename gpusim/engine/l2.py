@@ -14,8 +14,10 @@ Model (every number from the spec):
   lines measures): near = mean - extra/2, far = mean + extra/2. SM ``i`` is near partition
   ``i % 2``; the ``l2_partition_interleave_bytes`` unit ``u`` of an address lives in the
   partition of :func:`unit_parity` (a multiplicative hash: neighbouring units are independent
-  draws, as ``l2_latency_block_k`` suggests; the real hash is not documented). So a warp's loads over several units wait for a far one (microbenchmarks
-  ``l2_latency_wide_k``, ``l2_latency_block_k``).
+  draws, as ``l2_latency_block_k`` suggests; the real hash is not documented). So a warp's
+  loads over several units wait for a far one (microbenchmarks ``l2_latency_wide_k``,
+  ``l2_latency_block_k``). Benchmarks of one or two addresses are one draw of the hash; the
+  calibration averages them over both assignments (``simulate(l2_flip=True)``).
 - Not modelled: near copies. The A100 whitepaper says each L2 partition "localizes and caches
   data for memory accesses from SMs in the GPCs directly connected to the partition", and on the
   H100 8 lines read again and again (``l2_latency_wide_8_revisit``) cost less than one line read
