@@ -135,28 +135,15 @@ def _save(path, obj) -> None:
 
 
 def run_microbenchmarks(runner, quick: bool) -> dict:
-    from gpusim.backends.cupy_backend import run_microbench
-    from gpusim.measurements import kernel_fingerprint
-    from kernels_ir.kernels import microbench as mb
+    from measurements.probe import time_microbench
 
     out = {}
     for name, sz in MICRO_SIZES.items():
         if quick and name not in ("smem_latency", "flag_round_trip", "store_visibility",
                                   "poll_storm"):
             continue
-        t0 = time.time()
-        try:
-            r = run_microbench(sz, lambda s, name=name: mb.build(name, s), repeats=7, warmup=2,
-                               runner=runner)
-            for size in sz:
-                r["sizes"][str(size)]["kernel"] = kernel_fingerprint(mb.build(name, size).kernel)
-            r["status"] = "ok"
-            print(f"[micro] {name:16s} {r['per_op_s'] * 1e9:9.2f} ns/op "
-                  f"({time.time() - t0:.1f}s)", flush=True)
-        except Exception as exc:
-            r = {"status": "error", "error": f"{type(exc).__name__}: {exc}"}
-            print(f"[micro] {name}: FAILED {r['error']}", flush=True)
-        out[name] = r
+        out[name] = time_microbench(runner, name, sz, repeats=7, warmup=2,
+                                    label=f"[micro] {name}")
     return out
 
 

@@ -25,11 +25,9 @@ Times, at two sizes each (cost per op = slope of the medians, as in the campaign
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -57,10 +55,9 @@ SIM_SIZES = {"store_visibility": (4, 8), "store_visibility_8": (2, 4), "flag_rou
 def measure(out: str, argv: list) -> dict:
     import subprocess
 
-    from gpusim.backends.cupy_backend import Runner, run_microbench
-    from gpusim.measurements import kernel_fingerprint
-    from kernels_ir.kernels import microbench as mb
+    from gpusim.backends.cupy_backend import Runner
     from measurements.campaign import provenance
+    from measurements.probe import time_microbench
 
     runner = Runner()
     prov = provenance(argv)
@@ -69,20 +66,9 @@ def measure(out: str, argv: list) -> dict:
                               stdout=subprocess.PIPE, text=True)
     res = {"format_version": 2, "provenance": prov, "results": {}}
     for key, (name, sizes, kw, _) in ENTRIES.items():
-        t0 = time.time()
-        try:
-            r = run_microbench(sizes, lambda s, name=name, kw=kw: mb.build(name, s, **kw),
-                               repeats=11, warmup=2, runner=runner)
-            for size in sizes:
-                r["sizes"][str(size)]["kernel"] = kernel_fingerprint(
-                    mb.build(name, size, **kw).kernel)
-            r["benchmark"], r["status"] = name, "ok"
-            print(f"{key:28s} {r['per_op_s'] * 1e9:9.2f} ns/op "
-                  f"({r['per_op_s'] * runner_clock(prov):7.1f} cycles, {time.time() - t0:.1f}s)",
-                  flush=True)
-        except Exception as exc:  # record and go on
-            r = {"status": "error", "error": f"{type(exc).__name__}: {exc}"}
-            print(f"{key}: FAILED {r['error']}", flush=True)
+        r = time_microbench(runner, name, sizes, kw, repeats=11, warmup=2, label=key)
+        if r["status"] == "ok":
+            r["benchmark"] = name
         res["results"][key] = r
     clocks.terminate()
     prov["sm_clock_mhz_samples"] = [int(x) for x in clocks.communicate(timeout=10)[0].split()
@@ -90,10 +76,6 @@ def measure(out: str, argv: list) -> dict:
     with open(os.path.join(out, "l2_partition.json"), "w") as f:
         json.dump(res, f, indent=1, default=float)
     return res
-
-
-def runner_clock(prov: dict) -> float:
-    return float(prov.get("clock_rate_khz") or 1.98e6) * 1e3
 
 
 def simulate_into(path: str) -> None:
@@ -119,19 +101,9 @@ def simulate_into(path: str) -> None:
 
 
 def main(argv: list | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out")
-    ap.add_argument("--simulate")
-    a = ap.parse_args(argv)
-    if a.simulate:
-        simulate_into(a.simulate)
-    elif a.out:
-        os.makedirs(a.out, exist_ok=True)
-        measure(a.out, ["measurements/l2_partition.py"] + argv)
-    else:
-        ap.error("--out or --simulate")
-    return 0
+    from measurements.probe import probe_main
+
+    return probe_main(argv, __doc__, "measurements/l2_partition.py", measure, simulate_into)
 
 
 if __name__ == "__main__":

@@ -11,11 +11,9 @@ slope of the medians, plus ``flag_round_trip`` / ``flag_round_trip_delay16`` as 
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -27,27 +25,14 @@ SIZES["flag_round_trip"] = SIZES["flag_round_trip_delay16"] = (64, 256)
 
 
 def measure(out: str, argv: list) -> dict:
-    from gpusim.backends.cupy_backend import Runner, run_microbench
-    from gpusim.measurements import kernel_fingerprint
-    from kernels_ir.kernels import microbench as mb
+    from gpusim.backends.cupy_backend import Runner
     from measurements.campaign import provenance
+    from measurements.probe import time_microbench
 
     runner = Runner()
     res = {"provenance": provenance(argv), "results": {}}
     for name in NAMES:
-        t0 = time.time()
-        try:
-            r = run_microbench(SIZES[name], lambda s, name=name: mb.build(name, s), repeats=15,
-                               warmup=3, runner=runner)
-            for size in SIZES[name]:
-                r["sizes"][str(size)]["kernel"] = kernel_fingerprint(mb.build(name, size).kernel)
-            r["status"] = "ok"
-            print(f"{name:30s} {r['per_op_s'] * 1e9:9.1f} ns/op ({time.time() - t0:.1f}s)",
-                  flush=True)
-        except Exception as exc:  # record and go on
-            r = {"status": "error", "error": f"{type(exc).__name__}: {exc}"}
-            print(f"{name}: FAILED {r['error']}", flush=True)
-        res["results"][name] = r
+        res["results"][name] = time_microbench(runner, name, SIZES[name], repeats=15, warmup=3)
     with open(os.path.join(out, "lamport_probe.json"), "w") as f:
         json.dump(res, f, indent=1, default=float)
     return res
@@ -82,19 +67,9 @@ def simulate_into(path: str) -> None:
 
 
 def main(argv: list | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out")
-    ap.add_argument("--simulate")
-    a = ap.parse_args(argv)
-    if a.simulate:
-        simulate_into(a.simulate)
-    elif a.out:
-        os.makedirs(a.out, exist_ok=True)
-        measure(a.out, ["measurements/lamport_probe.py"] + argv)
-    else:
-        ap.error("--out or --simulate")
-    return 0
+    from measurements.probe import probe_main
+
+    return probe_main(argv, __doc__, "measurements/lamport_probe.py", measure, simulate_into)
 
 
 if __name__ == "__main__":

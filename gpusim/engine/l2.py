@@ -201,11 +201,11 @@ class L2:
         self.atomic_free: dict[int, float] = {}
         self.transactions = {"data": 0, "poll": 0, "atomic": 0, "store": 0}
 
-    def half_trip(self, warp: np.ndarray, sector: np.ndarray) -> np.ndarray | float:
+    def half_trip(self, warp: np.ndarray, sector: np.ndarray) -> np.ndarray:
         """One-way cycles (half the round trip) of each request (``warp``, ``sector``): near or
         far by partition; the mean's half when the L2 has one partition."""
         if self.sm_part is None:
-            return self.half
+            return np.full(sector.size, self.half)
         far = unit_parity(sector // self.unit_sectors) != self.sm_part[warp]
         return np.where(far, self.far_half, self.near_half)
 
@@ -278,9 +278,8 @@ class L2:
             rwarp = warps[rrow]
             l1_served, go, key = l1.lookup(rwarp, rsec, t_issue)
             self.transactions[kind] += int(go.sum())
-            hg = half[go] if isinstance(half, np.ndarray) else half
             done_req = np.full(rsec.size, np.nan)
-            done_req[go] = self._serve(rsec[go], t_issue[go] + hg, store) + hg
+            done_req[go] = self._serve(rsec[go], t_issue[go] + half[go], store) + half[go]
             served_l1 = l1.complete(key, done_req, l1_served, t_issue, rwarp, rsec)
             done_req[~go] = served_l1[~go]
             start = done_req - half
@@ -310,9 +309,7 @@ class L2:
             if own is not None:
                 rows, need = own
                 served = np.maximum(served, need)
-                lane_half = (np.where(act, half[lane_req], 0.0) if isinstance(half, np.ndarray)
-                             else half)
-                np.maximum.at(done, rows, (need + lane_half).max(axis=1)[rows])
+                np.maximum.at(done, rows, (need + half[lane_req]).max(axis=1)[rows])
         return done, served
 
     def _own_pending(self, warps: np.ndarray, fw: np.ndarray, act: np.ndarray, width: int,

@@ -144,6 +144,17 @@ def _chase(nxt: np.ndarray, steps: int, p: int = 0) -> int:
     return p
 
 
+def _thread_ids(b: Builder, threads: int):
+    """``tid``, ``cta``, the global thread id ``gt``, ``tid * 4`` (a 16-byte chunk's word) and a
+    zeroed accumulator, in the order the full-grid benchmarks declare them."""
+    tid = b.sreg("tid", dst=b.reg(I32, "tid"))
+    cta = b.sreg("cta", dst=b.reg(I32, "cta"))
+    gt = b.imad(cta, threads, tid, dst=b.reg(I32, "gt"))
+    tid4 = b.imul(tid, 4, dst=b.reg(I32, "tid4"))
+    acc = b.mov(0, I32, dst=b.reg(I32, "acc"))
+    return tid, cta, gt, tid4, acc
+
+
 def _poll_meta(poll: str) -> dict:
     """Builder meta for a poll mode: nothing for the default, else ``poll=...``."""
     if poll not in POLL_MODES:
@@ -400,11 +411,7 @@ def poll_storm(rounds: int = 64, ctas: int = 132, threads: int = 256, slot: int 
     b = Builder(f"mb_{name}", grid=ctas, block=threads, bench=name, rounds=rounds, **meta)
     g_h = b.global_buffer("h", I32, slot * regions)
     g_out = b.global_buffer("out", I32, ctas * threads, role="out")
-    tid = b.sreg("tid", dst=b.reg(I32, "tid"))
-    cta = b.sreg("cta", dst=b.reg(I32, "cta"))
-    gt = b.imad(cta, threads, tid, dst=b.reg(I32, "gt"))
-    tid4 = b.imul(tid, 4, dst=b.reg(I32, "tid4"))
-    acc = b.mov(0, I32, dst=b.reg(I32, "acc"))
+    tid, cta, gt, tid4, acc = _thread_ids(b, threads)
     idx = b.reg(I32, "idx")
     chunk = [b.reg(I32, f"c{i}", 4) for i in range(group)]
     ld = b.ldg if load == "plain" else b.ldg_volatile
@@ -480,11 +487,7 @@ def lamport_exchange(rounds: int = 16, ctas: int = 132, threads: int = 256, slot
     g_h = b.global_buffer("h", I32, rounds * slot, role="inout")
     g_cnt = b.global_buffer("counter", I32, LINE_WORDS, role="inout")
     g_out = b.global_buffer("out", I32, ctas * threads, role="out")
-    tid = b.sreg("tid", dst=b.reg(I32, "tid"))
-    cta = b.sreg("cta", dst=b.reg(I32, "cta"))
-    gt = b.imad(cta, threads, tid, dst=b.reg(I32, "gt"))
-    tid4 = b.imul(tid, 4, dst=b.reg(I32, "tid4"))
-    acc = b.mov(0, I32, dst=b.reg(I32, "acc"))
+    tid, cta, gt, tid4, acc = _thread_ids(b, threads)
     base = b.reg(I32, "base")
     idx = b.reg(I32, "idx")
     bits = b.reg(I32, "bits")
