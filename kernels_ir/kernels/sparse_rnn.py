@@ -210,7 +210,10 @@ def _build(layer, spec, *, sync, wide_loads, layout, threads_per_cta, seed, dens
 
     # --- the time loop ------------------------------------------------------------------------
     acc = bld.reg(F32, "acc", b)
-    hv = bld.reg(F32, "hv", b)
+    depth = _prefetch_depth(spec, n=n, b=b, S=S, R=R, dense=dense, threads=threads_per_cta,
+                            sync=sync, group=min(STAGE_GROUP, -(-slot // (4 * threads_per_cta))),
+                            dense_tail=hs_words > slot, loads_per_slot=len(loads))
+    hv = bld.reg(F32, "hv", b * depth)
     xv = bld.reg(F32, "xv", R)
     val = bld.reg(F32, "val")
     sh = bld.reg(F32, "sh", b)
@@ -225,16 +228,28 @@ def _build(layer, spec, *, sync, wide_loads, layout, threads_per_cta, seed, dens
             off = mapping.slot_offset(j)
             for k in range(b):
                 bld.mov(0.0, dst=acc[k])
-            for s in range(off, off + mapping.slots[j]):
+            n_s = mapping.slots[j]
+
+            def load_slot(i, off=off):
+                s, base = off + i, b * (i % depth)
                 for width, woff in loads:
+                    dst = tuple(hv[base + woff + q] for q in range(width))
                     if dense:
-                        bld.lds(h_s, lane_b_addr, offset=WARP * (s - off) * b + woff,
-                                width=width, dst=tuple(hv[woff + i] for i in range(width)))
+                        bld.lds(h_s, lane_b_addr, offset=WARP * i * b + woff, width=width,
+                                dst=dst)
                     else:
-                        bld.lds(h_s, c[s], offset=woff, width=width,
-                                dst=tuple(hv[woff + i] for i in range(width)))
+                        bld.lds(h_s, c[s], offset=woff, width=width, dst=dst)
+
+            # software pipelining as ptxas does it: ``depth`` slots' loads in flight ahead of
+            # the FMAs that use them (one register set of B words per slot in flight)
+            for i in range(min(depth, n_s)):
+                load_slot(i)
+            for i in range(n_s):
+                base = b * (i % depth)
                 for k in range(b):
-                    bld.ffma(w[s], hv[k], acc[k], dst=acc[k])
+                    bld.ffma(w[off + i], hv[base + k], acc[k], dst=acc[k])
+                if i + depth < n_s:
+                    load_slot(i + depth)
             for m in (16, 8, 4, 2, 1):      # B independent butterfly chains, interleaved
                 for k in range(b):
                     bld.shfl_xor(acc[k], m, dst=sh[k])
@@ -415,6 +430,21 @@ def registers_needed(S: int, R: int, b: int, dense: bool, *, sync: str = "barrie
         ((DENSE_REGS if dense_tail else 1) if dense else 0)
     return S * (1 if dense else 2) + REGS_PER_ROW * R + REGS_PER_BATCH * b + 4 * group + \
         SCALAR_REGS + extra
+
+
+PREFETCH_LOADS = 8  # shared loads a warp keeps in flight ahead of their FMAs (ptxas: 7-10)
+PREFETCH_MARGIN = 16  # registers left to ptxas' own address arithmetic before prefetching
+
+
+def _prefetch_depth(spec, *, n, b, S, R, dense, threads, sync, group, dense_tail,
+                    loads_per_slot) -> int:
+    """Slots whose shared loads are issued before the first of their FMAs: up to
+    :data:`PREFETCH_LOADS` loads, as far as the registers left over allow (B per slot)."""
+    want = max(1, PREFETCH_LOADS // loads_per_slot)
+    cap = min(spec.max_regs_per_thread, spec.regs_per_sm // threads)
+    spare = cap - PREFETCH_MARGIN - registers_needed(S, R, b, dense, sync=sync, group=group,
+                                                     dense_tail=dense_tail)
+    return int(max(1, min(want, 1 + spare // b)))
 
 
 def _check_capacity(spec, *, n, b, S, R, dense, threads, smem_bytes, density, sync, group,
