@@ -3,8 +3,9 @@
 Each space is ONE ``uint32`` array with ``float32`` and ``int32`` views of the same words, so a
 store of either type and a ``BITCAST`` see the same 32 bits (the Lamport sentinel ``-0.0`` is the
 bit pattern ``0x80000000``). Buffers are placed one after another at bases aligned to 4 words
-(16 bytes), so the alignment of a vector access relative to its buffer equals its alignment in
-the space. Shared memory holds ``n_ctas`` copies of the CTA's shared layout, CTA-major.
+(16 bytes; global buffers to 256 bytes, as ``cudaMalloc`` places them, so that their 128-byte
+lines and 32-byte sectors are the GPU's), so the alignment of a vector access relative to its
+buffer equals its alignment in the space. Shared memory holds ``n_ctas`` copies of the CTA's shared layout, CTA-major.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from kernels_ir.ir import F32, Buffer, Kernel
 __all__ = ["Space", "global_space", "shared_space", "ALIGN_WORDS"]
 
 ALIGN_WORDS = 4  # 16-byte alignment: the widest access (128 bit)
+GLOBAL_ALIGN_WORDS = 64  # 256 bytes: cudaMalloc's alignment, so lines and sectors are the GPU's
 
 
 @dataclass(slots=True)
@@ -41,16 +43,16 @@ class Space:
         return self.view(buf)[lo:lo + buf.size].copy()
 
 
-def _layout(buffers: tuple[Buffer, ...]) -> tuple[dict[str, int], int]:
+def _layout(buffers: tuple[Buffer, ...], align: int) -> tuple[dict[str, int], int]:
     bases, top = {}, 0
     for b in buffers:
         bases[b.name] = top
-        top += -(-b.size // ALIGN_WORDS) * ALIGN_WORDS
-    return bases, max(top, ALIGN_WORDS)
+        top += -(-b.size // align) * align
+    return bases, max(top, align)
 
 
-def _make(buffers: tuple[Buffer, ...], copies: int) -> Space:
-    bases, stride = _layout(buffers)
+def _make(buffers: tuple[Buffer, ...], copies: int, align: int = ALIGN_WORDS) -> Space:
+    bases, stride = _layout(buffers, align)
     words = np.zeros(stride * copies, dtype=np.uint32)
     return Space(words, words.view(np.float32), words.view(np.int32), bases,
                  {b.name: b for b in buffers}, stride)
@@ -97,7 +99,7 @@ def global_space(kernel: Kernel, inputs: dict) -> Space:
     if unknown:
         raise InputError(f"input {unknown[0]!r} is not a global buffer of kernel {kernel.name}; "
                          f"accepted: {', '.join(sorted(names))}")
-    space = _make(gbufs, 1)
+    space = _make(gbufs, 1, GLOBAL_ALIGN_WORDS)
     for b in gbufs:
         if b.name in inputs:
             lo = space.bases[b.name]

@@ -7,6 +7,13 @@ CTA barrier, so the FIFO order is close to the hardware's); the data is ready
 ``smem_latency_cycles`` after the last wavefront. Bank conflicts (wavefronts beyond one per
 active phase) are counted per static instruction and per warp.
 
+Global loads (``LDG``, polls) pass the same L1TEX data pipe: one wavefront per distinct
+128-byte line the warp's active lanes touch, whatever the sectors or bytes per line (Nsight
+``l1tex__data_pipe_lsu_wavefronts_mem_lgds`` = ``l1tex__t_set_accesses`` per request, and one
+cycle each, in ``measurements/h100/gather.json``). :meth:`SharedPipe.global_wavefronts` takes
+them in the same FIFO; they are counted apart from the shared-memory wavefronts that the
+bank-conflict cross-check compares with Nsight.
+
 The wavefront count of a static instruction is cached per (per-lane addresses, active mask): the
 gathers of the persistent kernels use the same column addresses every step, and a staging loop
 cycles through a few address sets (up to ``CACHE_PER_INSTR`` are kept per instruction).
@@ -32,6 +39,7 @@ class SharedPipe:
         self.wavefronts = np.zeros(n_instrs, dtype=np.int64)
         self.conflicts = np.zeros(n_instrs, dtype=np.int64)
         self.conflicts_per_warp = np.zeros(n_warps, dtype=np.int64)
+        self.global_wf = 0  # wavefronts of global loads (distinct lines) through the same pipe
 
     def cost(self, sid: int, words: np.ndarray, active: np.ndarray, width: int) -> tuple:
         """(wavefronts, conflicts) per warp of all warps for this access (cached)."""
@@ -56,13 +64,27 @@ class SharedPipe:
         self.wavefronts[sid] += int(wf.sum())
         self.conflicts[sid] += int(bc.sum())
         self.conflicts_per_warp[warps] += bc
-        # FIFO per SM; variable service: sequential within an SM via the sorted order
-        smw = sm[warps]
+        return self._fifo(issue, sm[warps], wf / self.rate) + self.latency
+
+    def global_wavefronts(self, issue: np.ndarray, warps: np.ndarray, sm: np.ndarray,
+                          flat: np.ndarray, active: np.ndarray) -> np.ndarray:
+        """A global load of the rows ``warps`` (word addresses ``flat``, the full array): its
+        lines' wavefronts through the SM's pipe. Returns the cycle each warp's request leaves
+        for L1/L2 (the start of its last wavefront: a one-line load is not delayed when the
+        pipe is free)."""
+        lines = _lines(flat[warps], active[warps])
+        self.global_wf += int(lines.sum())
+        d = lines / self.rate
+        return self._fifo(issue, sm[warps], d) - np.minimum(d, 1.0 / self.rate)
+
+    def _fifo(self, issue: np.ndarray, smw: np.ndarray, d: np.ndarray) -> np.ndarray:
+        """End cycle of each access (issue cycle, SM, service ``d`` cycles) served first come
+        first served per SM after ``self.free``, which is updated."""
         order = np.lexsort((issue, smw))   # by SM, then issue cycle, then warp (warps ascend)
-        done = np.empty(warps.size)
+        done = np.empty(smw.size)
         s_sorted = smw[order]
         t_sorted = issue[order].astype(np.float64)
-        d_sorted = wf[order] / self.rate
+        d_sorted = d[order].astype(np.float64)
         # start_k = max(t_k, end_{k-1}); with variable d: end_k = max_j<=k(t_j + sum_{j..k} d)
         head = np.ones(order.size, dtype=bool)
         head[1:] = s_sorted[1:] != s_sorted[:-1]
@@ -78,5 +100,18 @@ class SharedPipe:
         end = run + S
         last = np.append(np.flatnonzero(head)[1:], order.size) - 1
         self.free[s_sorted[last]] = end[last]
-        done[order] = end + self.latency
+        done[order] = end
         return done
+
+
+def _lines(flat: np.ndarray, active: np.ndarray) -> np.ndarray:
+    """Distinct 128-byte lines (32 words) per row among the active lanes (an aligned access of
+    up to 16 bytes never crosses a line, so a lane's first word names its line)."""
+    key = np.where(active, flat >> 5, -1)
+    if not (key[:, 1:] >= key[:, :-1]).all():
+        key = np.sort(key, axis=1)
+    new = np.empty(key.shape, dtype=bool)
+    new[:, 0] = True
+    np.not_equal(key[:, 1:], key[:, :-1], out=new[:, 1:])
+    new &= key >= 0
+    return new.sum(axis=1)

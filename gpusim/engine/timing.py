@@ -265,7 +265,8 @@ class _Timing:
         elif kind in ("ldg", "poll"):
             tkind = "poll" if (kind == "poll" and (self.replaying or st.cat == BARRIER)) \
                 else "data"
-            done, served = self.l2.access(issue_f, ws, flat, m.arr, st.width, tkind, False,
+            leave = self.smem.global_wavefronts(issue_f, ws, self.sm, flat, m.arr)
+            done, served = self.l2.access(leave, ws, flat, m.arr, st.width, tkind, False,
                                           self.l1 if kind == "ldg" else None)
             self._write(st, ws, full, done, st.cat)
             if kind == "poll" and polls is not None:

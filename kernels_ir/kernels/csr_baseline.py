@@ -128,18 +128,21 @@ def build_csr_baseline(layer, *, threads_per_cta: int = 256) -> CSRProgram:
         bld.mov(0.0, dst=acc[j])
     v = bld.reg(F32, "v", VEC)
     c = bld.reg(I32, "c", VEC)
-    hv = bld.reg(F32, "hv", b)
+    hv = bld.reg(F32, "hv", VEC * b)
     with bld.loop("i", 0, chunks):
         inside = bld.isetp("lt", k, end, dst=bld.reg(PRED, "inside"))
         with bld.if_(inside):
             bld.ldg(g_vals, k, width=VEC, dst=v)
             bld.ldg(g_cols, k, width=VEC, dst=c)
+            # the VEC nonzeros' gathers back to back, then their FMAs (ptxas' order: the SASS
+            # issues every gather of the chunk before the first FFMA that uses one)
             for e in range(VEC):
                 for width, off in gathers:
                     bld.ldg(g_h, c[e], offset=off, width=width,
-                            dst=tuple(hv[off + q] for q in range(width)))
+                            dst=tuple(hv[e * b + off + q] for q in range(width)))
+            for e in range(VEC):
                 for j in range(b):
-                    bld.ffma(v[e], hv[j], acc[j], dst=acc[j])
+                    bld.ffma(v[e], hv[e * b + j], acc[j], dst=acc[j])
         bld.iadd(k, CHUNK, dst=k)
     sh = bld.reg(F32, "sh")
     for j in range(b):

@@ -158,10 +158,13 @@ def _build(layer, spec, *, sync, wide_loads, layout, threads_per_cta, seed, dens
                     group=min(STAGE_GROUP, -(-slot // (4 * threads_per_cta))),
                     dense_tail=hs_words > slot)
 
+    depth = _prefetch_depth(spec, b=b, S=S, R=R, dense=dense, threads=threads_per_cta,
+                            sync=sync, group=min(STAGE_GROUP, -(-slot // (4 * threads_per_cta))),
+                            dense_tail=hs_words > slot, loads_per_slot=len(loads))
     name = f"{'dense' if dense else 'sparse'}_rnn_{sync}_{'wide' if wide_loads else 'scalar'}"
     bld = Builder(name, grid=n_ctas, block=threads_per_cta, hidden=n, batch=b, timesteps=steps,
                   sync=sync, wide_loads=wide_loads, layout=mapping.layout, dense=dense,
-                  nnz=int(layer.U.nnz), slots=S, rows_per_warp=R,
+                  nnz=int(layer.U.nnz), slots=S, rows_per_warp=R, prefetch=depth,
                   h_order="owner" if mapping.positions is not None else "natural")
     g_w = bld.global_buffer("w_vals", F32, n_warps * S * WARP)
     g_c = None if dense else bld.global_buffer("w_cols", I32, n_warps * S * WARP)
@@ -210,9 +213,6 @@ def _build(layer, spec, *, sync, wide_loads, layout, threads_per_cta, seed, dens
 
     # --- the time loop ------------------------------------------------------------------------
     acc = bld.reg(F32, "acc", b)
-    depth = _prefetch_depth(spec, n=n, b=b, S=S, R=R, dense=dense, threads=threads_per_cta,
-                            sync=sync, group=min(STAGE_GROUP, -(-slot // (4 * threads_per_cta))),
-                            dense_tail=hs_words > slot, loads_per_slot=len(loads))
     hv = bld.reg(F32, "hv", b * depth)
     xv = bld.reg(F32, "xv", R)
     val = bld.reg(F32, "val")
@@ -415,11 +415,14 @@ FIXED_REGS = 4 * STAGE_GROUP + SCALAR_REGS + BARRIER_REGS
 
 
 def registers_needed(S: int, R: int, b: int, dense: bool, *, sync: str = "barrier",
-                     group: int = STAGE_GROUP, dense_tail: bool = True) -> int:
+                     group: int = STAGE_GROUP, dense_tail: bool = True, prefetch: int = 1) -> int:
     """32-bit registers per thread the kernel above declares (predicates excluded: the hardware
     keeps them in its predicate registers): w[S] and (sparse) c[S], rid/xaddr/xv per row,
     acc/hv/sh per batch column, the staging group's chunks (4 per chunk), the scalars, and the
-    variant's extras. Exact for the IR (a test compares it with every built kernel).
+    variant's extras, and ``prefetch - 1`` more B-word sets of shared-load results in flight
+    (:func:`_prefetch_depth`; the capacity limit counts ``prefetch = 1``: prefetching only uses
+    registers a layer leaves over). Exact for the IR (a test compares it with every built
+    kernel).
 
     ptxas needs a few more for 64-bit address arithmetic: for sm_75, 3840/4/0.1 declares 220 and
     compiles to 232 without spills, while 2304/4/0.3 declares 240 and compiles to 255 with a
@@ -429,14 +432,14 @@ def registers_needed(S: int, R: int, b: int, dense: bool, *, sync: str = "barrie
     extra = (BARRIER_REGS if sync == "barrier" else 0) + \
         ((DENSE_REGS if dense_tail else 1) if dense else 0)
     return S * (1 if dense else 2) + REGS_PER_ROW * R + REGS_PER_BATCH * b + 4 * group + \
-        SCALAR_REGS + extra
+        SCALAR_REGS + extra + (prefetch - 1) * b
 
 
 PREFETCH_LOADS = 8  # shared loads a warp keeps in flight ahead of their FMAs (ptxas: 7-10)
 PREFETCH_MARGIN = 16  # registers left to ptxas' own address arithmetic before prefetching
 
 
-def _prefetch_depth(spec, *, n, b, S, R, dense, threads, sync, group, dense_tail,
+def _prefetch_depth(spec, *, b, S, R, dense, threads, sync, group, dense_tail,
                     loads_per_slot) -> int:
     """Slots whose shared loads are issued before the first of their FMAs: up to
     :data:`PREFETCH_LOADS` loads, as far as the registers left over allow (B per slot)."""

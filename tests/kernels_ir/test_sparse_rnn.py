@@ -37,7 +37,8 @@ def test_registers_needed_is_exactly_what_the_builder_declares(hidden, batch, de
     m, k = prog.mapping, prog.kernel
     group = min(STAGE_GROUP, -(-prog.slot_words // (4 * k.block)))
     assert _declared(k) == registers_needed(m.total_slots, m.rows_per_warp, batch, False,
-                                            sync=sync, group=group)
+                                            sync=sync, group=group,
+                                            prefetch=dict(k.meta)["prefetch"])
 
 
 @pytest.mark.parametrize("hidden,batch,sync", [(40, 4, "lamport"), (100, 1, "barrier")])
@@ -48,7 +49,8 @@ def test_dense_registers_needed(hidden, batch, sync):
     group = min(STAGE_GROUP, -(-prog.slot_words // (4 * k.block)))
     tail = any(r.name == "zidx" for r in k.regs)
     assert _declared(k) == registers_needed(m.total_slots, m.rows_per_warp, batch, True,
-                                            sync=sync, group=group, dense_tail=tail)
+                                            sync=sync, group=group, dense_tail=tail,
+                                            prefetch=dict(k.meta)["prefetch"])
 
 
 def test_layer_over_the_register_budget_is_refused_with_the_numbers():

@@ -30,7 +30,7 @@ csr_row_per_warp(const float* __restrict__ g_vals, const int* __restrict__ g_col
     float r_acc_0, r_acc_1;
     float r_v_0, r_v_1, r_v_2, r_v_3;
     int r_c_0, r_c_1, r_c_2, r_c_3;
-    float r_hv_0, r_hv_1;
+    float r_hv_0, r_hv_1, r_hv_2, r_hv_3, r_hv_4, r_hv_5, r_hv_6, r_hv_7;
     int r_i;
     bool r_inside;
     float r_sh;
@@ -67,23 +67,23 @@ csr_row_per_warp(const float* __restrict__ g_vals, const int* __restrict__ g_col
             float2 t_3 = *reinterpret_cast<const float2*>(&g_h_in[r_c_0]);
             r_hv_0 = t_3.x;
             r_hv_1 = t_3.y;
+            float2 t_4 = *reinterpret_cast<const float2*>(&g_h_in[r_c_1]);
+            r_hv_2 = t_4.x;
+            r_hv_3 = t_4.y;
+            float2 t_5 = *reinterpret_cast<const float2*>(&g_h_in[r_c_2]);
+            r_hv_4 = t_5.x;
+            r_hv_5 = t_5.y;
+            float2 t_6 = *reinterpret_cast<const float2*>(&g_h_in[r_c_3]);
+            r_hv_6 = t_6.x;
+            r_hv_7 = t_6.y;
             r_acc_0 = __fmaf_rn(r_v_0, r_hv_0, r_acc_0);
             r_acc_1 = __fmaf_rn(r_v_0, r_hv_1, r_acc_1);
-            float2 t_4 = *reinterpret_cast<const float2*>(&g_h_in[r_c_1]);
-            r_hv_0 = t_4.x;
-            r_hv_1 = t_4.y;
-            r_acc_0 = __fmaf_rn(r_v_1, r_hv_0, r_acc_0);
-            r_acc_1 = __fmaf_rn(r_v_1, r_hv_1, r_acc_1);
-            float2 t_5 = *reinterpret_cast<const float2*>(&g_h_in[r_c_2]);
-            r_hv_0 = t_5.x;
-            r_hv_1 = t_5.y;
-            r_acc_0 = __fmaf_rn(r_v_2, r_hv_0, r_acc_0);
-            r_acc_1 = __fmaf_rn(r_v_2, r_hv_1, r_acc_1);
-            float2 t_6 = *reinterpret_cast<const float2*>(&g_h_in[r_c_3]);
-            r_hv_0 = t_6.x;
-            r_hv_1 = t_6.y;
-            r_acc_0 = __fmaf_rn(r_v_3, r_hv_0, r_acc_0);
-            r_acc_1 = __fmaf_rn(r_v_3, r_hv_1, r_acc_1);
+            r_acc_0 = __fmaf_rn(r_v_1, r_hv_2, r_acc_0);
+            r_acc_1 = __fmaf_rn(r_v_1, r_hv_3, r_acc_1);
+            r_acc_0 = __fmaf_rn(r_v_2, r_hv_4, r_acc_0);
+            r_acc_1 = __fmaf_rn(r_v_2, r_hv_5, r_acc_1);
+            r_acc_0 = __fmaf_rn(r_v_3, r_hv_6, r_acc_0);
+            r_acc_1 = __fmaf_rn(r_v_3, r_hv_7, r_acc_1);
         }
         r_k = r_k + 128;
     }

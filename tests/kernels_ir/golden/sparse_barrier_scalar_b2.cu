@@ -36,7 +36,7 @@ sparse_rnn_barrier_scalar(const float* __restrict__ g_w_vals, const int* __restr
     int r_tmp;
     bool r_pick_0, r_pick_1;
     float r_acc_0, r_acc_1;
-    float r_hv_0, r_hv_1;
+    float r_hv_0, r_hv_1, r_hv_2, r_hv_3, r_hv_4, r_hv_5, r_hv_6, r_hv_7;
     float r_xv_0, r_xv_1, r_xv_2, r_xv_3, r_xv_4, r_xv_5, r_xv_6, r_xv_7, r_xv_8, r_xv_9, r_xv_10, r_xv_11, r_xv_12, r_xv_13, r_xv_14, r_xv_15;
     float r_val;
     float r_sh_0, r_sh_1;
