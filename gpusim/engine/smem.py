@@ -25,9 +25,14 @@ import numpy as np
 
 from kernels_ir.banks import active_phases, wavefronts
 
+from .l2 import BucketServer
+
 __all__ = ["SharedPipe"]
 
 CACHE_PER_INSTR = 8  # address sets remembered per static instruction
+# L1TEX tag stage: "4 sets x 4 sectors per cycle" (NVIDIA, GV100 and later; forum thread 273699
+# in ../shared/reference or hw_params.md); the data stage serves one line per cycle
+TAG_SETS_PER_CYCLE = 4
 
 
 class SharedPipe:
@@ -40,6 +45,9 @@ class SharedPipe:
         self.conflicts = np.zeros(n_instrs, dtype=np.int64)
         self.conflicts_per_warp = np.zeros(n_warps, dtype=np.int64)
         self.global_wf = 0  # wavefronts of global loads (distinct lines) through the same pipe
+        # the data stage of returning global loads and the tag stage (one-cycle units)
+        self.returns = BucketServer(n_sms, 1.0 / self.rate)
+        self.tags = BucketServer(n_sms, 1.0)
 
     def cost(self, sid: int, words: np.ndarray, active: np.ndarray, width: int) -> tuple:
         """(wavefronts, conflicts) per warp of all warps for this access (cached)."""
@@ -66,16 +74,38 @@ class SharedPipe:
         self.conflicts_per_warp[warps] += bc
         return self._fifo(issue, sm[warps], wf / self.rate) + self.latency
 
-    def global_wavefronts(self, issue: np.ndarray, warps: np.ndarray, sm: np.ndarray,
-                          flat: np.ndarray, active: np.ndarray) -> np.ndarray:
-        """A global load of the rows ``warps`` (word addresses ``flat``, the full array): its
-        lines' wavefronts through the SM's pipe. Returns the cycle each warp's request leaves
-        for L1/L2 (the start of its last wavefront: a one-line load is not delayed when the
-        pipe is free)."""
+    def tag_stage(self, issue: np.ndarray, warps: np.ndarray, sm: np.ndarray,
+                  flat: np.ndarray, active: np.ndarray) -> np.ndarray:
+        """The L1TEX tag stage of a global load issued at ``issue``: ``TAG_SETS_PER_CYCLE``
+        lines resolved per cycle per SM, in time order per 128-cycle bucket (like the data
+        stage's returns). Returns the cycle each warp's request leaves for L1/L2 (the start of
+        its last tag cycle: a load of up to 4 lines is not delayed when the stage is free)."""
+        lines = _lines(flat[warps], active[warps])
+        cycles = -(-lines // TAG_SETS_PER_CYCLE)
+        return self._units(self.tags, issue, warps, sm, cycles) - np.minimum(cycles, 1)
+
+    def _units(self, server, t: np.ndarray, warps: np.ndarray, sm: np.ndarray,
+               units: np.ndarray) -> np.ndarray:
+        """Each warp's ``units`` one-cycle units on its SM's ``server`` (a BucketServer) from
+        cycle ``t``: the end of its last unit (``t`` for none)."""
+        out = t.astype(np.float64).copy()
+        n = int(units.sum())
+        if n == 0:
+            return out
+        owner = np.repeat(np.arange(warps.size), units)
+        start = server.serve(np.repeat(sm[warps], units), np.repeat(t, units))
+        np.maximum.at(out, owner, start + server.service)
+        return out
+
+    def global_returns(self, done: np.ndarray, warps: np.ndarray, sm: np.ndarray,
+                       flat: np.ndarray, active: np.ndarray) -> np.ndarray:
+        """The data-stage wavefronts of a global load whose data reaches the SM at ``done``
+        (per warp): one per distinct line, served in time order per 128-cycle bucket
+        (:class:`~.l2.BucketServer`: the returns are handed over in lockstep order, not time
+        order). Returns the cycle each warp's last wavefront is done."""
         lines = _lines(flat[warps], active[warps])
         self.global_wf += int(lines.sum())
-        d = lines / self.rate
-        return self._fifo(issue, sm[warps], d) - np.minimum(d, 1.0 / self.rate)
+        return self._units(self.returns, done, warps, sm, lines)
 
     def _fifo(self, issue: np.ndarray, smw: np.ndarray, d: np.ndarray) -> np.ndarray:
         """End cycle of each access (issue cycle, SM, service ``d`` cycles) served first come

@@ -265,9 +265,10 @@ class _Timing:
         elif kind in ("ldg", "poll"):
             tkind = "poll" if (kind == "poll" and (self.replaying or st.cat == BARRIER)) \
                 else "data"
-            leave = self.smem.global_wavefronts(issue_f, ws, self.sm, flat, m.arr)
+            leave = self.smem.tag_stage(issue_f, ws, self.sm, flat, m.arr)
             done, served = self.l2.access(leave, ws, flat, m.arr, st.width, tkind, False,
                                           self.l1 if kind == "ldg" else None)
+            done = self.smem.global_returns(done, ws, self.sm, flat, m.arr)
             self._write(st, ws, full, done, st.cat)
             if kind == "poll" and polls is not None:
                 polls.append((ws, served, flat[ws], m.arr[ws], st.width))
