@@ -5,7 +5,8 @@ store of either type and a ``BITCAST`` see the same 32 bits (the Lamport sentine
 bit pattern ``0x80000000``). Buffers are placed one after another at bases aligned to 4 words
 (16 bytes; global buffers to 256 bytes, as ``cudaMalloc`` places them, so that their 128-byte
 lines and 32-byte sectors are the GPU's), so the alignment of a vector access relative to its
-buffer equals its alignment in the space. Shared memory holds ``n_ctas`` copies of the CTA's shared layout, CTA-major.
+buffer equals its alignment in the space. Shared memory holds ``n_ctas`` copies of the CTA's
+shared layout, CTA-major.
 """
 
 from __future__ import annotations
