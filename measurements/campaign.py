@@ -352,15 +352,14 @@ def main(argv: list[str] | None = None) -> int:
     os.makedirs(args.out, exist_ok=True)
     from gpusim.backends.cupy_backend import Runner
     from gpusim.specs import load_spec
+    from measurements.probe import ClockSampler
 
     t_start = time.time()
     prov = provenance([os.path.relpath(__file__)] + argv)
     print(json.dumps({k: v for k, v in prov.items() if k != "nvidia_smi"}), flush=True)
     print(prov["nvidia_smi"], flush=True)
     spec = load_spec("h200" if "H200" in prov["gpu_name"] else "h100")
-    clocks = subprocess.Popen(["nvidia-smi", "--query-gpu=clocks.sm",
-                               "--format=csv,noheader,nounits", "-lms", "250"],
-                              stdout=subprocess.PIPE, text=True)
+    clocks = ClockSampler()
     runner = Runner()
     micro = run_microbenchmarks(runner, args.smoke)
     _save(os.path.join(args.out, "microbench.json"),
@@ -394,9 +393,7 @@ def main(argv: list[str] | None = None) -> int:
         _save(os.path.join(args.out, "campaign.json"),
               {"format_version": FORMAT_VERSION, "provenance": prov,
                "steps": [STEPS, SHORT_STEPS], "cases": results})
-    clocks.terminate()
-    samples = [int(x) for x in clocks.communicate(timeout=10)[0].split() if x.isdigit()]
-    prov["sm_clock_mhz_samples"] = samples
+    samples = clocks.stop(prov)
     _save(os.path.join(args.out, "campaign.json"),
           {"format_version": FORMAT_VERSION, "provenance": prov,
                "steps": [STEPS, SHORT_STEPS], "cases": results})

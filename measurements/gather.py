@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -51,13 +50,11 @@ METRICS = ("gpu__time_duration.sum", "sm__cycles_active.avg",
 def measure(out: str, argv: list) -> dict:
     from gpusim.backends.cupy_backend import Runner
     from measurements.campaign import provenance
-    from measurements.probe import time_microbench
+    from measurements.probe import ClockSampler, time_microbench
 
     runner = Runner()
     prov = provenance(argv)
-    clocks = subprocess.Popen(["nvidia-smi", "--query-gpu=clocks.sm",
-                               "--format=csv,noheader,nounits", "-lms", "250"],
-                              stdout=subprocess.PIPE, text=True)
+    clocks = ClockSampler()
     res = {"format_version": 2, "provenance": prov, "results": {}}
     for name in NAMES:
         r = time_microbench(runner, name, SIZES, {}, repeats=11, warmup=2)
@@ -65,9 +62,7 @@ def measure(out: str, argv: list) -> dict:
             r["benchmark"] = name
             r["per_sm_cycles"] = r["per_op_s"] * prov["sm_count"] * prov["clock_rate_khz"] * 1e3
         res["results"][name] = r
-    clocks.terminate()
-    prov["sm_clock_mhz_samples"] = [int(x) for x in clocks.communicate(timeout=10)[0].split()
-                                    if x.isdigit()]
+    clocks.stop(prov)
     path = os.path.join(out, "gather.json")
     with open(path, "w") as f:
         json.dump(res, f, indent=1, default=float)

@@ -53,26 +53,20 @@ SIM_SIZES = {"store_visibility": (4, 8), "store_visibility_8": (2, 4), "flag_rou
 
 
 def measure(out: str, argv: list) -> dict:
-    import subprocess
-
     from gpusim.backends.cupy_backend import Runner
     from measurements.campaign import provenance
-    from measurements.probe import time_microbench
+    from measurements.probe import ClockSampler, time_microbench
 
     runner = Runner()
     prov = provenance(argv)
-    clocks = subprocess.Popen(["nvidia-smi", "--query-gpu=clocks.sm",
-                               "--format=csv,noheader,nounits", "-lms", "250"],
-                              stdout=subprocess.PIPE, text=True)
+    clocks = ClockSampler()
     res = {"format_version": 2, "provenance": prov, "results": {}}
     for key, (name, sizes, kw, _) in ENTRIES.items():
         r = time_microbench(runner, name, sizes, kw, repeats=11, warmup=2, label=key)
         if r["status"] == "ok":
             r["benchmark"] = name
         res["results"][key] = r
-    clocks.terminate()
-    prov["sm_clock_mhz_samples"] = [int(x) for x in clocks.communicate(timeout=10)[0].split()
-                                    if x.isdigit()]
+    clocks.stop(prov)
     with open(os.path.join(out, "l2_partition.json"), "w") as f:
         json.dump(res, f, indent=1, default=float)
     return res

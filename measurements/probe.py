@@ -1,13 +1,31 @@
 """Pieces the measurement scripts share: timing one microbenchmark the way the campaign does
 (two sizes, slope of the medians, the kernel's hashes per size, failures recorded, not raised)
-and the ``--out DIR`` / ``--simulate FILE`` command line of the probe scripts."""
+the ``--out DIR`` / ``--simulate FILE`` command line of the probe scripts, and the SM clock
+sampler every device record carries (``provenance["sm_clock_mhz_samples"]``)."""
 
 from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import sys
 import time
+
+
+class ClockSampler:
+    """``nvidia-smi`` samples of the SM clock every 250 ms from construction to :meth:`stop`."""
+
+    def __init__(self):
+        self.proc = subprocess.Popen(["nvidia-smi", "--query-gpu=clocks.sm",
+                                      "--format=csv,noheader,nounits", "-lms", "250"],
+                                     stdout=subprocess.PIPE, text=True)
+
+    def stop(self, prov: dict) -> list[int]:
+        """End the sampling; the samples (MHz) go to ``prov["sm_clock_mhz_samples"]``."""
+        self.proc.terminate()
+        samples = [int(x) for x in self.proc.communicate(timeout=10)[0].split() if x.isdigit()]
+        prov["sm_clock_mhz_samples"] = samples
+        return samples
 
 
 def time_microbench(runner, name: str, sizes: tuple, kw: dict | None = None, *,

@@ -18,8 +18,8 @@ The model, and what it leaves out:
   buffers.
 - **In-flight merging**: a request for a sector another warp of the same SM has already missed
   on waits for that fill (``max(issue + l1_hit_latency, fill)``) instead of going to L2.
-- No L1 bandwidth or tag-stage limit (128 B/clk/SM): the L2 slices remain the only throughput
-  limit of global loads.
+- Throughput is not modelled here: every global load (hit or miss) passes the SM's L1TEX tag
+  and data stages in :mod:`.smem` (one line per cycle, ``measurements/h100/gather.json``).
 
 :func:`resident_buffers` is the same rule for L2 at launch (``simulate(l2_warm=True)``): a launch
 that repeats the previous one (a per-step kernel in a sequence) finds every buffer the previous

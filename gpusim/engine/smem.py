@@ -7,12 +7,21 @@ CTA barrier, so the FIFO order is close to the hardware's); the data is ready
 ``smem_latency_cycles`` after the last wavefront. Bank conflicts (wavefronts beyond one per
 active phase) are counted per static instruction and per warp.
 
-Global loads (``LDG``, polls) pass the same L1TEX data pipe: one wavefront per distinct
-128-byte line the warp's active lanes touch, whatever the sectors or bytes per line (Nsight
-``l1tex__data_pipe_lsu_wavefronts_mem_lgds`` = ``l1tex__t_set_accesses`` per request, and one
-cycle each, in ``measurements/h100/gather.json``). :meth:`SharedPipe.global_wavefronts` takes
-them in the same FIFO; they are counted apart from the shared-memory wavefronts that the
-bank-conflict cross-check compares with Nsight.
+Global loads (``LDG``, polls) pass two L1TEX stages of the SM, both counted in distinct
+128-byte lines the warp's active lanes touch (:func:`lines`), whatever the sectors or bytes per
+line (Nsight ``l1tex__data_pipe_lsu_wavefronts_mem_lgds`` = ``l1tex__t_set_accesses`` per
+request, and one cycle each, in ``measurements/h100/gather.json``):
+
+- :meth:`SharedPipe.tag_stage` at issue, ``TAG_SETS_PER_CYCLE`` lines per cycle;
+- :meth:`SharedPipe.global_returns` as the data reaches the SM, ``smem_wavefronts_per_cycle``
+  lines per cycle (the data pipe's rate).
+
+Both are :class:`~.l2.BucketServer` s (time order within 128-cycle buckets), not the FIFO of the
+shared accesses: their requests are handed over in lockstep order, and a FIFO would queue a
+lagging warp's poll behind a leading warp's (the full-grid ``poll_storm`` rounds, held out).
+Placing the one-line-per-cycle stage at issue fitted the campaign better but made those rounds
+65% too slow (measurements/README.md). Global lines are not counted as shared wavefronts (the
+bank-conflict cross-check compares those with Nsight).
 
 The wavefront count of a static instruction is cached per (per-lane addresses, active mask): the
 gathers of the persistent kernels use the same column addresses every step, and a staging loop
@@ -27,11 +36,12 @@ from kernels_ir.banks import active_phases, wavefronts
 
 from .l2 import BucketServer
 
-__all__ = ["SharedPipe"]
+__all__ = ["SharedPipe", "lines"]
 
 CACHE_PER_INSTR = 8  # address sets remembered per static instruction
-# L1TEX tag stage: "4 sets x 4 sectors per cycle" (NVIDIA, GV100 and later; forum thread 273699
-# in ../shared/reference or hw_params.md); the data stage serves one line per cycle
+# L1TEX tag stage: "4 sets x 4 sectors per cycle" (NVIDIA's description for GV100 and later,
+# developer forum thread 273699; not measured here: gather.json shows the one-line-per-cycle
+# data stage, which binds first)
 TAG_SETS_PER_CYCLE = 4
 
 
@@ -44,7 +54,6 @@ class SharedPipe:
         self.wavefronts = np.zeros(n_instrs, dtype=np.int64)
         self.conflicts = np.zeros(n_instrs, dtype=np.int64)
         self.conflicts_per_warp = np.zeros(n_warps, dtype=np.int64)
-        self.global_wf = 0  # wavefronts of global loads (distinct lines) through the same pipe
         # the data stage of returning global loads and the tag stage (one-cycle units)
         self.returns = BucketServer(n_sms, 1.0 / self.rate)
         self.tags = BucketServer(n_sms, 1.0)
@@ -75,12 +84,10 @@ class SharedPipe:
         return self._fifo(issue, sm[warps], wf / self.rate) + self.latency
 
     def tag_stage(self, issue: np.ndarray, warps: np.ndarray, sm: np.ndarray,
-                  flat: np.ndarray, active: np.ndarray) -> np.ndarray:
-        """The L1TEX tag stage of a global load issued at ``issue``: ``TAG_SETS_PER_CYCLE``
-        lines resolved per cycle per SM, in time order per 128-cycle bucket (like the data
-        stage's returns). Returns the cycle each warp's request leaves for L1/L2 (the start of
-        its last tag cycle: a load of up to 4 lines is not delayed when the stage is free)."""
-        lines = _lines(flat[warps], active[warps])
+                  lines: np.ndarray) -> np.ndarray:
+        """The tag stage of a global load of ``lines`` lines per warp issued at ``issue``.
+        Returns the cycle each warp's request leaves for L1/L2 (the start of its last tag
+        cycle: a load of up to 4 lines is not delayed when the stage is free)."""
         cycles = -(-lines // TAG_SETS_PER_CYCLE)
         return self._units(self.tags, issue, warps, sm, cycles) - np.minimum(cycles, 1)
 
@@ -98,13 +105,9 @@ class SharedPipe:
         return out
 
     def global_returns(self, done: np.ndarray, warps: np.ndarray, sm: np.ndarray,
-                       flat: np.ndarray, active: np.ndarray) -> np.ndarray:
-        """The data-stage wavefronts of a global load whose data reaches the SM at ``done``
-        (per warp): one per distinct line, served in time order per 128-cycle bucket
-        (:class:`~.l2.BucketServer`: the returns are handed over in lockstep order, not time
-        order). Returns the cycle each warp's last wavefront is done."""
-        lines = _lines(flat[warps], active[warps])
-        self.global_wf += int(lines.sum())
+                       lines: np.ndarray) -> np.ndarray:
+        """The data stage of a global load whose data reaches the SM at ``done`` (per warp),
+        one unit per line. Returns the cycle each warp's last line is through."""
         return self._units(self.returns, done, warps, sm, lines)
 
     def _fifo(self, issue: np.ndarray, smw: np.ndarray, d: np.ndarray) -> np.ndarray:
@@ -134,7 +137,7 @@ class SharedPipe:
         return done
 
 
-def _lines(flat: np.ndarray, active: np.ndarray) -> np.ndarray:
+def lines(flat: np.ndarray, active: np.ndarray) -> np.ndarray:
     """Distinct 128-byte lines (32 words) per row among the active lanes (an aligned access of
     up to 16 bytes never crosses a line, so a lane's first word names its line)."""
     key = np.where(active, flat >> 5, -1)

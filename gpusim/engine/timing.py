@@ -9,7 +9,8 @@ computes, vectorised over the warps of the lockstep step:
 2. issue cycle = first cycle >= ready with a free issue slot and free pipe cycles on the warp's
    sub-partition (:mod:`.scheduler`, with backfill);
 3. the result's ready cycle: + ``fma``/``alu``/``sfu``/``shfl`` latency; LDS/STS through the SM's
-   shared pipe (:mod:`.smem`); LDG/STG/atomics through L2 slices and DRAM (:mod:`.l2`);
+   shared pipe (:mod:`.smem`); LDG/STG/atomics through L2 slices and DRAM (:mod:`.l2`), a
+   global load also through the SM's L1TEX tag stage before and data stage after (:mod:`.smem`);
    BAR releases all warps of a CTA ``cta_barrier_latency_cycles`` after the last one arrives;
    FENCE waits for the warp's stores to be acknowledged plus ``fence_latency_cycles``.
 
@@ -25,10 +26,11 @@ latest source operand or control release -- to the category of what produced it:
 results -> ``issue``; LDS/STS -> ``shared_memory``; global loads -> ``waiting_for_data``; loads of
 a buffer that atomics update (the grid barrier's counter), atomics, BAR and FENCE -> ``barrier``.
 
-Approximations (documented, not hidden): L1 holds read-only buffers only, without eviction or
-bandwidth limit (:mod:`.l1`); no instruction cache or fetch; a warp issues in order, one
-instruction per cycle at most; the store path is fire-and-forget (the warp does not wait except
-at FENCE); DRAM is a single aggregate FIFO; the launch overhead is added once to ``time_s``.
+Approximations (documented, not hidden): L1 holds read-only buffers only, without eviction
+(:mod:`.l1`; its throughput is the L1TEX stages of :mod:`.smem`); no instruction cache or
+fetch; a warp issues in order, one instruction per cycle at most; the store path is
+fire-and-forget (the warp does not wait except at FENCE); DRAM is a single aggregate FIFO; the
+launch overhead is added once to ``time_s``.
 """
 
 from __future__ import annotations
@@ -62,7 +64,7 @@ from .memory import global_space, shared_space
 from .residency import check_launch
 from .results import CATEGORIES, SimResult
 from .scheduler import PIPES, IssueUnit
-from .smem import SharedPipe
+from .smem import SharedPipe, lines
 
 __all__ = ["simulate", "SimResult", "truncate_time_loop"]
 
@@ -265,10 +267,11 @@ class _Timing:
         elif kind in ("ldg", "poll"):
             tkind = "poll" if (kind == "poll" and (self.replaying or st.cat == BARRIER)) \
                 else "data"
-            leave = self.smem.tag_stage(issue_f, ws, self.sm, flat, m.arr)
+            nl = lines(flat[ws], m.arr[ws])
+            leave = self.smem.tag_stage(issue_f, ws, self.sm, nl)
             done, served = self.l2.access(leave, ws, flat, m.arr, st.width, tkind, False,
                                           self.l1 if kind == "ldg" else None)
-            done = self.smem.global_returns(done, ws, self.sm, flat, m.arr)
+            done = self.smem.global_returns(done, ws, self.sm, nl)
             self._write(st, ws, full, done, st.cat)
             if kind == "poll" and polls is not None:
                 polls.append((ws, served, flat[ws], m.arr[ws], st.width))
