@@ -37,3 +37,8 @@ class DeadlockError(RuntimeError):
 
 class BackendUnavailable(InputError):
     """A backend (CuPy, a GPU) is not present on this machine."""
+
+
+class ValueMismatch(RuntimeError):
+    """A kernel run (simulated or on a GPU) computed values that differ from the float64
+    reference: its time must not be reported. The CLI prints one line and exits 1."""

@@ -113,7 +113,7 @@ from . import capacity as cap
 __all__ = ["Variant", "VARIANTS", "PERSISTENT", "BASELINES", "REASONS", "KernelTimes",
            "predict_many", "predict_mapping", "mapping_wavefronts", "expected_max_occupancy",
            "geometry_classes", "speedup_summary", "Row", "Report", "predict_layer",
-           "EXACT_NNZ_LIMIT", "ENGINES"]
+           "EXACT_NNZ_LIMIT", "ENGINES", "SIMULATED"]
 
 WARP = 32
 REDUCTION_STEPS = 5        # log2(32) butterfly steps (xor masks) per batch column
@@ -147,6 +147,9 @@ VARIANTS: dict[str, Variant] = {v.name: v for v in (
             doc="CSR row-per-warp kernel per step, tanh fused"),
 )}
 PERSISTENT = tuple(n for n, v in VARIANTS.items() if v.family == "persistent")
+# kernels that exist in the IR (kernels_ir.kernels): ``engine="sim"`` simulates these; the library
+# baselines (cuBLAS, cuSPARSE) are black boxes and keep their model
+SIMULATED = PERSISTENT + ("csr-row-per-warp",)
 BASELINES = tuple(n for n, v in VARIANTS.items() if v.family == "baseline")
 
 REASONS = ("", "registers", "shared memory", "batch not supported by wide loads",
@@ -942,8 +945,8 @@ def predict_layer(spec, hidden: int, batch: int, density: float, *, timesteps: i
     The persistent kernels are evaluated on a concrete random layer (seeded) mapped onto the GPU
     when it has at most :data:`EXACT_NNZ_LIMIT` nonzeros (exact ``K_j`` and wavefronts from the
     layout analysis), else from the expectation. ``engine="sim"`` calls
-    ``simulator(spec, variant, hidden, batch, density, seed) -> (per_step_s, setup_s,
-    breakdown)`` for the persistent kernels of RNN cells (this package never imports the
+    ``simulator(spec, variants, hidden, batch, density, seed) -> {name: (per_step_s, setup_s,
+    breakdown)}`` for every kernel of :data:`SIMULATED` that fits (fp32 RNN cells) (this package never imports the
     simulator: the CLI passes it in); every row names the engine that produced it.
     """
     _validate(hidden, batch, density, timesteps, cell, dtype, engine)
@@ -964,6 +967,7 @@ def predict_layer(spec, hidden: int, batch: int, density: float, *, timesteps: i
         U = random_sparse(gates * hidden, hidden, density, np.random.default_rng(seed))
     rows = []
     notes = []
+    to_simulate: list[str] = []
     for name, kt in fast.items():
         v = VARIANTS[name]
         eng = "model"
@@ -996,12 +1000,11 @@ def predict_layer(spec, hidden: int, batch: int, density: float, *, timesteps: i
                 bound = str(ex.bound[0])
                 bd = {k: _f(val[0]) for k, val in ex.breakdown.items()}
                 eng = "model (exact layout)"
-        if ok and engine == "sim" and v.family == "persistent":
-            if cell != "rnn":
-                notes.append(f"the simulator builds rnn cells only: {name} from the model")
+        if ok and engine == "sim" and name in SIMULATED:
+            if cell != "rnn" or dtype != "fp32":
+                notes.append(f"the simulator builds fp32 rnn cells only: {name} from the model")
             else:
-                per, setup, bd = simulator(spec, VARIANTS[name], hidden, batch, density, seed)
-                eng, bound = "sim", ""
+                to_simulate.append(name)
         if ok:
             rows.append(Row(name, v.family, eng, True, per, setup + timesteps * per, "", bound,
                             bd))
@@ -1009,6 +1012,14 @@ def predict_layer(spec, hidden: int, batch: int, density: float, *, timesteps: i
             rows.append(Row(name, v.family, eng, False, None, None,
                             _reason(spec, code, hidden, batch, density, cell, dtype,
                                     not v.sparse, slots), "", {}))
+    if to_simulate:
+        simulated = simulator(spec, [VARIANTS[n] for n in to_simulate], hidden, batch, density,
+                              seed)
+        for i, r in enumerate(rows):
+            if r.name in simulated:
+                per, setup, bd = simulated[r.name]
+                rows[i] = Row(r.name, r.family, "sim", True, per, setup + timesteps * per, "",
+                              "", bd)
     best_p = _best([r for r in rows if r.family == "persistent" and
                     VARIANTS[r.name].sparse])
     nxt = _best([r for r in rows if not (r.family == "persistent" and

@@ -12,7 +12,7 @@ import argparse
 import importlib
 import sys
 
-from kernels_ir.errors import InputError
+from kernels_ir.errors import InputError, ValueMismatch
 
 # name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -68,6 +68,9 @@ def main(argv: list[str] | None = None) -> int:
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except ValueMismatch as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

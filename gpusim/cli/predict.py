@@ -1,13 +1,19 @@
 """``gpusim predict``: per-step and total time of every kernel and baseline for one layer.
 
-The analytical model answers by default (well under a second); ``--engine sim`` runs the
-persistent kernels on the simulator (``gpusim.engine``) and keeps the model for the baselines.
-Layers that do not fit are reported with the binding limit, never with a time.
+The analytical model answers by default (well under a second); ``--engine sim`` runs every
+kernel that exists in the IR on the simulator (``gpusim.engine``): the sparse and dense persistent
+kernels (sampled steps, extrapolated) and the CSR row-per-warp kernel, each values-checked against
+the float64 reference of the steps it simulated. Only the library baselines (cuBLAS, cuSPARSE:
+black boxes) keep their model. Every row names the engine that priced it. Layers that do not fit
+are reported with the binding limit, never with a time.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+
+import numpy as np
 
 from gpusim.cli.common import (
     BATCH_MAX,
@@ -34,7 +40,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dtype", choices=("fp32", "fp16"), default="fp32",
                    help="weight precision (fp16: 16-bit values and indices)")
     p.add_argument("--engine", choices=("model", "sim"), default="model",
-                   help="analytical model (fast) or the simulator for the persistent kernels")
+                   help="analytical model (fast) or the simulator for every kernel in the IR "
+                   "(persistent, dense, CSR); cuBLAS/cuSPARSE always use the model")
     p.add_argument("--sample-steps", type=positive_int("sample-steps"), default=3,
                    help="--engine sim: steps simulated in full before extrapolating")
     p.add_argument("--seed", type=nonnegative_int("seed"), default=0,
@@ -42,27 +49,82 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
 
-def simulator(sample_steps: int):
-    """The simulator callable that models.analytical.predict_layer asks for (engine sim)."""
+# below this many h words a layer simulates in about a second: no worker processes
+PARALLEL_MIN_WORDS = 2048
 
-    def run(spec, variant, hidden, batch, density, seed):
-        from gpusim.engine import simulate
-        from kernels_ir.kernels.sparse_rnn import build_dense_rnn, build_sparse_rnn, make_layer
 
+def _simulate_one(sample_steps, spec, variant, hidden, batch, density, seed):
+    """One kernel simulated: (per_step_s, setup_s, breakdown); see :func:`simulator`."""
+    from gpusim.engine import simulate
+    from kernels_ir.errors import ValueMismatch
+    from kernels_ir.kernels.csr_baseline import build_csr_baseline
+    from kernels_ir.kernels.sparse_rnn import (
+        VALUE_TOLERANCE,
+        build_dense_rnn,
+        build_sparse_rnn,
+        make_layer,
+        max_rel_err,
+    )
+
+    if variant.family == "baseline":   # the CSR kernel: one launch per step
+        layer = make_layer(hidden, batch, density, 1, seed)
+        prog = build_csr_baseline(layer)
+        res = simulate(prog.kernel, prog.step_inputs(0, layer.h0), spec, l2_warm=True)
+        h1 = np.asarray(res.globals["h_out"]).view(np.float32).reshape(1, hidden, batch)
+        ref = prog.reference()[:2]
+        err = max_rel_err(np.concatenate([ref[:1], h1]), ref)
+        per = res.time_s - res.launch_overhead_s + spec.graph_launch_overhead_s
+        setup = 0.0
+    else:
         layer = make_layer(hidden, batch, density if variant.sparse else 1.0,
                            sample_steps + 2, seed)
         if variant.sparse:
-            prog = build_sparse_rnn(layer, spec, sync=variant.sync, wide_loads=variant.wide_loads,
-                                    layout=variant.layout, seed=seed)
+            prog = build_sparse_rnn(layer, spec, sync=variant.sync,
+                                    wide_loads=variant.wide_loads, layout=variant.layout,
+                                    seed=seed)
         else:
-            prog = build_dense_rnn(layer, spec, sync=variant.sync, wide_loads=variant.wide_loads)
+            prog = build_dense_rnn(layer, spec, sync=variant.sync,
+                                   wide_loads=variant.wide_loads)
         res = simulate(prog.kernel, prog.inputs, spec, sample_steps=sample_steps)
-        # breakdown: the simulated steps' per-SM cycles by category, as seconds per step
-        total = res.breakdown.get("total", {})
-        bd = {str(k): spec.cycles_to_s(float(v)) / max(1, res.steps) for k, v in total.items()}
-        # set-up: launch plus everything outside the steady steps (weights arriving, first step)
+        done = min(res.steps, layer.timesteps)
+        err = max_rel_err(prog.outputs(res.globals)[: done + 1],
+                          prog.reference()[: done + 1])
+        per = res.per_step_s
+        # set-up: launch plus everything outside the steady steps (weights, first step)
         setup = float(res.time_s) - res.total_steps * float(res.per_step_s)
-        return float(res.per_step_s), setup, bd
+    if not err <= VALUE_TOLERANCE:
+        raise ValueMismatch(f"{variant.name} (simulated): values differ from the float64 "
+                            f"reference: max_rel_err={err:.3g} > {VALUE_TOLERANCE:g}")
+    # breakdown: the simulated steps' per-SM cycles by category, as seconds per step
+    total = res.breakdown.get("total", {})
+    bd = {str(k): spec.cycles_to_s(float(v)) / max(1, res.steps) for k, v in total.items()}
+    return float(per), float(setup), bd
+
+
+def simulator(sample_steps: int):
+    """The simulator callable that models.analytical.predict_layer asks for (engine sim).
+
+    Every kernel that exists in the IR is simulated: the persistent kernels on a layer of
+    ``sample_steps + 2`` steps (``sample_steps`` of them simulated in full, the rest
+    extrapolated), the CSR row-per-warp kernel as one step of its CUDA graph (L2 warm from the
+    previous launch, as crosscheck prices it). The float64 reference is computed only for the
+    steps simulated, and a value mismatch raises :class:`kernels_ir.errors.ValueMismatch`: a
+    time is reported only for a kernel that computed the right values.
+    """
+
+    def run(spec, variants, hidden, batch, density, seed):
+        """{name: (per_step_s, setup_s, breakdown)}; the kernels are simulated in parallel, one
+        process per core (each simulation is independent and deterministic)."""
+        jobs = [(sample_steps, spec, v, hidden, batch, density, seed) for v in variants]
+        workers = min(len(jobs), os.cpu_count() or 1)
+        if workers <= 1 or hidden * batch < PARALLEL_MIN_WORDS:
+            return {v.name: _simulate_one(*job) for v, job in zip(variants, jobs, strict=True)}
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as ex:
+            futures = [ex.submit(_simulate_one, *job) for job in jobs]
+            return {v.name: f.result() for v, f in zip(variants, futures, strict=True)}
 
     return run
 
