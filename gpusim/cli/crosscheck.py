@@ -64,20 +64,16 @@ def _sim_counts(kernel, res) -> dict:
 
 
 def predict_case(case: dict, spec, steps: int) -> dict:
-    """Simulator prediction (per-step time and counts) for one recorded case."""
-    from gpusim.engine import simulate
+    """Simulator prediction (per-step time and counts) for one recorded case, priced as
+    ``gpusim predict --engine sim`` prices it (:func:`gpusim.pricing.price_program`, values
+    checked against the float64 reference)."""
     from gpusim.measurements import build_case
+    from gpusim.pricing import price_program
 
     prog = build_case(case, steps, spec)
-    if case["kind"] == "csr":
-        # steady state of the T-launch graph: the previous step's launch left the layer in L2
-        res = simulate(prog.kernel, prog.step_inputs(0, prog.layer.h0), spec, l2_warm=True)
-        per_step = res.time_s - res.launch_overhead_s + spec.graph_launch_overhead_s
-    else:
-        res = simulate(prog.kernel, prog.inputs, spec)
-        per_step = res.per_step_s
-    return {"per_step_s": float(per_step), "source": "simulator",
-            "model_s": predict_model(case, spec, prog), **_sim_counts(prog.kernel, res)}
+    p = price_program(prog, spec, what=case["id"])
+    return {"per_step_s": p.per_step_s, "source": "simulator",
+            "model_s": predict_model(case, spec, prog), **_sim_counts(prog.kernel, p.result)}
 
 
 def predict_model(case: dict, spec, prog) -> float | None:

@@ -13,8 +13,6 @@ from __future__ import annotations
 import argparse
 import os
 
-import numpy as np
-
 from gpusim.cli.common import (
     BATCH_MAX,
     HIDDEN_MAX,
@@ -55,26 +53,12 @@ PARALLEL_MIN_WORDS = 2048
 
 def _simulate_one(sample_steps, spec, variant, hidden, batch, density, seed):
     """One kernel simulated: (per_step_s, setup_s, breakdown); see :func:`simulator`."""
-    from gpusim.engine import simulate
-    from kernels_ir.errors import ValueMismatch
+    from gpusim.pricing import price_program
     from kernels_ir.kernels.csr_baseline import build_csr_baseline
-    from kernels_ir.kernels.sparse_rnn import (
-        VALUE_TOLERANCE,
-        build_dense_rnn,
-        build_sparse_rnn,
-        make_layer,
-        max_rel_err,
-    )
+    from kernels_ir.kernels.sparse_rnn import build_dense_rnn, build_sparse_rnn, make_layer
 
     if variant.family == "baseline":   # the CSR kernel: one launch per step
-        layer = make_layer(hidden, batch, density, 1, seed)
-        prog = build_csr_baseline(layer)
-        res = simulate(prog.kernel, prog.step_inputs(0, layer.h0), spec, l2_warm=True)
-        h1 = np.asarray(res.globals["h_out"]).view(np.float32).reshape(1, hidden, batch)
-        ref = prog.reference()[:2]
-        err = max_rel_err(np.concatenate([ref[:1], h1]), ref)
-        per = res.time_s - res.launch_overhead_s + spec.graph_launch_overhead_s
-        setup = 0.0
+        prog = build_csr_baseline(make_layer(hidden, batch, density, 1, seed))
     else:
         layer = make_layer(hidden, batch, density if variant.sparse else 1.0,
                            sample_steps + 2, seed)
@@ -85,31 +69,22 @@ def _simulate_one(sample_steps, spec, variant, hidden, batch, density, seed):
         else:
             prog = build_dense_rnn(layer, spec, sync=variant.sync,
                                    wide_loads=variant.wide_loads)
-        res = simulate(prog.kernel, prog.inputs, spec, sample_steps=sample_steps)
-        done = min(res.steps, layer.timesteps)
-        err = max_rel_err(prog.outputs(res.globals)[: done + 1],
-                          prog.reference()[: done + 1])
-        per = res.per_step_s
-        # set-up: launch plus everything outside the steady steps (weights, first step)
-        setup = float(res.time_s) - res.total_steps * float(res.per_step_s)
-    if not err <= VALUE_TOLERANCE:
-        raise ValueMismatch(f"{variant.name} (simulated): values differ from the float64 "
-                            f"reference: max_rel_err={err:.3g} > {VALUE_TOLERANCE:g}")
+    p = price_program(prog, spec, sample_steps=sample_steps, what=variant.name)
+    res = p.result
     # breakdown: the simulated steps' per-SM cycles by category, as seconds per step
     total = res.breakdown.get("total", {})
     bd = {str(k): spec.cycles_to_s(float(v)) / max(1, res.steps) for k, v in total.items()}
-    return float(per), float(setup), bd
+    return p.per_step_s, p.setup_s, bd
 
 
 def simulator(sample_steps: int):
     """The simulator callable that models.analytical.predict_layer asks for (engine sim).
 
-    Every kernel that exists in the IR is simulated: the persistent kernels on a layer of
-    ``sample_steps + 2`` steps (``sample_steps`` of them simulated in full, the rest
-    extrapolated), the CSR row-per-warp kernel as one step of its CUDA graph (L2 warm from the
-    previous launch, as crosscheck prices it). The float64 reference is computed only for the
-    steps simulated, and a value mismatch raises :class:`kernels_ir.errors.ValueMismatch`: a
-    time is reported only for a kernel that computed the right values.
+    Every kernel that exists in the IR is priced by :func:`gpusim.pricing.price_program`: the
+    persistent kernels on a layer of ``sample_steps + 2`` steps (``sample_steps`` of them
+    simulated in full, the rest extrapolated), the CSR row-per-warp kernel as one step of its
+    CUDA graph. The float64 reference is computed only for the steps simulated, and a value
+    mismatch raises :class:`kernels_ir.errors.ValueMismatch`.
     """
 
     def run(spec, variants, hidden, batch, density, seed):

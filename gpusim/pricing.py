@@ -1,0 +1,62 @@
+"""One way to price a kernel of the IR on the simulator: the per-step time a GPU would take.
+
+``gpusim predict --engine sim`` and ``gpusim crosscheck`` both call :func:`price_program`, so a
+kernel is timed the same way whether it is predicted for a new layer or compared with a recorded
+measurement:
+
+- a persistent kernel (sparse or dense, :class:`kernels_ir.kernels.sparse_rnn.RNNProgram`) runs
+  its whole sequence in one launch; its per-step time is the simulator's steady state of the
+  steps it simulated (``sample_steps`` of them, the rest extrapolated, or all);
+- the CSR row-per-warp kernel (:class:`kernels_ir.kernels.csr_baseline.CSRProgram`) is one launch
+  per step inside a CUDA graph: one launch is simulated with L2 warm (the previous step's launch
+  left the layer there) and its per-step time is the launch's cycles plus the spec's graph-node
+  overhead instead of a stand-alone launch.
+
+The values are checked against the float64 reference of exactly the steps simulated; a mismatch
+raises :class:`kernels_ir.errors.ValueMismatch` (a time is never reported for wrong values).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from kernels_ir.errors import ValueMismatch
+
+__all__ = ["Priced", "price_program"]
+
+
+@dataclass(frozen=True, slots=True)
+class Priced:
+    per_step_s: float     # steady-state time of one step (s)
+    setup_s: float        # launch + what lies outside the steady steps (s); 0 for per-step kernels
+    max_rel_err: float    # values vs the float64 reference over the simulated steps
+    result: object        # the gpusim.engine.SimResult
+
+
+def price_program(prog, spec, *, sample_steps: int | None = None, what: str = "kernel",
+                  check: bool = True) -> Priced:
+    """Simulate ``prog`` on ``spec`` and return its per-step time (see the module docstring)."""
+    from gpusim.engine import simulate
+    from kernels_ir.kernels.csr_baseline import CSRProgram
+    from kernels_ir.kernels.sparse_rnn import VALUE_TOLERANCE, max_rel_err
+
+    if isinstance(prog, CSRProgram):
+        h0 = np.asarray(prog.layer.h0)
+        res = simulate(prog.kernel, prog.step_inputs(0, h0), spec, l2_warm=True)
+        ref = prog.reference()[:2]
+        h1 = np.asarray(res.globals["h_out"]).view(np.float32).reshape(ref.shape[1:])
+        err = max_rel_err(np.stack([ref[0], h1]), ref)
+        per = float(res.time_s - res.launch_overhead_s + spec.graph_launch_overhead_s)
+        setup = 0.0
+    else:
+        res = simulate(prog.kernel, prog.inputs, spec, sample_steps=sample_steps)
+        done = min(int(res.steps), prog.timesteps)
+        err = max_rel_err(prog.outputs(res.globals)[: done + 1], prog.reference()[: done + 1])
+        per = float(res.per_step_s)
+        setup = float(res.time_s) - res.total_steps * per
+    if check and not err <= VALUE_TOLERANCE:
+        raise ValueMismatch(f"{what} (simulated): values differ from the float64 reference: "
+                            f"max_rel_err={err:.3g} > {VALUE_TOLERANCE:g}")
+    return Priced(per, setup, float(err), res)
