@@ -24,7 +24,7 @@ from kernels_ir.errors import InputError
 __all__ = ["Campaign", "load_campaign", "load_json", "spec_name_for_gpu", "PROVENANCE_FIELDS",
            "CASE_FIELDS", "RESULT_FIELDS", "MICRO_FIELDS", "NCU_FIELDS", "BANK_METRICS",
            "KERNEL_FIELDS", "KERNEL_KINDS", "FORMAT_VERSION", "kernel_fingerprint",
-           "case_fingerprint", "kernel_staleness"]
+           "case_fingerprint", "kernel_staleness", "model_fingerprint", "MODEL_SOURCES"]
 
 PROVENANCE_FIELDS = ("gpu_name", "driver_version", "cuda_runtime_version", "cupy_version", "date",
                      "command")
@@ -222,3 +222,56 @@ def kernel_staleness(case: dict, spec) -> str | None:
     if not changed:
         return None
     return ", ".join(f"{k} {rec[k][:12]} -> {now[k][:12]}" for k in changed)
+
+
+# What a prediction depends on: the simulator, the pricing path, the analytical and capacity
+# models, the kernels (IR, mappings, layouts, bank rule) and the GPU specs' values.
+MODEL_SOURCES = ("gpusim/engine/*.py", "gpusim/pricing.py", "models/*.py", "kernels_ir/*.py",
+                 "kernels_ir/kernels/*.py", "kernels_ir/kernels/*/*.py", "gpusim/specs/*.toml")
+_SPEC_TEXT_KEYS = frozenset({"source", "calibration", "note", "unit", "type"})
+
+
+def _python_meaning(text: str) -> str:
+    """The AST of a Python source without docstrings: comments, layout and docstrings do not
+    change a prediction, so they do not change the fingerprint."""
+    import ast
+
+    tree = ast.parse(text)
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (isinstance(body, list) and body and isinstance(body[0], ast.Expr)
+                and isinstance(body[0].value, ast.Constant)
+                and isinstance(body[0].value.value, str)):
+            node.body = body[1:] or [ast.Pass()]
+    return ast.dump(tree)
+
+
+def _spec_meaning(text: str) -> str:
+    """A spec file's values without their sources and notes (citations are not the model)."""
+    import tomllib
+
+    def strip(x):
+        if isinstance(x, dict):
+            return {k: strip(v) for k, v in sorted(x.items()) if k not in _SPEC_TEXT_KEYS}
+        return x
+
+    return json.dumps(strip(tomllib.loads(text)), sort_keys=True, default=str)
+
+
+def model_fingerprint(root: Path | str | None = None) -> str:
+    """sha256 of everything a prediction depends on (:data:`MODEL_SOURCES`, by meaning).
+
+    A fresh draw of layers measured on a GPU records the fingerprint of the model at the time it
+    was measured. ``gpusim crosscheck`` counts the draw as out of sample only while the model
+    still has that fingerprint: once any mechanism, spec value, kernel or pricing rule changes,
+    the draw may have guided the change and counts as in sample.
+    """
+    root = Path(root) if root is not None else Path(__file__).resolve().parents[1]
+    h = hashlib.sha256()
+    for pattern in MODEL_SOURCES:
+        for f in sorted(root.glob(pattern)):
+            rel = f.relative_to(root).as_posix()
+            text = f.read_text()
+            meaning = _spec_meaning(text) if f.suffix == ".toml" else _python_meaning(text)
+            h.update(rel.encode() + b"\0" + meaning.encode() + b"\0")
+    return h.hexdigest()

@@ -2,6 +2,16 @@
 
     PYTHONPATH=. python3 measurements/campaign.py --out $OUT            # everything
     PYTHONPATH=. python3 measurements/campaign.py --out $OUT --smoke    # < 3 min check
+    PYTHONPATH=. python3 measurements/campaign.py --out $OUT --fresh 16 --seed 7  # fresh draw
+
+``--fresh N --seed S`` draws N random layers that no recorded campaign holds (:func:`fresh_layers`:
+hidden 256..8192 log-uniform, batch 1/2/4/8, density 0.01..0.5 log-uniform, layers where no
+sparse persistent kernel fits are redrawn and listed) and measures every variant and baseline of
+each (:func:`fresh_cases`) with the same checks, without the microbenchmarks. ``campaign.json``
+then carries ``fresh = {seed, n, layers, rejected, model_fingerprint}``: the fingerprint of the
+model at measurement time (:func:`gpusim.measurements.model_fingerprint`), which tells
+``gpusim crosscheck`` whether the draw is still out of sample. Store the files in a new dated
+directory ``measurements/<gpu>/fresh_<date>_s<S>/``.
 
 Stages (progress on stdout, a short table last):
 1. provenance: GPU, driver, CUDA runtime, NVRTC, CuPy, torch versions, nvidia-smi, date, command;
@@ -95,6 +105,86 @@ def cases() -> list[dict]:
     return out
 
 
+FRESH_HIDDEN = (256, 8192)       # log-uniform, rounded to a multiple of 32
+FRESH_BATCHES = (1, 2, 4, 8)
+FRESH_DENSITY = (0.01, 0.5)      # log-uniform, 3 significant digits
+# every sparse variant: both syncs x (scalar naive, wide naive, wide bank-aware optimal); these
+# include the four of ``gpusim predict`` (sparse-naive, -wide, -bank, -lamport)
+FRESH_VARIANTS = [(s, w, lay) for s in ("lamport", "barrier")
+                  for w, lay in ((False, "naive"), (True, "naive"), (True, "optimal"))]
+
+
+def recorded_layers(root: str | None = None) -> set[tuple[int, int, float]]:
+    """(hidden, batch, density) of every layer any recorded campaign file holds (archives and
+    earlier fresh draws included)."""
+    import glob
+
+    root = root or os.path.join(os.path.dirname(os.path.abspath(__file__)))
+    out = set()
+    for path in glob.glob(os.path.join(root, "**", "campaign.json"), recursive=True):
+        try:
+            with open(path) as f:
+                data = json.load(f)
+        except (OSError, ValueError):
+            continue
+        for c in data.get("cases", []) if isinstance(data, dict) else []:
+            if isinstance(c, dict) and {"hidden", "batch", "density"} <= c.keys():
+                out.add((int(c["hidden"]), int(c["batch"]), float(c["density"])))
+    return out
+
+
+def fresh_layers(n: int, seed: int, spec, exclude: set | None = None):
+    """``n`` random layers (hidden, batch, density) not in ``exclude`` on which the sparse
+    persistent kernel fits ``spec``; also the rejected draws with the reason."""
+    import numpy as np
+
+    from models import capacity as cap
+
+    exclude = recorded_layers() if exclude is None else exclude
+    rng = np.random.default_rng(seed)
+    layers, rejected = [], []
+    for _ in range(50 * n):
+        if len(layers) == n:
+            break
+        lo, hi = np.log(FRESH_HIDDEN[0]), np.log(FRESH_HIDDEN[1])
+        hidden = int(min(FRESH_HIDDEN[1], max(FRESH_HIDDEN[0],
+                                              32 * round(np.exp(rng.uniform(lo, hi)) / 32))))
+        batch = int(rng.choice(FRESH_BATCHES))
+        d = float(np.exp(rng.uniform(np.log(FRESH_DENSITY[0]), np.log(FRESH_DENSITY[1]))))
+        density = float(f"{d:.3g}")
+        layer = (hidden, batch, density)
+        if layer in exclude or layer in layers:
+            rejected.append({"layer": layer, "why": "already recorded"})
+            continue
+        f = cap.fit(spec, hidden, batch, density, exact=False)
+        if not f.fits:
+            rejected.append({"layer": layer, "why": f"does not fit: {f.limit}"})
+            continue
+        layers.append(layer)
+    return layers, rejected
+
+
+def fresh_cases(layers, seed: int, spec) -> list[dict]:
+    """Every sparse variant (:data:`FRESH_VARIANTS`), the dense persistent kernel where it fits,
+    the CSR kernel, cuBLAS and cuSPARSE for each layer; seeds derived from ``seed``."""
+    from models import capacity as cap
+
+    out = []
+    for n, b, d in layers:
+        for sync, wide, lay in FRESH_VARIANTS:
+            out.append({"kind": "sparse_persistent", "hidden": n, "batch": b, "density": d,
+                        "sync": sync, "wide_loads": wide, "layout": lay})
+        if cap.fit(spec, n, b, 1.0, dense=True, exact=False).fits:
+            out.append({"kind": "dense_persistent", "hidden": n, "batch": b, "density": d,
+                        "sync": "lamport", "wide_loads": True, "layout": "naive"})
+        for kind in ("csr", "cublas", "cusparse"):
+            out.append({"kind": kind, "hidden": n, "batch": b, "density": d})
+    for i, c in enumerate(out):
+        c["id"] = case_id(c)
+        c["seed"] = 100_000 * (seed + 1) + i
+    return out
+
+
 def case_id(c: dict) -> str:
     base = f"{c['kind']}-h{c['hidden']}-b{c['batch']}-d{c['density']}"
     if "sync" in c:
@@ -127,6 +217,17 @@ def provenance(argv) -> dict:
         datetime.UTC).isoformat(timespec="seconds"), "host": platform.node(),
         "python": platform.python_version(), "command": " ".join(["python3"] + argv)})
     return info
+
+
+KERNEL_KINDS_NCU = ("sparse_persistent", "dense_persistent", "csr")
+
+
+def _save_campaign(out: str, prov: dict, results: list, fresh: dict | None) -> None:
+    obj = {"format_version": FORMAT_VERSION, "provenance": prov,
+           "steps": [STEPS, SHORT_STEPS], "cases": results}
+    if fresh is not None:
+        obj["fresh"] = fresh
+    _save(os.path.join(out, "campaign.json"), obj)
 
 
 def _save(path, obj) -> None:
@@ -211,7 +312,11 @@ def ncu_worker(args) -> int:
 
     runner = Runner()
     order, prints = [], {}
-    for c in cases():
+    todo = cases()
+    if args.cases_file:   # the parent's selection (a fresh draw)
+        with open(args.cases_file) as f:
+            todo = json.load(f)
+    for c in todo:
         if c["kind"] not in ("sparse_persistent", "dense_persistent", "csr"):
             continue
         if args.only and c["id"] not in args.only.split(","):
@@ -256,7 +361,9 @@ def parse_ncu_csv(text: str) -> list[dict]:
     return [launches[k] for k in sorted(launches, key=lambda k: int(k))]
 
 
-def run_ncu(out_dir: str, only: str | None = None, timeout: int = 420) -> dict:
+def run_ncu(out_dir: str, only: str | None = None, timeout: int = 420,
+            selected: list[dict] | None = None) -> dict:
+    """Profile the kernel cases (all of :func:`cases`, or ``selected``) under ``ncu``."""
     order_path = os.path.join(out_dir, "ncu_order.json")
     log = os.path.join(out_dir, "ncu_raw.csv")
     cmd = ["ncu", "--csv", "--metrics", ",".join(NCU_METRICS), "--kernel-name", NCU_KERNELS,
@@ -264,6 +371,13 @@ def run_ncu(out_dir: str, only: str | None = None, timeout: int = 420) -> dict:
            sys.executable, os.path.abspath(__file__), "--ncu-worker", "--ncu-order", order_path]
     if only:
         cmd += ["--only", only]
+    if selected is not None:
+        import tempfile
+
+        fd, cases_file = tempfile.mkstemp(suffix="_ncu_cases.json")
+        with os.fdopen(fd, "w") as f:
+            json.dump(selected, f)
+        cmd += ["--cases-file", cases_file]
     t0 = time.time()
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
@@ -294,7 +408,7 @@ def run_ncu(out_dir: str, only: str | None = None, timeout: int = 420) -> dict:
     return res
 
 
-def compile_only(arch: str = "sm_90") -> int:
+def compile_only(arch: str = "sm_90", selected: list[dict] | None = None) -> int:
     """Build every case's kernel and every microbenchmark size, compile with ``nvcc -cubin``
     (no GPU needed) and check for spills / a stack frame: the campaign's local dry run."""
     import re
@@ -306,10 +420,10 @@ def compile_only(arch: str = "sm_90") -> int:
 
     spec = load_spec("h100")
     kernels = []
-    for c in cases():
-        if c["kind"] in ("sparse_persistent", "dense_persistent", "csr"):
+    for c in cases() if selected is None else selected:
+        if c["kind"] in KERNEL_KINDS_NCU:
             kernels.append((c["id"], build_case(c, STEPS, spec).kernel))
-    for name, sizes in MICRO_SIZES.items():
+    for name, sizes in MICRO_SIZES.items() if selected is None else ():
         for sz in sizes:
             kernels.append((f"micro {name} {sz}", mb.build(name, sz).kernel))
     bad = 0
@@ -342,9 +456,27 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ncu-worker", action="store_true")
     ap.add_argument("--ncu-order")
     ap.add_argument("--only", default=None, help="comma-separated case ids")
+    ap.add_argument("--fresh", type=int, default=0, metavar="N",
+                    help="measure N freshly drawn layers instead of the campaign's (no "
+                         "microbenchmarks); see fresh_layers")
+    ap.add_argument("--seed", type=int, default=0, help="--fresh: seed of the draw")
+    ap.add_argument("--cases-file", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--dry-run", action="store_true",
+                    help="--fresh: print the draw and stop (no GPU)")
     ap.add_argument("--compile-only", action="store_true",
                     help="build every kernel and compile it with nvcc (no GPU), then stop")
     args = ap.parse_args(argv)
+    if args.fresh and (args.compile_only or args.dry_run):   # local checks of a draw, no GPU
+        from gpusim.specs import load_spec
+
+        spec = load_spec("h100")
+        layers, rejected = fresh_layers(args.fresh, args.seed, spec)
+        selected = fresh_cases(layers, args.seed, spec)
+        print(f"seed {args.seed}: {len(layers)} layers, {len(selected)} cases; rejected: "
+              f"{rejected}")
+        for layer in layers:
+            print("  hidden={} batch={} density={}".format(*layer))
+        return compile_only(selected=selected) if args.compile_only else 0
     if args.compile_only:
         return compile_only()
     if args.ncu_worker:
@@ -361,11 +493,27 @@ def main(argv: list[str] | None = None) -> int:
     spec = load_spec("h200" if "H200" in prov["gpu_name"] else "h100")
     clocks = ClockSampler()
     runner = Runner()
-    micro = run_microbenchmarks(runner, args.smoke)
-    _save(os.path.join(args.out, "microbench.json"),
-          {"format_version": FORMAT_VERSION, "provenance": prov, "results": micro})
+    fresh = None
+    if args.fresh:
+        if not 1 <= args.fresh <= 64 or args.seed < 0:
+            raise SystemExit(f"--fresh {args.fresh} --seed {args.seed}: accepted 1..64 layers "
+                             f"and a seed >= 0")
+        from gpusim.measurements import model_fingerprint
 
-    selected = cases()
+        layers, rejected = fresh_layers(args.fresh, args.seed, spec)
+        fresh = {"seed": args.seed, "n": args.fresh, "layers": layers, "rejected": rejected,
+                 "model_fingerprint": model_fingerprint(),
+                 "ranges": {"hidden": FRESH_HIDDEN, "batch": FRESH_BATCHES,
+                            "density": FRESH_DENSITY}}
+        print(f"[fresh] seed {args.seed}: {len(layers)} layers {layers}; "
+              f"{len(rejected)} draws rejected", flush=True)
+        selected = fresh_cases(layers, args.seed, spec)
+        micro = {}
+    else:
+        micro = run_microbenchmarks(runner, args.smoke)
+        _save(os.path.join(args.out, "microbench.json"),
+              {"format_version": FORMAT_VERSION, "provenance": prov, "results": micro})
+        selected = cases()
     if args.smoke:
         want = {"sparse_persistent-h1024-b4-d0.1-lamport-wide-naive",
                 "csr-h1024-b4-d0.1", "cublas-h1024-b4-d0.1", "cusparse-h1024-b4-d0.1"}
@@ -390,15 +538,12 @@ def main(argv: list[str] | None = None) -> int:
             rec["traceback"] = traceback.format_exc()[-2000:]
             print(f"[{i + 1}/{len(selected)}] {c['id']}: FAILED {rec['error']}", flush=True)
         results.append(rec)
-        _save(os.path.join(args.out, "campaign.json"),
-              {"format_version": FORMAT_VERSION, "provenance": prov,
-               "steps": [STEPS, SHORT_STEPS], "cases": results})
+        _save_campaign(args.out, prov, results, fresh)
     samples = clocks.stop(prov)
-    _save(os.path.join(args.out, "campaign.json"),
-          {"format_version": FORMAT_VERSION, "provenance": prov,
-               "steps": [STEPS, SHORT_STEPS], "cases": results})
-    _save(os.path.join(args.out, "microbench.json"),
-          {"format_version": FORMAT_VERSION, "provenance": prov, "results": micro})
+    _save_campaign(args.out, prov, results, fresh)
+    if not fresh:
+        _save(os.path.join(args.out, "microbench.json"),
+              {"format_version": FORMAT_VERSION, "provenance": prov, "results": micro})
     print(f"[clock] SM clock samples: n={len(samples)} median="
           f"{sorted(samples)[len(samples) // 2] if samples else None} MHz", flush=True)
     if not args.skip_ncu:
@@ -406,7 +551,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.smoke:
             only = "sparse_persistent-h1024-b4-d0.1-lamport-wide-naive,csr-h1024-b4-d0.1"
         try:
-            ncu = run_ncu(args.out, only=only, timeout=args.ncu_timeout)
+            ncu = run_ncu(args.out, only=only, timeout=args.ncu_timeout,
+                          selected=None if fresh is None else
+                          [c for c in selected if c["kind"] in KERNEL_KINDS_NCU])
         except Exception as exc:
             ncu = {"error": f"{type(exc).__name__}: {exc}"}
         ncu["provenance"] = prov
