@@ -274,7 +274,7 @@ def run_case(c: dict, runner, spec, repeats: int) -> tuple[dict, dict | None]:
 def launch_once(runner, kernel, inputs: dict, check_grid: bool = True) -> None:
     """Compile ``kernel``, launch it once on ``inputs`` and raise on its error flag (the launch
     an ``ncu`` worker profiles); ``check_grid``: require a co-resident grid first."""
-    comp = runner.compile(kernel)
+    comp = runner.compile(kernel, cooperative=check_grid)
     if check_grid:
         runner.check_grid(comp)
     bufs = runner.device_buffers(comp, inputs)

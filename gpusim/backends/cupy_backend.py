@@ -4,8 +4,10 @@ Rules (cuda_backend.md s1, s6):
 
 - Compiled with ``cupy.RawModule`` through NVRTC (options ``-arch`` chosen by CuPy); the module is
   cached per source text by :class:`Runner` (and by CuPy's disk cache across processes).
-- Every launch is **cooperative** (``enable_cooperative_groups=True``): the only guarantee that all
-  CTAs of a spinning kernel are co-resident. Before launching, the grid is checked against
+- Every launch of a kernel that spins (the persistent kernels, the microbenchmarks) is
+  **cooperative** (``enable_cooperative_groups=True``): the only guarantee that all CTAs of a
+  spinning kernel are co-resident; the CSR kernel (one launch per step, no spin) is an ordinary
+  launch, whose grid may exceed what fits at once. Before launching, the grid is checked against
   ``occupancyMaxActiveBlocksPerMultiprocessor x SMs`` and refused with :class:`CapacityError`;
   CuPy's own "grid size will be reduced" warning is turned into an error as well, so a grid is
   never silently shrunk.
@@ -93,18 +95,21 @@ class Runner:
         dev = self.cp.cuda.Device()
         self.sm_count = int(dev.attributes["MultiProcessorCount"])
 
-    def compile(self, kernel) -> Compiled:
+    def compile(self, kernel, cooperative: bool = True) -> Compiled:
+        """Compile ``kernel`` (cached). ``cooperative``: launch it with the co-residency guarantee
+        (the persistent kernels); the one-step-per-launch CSR kernel is an ordinary launch, so a
+        grid larger than what fits at once is queued as usual."""
         import time
 
         src = generate(kernel)
         # the buffers' sizes are not in the code: two kernels of one code may differ in them
         sizes = ",".join(f"{b.name}:{b.size}" for b in kernel.global_buffers)
-        key = hashlib.sha256((src.code + sizes).encode()).hexdigest()
+        key = hashlib.sha256((src.code + sizes + f"|coop={cooperative}").encode()).hexdigest()
         if key in self._cache:
             return self._cache[key]
         t0 = time.perf_counter()
         mod = self.cp.RawModule(code=src.code, options=("--std=c++17",),
-                                enable_cooperative_groups=True)
+                                enable_cooperative_groups=cooperative)
         fn = mod.get_function(src.name)
         if src.smem_bytes > 48 * 1024:
             fn.max_dynamic_shared_size_bytes = src.smem_bytes
@@ -280,7 +285,7 @@ def run_csr_program(program, *, repeats: int = 10, warmup: int = 2, seed: int = 
     cp = runner.cp
     T, n, b = program.timesteps, program.hidden, program.batch
     Ts = short_steps if short_steps is not None else max(1, T // 8)
-    comp = runner.compile(program.kernel)
+    comp = runner.compile(program.kernel, cooperative=False)
     bufs0 = runner.device_buffers(comp, program.step_inputs(0, program.layer.h0))
     hseq = cp.zeros((T + 1, n * b), cp.float32)
     hseq[0] = cp.asarray(np.asarray(program.layer.h0, np.float32).reshape(-1))
