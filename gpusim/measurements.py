@@ -232,18 +232,27 @@ _SPEC_TEXT_KEYS = frozenset({"source", "calibration", "note", "unit", "type"})
 
 
 def _python_meaning(text: str) -> str:
-    """The AST of a Python source without docstrings: comments, layout and docstrings do not
-    change a prediction, so they do not change the fingerprint."""
+    """A Python source without its comments, docstrings and blank lines: those do not change a
+    prediction, so they do not change the fingerprint. (Line ranges from the AST and comment
+    positions from the tokenizer; the text itself is hashed, since the AST's shape and the
+    tokens of f-strings differ between Python versions.)"""
     import ast
+    import io
+    import tokenize
 
-    tree = ast.parse(text)
-    for node in ast.walk(tree):
+    lines = text.splitlines()
+    for node in ast.walk(ast.parse(text)):
         body = getattr(node, "body", None)
         if (isinstance(body, list) and body and isinstance(body[0], ast.Expr)
                 and isinstance(body[0].value, ast.Constant)
                 and isinstance(body[0].value.value, str)):
-            node.body = body[1:] or [ast.Pass()]
-    return ast.dump(tree)
+            for i in range(body[0].lineno - 1, body[0].end_lineno):
+                lines[i] = ""
+    for t in tokenize.generate_tokens(io.StringIO(text).readline):
+        if t.type == tokenize.COMMENT:
+            row, col = t.start
+            lines[row - 1] = lines[row - 1][:col]
+    return "\n".join(ln.rstrip() for ln in lines if ln.strip())
 
 
 def _spec_meaning(text: str) -> str:

@@ -27,7 +27,10 @@ import argparse
 import math
 from pathlib import Path
 
+import sys
+
 from gpusim.cli.common import emit_json, positive_int
+from gpusim.samples import IN_SAMPLE, OUT_OF_SAMPLE
 from kernels_ir.errors import InputError
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "measurements" / "h100"
@@ -37,7 +40,15 @@ LIB_KINDS = ("cublas", "cusparse")
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", default=str(DEFAULT_DATA),
-                   help="campaign directory (campaign.json, ncu.json); default measurements/h100")
+                   help="campaign directory (campaign.json, ncu.json) and its fresh_*/ draws; "
+                        "default measurements/h100")
+    p.add_argument("--fresh", action=argparse.BooleanOptionalAction, default=True,
+                   help="also read the fresh draws (fresh_*/) under --data")
+    p.add_argument("--speedup", action="store_true",
+                   help="also cross-check the predicted speedup per layer (gpusim predict with "
+                        "the model and the simulator on every recorded layer; slow)")
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="progress on stderr (default: when stderr is a terminal)")
     p.add_argument("--plot", default=None, help="write predicted vs measured (log-log) to FILE.png")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("--every", type=positive_int("every"), default=1,
@@ -114,58 +125,94 @@ def _ape(pred: float, meas: float) -> float:
     return abs(pred - meas) / meas
 
 
-def run_crosscheck(data: str | Path, *, every: int = 1, kinds: tuple[str, ...] | None = None
-                   ) -> dict:
-    """Predict every (selected) recorded case; return per-case rows and the summary."""
+def run_crosscheck(data: str | Path, *, every: int = 1, kinds: tuple[str, ...] | None = None,
+                   include_fresh: bool = True, progress: bool = False) -> dict:
+    """Predict every (selected) recorded case of ``data`` (a campaign directory and its fresh
+    draws, :func:`gpusim.samples.draws`); return per-case rows and the summary, overall and per
+    sample (in sample / out of sample, :mod:`gpusim.samples`)."""
     from scipy.stats import spearmanr
 
     from gpusim.measurements import BANK_METRICS, kernel_staleness, load_campaign
+    from gpusim.samples import draws, family
     from gpusim.specs import load_spec
 
-    camp = load_campaign(data)
-    spec = load_spec(camp.spec_name)
-    steps = camp.ncu_steps or 4
-    cases = [c for c in camp.ok_cases if kinds is None or c["kind"] in kinds][::every]
+    groups = draws(data, include_fresh=include_fresh)
     rows = []
-    stale, skipped = {}, {}
-    for c in cases:
-        why = kernel_staleness(c, spec)
-        if why is not None:
-            stale[c["id"]] = why
-            continue
-        if c["kind"] in SIM_KINDS:
-            pred = predict_case(c, spec, steps)
-        else:
-            try:
-                pred = predict_library(c, spec)
-            except InputError as exc:
-                skipped[c["id"]] = str(exc)
+    stale, skipped, mismatched = {}, {}, {}
+    specs, gpus, versions = set(), set(), set()
+    draw_info = []
+    for g in groups:
+        camp = load_campaign(g.path)
+        spec = load_spec(camp.spec_name)
+        specs.add(spec.name)
+        gpus.add(camp.provenance["gpu_name"])
+        versions.add(camp.format_version)
+        steps = camp.ncu_steps or 4
+        cases = [c for c in camp.ok_cases if kinds is None or c["kind"] in kinds][::every]
+        not_ok = [c for c in camp.cases if c["status"] == "ok" and
+                  not c["result"].get("values_ok", True)]
+        for c in not_ok:   # measured with wrong values: never scored
+            mismatched[c["id"]] = "values_ok is false in the record"
+        cases = [c for c in cases if c["result"].get("values_ok", True)]
+        draw_info.append({"draw": g.name, "path": str(g.path), "sample": g.sample, "why": g.why,
+                          "cases": len(cases)})
+        for i, c in enumerate(cases):
+            if progress:
+                print(f"\r[{g.name}] {i + 1}/{len(cases)} {c['id'][:60]:60s}", end="",
+                      file=sys.stderr, flush=True)
+            key = c["id"] if g.name == "campaign" else f"{g.name}/{c['id']}"
+            why = kernel_staleness(c, spec)
+            if why is not None:
+                stale[key] = why
                 continue
-        meas = c["result"]["per_step_s"]
-        row = {"id": c["id"], "kind": c["kind"], "measured_s": meas,
-               "predicted_s": pred["per_step_s"], "source": pred["source"],
-               "ape": _ape(pred["per_step_s"], meas)}
-        if pred.get("model_s") is not None:
-            row["model_s"] = pred["model_s"]
-            row["model_ape"] = _ape(pred["model_s"], meas)
-        ncu = camp.ncu.get(c["id"])
-        if ncu is not None and pred["source"] == "simulator":
-            for key, metric in BANK_METRICS.items():
-                row[f"{key}_measured"] = int(ncu[metric])
-                row[f"{key}_predicted"] = pred[key]
-            row["conflicts_match"] = (row["conflicts_ld_measured"] == pred["conflicts_ld"] and
-                                      row["conflicts_st_measured"] == pred["conflicts_st"])
-            row["conflicts_ld_match"] = row["conflicts_ld_measured"] == pred["conflicts_ld"]
-        rows.append(row)
+            if c["kind"] in SIM_KINDS:
+                pred = predict_case(c, spec, steps)
+            else:
+                try:
+                    pred = predict_library(c, spec)
+                except InputError as exc:
+                    skipped[key] = str(exc)
+                    continue
+            meas = c["result"]["per_step_s"]
+            row = {"id": key, "kind": c["kind"], "family": family(c), "draw": g.name,
+                   "sample": g.sample, "hidden": c["hidden"], "batch": c["batch"],
+                   "density": c["density"], "measured_s": meas,
+                   "predicted_s": pred["per_step_s"], "source": pred["source"],
+                   "ape": _ape(pred["per_step_s"], meas),
+                   "signed": pred["per_step_s"] / meas - 1.0}
+            for k in ("sync", "wide_loads", "layout"):
+                if k in c:
+                    row[k] = c[k]
+            if pred.get("model_s") is not None:
+                row["model_s"] = pred["model_s"]
+                row["model_ape"] = _ape(pred["model_s"], meas)
+            ncu = camp.ncu.get(c["id"])
+            if ncu is not None and pred["source"] == "simulator":
+                for k, metric in BANK_METRICS.items():
+                    row[f"{k}_measured"] = int(ncu[metric])
+                    row[f"{k}_predicted"] = pred[k]
+                row["conflicts_match"] = (row["conflicts_ld_measured"] == pred["conflicts_ld"]
+                                          and row["conflicts_st_measured"] ==
+                                          pred["conflicts_st"])
+                row["conflicts_ld_match"] = row["conflicts_ld_measured"] == pred["conflicts_ld"]
+            rows.append(row)
+        if progress:
+            print(file=sys.stderr)
     if not rows:
         raise InputError(f"no recorded case in {data} could be predicted (kinds={kinds}; "
                          f"{len(stale)} stale)")
     summary = _summarise(rows, spearmanr)
+    summary["samples"] = {}
+    for label in (IN_SAMPLE, OUT_OF_SAMPLE):
+        sel = [r for r in rows if r["sample"] == label]
+        if sel:
+            summary["samples"][label] = _summarise(sel, spearmanr)
     summary.update({"stale": len(stale), "stale_cases": stale,
                     "skipped": len(skipped), "skipped_cases": skipped,
-                    "format_version": camp.format_version, "data": str(data),
-                    "gpu": camp.provenance["gpu_name"], "spec": spec.name,
-                    "ncu_steps": steps, "every": every, "rows": rows})
+                    "values_mismatch_cases": mismatched,
+                    "format_version": min(versions), "data": str(data),
+                    "gpu": ", ".join(sorted(gpus)), "spec": ", ".join(sorted(specs)),
+                    "draws": draw_info, "every": every, "rows": rows})
     return summary
 
 
@@ -179,20 +226,25 @@ def _summarise(rows, spearmanr) -> dict:
                                [r["measured_s"] for r in rs]).statistic)
                if len(rs) > 2 else float("nan"))
         return {"cases": len(rs), "mape": sum(apes) / len(apes), "max_ape": worst["ape"],
-                "worst": worst["id"], "spearman": rho}
+                "worst": worst["id"], "spearman": rho,
+                "mean_signed": sum(r["predicted_s"] / r["measured_s"] - 1 for r in rs) / len(rs)}
 
     out = stats(rows)
     out["by_source"] = {s: stats([r for r in rows if r["source"] == s])
                         for s in ("simulator", "analytical")}
     out["by_kind"] = {k: stats([r for r in rows if r["kind"] == k])
                       for k in sorted({r["kind"] for r in rows})}
+    out["by_family"] = {k: stats([r for r in rows if r["family"] == k])
+                        for k in sorted({r["family"] for r in rows})}
     # the analytical model on the same simulator cases: its error next to the simulator's
     both = [r for r in rows if "model_s" in r]
+    model_rows = [{**r, "predicted_s": r["model_s"], "ape": r["model_ape"]} for r in both]
     out["model_vs_simulator"] = None if not both else {
         "cases": len(both),
         "simulator": stats(both),
-        "model": stats([{**r, "predicted_s": r["model_s"], "ape": r["model_ape"]}
-                        for r in both]),
+        "model": stats(model_rows),
+        "model_by_family": {k: stats([r for r in model_rows if r["family"] == k])
+                            for k in sorted({r["family"] for r in model_rows})},
     }
     counted = [r for r in rows if "conflicts_match" in r]
     out["bank_conflict_cases"] = len(counted)
@@ -238,7 +290,13 @@ def main(args) -> int:
         if bad:
             raise InputError(f"--kinds {bad[0]!r} is unknown; accepted: "
                              f"{', '.join(SIM_KINDS + LIB_KINDS)}")
-    s = run_crosscheck(args.data, every=args.every, kinds=kinds)
+    progress = sys.stderr.isatty() if args.progress is None else args.progress
+    s = run_crosscheck(args.data, every=args.every, kinds=kinds, include_fresh=args.fresh,
+                       progress=progress)
+    if args.speedup:
+        from gpusim.speedup_check import check_speedups
+
+        s["speedup"] = check_speedups(args.data, include_fresh=args.fresh, progress=progress)
     if args.plot:
         plot(s, args.plot)
     if args.json:
@@ -275,4 +333,22 @@ def main(args) -> int:
     print(f"bank conflicts: {s['bank_conflict_cases'] - s['bank_conflict_mismatches']} of "
           f"{s['bank_conflict_cases']} cases match Nsight Compute exactly (loads only: "
           f"{s['bank_conflict_cases'] - s['bank_conflict_ld_mismatches']})")
+    for cid, why in s["values_mismatch_cases"].items():
+        print(f"{cid:58s} not scored: {why}")
+    print()
+    for d in s["draws"]:
+        print(f"  {d['draw']:28s} {d['sample']:14s} {d['cases']:4d} cases ({d['why']})")
+    for label, st in s["samples"].items():
+        sim = st["by_source"]["simulator"]
+        print(f"{label}: {st['cases']} cases, MAPE {100 * st['mape']:.1f}%"
+              + (f"; simulator {sim['cases']} kernel cases MAPE {100 * sim['mape']:.1f}%, "
+                 f"Spearman {sim['spearman']:.3f}" if sim else ""))
+        for fam, f in st["by_family"].items():
+            print(f"    {fam:20s} {f['cases']:4d} cases  MAPE {100 * f['mape']:5.1f}%  "
+                  f"mean signed {100 * f['mean_signed']:+5.1f}%")
+    if "speedup" in s:
+        from gpusim.speedup_check import print_speedups
+
+        print()
+        print_speedups(s["speedup"])
     return 0

@@ -1,0 +1,159 @@
+"""The main job cross-checked: ``gpusim predict``'s speedup per recorded layer against the GPU's.
+
+For every layer of a campaign directory (and its fresh draws, :mod:`gpusim.samples`) on which the
+four sparse persistent variants that ``gpusim predict`` reports were all measured, the measured
+speedup is the per-step time of the best of them over the best of every other measured kernel
+(dense persistent where it fits, the CSR row-per-warp kernel, cuBLAS, cuSPARSE): the same
+"best persistent over next best" that ``predict`` prints. ``predict`` is then run on the same
+layer exactly as a user would run it (``models.analytical.predict_layer``, default seed), with the
+analytical model and with the simulator, and its speedup and the names it gives compared.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+__all__ = ["PREDICT_NAME", "measured_layers", "check_speedups"]
+
+
+def predict_name(case: dict) -> str | None:
+    """The ``gpusim predict`` row a recorded case measures (None: a variant predict omits)."""
+    kind = case["kind"]
+    if kind == "sparse_persistent":
+        key = (case["sync"], bool(case["wide_loads"]), case["layout"])
+        return {("barrier", False, "naive"): "sparse-naive",
+                ("barrier", True, "naive"): "sparse-wide",
+                ("barrier", True, "optimal"): "sparse-bank",
+                ("lamport", True, "optimal"): "sparse-lamport"}.get(key)
+    if kind == "dense_persistent":
+        return "dense-persistent"
+    return {"csr": "csr-row-per-warp", "cublas": "cublas", "cusparse": "cusparse"}[kind]
+
+
+PREDICT_NAME = predict_name
+SPARSE = ("sparse-naive", "sparse-wide", "sparse-bank", "sparse-lamport")
+BASELINES = ("csr-row-per-warp", "cublas", "cusparse")
+
+
+def measured_layers(cases) -> dict[tuple[int, int, float], dict[str, float]]:
+    """layer -> {predict row name: measured per-step s} for layers with all of :data:`SPARSE`
+    and of the per-step baselines measured (values checked): a layer missing one of them would
+    compare against a slower alternative than the one a user has."""
+    out: dict = {}
+    for c in cases:
+        if c["status"] != "ok" or not c["result"].get("values_ok", True):
+            continue
+        name = predict_name(c)
+        if name is None:
+            continue
+        out.setdefault((int(c["hidden"]), int(c["batch"]), float(c["density"])), {})[name] = \
+            float(c["result"]["per_step_s"])
+    need = SPARSE + BASELINES
+    return {k: v for k, v in out.items() if all(s in v for s in need)}
+
+
+def _best(times: dict, names) -> tuple[str, float]:
+    cand = [(times[n], n) for n in names if n in times and times[n] is not None]
+    t, n = min(cand)
+    return n, t
+
+
+def check_speedups(data, *, engines=("model", "sim"), include_fresh: bool = True,
+                   sample_steps: int = 3, progress: bool = False) -> dict:
+    """Per-layer speedup rows and their summary per sample and engine."""
+    from gpusim.cli.predict import simulator
+    from gpusim.measurements import load_campaign
+    from gpusim.samples import IN_SAMPLE, OUT_OF_SAMPLE, draws
+    from gpusim.specs import load_spec
+    from models.analytical import predict_layer
+
+    rows = []
+    for g in draws(data, include_fresh=include_fresh):
+        camp = load_campaign(g.path)
+        spec = load_spec(camp.spec_name)
+        layers = measured_layers(camp.cases)
+        for i, ((h, b, d), times) in enumerate(sorted(layers.items())):
+            if progress:
+                print(f"\r[{g.name}] layer {i + 1}/{len(layers)} h{h} b{b} d{d}      ", end="",
+                      file=sys.stderr, flush=True)
+            others = [n for n in times if n not in SPARSE]
+            bp, tp = _best(times, SPARSE)
+            nb, tn = _best(times, others)
+            row = {"draw": g.name, "sample": g.sample, "hidden": h, "batch": b, "density": d,
+                   "measured": {"best_persistent": bp, "next_best": nb, "speedup": tn / tp,
+                                "fastest": bp if tp <= tn else nb, "times_s": times}}
+            for eng in engines:
+                rep = predict_layer(spec, h, b, d, timesteps=1, engine=eng,
+                                    simulator=simulator(sample_steps) if eng == "sim" else None)
+                fastest = None
+                if rep.speedup is not None:
+                    fastest = rep.best_persistent if rep.speedup >= 1 else rep.next_best
+                sp = rep.speedup
+                row[eng] = {"best_persistent": rep.best_persistent, "next_best": rep.next_best,
+                            "speedup": sp, "fastest": fastest,
+                            "ape": None if sp is None else abs(sp / row["measured"]["speedup"]
+                                                               - 1),
+                            "ratio": None if sp is None else row["measured"]["speedup"] / sp,
+                            "persistent_named": rep.best_persistent == bp,
+                            "fastest_named": fastest == row["measured"]["fastest"],
+                            "times_s": {r.name: r.per_step_s for r in rep.rows}}
+            rows.append(row)
+        if progress:
+            print(file=sys.stderr)
+    summary = {"engines": list(engines), "rows": rows, "samples": {}}
+    for label in (IN_SAMPLE, OUT_OF_SAMPLE):
+        sel = [r for r in rows if r["sample"] == label]
+        if not sel:
+            continue
+        per = {"layers": len(sel)}
+        for eng in engines:
+            ok = [r[eng] for r in sel if r[eng]["ape"] is not None]
+            apes = np.array([x["ape"] for x in ok])
+            ratios = np.array([x["ratio"] for x in ok])
+            per[eng] = {
+                "layers": len(ok),
+                "speedup_mape": float(apes.mean()) if ok else None,
+                "speedup_max_ape": float(apes.max()) if ok else None,
+                "fastest_named": sum(x["fastest_named"] for x in ok),
+                "persistent_named": sum(x["persistent_named"] for x in ok),
+                # measured / predicted speedup: the band a prediction's range is drawn from
+                "ratio_p10": float(np.percentile(ratios, 10)) if ok else None,
+                "ratio_p90": float(np.percentile(ratios, 90)) if ok else None,
+                "ratio_min": float(ratios.min()) if ok else None,
+                "ratio_max": float(ratios.max()) if ok else None,
+            }
+        summary["samples"][label] = per
+    return summary
+
+
+def print_speedups(s: dict) -> None:
+    engines = s["engines"]
+    head = f"{'draw':28s} {'layer':22s} {'measured':>22s}"
+    for e in engines:
+        head += f" {('predict --engine ' + e):>30s}"
+    print(head)
+    for r in s["rows"]:
+        m = r["measured"]
+        line = (f"{r['draw'][:28]:28s} h{r['hidden']:<5d} b{r['batch']} d{r['density']:<8g} "
+                f"{m['speedup']:5.2f}x {m['best_persistent']:>15s}")
+        for e in engines:
+            p = r[e]
+            if p["speedup"] is None:
+                line += f" {'-':>30s}"
+            else:
+                mark = "" if p["persistent_named"] else "*"
+                line += (f" {p['speedup']:5.2f}x ({100 * p['ape']:4.0f}%) "
+                         f"{p['best_persistent'] + mark:>15s}")
+        print(line)
+    print("(* = the fastest persistent variant named differently from the GPU's)")
+    for label, per in s["samples"].items():
+        for e in engines:
+            st = per[e]
+            if not st["layers"]:
+                continue
+            print(f"{label}, --engine {e}: {st['layers']} layers, speedup MAPE "
+                  f"{100 * st['speedup_mape']:.1f}% (worst {100 * st['speedup_max_ape']:.0f}%), "
+                  f"fastest kernel named in {st['fastest_named']}/{st['layers']}, fastest "
+                  f"persistent variant in {st['persistent_named']}/{st['layers']}")
