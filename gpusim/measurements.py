@@ -14,6 +14,7 @@ file; nothing downstream sees a half-valid record.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from dataclasses import dataclass
@@ -276,11 +277,18 @@ def model_fingerprint(root: Path | str | None = None) -> str:
     the draw may have guided the change and counts as in sample.
     """
     root = Path(root) if root is not None else Path(__file__).resolve().parents[1]
+    files = [f for pattern in MODEL_SOURCES for f in sorted(root.glob(pattern))]
+    stamp = tuple((str(f), f.stat().st_mtime_ns, f.stat().st_size) for f in files)
+    return _fingerprint(root, stamp)
+
+
+@functools.lru_cache(maxsize=8)
+def _fingerprint(root: Path, stamp: tuple) -> str:
     h = hashlib.sha256()
-    for pattern in MODEL_SOURCES:
-        for f in sorted(root.glob(pattern)):
-            rel = f.relative_to(root).as_posix()
-            text = f.read_text()
-            meaning = _spec_meaning(text) if f.suffix == ".toml" else _python_meaning(text)
-            h.update(rel.encode() + b"\0" + meaning.encode() + b"\0")
+    for name, _, _ in stamp:
+        f = Path(name)
+        rel = f.relative_to(root).as_posix()
+        text = f.read_text()
+        meaning = _spec_meaning(text) if f.suffix == ".toml" else _python_meaning(text)
+        h.update(rel.encode() + b"\0" + meaning.encode() + b"\0")
     return h.hexdigest()

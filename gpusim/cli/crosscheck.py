@@ -47,6 +47,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--speedup", action="store_true",
                    help="also cross-check the predicted speedup per layer (gpusim predict with "
                         "the model and the simulator on every recorded layer; slow)")
+    p.add_argument("--write-bands", action="store_true",
+                   help="with --speedup: record the out-of-sample error bands that gpusim "
+                        "predict prints (gpusim/specs/error_bands.json)")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="progress on stderr (default: when stderr is a terminal)")
     p.add_argument("--plot", default=None, help="write predicted vs measured (log-log) to FILE.png")
@@ -282,6 +285,22 @@ def plot(summary: dict, path: str) -> None:
     plt.close(fig)
 
 
+def _write_bands(s: dict) -> None:
+    import json
+
+    from gpusim.measurements import model_fingerprint
+    from gpusim.uncertainty import BANDS_FILE, bands_from, load_bands
+
+    try:
+        b = bands_from(s, s["speedup"], model_fingerprint())
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+    allb = load_bands()
+    allb[s["spec"]] = b
+    BANDS_FILE.write_text(json.dumps(allb, indent=1, sort_keys=True) + "\n")
+    print(f"error bands of {s['spec']} written to {BANDS_FILE}", file=sys.stderr)
+
+
 def main(args) -> int:
     kinds = None
     if args.kinds:
@@ -297,6 +316,11 @@ def main(args) -> int:
         from gpusim.speedup_check import check_speedups
 
         s["speedup"] = check_speedups(args.data, include_fresh=args.fresh, progress=progress)
+    if args.write_bands:
+        if not args.speedup or args.every != 1 or args.kinds:
+            raise InputError("--write-bands needs --speedup and every case (no --every, no "
+                             "--kinds)")
+        _write_bands(s)
     if args.plot:
         plot(s, args.plot)
     if args.json:

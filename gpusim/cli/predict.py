@@ -116,25 +116,36 @@ def main(args) -> int:
     rep = predict_layer(spec, args.hidden, args.batch, args.density, timesteps=args.timesteps,
                         cell=args.cell, dtype=args.dtype, engine=args.engine, seed=args.seed,
                         simulator=simulator(args.sample_steps) if args.engine == "sim" else None)
+    from gpusim.uncertainty import annotate
+
+    unc = annotate(rep)
     if args.json:
-        emit_json(rep.as_dict())
+        emit_json({**rep.as_dict(), "uncertainty": unc.as_dict()})
         return 0
     print(f"{spec.full_name}: hidden={rep.hidden} batch={rep.batch} density={rep.density:g} "
           f"cell={rep.cell} dtype={rep.dtype} timesteps={rep.timesteps}")
-    print(f"{'kernel':18s} {'fits':4s} {'per step us':>11s} {'total us':>10s}  engine / limit")
+    print(f"{'kernel':18s} {'fits':4s} {'per step us':>11s} {'80% band us':>13s} "
+          f"{'total us':>10s}  engine / limit")
     for r in rep.rows:
         if r.fits:
             extra = r.engine + (f", {r.bound}-bound" if r.bound else "")
-            print(f"{r.name:18s} {'yes':4s} {_fmt_us(r.per_step_s):>11s} "
+            band = unc.rows.get(r.name)
+            bt = "" if band is None else f"{band[0] * 1e6:.2f}-{band[1] * 1e6:.2f}"
+            print(f"{r.name:18s} {'yes':4s} {_fmt_us(r.per_step_s):>11s} {bt:>13s} "
                   f"{_fmt_us(r.total_s):>10s}  {extra}")
         else:
-            print(f"{r.name:18s} {'no':4s} {'-':>11s} {'-':>10s}  {r.reason}")
+            print(f"{r.name:18s} {'no':4s} {'-':>11s} {'':>13s} {'-':>10s}  {r.reason}")
     if rep.speedup is not None:
+        rng = "" if unc.speedup is None else f" ({unc.speedup[0]:.2f}-{unc.speedup[1]:.2f})"
         print(f"best persistent: {rep.best_persistent}; next best: {rep.next_best}; "
-              f"speedup {rep.speedup:.2f}x")
+              f"speedup {rep.speedup:.2f}x{rng}")
     else:
         print("no speedup: " + ("no sparse persistent kernel fits" if rep.best_persistent is None
                                 else "no alternative fits"))
     if rep.note:
         print(f"note: {rep.note}")
+    for n in unc.notes:
+        print(f"note: {n}")
+    if unc.basis:
+        print(f"bands: {unc.basis}")
     return 0

@@ -1,0 +1,155 @@
+"""How far ``gpusim predict`` can be trusted: error bands measured out of sample.
+
+``gpusim crosscheck --speedup --write-bands`` derives, from the fresh draws that are out of sample
+(:mod:`gpusim.samples`: random layers measured on a GPU after the last model change), the ratio
+measured / predicted of
+
+- every kernel family's per-step time (sparse barrier, sparse Lamport, dense persistent, CSR,
+  cuBLAS, cuSPARSE), per engine (the analytical model, the simulator), and
+- the speedup that ``predict`` reports (best sparse persistent over the next best), per engine,
+
+and keeps its 10th and 90th percentiles with the validated ranges of hidden, batch and density
+in ``gpusim/specs/error_bands.json``. :func:`annotate` turns them into ranges for one prediction:
+a per-step time ``t`` becomes ``t * p10 .. t * p90``, a speedup ``s`` becomes ``s * p10 .. s *
+p90``, with a plain note when the layer or the GPU lies outside what was validated. The bands
+are only as good as the draws behind them (their count is in the file and in the note).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["BANDS_FILE", "Uncertainty", "annotate", "load_bands", "bands_from",
+           "row_family"]
+
+BANDS_FILE = Path(__file__).resolve().parent / "specs" / "error_bands.json"
+
+
+def row_family(name: str) -> str:
+    """The family of a ``predict`` row (the names :mod:`gpusim.samples` keeps bands under)."""
+    if name == "sparse-lamport":
+        return "sparse lamport"
+    if name.startswith("sparse-"):
+        return "sparse barrier"
+    return {"dense-persistent": "dense persistent"}.get(name, name)
+
+
+def load_bands(path: Path | str = BANDS_FILE) -> dict:
+    """{gpu spec name: bands}; {} when no bands were recorded."""
+    p = Path(path)
+    if not p.exists():
+        return {}
+    return json.loads(p.read_text())
+
+
+@dataclass(frozen=True)
+class Uncertainty:
+    rows: dict = field(default_factory=dict)     # kernel name -> (lo_s, hi_s)
+    speedup: tuple | None = None                 # (lo, hi)
+    notes: tuple = ()
+    basis: str = ""                              # where the bands come from
+
+    def as_dict(self) -> dict:
+        return {"per_step_range_s": {k: list(v) for k, v in self.rows.items()},
+                "speedup_range": None if self.speedup is None else list(self.speedup),
+                "notes": list(self.notes), "basis": self.basis}
+
+
+def annotate(report, bands: dict | None = None) -> Uncertainty:
+    """Ranges for the rows and the speedup of a ``models.analytical.Report``."""
+    from gpusim.measurements import model_fingerprint
+
+    bands = load_bands() if bands is None else bands
+    notes = []
+    gpu = report.gpu
+    b = bands.get(gpu)
+    if b is None:
+        if not bands:
+            return Uncertainty(notes=("no out-of-sample measurement is recorded: the prediction "
+                                      "carries no error band",))
+        src = "h100" if "h100" in bands else sorted(bands)[0]
+        b = bands[src]
+        notes.append(f"no {gpu} was ever measured: the bands are the {src}'s out-of-sample "
+                     f"errors, which assumes the mechanisms transfer (spec values of the {gpu} "
+                     f"are from the literature, see gpusim specs)")
+    if b.get("model_fingerprint") != model_fingerprint():
+        notes.append("the model changed after these bands were measured: they describe an "
+                     "earlier model (re-measure a fresh draw)")
+    r = b["ranges"]
+    out = []
+    if not r["hidden"][0] <= report.hidden <= r["hidden"][1]:
+        out.append(f"hidden={report.hidden} (validated {r['hidden'][0]}..{r['hidden'][1]})")
+    if report.batch not in r["batch"]:
+        out.append(f"batch={report.batch} (validated {r['batch']})")
+    if not r["density"][0] <= report.density <= r["density"][1]:
+        out.append(f"density={report.density:g} (validated {r['density'][0]:g}.."
+                   f"{r['density'][1]:g})")
+    if report.cell != "rnn" or report.dtype != "fp32":
+        out.append(f"cell={report.cell} dtype={report.dtype} (validated rnn fp32)")
+    if out:
+        notes.append("outside what was validated: " + ", ".join(out))
+    eng = "sim" if report.engine == "sim" else "model"
+    fam = b["families"].get(eng, {})
+    rows = {}
+    for row in report.rows:
+        if row.per_step_s is None:
+            continue
+        key = "sim" if row.engine == "sim" else "model"
+        f = b["families"].get(key, {}).get(row_family(row.name)) or fam.get(row_family(row.name))
+        if f:
+            rows[row.name] = (row.per_step_s * f["ratio_p10"], row.per_step_s * f["ratio_p90"])
+    sp = None
+    s = b["speedup"].get(eng)
+    if report.speedup is not None and s:
+        sp = (report.speedup * s["ratio_p10"], report.speedup * s["ratio_p90"])
+    basis = (f"10th-90th percentile of measured/predicted over {b['layers']} out-of-sample "
+             f"layers on the {b['gpu_name']} ({b['draws']}, measured {b['date']})")
+    return Uncertainty(rows, sp, tuple(notes), basis)
+
+
+def bands_from(crosscheck: dict, speedup: dict, fingerprint: str) -> dict:
+    """The bands of one GPU from an out-of-sample ``crosscheck --speedup`` summary."""
+    from gpusim.samples import OUT_OF_SAMPLE
+
+    rows = [r for r in crosscheck["rows"] if r["sample"] == OUT_OF_SAMPLE]
+    lays = [r for r in speedup["rows"] if r["sample"] == OUT_OF_SAMPLE]
+    if not rows or not lays:
+        raise ValueError("no out-of-sample draw: bands need a fresh draw measured with today's "
+                         "model")
+
+    def band(ratios):
+        a = np.asarray(ratios, dtype=float)
+        return {"ratio_p10": float(np.percentile(a, 10)), "ratio_p90": float(np.percentile(a, 90)),
+                "mape": float(np.mean(np.abs(1 / a - 1))), "n": int(a.size)}
+
+    fams: dict = {"sim": {}, "model": {}}
+    for f in sorted({r["family"] for r in rows}):
+        sel = [r for r in rows if r["family"] == f]
+        sim = [r["measured_s"] / r["predicted_s"] for r in sel if r["source"] == "simulator"]
+        mod = [r["measured_s"] / (r["model_s"] if "model_s" in r else r["predicted_s"])
+               for r in sel if "model_s" in r or r["source"] == "analytical"]
+        if sim:
+            fams["sim"][f] = band(sim)
+        elif mod:   # the libraries: both engines price them with the model
+            fams["sim"][f] = band(mod)
+        if mod:
+            fams["model"][f] = band(mod)
+    sp = {}
+    for eng in speedup["engines"]:
+        ratios = [r[eng]["ratio"] for r in lays if r[eng]["ratio"] is not None]
+        if ratios:
+            sp[eng] = band(ratios)
+    draws = sorted({r["draw"] for r in lays})
+    dates = sorted({d["path"] for d in crosscheck["draws"] if d["sample"] == OUT_OF_SAMPLE})
+    return {"gpu_name": crosscheck["gpu"], "draws": ", ".join(draws), "date": ", ".join(
+            Path(p).name.split("_")[1] for p in dates if "_" in Path(p).name),
+            "layers": len(lays), "model_fingerprint": fingerprint,
+            "ranges": {"hidden": [min(r["hidden"] for r in lays), max(r["hidden"] for r in lays)],
+                       "batch": sorted({r["batch"] for r in lays}),
+                       "density": [min(r["density"] for r in lays),
+                                   max(r["density"] for r in lays)]},
+            "families": fams, "speedup": sp}

@@ -1,0 +1,144 @@
+"""In sample / out of sample: the model fingerprint, the draw labels, the speedup per layer and
+the error bands that ``gpusim predict`` prints."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gpusim.measurements import _python_meaning, model_fingerprint
+from gpusim.samples import IN_SAMPLE, OUT_OF_SAMPLE, draws, family
+from gpusim.speedup_check import measured_layers, predict_name
+from gpusim.uncertainty import annotate, bands_from, row_family
+from kernels_ir.errors import InputError
+
+
+def test_fingerprint_ignores_comments_docstrings_and_blank_lines():
+    src = 'def f(x):\n    """doc"""\n    return x + 1  # one\n'
+    same = 'def f(x):\n    """other doc,\n    two lines"""\n\n    # a comment\n    return x + 1\n'
+    other = 'def f(x):\n    """doc"""\n    return x + 2\n'
+    assert _python_meaning(src) == _python_meaning(same)
+    assert _python_meaning(src) != _python_meaning(other)
+    # a '#' inside a string is code, not a comment
+    assert _python_meaning('s = "a#b"\n') != _python_meaning('s = "a"\n')
+
+
+def test_fingerprint_follows_model_sources(tmp_path):
+    for rel in ("gpusim/engine", "models", "kernels_ir/kernels", "gpusim/specs"):
+        (tmp_path / rel).mkdir(parents=True)
+    (tmp_path / "gpusim/engine/unit.py").write_text("LATENCY = 4  # cycles\n")
+    (tmp_path / "gpusim/specs/g.toml").write_text(
+        '[params]\nclock_hz = { value = 1.0, source = "a" }\n')
+    fp = model_fingerprint(tmp_path)
+    (tmp_path / "gpusim/specs/g.toml").write_text(
+        '[params]\nclock_hz = { value = 1.0, source = "a better citation" }\n')
+    assert model_fingerprint(tmp_path) == fp          # a citation is not the model
+    (tmp_path / "gpusim/engine/unit.py").write_text("LATENCY = 5  # cycles\n")
+    assert model_fingerprint(tmp_path) != fp          # a mechanism is
+
+
+def _fake_gpu_dir(tmp_path: Path, fingerprint: str) -> Path:
+    d = tmp_path / "h100"
+    d.mkdir()
+    (d / "campaign.json").write_text(json.dumps(
+        {"format_version": 2, "provenance": {}, "steps": [128, 32], "cases": []}))
+    for name, fp in (("fresh_2026-01-01_s1", fingerprint), ("fresh_2026-01-02_s2", "0" * 64)):
+        (d / name).mkdir()
+        (d / name / "campaign.json").write_text(json.dumps(
+            {"format_version": 2, "provenance": {}, "steps": [128, 32], "cases": [],
+             "fresh": {"seed": 1, "n": 0, "layers": [], "model_fingerprint": fp}}))
+    return d
+
+
+def test_draw_labels(tmp_path):
+    d = _fake_gpu_dir(tmp_path, "f" * 64)
+    got = {g.name: g.sample for g in draws(d, fingerprint="f" * 64)}
+    assert got == {"campaign": IN_SAMPLE, "fresh_2026-01-01_s1": OUT_OF_SAMPLE,
+                   "fresh_2026-01-02_s2": IN_SAMPLE}
+    assert [g.name for g in draws(d, include_fresh=False)] == ["campaign"]
+    # a draw is labelled by today's model: once the model changes, it is in sample
+    assert all(g.sample == IN_SAMPLE for g in draws(d, fingerprint="e" * 64))
+    with pytest.raises(InputError, match="does not exist"):
+        draws(tmp_path / "nowhere")
+    (d / "fresh_2026-01-01_s1" / "campaign.json").write_text(json.dumps(
+        {"cases": [], "fresh": {"model_fingerprint": 3}}))
+    with pytest.raises(InputError, match="model_fingerprint"):
+        draws(d)
+
+
+def _case(kind, h=512, b=2, d=0.1, t=1e-6, **kw):
+    return {"id": f"{kind}-{kw}", "kind": kind, "hidden": h, "batch": b, "density": d,
+            "status": "ok", "result": {"per_step_s": t, "values_ok": True}, **kw}
+
+
+def test_measured_speedup_uses_predicts_kernels():
+    sp = [_case("sparse_persistent", sync=s, wide_loads=w, layout=lay, t=t)
+          for (s, w, lay), t in ((("barrier", False, "naive"), 3e-6),
+                                 (("barrier", True, "naive"), 2e-6),
+                                 (("barrier", True, "optimal"), 1.5e-6),
+                                 (("lamport", True, "optimal"), 1.2e-6),
+                                 (("lamport", True, "naive"), 0.5e-6))]   # not a predict row
+    base = [_case("csr", t=3.6e-6), _case("cublas", t=10e-6), _case("cusparse", t=12e-6)]
+    layers = measured_layers(sp + base)
+    times = layers[(512, 2, 0.1)]
+    assert set(times) == {"sparse-naive", "sparse-wide", "sparse-bank", "sparse-lamport",
+                          "csr-row-per-warp", "cublas", "cusparse"}
+    assert predict_name(sp[-1]) is None
+    # a layer whose CSR kernel failed is not compared (its next best would be too slow)
+    assert measured_layers(sp + base[1:]) == {}
+    bad = dict(base[0], result={"per_step_s": 1e-9, "values_ok": False})
+    assert measured_layers(sp + [bad] + base[1:]) == {}
+
+
+def test_families_match_between_cases_and_predict_rows():
+    assert family(_case("sparse_persistent", sync="lamport")) == row_family("sparse-lamport")
+    assert family(_case("sparse_persistent", sync="barrier")) == row_family("sparse-bank")
+    assert family(_case("dense_persistent")) == row_family("dense-persistent")
+    for kind, name in (("csr", "csr-row-per-warp"), ("cublas", "cublas"),
+                       ("cusparse", "cusparse")):
+        assert family(_case(kind)) == row_family(name)
+
+
+def _summaries():
+    rows = []
+    for i, (fam, src) in enumerate((("sparse lamport", "simulator"), ("cublas", "analytical"))):
+        for k in range(10):
+            r = {"sample": OUT_OF_SAMPLE, "family": fam, "source": src, "draw": "fresh_x_s1",
+                 "measured_s": 1.0 + 0.1 * k, "predicted_s": 1.0}
+            if src == "simulator":
+                r["model_s"] = 2.0
+            rows.append(r)
+    cc = {"rows": rows, "gpu": "NVIDIA H100", "draws": [
+        {"path": "m/fresh_2026-11-23_s2", "sample": OUT_OF_SAMPLE}]}
+    lays = [{"sample": OUT_OF_SAMPLE, "draw": "fresh_x_s1", "hidden": 256 * (k + 1),
+             "batch": 4, "density": 0.05,
+             "model": {"ratio": 1.0 + 0.05 * k}, "sim": {"ratio": 1.0}} for k in range(10)]
+    return cc, {"engines": ["model", "sim"], "rows": lays}
+
+
+def test_bands_and_annotation():
+    from types import SimpleNamespace
+
+    cc, sp = _summaries()
+    b = bands_from(cc, sp, model_fingerprint())
+    assert b["layers"] == 10 and b["ranges"]["hidden"] == [256, 2560]
+    lam = b["families"]["sim"]["sparse lamport"]
+    assert lam["ratio_p10"] == pytest.approx(1.09) and lam["ratio_p90"] == pytest.approx(1.81)
+    assert b["families"]["model"]["sparse lamport"]["ratio_p90"] == pytest.approx(0.905)
+    assert b["families"]["sim"]["cublas"] == b["families"]["model"]["cublas"]
+    row = SimpleNamespace(name="sparse-lamport", engine="sim", per_step_s=2e-6)
+    rep = SimpleNamespace(gpu="h100", hidden=1000, batch=4, density=0.05, cell="rnn",
+                          dtype="fp32", engine="sim", rows=[row], speedup=2.0)
+    u = annotate(rep, {"h100": b})
+    assert u.rows["sparse-lamport"] == pytest.approx((2.18e-6, 3.62e-6))
+    assert u.speedup == pytest.approx((2.0, 2.0))
+    assert u.notes == ()
+    far = SimpleNamespace(**{**vars(rep), "gpu": "v100", "hidden": 9000, "batch": 8})
+    notes = " ".join(annotate(far, {"h100": b}).notes)
+    assert "no v100 was ever measured" in notes and "hidden=9000" in notes
+    assert "batch=8" in notes
+    assert annotate(rep, {}).rows == {}
+    with pytest.raises(ValueError, match="no out-of-sample"):
+        bands_from({**cc, "rows": []}, sp, "x")
