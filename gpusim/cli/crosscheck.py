@@ -36,15 +36,15 @@ LIB_KINDS = ("cublas", "cusparse")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from gpusim.cli.common import add_list_argument, add_output_arguments
+
     p.add_argument("--data", default=str(DEFAULT_DATA),
                    help="campaign directory (campaign.json, ncu.json); default measurements/h100")
-    p.add_argument("--plot", default=None, help="write predicted vs measured (log-log) to FILE.png")
-    p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("--every", type=positive_int("every"), default=1,
-                   help="use every k-th recorded case (a fast subset); default 1 = all")
-    p.add_argument("--kinds", default=None,
-                   help="comma-separated kinds to include (default all): " +
-                   ", ".join(SIM_KINDS + LIB_KINDS))
+                   help="use every k-th recorded case (a fast subset); 1 = all")
+    add_list_argument(p, "--kinds", kind=str, default=None,
+                      help="kinds to include (default all): " + ", ".join(SIM_KINDS + LIB_KINDS))
+    add_output_arguments(p, plot="predicted vs measured per-step time (log-log)", progress=True)
 
 
 def _sim_counts(kernel, res) -> dict:
@@ -118,8 +118,8 @@ def _ape(pred: float, meas: float) -> float:
     return abs(pred - meas) / meas
 
 
-def run_crosscheck(data: str | Path, *, every: int = 1, kinds: tuple[str, ...] | None = None
-                   ) -> dict:
+def run_crosscheck(data: str | Path, *, every: int = 1, kinds: tuple[str, ...] | None = None,
+                   progress: bool = False) -> dict:
     """Predict every (selected) recorded case; return per-case rows and the summary."""
     from scipy.stats import spearmanr
 
@@ -132,7 +132,9 @@ def run_crosscheck(data: str | Path, *, every: int = 1, kinds: tuple[str, ...] |
     cases = [c for c in camp.ok_cases if kinds is None or c["kind"] in kinds][::every]
     rows = []
     stale, skipped = {}, {}
-    for c in cases:
+    from gpusim.progress import bar
+
+    for c in bar(cases, desc="crosscheck", unit=" cases", enabled=progress):
         why = kernel_staleness(c, spec)
         if why is not None:
             stale[c["id"]] = why
@@ -235,14 +237,12 @@ def plot(summary: dict, path: str) -> None:
 
 
 def main(args) -> int:
-    kinds = None
-    if args.kinds:
-        kinds = tuple(k.strip() for k in args.kinds.split(","))
-        bad = [k for k in kinds if k not in SIM_KINDS + LIB_KINDS]
-        if bad:
-            raise InputError(f"--kinds {bad[0]!r} is unknown; accepted: "
-                             f"{', '.join(SIM_KINDS + LIB_KINDS)}")
-    s = run_crosscheck(args.data, every=args.every, kinds=kinds)
+    from gpusim.api import crosscheck
+    from gpusim.cli.common import check_plot_path, show_progress
+
+    check_plot_path(args)
+    s = crosscheck(args.data, every=args.every, kinds=args.kinds,
+                   progress=show_progress(args)).to_dict()
     if args.plot:
         plot(s, args.plot)
     if args.json:
