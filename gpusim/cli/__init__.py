@@ -81,7 +81,8 @@ class _VersionAction(argparse.Action):
     def __call__(self, parser, namespace, values, option_string=None):
         from gpusim import __version__
 
-        parser.exit(0, f"gpusim {__version__}\n")
+        print(f"gpusim {__version__}")
+        parser.exit(0)
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:

@@ -10,7 +10,8 @@ __all__ = ["add_arguments", "main"]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--gpu", default=None, help="show every value of this spec (name or path)")
+    p.add_argument("--gpu", default=None, help="show every value of this spec (name or path); "
+                   "default: list the bundled specs")
     add_output_arguments(p)
 
 
