@@ -109,7 +109,7 @@ class Prediction:
     dtype: str
     engine: str
     seed: int
-    kernels: tuple
+    kernels: tuple = field(repr=False)
     best_persistent: str | None
     next_best: str | None
     speedup: float | None
@@ -209,12 +209,12 @@ class Simulation:
     extrapolated: bool
     max_rel_err: float
     warp_instructions: int
-    step_cycles: tuple
-    breakdown: dict
-    smem_wavefronts: dict
-    bank_conflicts: dict
-    l2_transactions: dict
-    wall_s: float
+    step_cycles: tuple = field(repr=False)
+    breakdown: dict = field(repr=False)
+    smem_wavefronts: dict = field(repr=False)
+    bank_conflicts: dict = field(repr=False)
+    l2_transactions: dict = field(repr=False)
+    wall_s: float = field(compare=False)
     result: Any = field(repr=False, compare=False)
 
     @property
@@ -380,8 +380,8 @@ class LayoutResult:
     ideal_wavefronts: int
     ratio_to_bound: float
     gap_wavefronts: int
-    layout_s: float              # seconds to compute the layout
-    analyse_s: float             # seconds to analyse it
+    layout_s: float = field(compare=False)    # seconds to compute the layout
+    analyse_s: float = field(compare=False)   # seconds to analyse it
 
     def to_dict(self) -> dict:
         d = {k: v for k, v in self.__dict__.items() if k not in ("layout_s", "analyse_s")}
@@ -409,7 +409,7 @@ class BankAnalysis:
     seed: int
     nonzeros: int
     load_bits: int
-    generate_s: float
+    generate_s: float = field(compare=False)
     layouts: tuple[LayoutResult, ...]
     reports: tuple = field(repr=False, compare=False)
 
@@ -545,7 +545,7 @@ class CrossCheck:
     spearman: float
     stale: int
     skipped: int
-    rows: tuple
+    rows: tuple = field(repr=False)
     summary: dict = field(repr=False, compare=False)
 
     def to_dict(self) -> dict:
