@@ -190,3 +190,20 @@ def test_crosscheck_kinds_list_is_checked(capsys):
     assert main(["crosscheck", "--kinds", "cublas,nope"]) == 2
     err = capsys.readouterr().err
     assert "'nope' is unknown" in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["simulate", "--hidden", "64", "--timesteps", "2"], "simulating"),
+    (["timeline", "--hidden", "64", "--timesteps", "2", "--sample-steps", "1", "--sms", "4"],
+     "simulating"),
+    (["crosscheck", "--every", "10", "--kinds", "cublas"], "crosscheck"),
+    (["sweep", "--hidden", "256", "--batch", "4", "--density", "0.1", "--scheduler", "serial"],
+     "configs"),
+])
+def test_progress_flag_draws_a_bar_on_stderr_only(argv, needle, capsys):
+    assert main([*argv, "--json", "--progress"]) == 0
+    out = capsys.readouterr()
+    json.loads(out.out)  # stdout stays pure JSON
+    assert needle in out.err and "100%" in out.err
+    assert main([*argv, "--json", "--no-progress"]) == 0
+    assert capsys.readouterr().err == ""
