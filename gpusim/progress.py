@@ -45,7 +45,7 @@ def bar(iterable=None, *, total: int | None = None, desc: str = "", unit: str = 
     (default stderr); a silent stand-in when ``enabled`` is false."""
     if not enabled:
         return _Quiet(iterable)
-    from tqdm.auto import tqdm
+    from tqdm import tqdm  # the text bar everywhere (tqdm.auto wants ipywidgets in Jupyter)
 
     return tqdm(iterable, total=total, desc=desc, unit=unit, file=stream or sys.stderr,
                 dynamic_ncols=True, leave=True)
