@@ -16,7 +16,6 @@ import itertools
 import json
 import math
 import os
-import sys
 from dataclasses import dataclass
 
 from kernels_ir.errors import InputError
@@ -100,23 +99,20 @@ def _columns():
 
 
 class Progress:
-    """A plain text progress bar on stderr (no dependency): ``[#####.....] 512/1024 configs``."""
+    """The sweep's progress bar on stderr (tqdm): ``update(n)`` after each chunk of n configs."""
 
-    def __init__(self, total: int, stream=None, width: int = 40, enabled: bool = True):
-        self.total, self.done, self.width = max(1, total), 0, width
-        self.stream = stream if stream is not None else sys.stderr
-        self.enabled = enabled
+    def __init__(self, total: int, stream=None, enabled: bool = True):
+        from gpusim.progress import bar
+
+        self.total, self.done = max(1, total), 0
+        self._bar = bar(total=self.total, desc="sweep", unit=" configs", enabled=enabled,
+                        stream=stream)
 
     def update(self, n: int) -> None:
         self.done += n
-        if not self.enabled:
-            return
-        fill = int(self.width * self.done / self.total)
-        self.stream.write(f"\r[{'#' * fill}{'.' * (self.width - fill)}] "
-                          f"{self.done}/{self.total} configs")
+        self._bar.update(n)
         if self.done >= self.total:
-            self.stream.write("\n")
-        self.stream.flush()
+            self._bar.close()
 
 
 def _merge(parts: list[dict]) -> dict:

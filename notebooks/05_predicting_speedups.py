@@ -99,7 +99,7 @@ for gpu, spec in specs.items():
 # ## The whole space
 #
 # `gpusim.sweep.run_sweep` evaluates the grid of hidden sizes x densities on both GPUs (the same
-# engine as `gpusim sweep --png`), and `speedup_heatmap` draws it. Green cells: the sparse
+# engine as `gpusim sweep --plot`), and `speedup_heatmap` draws it. Green cells: the sparse
 # persistent kernel wins; red: a per-step kernel is faster; hatched: nothing persistent fits.
 #
 # What to look for: the diagonal edge of the hatched region is the capacity limit of notebook 1

@@ -54,7 +54,7 @@ PLOT_COMMANDS = [
      ["--hidden", "256", "--timesteps", "4", "--sample-steps", "2"], "--plot"),
     ("sweep", "gpusim.cli.sweep",
      ["--hidden", "256,1024,2048", "--batch", "4", "--density", "0.1,0.5",
-      "--scheduler", "serial", "--no-progress"], "--png"),
+      "--scheduler", "serial", "--no-progress"], "--plot"),
     ("crosscheck", "gpusim.cli.crosscheck", ["--every", "10"], "--plot"),
 ]
 

@@ -3,13 +3,16 @@
 Each subcommand lives in its own module ``gpusim.cli.<name>`` that defines
 ``add_arguments(parser)`` and ``main(args) -> int``; modules are imported only when their command
 runs, so ``gpusim predict`` stays fast. Every :class:`InputError` becomes one line on stderr and
-exit status 2.
+exit status 2; a closed stdout (``gpusim specs | head -1``) ends the command quietly with status
+141, as a shell reports a command ended by SIGPIPE. The grammar shared by every command
+(``--json``, ``--plot FILE``, lists, ``--progress``) is described in :mod:`gpusim.cli.common`.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from kernels_ir.errors import InputError, ValueMismatch
@@ -31,6 +34,17 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+DESCRIPTION = ("gpusim: a cycle-approximate GPU model, kernel IR and performance model for "
+               "persistent sparse RNN kernels")
+GRAMMAR = """\
+every command: --json prints the result as JSON on stdout; --plot FILE writes its figure (PNG);
+lists are comma-separated values or start:stop:step ranges (--density 0.01,0.1,0.3 or
+--hidden 256:4096:256); --progress/--no-progress (default: on when stderr is a terminal).
+'gpusim COMMAND --help' shows each option and its default. Python API: import gpusim."""
+
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: what a shell reports for `cmd | head` when cmd is cut
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse that exits 2 with one line (argparse's own usage error behaviour, kept short)."""
 
@@ -38,11 +52,46 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"error: {message} (see '{self.prog} --help')\n")
 
 
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows every option's default in --help, except where the help text already says it or
+    there is nothing to show (no default, a plain flag)."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if ("%(default)" in text or "default" in text.lower() or action.default is None
+                or action.default is False or action.default is argparse.SUPPRESS):
+            return text
+        return super()._get_help_string(action)
+
+    def _format_args(self, action, default_metavar):
+        from gpusim.cli.common import ListAction
+
+        if isinstance(action, ListAction):  # one documented form: A,B,C (not "A [A ...]")
+            return self._metavar_formatter(action, default_metavar)(1)[0]
+        return super()._format_args(action, default_metavar)
+
+
+class _VersionAction(argparse.Action):
+    """``--version``: looked up only when asked for (importlib.metadata is not free)."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS,
+                 help="print the version and exit"):
+        super().__init__(option_strings, dest, nargs=0, default=default, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from gpusim import __version__
+
+        print(f"gpusim {__version__}")
+        parser.exit(0)
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    parser = _Parser(prog="gpusim", description=__doc__.splitlines()[0])
+    parser = _Parser(prog="gpusim", description=DESCRIPTION, epilog=GRAMMAR,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action=_VersionAction)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name, (module, help_) in COMMANDS.items():
-        p = sub.add_parser(name, help=help_, description=help_)
+        p = sub.add_parser(name, help=help_, description=help_, formatter_class=_HelpFormatter)
         if only is None or name == only:
             importlib.import_module(module).add_arguments(p)
     return parser
@@ -64,7 +113,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     module = importlib.import_module(COMMANDS[args.command][0])
     try:
-        return int(module.main(args) or 0)
+        rc = int(module.main(args) or 0)
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
+        return rc
+    except BrokenPipeError:
+        _quiet_stdout()
+        return EXIT_BROKEN_PIPE
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -74,6 +128,15 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+
+
+def _quiet_stdout() -> None:
+    """After a closed pipe: point stdout at /dev/null so the exit flush raises nothing."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # stdout is not a file (captured in tests)
+        pass
 
 
 if __name__ == "__main__":

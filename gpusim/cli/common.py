@@ -1,10 +1,23 @@
-"""Argument helpers shared by the subcommands: one definition of each layer option."""
+"""Argument helpers shared by the subcommands: one definition of each layer option.
+
+The grammar every command follows:
+
+- ``--json``: a flag; print the result as JSON on stdout (nothing else goes to stdout).
+- ``--plot FILE``: write the command's figure as a PNG to FILE.
+- lists: comma-separated values, ranges ``start:stop:step`` (stop included when the steps reach
+  it exactly, computed in decimal so ``0.01:1.0:0.01`` ends at exactly 1.0) or a mix,
+  ``--density 0.01,0.05,0.1:0.5:0.1`` (:func:`parse_list`). Space-separated values
+  (``--density 0.01 0.1``) are accepted too, for scripts written before the comma form.
+- ``--progress/--no-progress``: a progress bar on stderr for long work; default: on when stderr
+  is a terminal.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+from decimal import Decimal, InvalidOperation
 
 from kernels_ir.errors import InputError
 
@@ -73,9 +86,149 @@ def density(text: str) -> float:
     return value
 
 
+# Largest list a list option expands to: a typo in a range (0.0001:1:0.0001 meant as 0.01:1:0.01)
+# is refused before it allocates anything.
+LIST_MAX = 100_000
+
+
+def parse_list(text: str, *, name: str, kind: type = float, maximum: int = LIST_MAX) -> list:
+    """The values of a list option: ``a,b,c``, ``start:stop:step`` or a mix (``256:1024:256,2048``).
+
+    ``kind``: ``int``, ``float`` or ``str`` (names: no ranges). A range holds ``start + k * step``
+    for k = 0, 1, ... while it is <= ``stop``, computed in decimal arithmetic, so
+    ``0.01:1.0:0.01`` gives 100 values whose last is exactly 1.0 (binary floats would stop at 0.99
+    or overshoot to 1.0000000000000007). Raises ``argparse.ArgumentTypeError`` naming the option
+    and the accepted forms; ranges with step <= 0, stop < start, non-finite numbers and lists
+    longer than ``maximum`` are refused before anything is expanded.
+    """
+    accepted = ("a comma-separated list 'a,b,c'" if kind is str else
+                "a comma-separated list 'a,b,c' or a range 'start:stop:step'")
+    parts = [part.strip() for part in str(text).split(",")]
+    if not any(parts):
+        raise argparse.ArgumentTypeError(f"{name}={text!r} is empty; accepted: {accepted}")
+    if kind is str:
+        if not all(parts):
+            raise argparse.ArgumentTypeError(f"{name}={text!r} has an empty item; accepted: "
+                                             f"{accepted}")
+        return parts
+
+    def number(item: str) -> Decimal:
+        try:
+            value = Decimal(item)
+        except InvalidOperation:
+            raise argparse.ArgumentTypeError(
+                f"{name}={text!r}: {item!r} is not a number; accepted: {accepted}") from None
+        if not value.is_finite():
+            raise argparse.ArgumentTypeError(f"{name}={text!r}: {item!r} is not finite")
+        if kind is int and value != value.to_integral_value():
+            raise argparse.ArgumentTypeError(f"{name}={text!r}: {item!r} is not an integer")
+        return value
+
+    values: list[Decimal] = []
+    for part in parts:
+        if ":" not in part:
+            values.append(number(part))
+            continue
+        bits = part.split(":")
+        if len(bits) != 3:
+            raise argparse.ArgumentTypeError(f"{name}={text!r}: {part!r} is not a range "
+                                             f"'start:stop:step'")
+        start, stop, step = (number(b) for b in bits)
+        if step <= 0 or stop < start:
+            raise argparse.ArgumentTypeError(
+                f"{name}={text!r}: range {part!r} needs step > 0 and stop >= start")
+        try:
+            count = int((stop - start) // step) + 1
+        except InvalidOperation:  # a quotient beyond decimal precision: astronomically many
+            count = None
+        if count is None or len(values) + count > maximum:
+            many = "more than 10^28" if count is None else f"{len(values) + count:,}"
+            raise argparse.ArgumentTypeError(
+                f"{name}={text!r} expands to {many} values; at most {maximum:,} are accepted")
+        values.extend(start + k * step for k in range(count))
+    if len(values) > maximum:
+        raise argparse.ArgumentTypeError(f"{name}={text!r} has {len(values):,} values; at most "
+                                         f"{maximum:,} are accepted")
+    return [int(v) if kind is int else float(v) for v in values]
+
+
+def list_arg(name: str, kind: type = float, check=None):
+    """An argparse ``type`` for one token of a list option: :func:`parse_list`, then ``check``
+    (a function of one value's text that raises ``argparse.ArgumentTypeError``) on each value.
+    Use with :class:`ListAction` so space-separated tokens join into one list."""
+    def parse(text: str) -> list:
+        values = parse_list(text, name=name, kind=kind)
+        if check is not None:
+            values = [check(str(v)) for v in values]
+        return values
+    parse.__name__ = f"{name} list"
+    return parse
+
+
+class ListAction(argparse.Action):
+    """Joins the lists of one or more tokens (``--density 0.01,0.1 0.3``) into one list."""
+
+    def __init__(self, option_strings, dest, nargs="+", **kwargs):
+        super().__init__(option_strings, dest, nargs=nargs, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        flat = [v for token in values for v in (token if isinstance(token, list) else [token])]
+        if len(flat) > LIST_MAX:
+            parser.error(f"{option_string} has {len(flat):,} values; at most {LIST_MAX:,} are "
+                         f"accepted")
+        setattr(namespace, self.dest, flat)
+
+
+def add_list_argument(p: argparse.ArgumentParser, flag: str, *, kind: type = float, check=None,
+                      default=None, default_text: str | None = None, help: str = "",
+                      metavar: str | None = None) -> None:
+    """A list option in the one grammar: comma-separated values and ``start:stop:step`` ranges
+    (see :func:`parse_list`); space-separated tokens are joined too. ``default_text``: how --help
+    shows the default (default: the values joined by commas)."""
+    name = flag.lstrip("-")
+    form = "comma-separated" if kind is str else "comma-separated values or start:stop:step"
+    text = f"{help}; {form}" if help else form
+    if default is not None:
+        shown = default_text if default_text is not None else ",".join(map(str, default))
+        text += f" (default: {shown})"
+    p.add_argument(flag, type=list_arg(name, kind, check), action=ListAction, default=default,
+                   metavar=metavar or name.upper().replace("-", "_") + "[,...]", help=text)
+
+
+def add_output_arguments(p: argparse.ArgumentParser, *, plot: str | None = None,
+                         progress: bool = False) -> None:
+    """``--json`` (flag), ``--plot FILE`` when the command draws ``plot``, and
+    ``--progress/--no-progress`` when it does long work: the same meaning in every command."""
+    p.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
+    if plot is not None:
+        p.add_argument("--plot", metavar="FILE", default=None, help=f"write {plot} to FILE (PNG)")
+    if progress:
+        p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                       help="progress bar on stderr (default: on when stderr is a terminal)")
+
+
+def show_progress(args) -> bool:
+    """The resolved ``--progress/--no-progress`` of ``args``: on when stderr is a terminal."""
+    value = getattr(args, "progress", None)
+    if value is None:
+        try:
+            return sys.stderr.isatty()
+        except (AttributeError, ValueError):
+            return False
+    return bool(value)
+
+
+def check_plot_path(args) -> None:
+    """Refuse a ``--plot`` path that is not a PNG before any long work."""
+    if getattr(args, "plot", None):
+        from gpusim.plots.style import check_png_path
+
+        check_png_path(args.plot)
+
+
 def add_layer_arguments(p: argparse.ArgumentParser, timesteps: bool = True) -> None:
     """--gpu --hidden --batch --density [--timesteps] --seed, as every layer command takes them."""
-    p.add_argument("--gpu", default="v100", help="GPU spec name (see 'gpusim specs'); default v100")
+    p.add_argument("--gpu", default="v100", help="GPU spec name or .toml path (see 'gpusim specs')")
     p.add_argument("--hidden", type=positive_int("hidden", HIDDEN_MAX), default=1152,
                    help="hidden size N")
     p.add_argument("--batch", type=positive_int("batch", BATCH_MAX), default=4,

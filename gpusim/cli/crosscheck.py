@@ -25,9 +25,8 @@ from __future__ import annotations
 
 import argparse
 import math
-from pathlib import Path
-
 import sys
+from pathlib import Path
 
 from gpusim.cli.common import emit_json, positive_int
 from gpusim.samples import IN_SAMPLE, OUT_OF_SAMPLE
@@ -39,9 +38,10 @@ LIB_KINDS = ("cublas", "cusparse")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from gpusim.cli.common import add_list_argument, add_output_arguments
+
     p.add_argument("--data", default=str(DEFAULT_DATA),
-                   help="campaign directory (campaign.json, ncu.json) and its fresh_*/ draws; "
-                        "default measurements/h100")
+                   help="campaign directory (campaign.json, ncu.json) and its fresh_*/ draws")
     p.add_argument("--fresh", action=argparse.BooleanOptionalAction, default=True,
                    help="also read the fresh draws (fresh_*/) under --data")
     p.add_argument("--speedup", action="store_true",
@@ -50,15 +50,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--write-bands", action="store_true",
                    help="with --speedup: record the out-of-sample error bands that gpusim "
                         "predict prints (gpusim/specs/error_bands.json)")
-    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
-                   help="progress on stderr (default: when stderr is a terminal)")
-    p.add_argument("--plot", default=None, help="write predicted vs measured (log-log) to FILE.png")
-    p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("--every", type=positive_int("every"), default=1,
-                   help="use every k-th recorded case (a fast subset); default 1 = all")
-    p.add_argument("--kinds", default=None,
-                   help="comma-separated kinds to include (default all): " +
-                   ", ".join(SIM_KINDS + LIB_KINDS))
+                   help="use every k-th recorded case (a fast subset); 1 = all")
+    add_list_argument(p, "--kinds", kind=str, default=None,
+                      help="kinds to include (default all): " + ", ".join(SIM_KINDS + LIB_KINDS))
+    add_output_arguments(p, plot="predicted vs measured per-step time (log-log)", progress=True)
 
 
 def _sim_counts(kernel, res) -> dict:
@@ -144,6 +140,8 @@ def run_crosscheck(data: str | Path, *, every: int = 1, kinds: tuple[str, ...] |
     stale, skipped, mismatched = {}, {}, {}
     specs, gpus, versions = set(), set(), set()
     draw_info = []
+    from gpusim.progress import bar
+
     for g in groups:
         camp = load_campaign(g.path)
         spec = load_spec(camp.spec_name)
@@ -159,10 +157,7 @@ def run_crosscheck(data: str | Path, *, every: int = 1, kinds: tuple[str, ...] |
         cases = [c for c in cases if c["result"].get("values_ok", True)]
         draw_info.append({"draw": g.name, "path": str(g.path), "sample": g.sample, "why": g.why,
                           "cases": len(cases)})
-        for i, c in enumerate(cases):
-            if progress:
-                print(f"\r[{g.name}] {i + 1}/{len(cases)} {c['id'][:60]:60s}", end="",
-                      file=sys.stderr, flush=True)
+        for c in bar(cases, desc=f"crosscheck {g.name}", unit=" cases", enabled=progress):
             key = c["id"] if g.name == "campaign" else f"{g.name}/{c['id']}"
             why = kernel_staleness(c, spec)
             if why is not None:
@@ -199,8 +194,6 @@ def run_crosscheck(data: str | Path, *, every: int = 1, kinds: tuple[str, ...] |
                                           pred["conflicts_st"])
                 row["conflicts_ld_match"] = row["conflicts_ld_measured"] == pred["conflicts_ld"]
             rows.append(row)
-        if progress:
-            print(file=sys.stderr)
     if not rows:
         raise InputError(f"no recorded case in {data} could be predicted (kinds={kinds}; "
                          f"{len(stale)} stale)")
@@ -302,24 +295,20 @@ def _write_bands(s: dict) -> None:
 
 
 def main(args) -> int:
-    kinds = None
-    if args.kinds:
-        kinds = tuple(k.strip() for k in args.kinds.split(","))
-        bad = [k for k in kinds if k not in SIM_KINDS + LIB_KINDS]
-        if bad:
-            raise InputError(f"--kinds {bad[0]!r} is unknown; accepted: "
-                             f"{', '.join(SIM_KINDS + LIB_KINDS)}")
-    progress = sys.stderr.isatty() if args.progress is None else args.progress
-    s = run_crosscheck(args.data, every=args.every, kinds=kinds, include_fresh=args.fresh,
-                       progress=progress)
+    from gpusim.api import crosscheck
+    from gpusim.cli.common import check_plot_path, show_progress
+
+    check_plot_path(args)
+    if args.write_bands and (not args.speedup or args.every != 1 or args.kinds):
+        raise InputError("--write-bands needs --speedup and every case (no --every, no --kinds)")
+    progress = show_progress(args)
+    s = crosscheck(args.data, every=args.every, kinds=args.kinds, include_fresh=args.fresh,
+                   progress=progress).to_dict()
     if args.speedup:
         from gpusim.speedup_check import check_speedups
 
         s["speedup"] = check_speedups(args.data, include_fresh=args.fresh, progress=progress)
     if args.write_bands:
-        if not args.speedup or args.every != 1 or args.kinds:
-            raise InputError("--write-bands needs --speedup and every case (no --every, no "
-                             "--kinds)")
         _write_bands(s)
     if args.plot:
         plot(s, args.plot)

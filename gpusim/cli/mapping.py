@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from .common import add_layer_arguments, check_nnz, emit_json, positive_int
+from .common import add_layer_arguments, add_output_arguments, check_nnz, emit_json, positive_int
 
 LAYOUTS = ("naive", "random", "greedy", "optimal")
 
@@ -16,11 +16,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--layout", choices=LAYOUTS, default="naive",
                    help="order of each row's nonzeros over (lane, slot)")
     p.add_argument("--threads-per-cta", type=positive_int("threads-per-cta"), default=256,
-                   help="threads per CTA (one CTA per SM); default 256 = 8 warps")
+                   help="threads per CTA (one CTA per SM); 256 = 8 warps")
     p.add_argument("--warp", type=int, default=0,
                    help="global warp (SM x warps_per_cta + warp) drawn in the lane grid")
-    p.add_argument("--plot", metavar="FILE.png", default=None, help="write the mapping diagram")
-    p.add_argument("--json", action="store_true", help="print JSON instead of a summary")
+    add_output_arguments(p, plot="the mapping diagram")
 
 
 def build(args):

@@ -17,6 +17,7 @@ from gpusim.cli.common import (
     BATCH_MAX,
     HIDDEN_MAX,
     TIMESTEPS_MAX,
+    add_output_arguments,
     emit_json,
     nonnegative_int,
     positive_int,
@@ -26,7 +27,7 @@ from gpusim.cli.common import (
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from gpusim.cli.common import density
 
-    p.add_argument("--gpu", default="v100", help="GPU spec name or .toml path; default v100")
+    p.add_argument("--gpu", default="v100", help="GPU spec name or .toml path")
     p.add_argument("--hidden", type=positive_int("hidden", HIDDEN_MAX), default=2304,
                    help="hidden size N")
     p.add_argument("--batch", type=positive_int("batch", BATCH_MAX), default=4,
@@ -34,7 +35,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--density", type=density, default=0.1, help="fraction of nonzero weights")
     p.add_argument("--timesteps", type=positive_int("timesteps", TIMESTEPS_MAX), default=256,
                    help="sequence length T (total = setup + T x per-step)")
-    p.add_argument("--cell", choices=("rnn", "gru", "lstm"), default="rnn")
+    p.add_argument("--cell", choices=("rnn", "gru", "lstm"), default="rnn",
+                   help="recurrent cell (gru: 3 gates, lstm: 4 gates of weights)")
     p.add_argument("--dtype", choices=("fp32", "fp16"), default="fp32",
                    help="weight precision (fp16: 16-bit values and indices)")
     p.add_argument("--engine", choices=("model", "sim"), default="model",
@@ -44,7 +46,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="--engine sim: steps simulated in full before extrapolating")
     p.add_argument("--seed", type=nonnegative_int("seed"), default=0,
                    help="seed of the random layer")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    add_output_arguments(p)
 
 
 # below this many h words a layer simulates in about a second: no worker processes
@@ -109,18 +111,17 @@ def _fmt_us(x) -> str:
 
 
 def main(args) -> int:
+    from gpusim.api import predict
     from gpusim.specs import load_spec
-    from models.analytical import predict_layer
 
     spec = load_spec(args.gpu)
-    rep = predict_layer(spec, args.hidden, args.batch, args.density, timesteps=args.timesteps,
-                        cell=args.cell, dtype=args.dtype, engine=args.engine, seed=args.seed,
-                        simulator=simulator(args.sample_steps) if args.engine == "sim" else None)
-    from gpusim.uncertainty import annotate
-
-    unc = annotate(rep)
+    # gpusim.api.predict: models.analytical.predict_layer with simulator(args.sample_steps)
+    pred = predict(spec, hidden=args.hidden, batch=args.batch, density=args.density,
+                   timesteps=args.timesteps, cell=args.cell, dtype=args.dtype,
+                   engine=args.engine, sample_steps=args.sample_steps, seed=args.seed)
+    rep, unc = pred.report, pred.uncertainty
     if args.json:
-        emit_json({**rep.as_dict(), "uncertainty": unc.as_dict()})
+        emit_json(pred.to_dict())
         return 0
     print(f"{spec.full_name}: hidden={rep.hidden} batch={rep.batch} density={rep.density:g} "
           f"cell={rep.cell} dtype={rep.dtype} timesteps={rep.timesteps}")

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import argparse
 import time
+from pathlib import Path
 
 from .common import (
     add_kernel_arguments,
     add_layer_arguments,
+    add_output_arguments,
     check_layer_fits,
     emit_json,
     positive_int,
@@ -31,15 +33,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "machine's GPU (values checked, then timed); use --gpu to match the GPU")
     p.add_argument("--repeats", type=positive_int("repeats", 1000), default=10,
                    help="timed repeats (cupy backend)")
-    p.add_argument("--json", action="store_true", help="print JSON instead of text")
+    add_output_arguments(p)
 
 
 def build_program(args, timesteps: int | None = None):
-    """(spec, program) for the layer options of ``args`` (shared with ``gpusim simulate``)."""
+    """(spec, program) for the layer options of ``args`` (shared with ``gpusim simulate``);
+    ``args.gpu`` is a spec name, a .toml path or a loaded spec."""
     from gpusim.specs import load_spec
     from kernels_ir.kernels.sparse_rnn import build_dense_rnn, build_sparse_rnn, make_layer
 
-    spec = load_spec(args.gpu)
+    spec = load_spec(str(args.gpu)) if isinstance(args.gpu, str | Path) else args.gpu
     check_layer_fits(spec, args, dense=getattr(args, "dense", False))
     steps = args.timesteps if timesteps is None else timesteps
     layer = make_layer(args.hidden, args.batch, args.density, steps, args.seed)

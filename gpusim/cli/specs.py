@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import argparse
 
-from .common import emit_json
+from .common import add_output_arguments, emit_json
 
 __all__ = ["add_arguments", "main"]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--gpu", default=None, help="show every value of this spec (name or path)")
-    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.add_argument("--gpu", default=None, help="show every value of this spec (name or path); "
+                   "default: list the bundled specs")
+    add_output_arguments(p)
 
 
 def main(args) -> int:

@@ -1,9 +1,11 @@
 """``gpusim sweep``: the analytical model over ranges of hidden size, batch, density and GPU.
 
-Writes CSV and/or JSON (one row per configuration: every kernel's per-step time and whether it
-fits, the best sparse persistent kernel, the next best alternative, the speedup) and a speedup
-heatmap PNG. Runs on every local core by default, or on a Dask cluster (``--scheduler
-dask://host:port``, ``--dask-local``) when one machine is not enough.
+One row per configuration: every kernel's per-step time and whether it fits, the best sparse
+persistent kernel, the next best alternative, the speedup. Outputs: ``--csv FILE`` (the table),
+``--json`` (the table as JSON on stdout), ``--plot FILE`` (the speedup heatmap, PNG). Runs on
+every local core by default, or on a Dask cluster (``--scheduler dask://host:port``,
+``--dask-local``) when one machine is not enough. Lists take the one grammar of the commands:
+comma-separated values and ``start:stop:step`` ranges (:func:`gpusim.cli.common.parse_list`).
 """
 
 from __future__ import annotations
@@ -12,100 +14,76 @@ import argparse
 
 from kernels_ir.errors import InputError
 
+from .common import (
+    add_list_argument,
+    add_output_arguments,
+    density,
+    emit_json,
+    parse_list,
+    positive_int,
+    show_progress,
+)
 
-def _int_range(name):
-    def parse(text: str) -> list[int]:
-        return [int(x) for x in _expand(name, text, integer=True)]
-    return parse
-
-
-def _float_list(name):
-    def parse(text: str) -> list[float]:
-        return [float(x) for x in _expand(name, text, integer=False)]
-    return parse
-
-
-def _expand(name: str, text: str, integer: bool) -> list:
-    """``a,b,c`` or ``start:stop:step`` (inclusive stop) or a mix: ``256:1024:256,2048``."""
-    out = []
-    try:
-        for part in text.split(","):
-            part = part.strip()
-            if ":" in part:
-                bits = part.split(":")
-                if len(bits) != 3:
-                    raise ValueError
-                conv = int if integer else float
-                a, b, s = (conv(x) for x in bits)
-                if s <= 0 or b < a:
-                    raise ValueError
-                x = a
-                while x <= b + (0 if integer else 1e-12):
-                    out.append(x)
-                    x += s
-            else:
-                out.append(int(part) if integer else float(part))
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{name}={text!r} is not a list 'a,b,c' or a range 'start:stop:step'") from None
-    if not out:
-        raise argparse.ArgumentTypeError(f"{name}={text!r} is empty")
-    return out
+HIDDEN_MAX = 1 << 20  # the sweep's model accepts wider layers than the simulator's tools
+DEFAULT_HIDDEN = "256:4096:256,5120,6144,8192"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--gpu", default="v100", help="comma-separated GPU spec names; default v100")
-    p.add_argument("--hidden", type=_int_range("hidden"), default=_expand(
-        "hidden", "256:4096:256,5120,6144,8192", True), help="hidden sizes: list or a:b:step")
-    p.add_argument("--batch", type=_int_range("batch"), default=[1, 4],
-                   help="batch sizes: list or a:b:step")
-    p.add_argument("--density", type=_float_list("density"),
-                   default=[0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 1.0],
-                   help="densities: list or a:b:step")
-    p.add_argument("--cell", choices=("rnn", "gru", "lstm"), default="rnn")
-    p.add_argument("--dtype", choices=("fp32", "fp16"), default="fp32")
-    p.add_argument("--csv", help="write the table as CSV to this path")
-    p.add_argument("--json", dest="json_out", help="write the table as JSON to this path")
-    p.add_argument("--png", help="write the speedup heatmap PNG to this path")
-    p.add_argument("--workers", type=int, default=None, help="local processes (default: cores)")
+    add_list_argument(p, "--gpu", kind=str, default=["v100"], help="GPU spec names")
+    add_list_argument(p, "--hidden", kind=int, check=positive_int("hidden", HIDDEN_MAX),
+                      default=parse_list(DEFAULT_HIDDEN, name="hidden", kind=int),
+                      default_text=DEFAULT_HIDDEN, help="hidden sizes")
+    add_list_argument(p, "--batch", kind=int, check=positive_int("batch", 1024), default=[1, 4],
+                      help="batch sizes")
+    add_list_argument(p, "--density", check=density,
+                      default=[0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 1.0], help="densities")
+    p.add_argument("--cell", choices=("rnn", "gru", "lstm"), default="rnn",
+                   help="recurrent cell (gru: 3 gates, lstm: 4 gates of weights)")
+    p.add_argument("--dtype", choices=("fp32", "fp16"), default="fp32",
+                   help="weight precision (fp16: 16-bit values and indices)")
+    p.add_argument("--csv", metavar="FILE", help="write the table as CSV to FILE")
+    p.add_argument("--png", dest="plot", metavar="FILE", help=argparse.SUPPRESS)  # old name
+    p.add_argument("--workers", type=positive_int("workers"), default=None,
+                   help="local processes (default: cores)")
     p.add_argument("--scheduler", default="local",
-                   help="serial, local (default), or dask://host:port for a Dask cluster")
+                   help="serial, local, or dask://host:port for a Dask cluster")
     p.add_argument("--dask-local", action="store_true",
                    help="run on an in-process Dask LocalCluster (same code path as a cluster)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    add_output_arguments(p, plot="the speedup heatmap", progress=True)
 
 
 def main(args) -> int:
     from gpusim.specs import load_spec
-    from gpusim.sweep import Grid, Progress, run_sweep, write_csv, write_json
+    from gpusim.sweep import Grid, Progress, run_sweep, write_csv
 
-    gpus = tuple(g.strip() for g in args.gpu.split(",") if g.strip())
+    gpus = tuple(args.gpu)
     for g in gpus:
         load_spec(g)  # unknown names fail here with one line
-    if args.workers is not None and args.workers < 1:
-        raise InputError(f"workers={args.workers} must be a positive integer")
     grid = Grid(gpus, tuple(args.hidden), tuple(args.batch), tuple(args.density), args.cell,
                 args.dtype)
-    if not (args.csv or args.json_out or args.png):
-        raise InputError("sweep: give at least one output: --csv PATH, --json PATH or --png PATH")
-    for path, ext in ((args.csv, ".csv"), (args.json_out, ".json"), (args.png, ".png")):
+    if not (args.csv or args.json or args.plot):
+        raise InputError("sweep: give at least one output: --csv FILE, --json or --plot FILE")
+    for path, ext in ((args.csv, ".csv"), (args.plot, ".png")):
         if path and not path.lower().endswith(ext):
             raise InputError(f"output {path!r} must end in {ext}")
     scheduler = "dask-local" if args.dask_local else args.scheduler
-    progress = Progress(grid.size, enabled=not args.no_progress)
+    progress = Progress(grid.size, enabled=show_progress(args))
     cols = run_sweep(grid, scheduler=scheduler, workers=args.workers, progress=progress)
     meta = {"gpus": list(gpus), "cell": args.cell, "dtype": args.dtype, "configs": grid.size,
             "engine": "model"}
     if args.csv:
         write_csv(cols, args.csv)
-    if args.json_out:
-        write_json(cols, args.json_out, meta)
-    if args.png:
+    if args.plot:
         from gpusim.plots.speedup import speedup_heatmap
         from gpusim.plots.style import save_png
 
-        save_png(speedup_heatmap(cols), args.png)
+        save_png(speedup_heatmap(cols), args.plot)
+    if args.json:
+        names = list(cols)
+        n = len(cols[names[0]]) if names else 0
+        emit_json({"meta": meta, "configs": [{c: cols[c][i] for c in names} for i in range(n)]})
+        return 0
     fits = sum(1 for s in cols["speedup"] if s is not None)
     print(f"{grid.size} configurations ({fits} with a sparse persistent kernel that fits) -> "
-          + ", ".join(p for p in (args.csv, args.json_out, args.png) if p))
+          + ", ".join(p for p in (args.csv, args.plot) if p))
     return 0

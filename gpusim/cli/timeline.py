@@ -11,7 +11,14 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
-from .common import add_layer_arguments, check_layer_fits, emit_json, positive_int
+from .common import (
+    add_layer_arguments,
+    add_output_arguments,
+    check_layer_fits,
+    emit_json,
+    positive_int,
+    show_progress,
+)
 
 __all__ = ["add_arguments", "main", "simulate_both"]
 
@@ -25,16 +32,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--layout", choices=("naive", "random", "greedy", "optimal"),
                    default="optimal", help="order of each row's nonzeros over (lane, slot)")
     p.add_argument("--sample-steps", type=positive_int("sample-steps"), default=4,
-                   help="steps simulated in full (the rest extrapolated); default 4")
+                   help="steps simulated in full (the rest extrapolated)")
     p.add_argument("--sms", type=positive_int("sms"), default=None,
                    help="shrink the GPU to this many SMs (default: the spec's count)")
-    p.add_argument("--plot", metavar="FILE.png", default=None,
-                   help="write both per-SM timelines side by side")
-    p.add_argument("--json", action="store_true", help="print JSON instead of text")
+    add_output_arguments(p, plot="both per-SM timelines side by side", progress=True)
 
 
 def simulate_both(spec, layer, *, wide_loads: bool = True, layout: str = "optimal",
-                  sample_steps: int = 4, seed: int = 0) -> dict:
+                  sample_steps: int = 4, seed: int = 0, progress: bool = False) -> dict:
     """``{"barrier": SimResult, "lamport": SimResult}`` for one layer, values checked."""
     from gpusim.engine import simulate
     from kernels_ir.kernels.sparse_rnn import build_sparse_rnn, max_rel_err
@@ -43,7 +48,8 @@ def simulate_both(spec, layer, *, wide_loads: bool = True, layout: str = "optima
     for sync in SYNCS:
         prog = build_sparse_rnn(layer, spec, sync=sync, wide_loads=wide_loads, layout=layout,
                                 seed=seed)
-        res = simulate(prog.kernel, prog.inputs, spec, sample_steps=sample_steps)
+        res = simulate(prog.kernel, prog.inputs, spec, sample_steps=sample_steps,
+                       progress=progress)
         k = res.steps + 1
         out[sync] = res.with_error(max_rel_err(prog.outputs(res.globals)[:k],
                                                prog.reference()[:k]))
@@ -68,7 +74,8 @@ def main(args) -> int:
     check_layer_fits(spec, args)
     layer = make_layer(args.hidden, args.batch, args.density, args.timesteps, args.seed)
     results = simulate_both(spec, layer, wide_loads=args.wide_loads, layout=args.layout,
-                            sample_steps=args.sample_steps, seed=args.seed)
+                            sample_steps=args.sample_steps, seed=args.seed,
+                            progress=show_progress(args))
     if args.plot:
         from gpusim.plots.style import save_png
         from gpusim.plots.sync import plot_sync_comparison

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-import time
 
 import numpy as np
 
@@ -395,17 +394,9 @@ def truncate_time_loop(kernel: Kernel, steps: int) -> Kernel:
 
 
 def _progress_bar(stream):
-    t0 = time.perf_counter()
+    from gpusim.progress import step_callback
 
-    def show(done: int, total: int) -> None:
-        frac = done / max(total, 1)
-        bar = "#" * int(30 * frac)
-        stream.write(f"\rsimulating step {done}/{total} [{bar:<30}] "
-                     f"{time.perf_counter() - t0:6.1f} s")
-        if done >= total:
-            stream.write("\n")
-        stream.flush()
-    return show
+    return step_callback("simulating", "step", stream)
 
 
 def simulate(kernel: Kernel, inputs: dict, spec, *, sample_steps: int | None = None,

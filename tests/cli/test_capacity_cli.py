@@ -4,7 +4,7 @@ from gpusim.cli import main
 
 
 def test_capacity_json(capsys):
-    assert main(["capacity", "--density", "0.01", "0.1", "--batch", "4", "--json"]) == 0
+    assert main(["capacity", "--density", "0.01,0.1", "--batch", "4", "--json"]) == 0
     rep = json.loads(capsys.readouterr().out)
     mh = rep["max_hidden"]
     assert [s["density"] for s in mh["sparse"]] == [0.01, 0.1]
@@ -30,3 +30,10 @@ def test_capacity_bad_input(capsys):
             rc = exc.code
         err = capsys.readouterr().err
         assert rc == 2 and len(err.strip().splitlines()) == 1, argv
+
+
+def test_capacity_space_separated_list_still_accepted(capsys):
+    assert main(["capacity", "--density", "0.01", "0.1", "--json"]) == 0
+    a = json.loads(capsys.readouterr().out)
+    assert main(["capacity", "--density", "0.01,0.1", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == a

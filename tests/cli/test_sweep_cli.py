@@ -10,18 +10,38 @@ SMALL = Grid(("v100", "h100"), (256, 1024, 4096), (1, 4), (0.05, 0.3))
 
 
 def test_sweep_outputs(tmp_path, capsys):
-    c, j, p = tmp_path / "s.csv", tmp_path / "s.json", tmp_path / "s.png"
+    c, p = tmp_path / "s.csv", tmp_path / "s.png"
     rc = main(["sweep", "--gpu", "v100,h100", "--hidden", "256:1024:256,4096", "--batch", "1,4",
-               "--density", "0.05,0.3", "--csv", str(c), "--json", str(j), "--png", str(p),
-               "--workers", "2"])
+               "--density", "0.05,0.3", "--csv", str(c), "--plot", str(p), "--workers", "2",
+               "--progress"])
     assert rc == 0
     rows = list(csv.DictReader(c.open()))
     assert len(rows) == 2 * 5 * 2 * 2
     assert {"speedup", "best_persistent", "next_best", "cublas_s"} <= set(rows[0])
-    data = json.loads(j.read_text())
-    assert len(data["configs"]) == len(rows)
     assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert "configs" in capsys.readouterr().err  # the progress bar
+    assert "configs" in capsys.readouterr().err  # the progress bar (--progress)
+    rc = main(["sweep", "--gpu", "v100,h100", "--hidden", "256:1024:256,4096", "--batch", "1,4",
+               "--density", "0.05,0.3", "--json", "--scheduler", "serial"])
+    out = capsys.readouterr()
+    data = json.loads(out.out)  # --json: the table on stdout, nothing else there
+    assert rc == 0 and len(data["configs"]) == len(rows) and data["meta"]["configs"] == len(rows)
+    assert "configs" not in out.err  # no progress bar when stderr is not a terminal
+    assert [r["hidden"] for r in data["configs"][::4]][:5] == [256, 512, 768, 1024, 4096]
+
+
+def test_old_png_name_still_writes_the_heatmap(tmp_path, capsys):
+    p = tmp_path / "s.png"
+    assert main(["sweep", "--hidden", "512,1024", "--batch", "4", "--density", "0.1",
+                 "--scheduler", "serial", "--png", str(p)]) == 0
+    assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_decimal_density_range(capsys):
+    assert main(["sweep", "--hidden", "1024", "--batch", "4", "--density", "0.01:1.0:0.01",
+                 "--scheduler", "serial", "--json"]) == 0
+    dens = [r["density"] for r in json.loads(capsys.readouterr().out)["configs"]]
+    assert len(dens) == 100 and dens[0] == 0.01 and dens[-1] == 1.0
+    assert dens == [round(0.01 * k, 2) for k in range(1, 101)]
 
 
 def test_local_pool_equals_serial():
@@ -51,6 +71,10 @@ def test_does_not_fit_is_empty_not_a_time():
     (["sweep", "--density", "0,0.5", "--csv", "x.csv"], "density=0.0"),
     (["sweep", "--gpu", "tpu", "--csv", "x.csv"], "unknown GPU"),
     (["sweep"], "give at least one output"),
+    (["sweep", "--density", "0.000001:1:0.000001", "--csv", "x.csv"], "at most 100,000"),
+    (["sweep", "--density", "nan", "--csv", "x.csv"], "not finite"),
+    (["sweep", "--hidden", "1:0:1", "--csv", "x.csv"], "stop >= start"),
+    (["sweep", "--plot", "x.jpg"], "must end in .png"),
     (["sweep", "--csv", "x.txt"], "must end in .csv"),
     (["sweep", "--csv", "x.csv", "--scheduler", "mpi"], "scheduler="),
 ])
