@@ -531,6 +531,18 @@ def measured(p: dict, key: str = "ncu") -> dict | None:
     return out
 
 
+def sass_measured(p: dict) -> dict | None:
+    """Per-instruction values of Nsight's SASS-patched counters (its own wavefront model, from
+    the addresses it instruments): ``wavefronts`` and ``ideal`` of the pattern's op."""
+    m = p.get("ncu_sass")
+    wk = f"smsp__sass_l1tex_pipe_lsu_wavefronts_mem_shared_op_{p['op']}.sum"
+    ik = f"smsp__sass_l1tex_pipe_lsu_wavefronts_mem_shared_op_{p['op']}_ideal.sum"
+    if not m or wk not in m:
+        return None
+    r = int(p["repeats"])
+    return {"wavefronts": m[wk] / r, "ideal": m[ik] / r if ik in m else None}
+
+
 def predict(p: dict) -> dict:
     """Every candidate's wavefronts and ideal for a pattern record."""
     words = np.asarray(p["words"], dtype=np.int64)
@@ -644,6 +656,18 @@ def report(record: dict, show: int = 8) -> dict:
             e[2] += pr["wf"][MODEL[0]] - pr["ideal"][MODEL[1]]
         for src, (n, cm, cb) in sorted(by.items()):
             print(f"  {src:40s} {n:3d} patterns: Nsight {cm:7g} conflicts, model {cb:7d}")
+    sass = [(p, m, predict(p), measured(p)) for p in record["patterns"]
+            if p.get("noise", "none") == "none" and (m := sass_measured(p)) is not None]
+    if sass:
+        hw = sum(h is not None and m["wavefronts"] == h["wavefronts"] for _, m, _, h in sass)
+        print(f"\n== Nsight's SASS-patched wavefronts ({len(sass)} patterns): equal to the "
+              f"hardware counter in {hw}")
+        for k in WAVEFRONT_RULES:
+            n = sum(m["wavefronts"] == pr["wf"][k] for _, m, pr, _ in sass)
+            print(f"  {k:16s} wavefronts {n}/{len(sass)}")
+        for k in IDEAL_RULES:
+            n = sum(m["ideal"] == pr["ideal"][k] for _, m, pr, _ in sass)
+            print(f"  {k:16s} ideal      {n}/{len(sass)}")
     if a["noise"]:
         print("\n== noise runs (per pattern instruction; contiguous, conflict-free by any rule)")
         for p, m in a["noise"]:

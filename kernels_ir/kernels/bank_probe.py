@@ -447,7 +447,7 @@ def _random(op: str, width: int, n: int) -> list[Pattern]:
 
 # (hidden, batch, density, seed, samples per layout): the layers whose gathers are sampled.
 # A campaign layer's seed is that of its Lamport / wide / naive case (measurements/campaign.py).
-KERNEL_LAYERS = ((2304, 4, 0.3, 0, 20), (1024, 4, 0.1, 1016, 6), (2048, 2, 0.05, 1027, 6),
+KERNEL_LAYERS = ((2304, 4, 0.3, 0, 24), (1024, 4, 0.1, 1016, 6), (2048, 2, 0.05, 1027, 6),
                  (2048, 8, 0.2, 1035, 3), (8192, 1, 0.01, 1054, 4))
 KERNEL_LAYOUTS = ("naive", "optimal")
 N_CTAS, WARPS_PER_CTA = 132, 8   # the H100 kernels' grid
@@ -456,8 +456,8 @@ N_CTAS, WARPS_PER_CTA = 132, 8   # the H100 kernels' grid
 def kernel_patterns(layers=KERNEL_LAYERS, layouts=KERNEL_LAYOUTS, seed: int = 0,
                     n_ctas: int = N_CTAS, warps_per_cta: int = WARPS_PER_CTA) -> list[Pattern]:
     """Gather loads of the sparse persistent kernel (wide loads), sampled per layer and layout:
-    (warp, slot) pairs spread over the model's wavefront counts (up to ``samples`` per
-    layout), and every load of a sampled slot (two 128-bit loads at batch 8)."""
+    ``samples`` (warp, slot) pairs per layout (:func:`_spread`: common, padded and rare
+    cases), and every load of a sampled slot (two 128-bit loads at batch 8)."""
     from ..layouts import analyse
     from ..mapping import access_pattern, map_matrix, slot_word_addresses
     from .sparse_rnn import make_layer
@@ -477,7 +477,7 @@ def kernel_patterns(layers=KERNEL_LAYERS, layouts=KERNEL_LAYOUTS, seed: int = 0,
             wf = rep.wavefronts.sum(axis=2)                       # (warps, S)
             real = (m.slot_rows >= 0)
             rng = np.random.default_rng(seed + hidden + batch)
-            picks = _spread(wf, real, samples, rng)
+            picks = _spread(wf, real, m.pad, samples, rng)
             for w, s in picks:
                 pad = int(m.pad[w, s].sum())
                 for i, (width, off) in enumerate(loads):
@@ -492,23 +492,38 @@ def kernel_patterns(layers=KERNEL_LAYERS, layouts=KERNEL_LAYOUTS, seed: int = 0,
     return out
 
 
-def _spread(wf: np.ndarray, real: np.ndarray, n: int, rng) -> list[tuple[int, int]]:
-    """Up to ``n`` (warp, slot) pairs: round-robin over the distinct wavefront counts (rarest
-    first), random within each."""
+def _spread(wf: np.ndarray, real: np.ndarray, pad: np.ndarray, n: int, rng
+            ) -> list[tuple[int, int]]:
+    """Up to ``n`` (warp, slot) pairs: half drawn at random (the common cases, as often as the
+    kernel runs them), up to two with padding lanes (partly padded slots first), the rest
+    round-robin over the distinct wavefront counts (rarest first), random within each."""
     cand = np.argwhere(real)
     if cand.size == 0:
         return []
-    vals = wf[cand[:, 0], cand[:, 1]]
-    groups = {}
-    for v in np.unique(vals):
-        idx = cand[vals == v]
-        groups[int(v)] = [tuple(int(x) for x in idx[i]) for i in rng.permutation(len(idx))]
-    order = sorted(groups, key=lambda v: len(groups[v]))
     picks: list[tuple[int, int]] = []
+
+    def take(idx):
+        for i in idx:
+            t = (int(cand[i, 0]), int(cand[i, 1]))
+            if t not in picks and len(picks) < n:
+                picks.append(t)
+                return
+
+    for i in rng.permutation(len(cand))[:n // 2]:
+        take([i])
+    npad = pad[cand[:, 0], cand[:, 1]].sum(axis=1)
+    padded = np.flatnonzero((npad > 0) & (npad < WARP))     # partly padded slots first
+    if padded.size == 0:
+        padded = np.flatnonzero(npad > 0)
+    for i in rng.permutation(padded)[:min(2, n // 3)]:
+        take([i])
+    vals = wf[cand[:, 0], cand[:, 1]]
+    groups = {int(v): list(rng.permutation(np.flatnonzero(vals == v))) for v in np.unique(vals)}
+    order = sorted(groups, key=lambda v: len(groups[v]))
     while len(picks) < n and any(groups[v] for v in order):
         for v in order:
-            if groups[v] and len(picks) < n:
-                picks.append(groups[v].pop())
+            if groups[v]:
+                take([groups[v].pop()])
     return sorted(picks)
 
 
