@@ -1,6 +1,7 @@
 """The GPU's shared-memory bank rule, pattern by pattern: one device call, and its analysis.
 
     PYTHONPATH=. python3 measurements/bank_rule.py --out $OUT          # GPU: bank_rule.json
+    PYTHONPATH=. python3 measurements/bank_rule.py --out $OUT --limit 30 --budget-s 90  # smoke
     python3 measurements/bank_rule.py --analyse measurements/h100/bank_rule.json   # no GPU
 
 ``kernels_ir.banks`` charges a ``w``-word shared access ``w`` phases of ``32 / w`` lanes, each as
@@ -83,6 +84,8 @@ SASS_METRICS = (
     "smsp__sass_l1tex_data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
     "smsp__sass_l1tex_data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum",
 )
+# the campaign's counters (measurements/campaign.py NCU_METRICS): known to this ncu
+CORE_METRICS = HW_METRICS[:4] + HW_METRICS[-2:]
 # the per-op counters one pattern's access is read from: (wavefronts, conflicts, instructions)
 OP_METRICS = {
     "ld": ("l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum",
@@ -116,7 +119,8 @@ def _patterns_from(path: str):
 
 def worker(args) -> int:
     """Launch patterns ``start .. stop - 1`` of the record once each (the launches ncu
-    profiles); ``args.order`` lists their names in launch order (None: the launch failed)."""
+    profiles); ``args.order`` lists ``[name, launched]`` in order (``launched``: the kernel was
+    launched, so ncu profiled it, even if its error check failed afterwards)."""
     from gpusim.backends.cupy_backend import Runner
     from kernels_ir.kernels import bank_probe as bp
     from kernels_ir.kernels.bank_probe import kernel_key
@@ -127,6 +131,7 @@ def worker(args) -> int:
     kernels: dict = {}
     order: list = []
     for p in pats:
+        launched = False
         try:
             key = kernel_key(p)
             if key not in kernels:
@@ -134,11 +139,12 @@ def worker(args) -> int:
             comp = kernels[key]
             bufs = runner.device_buffers(comp, bp.pattern_inputs(p))
             runner.launch(comp, bufs)
+            launched = True
             cp.cuda.Device().synchronize()
             runner.check_err(comp, bufs)
-            order.append(p.name)
+            order.append([p.name, True])
         except Exception as exc:  # record and go on
-            order.append(None)
+            order.append([None if not launched else p.name, launched])
             print(f"worker {p.name}: {type(exc).__name__}: {exc}", file=sys.stderr)
         with open(args.order, "w") as f:
             json.dump(order, f)
@@ -281,7 +287,7 @@ def ncu_chunk(out_dir: str, patterns_path: str, start: int, stop: int, metrics, 
             raw = f.read()
         launches = parse_raw_csv(raw)
         with open(order) as f:
-            names = [x for x in json.load(f) if x is not None]
+            names = [name for name, launched in json.load(f) if launched]
     except (OSError, ValueError) as exc:
         rec["error"] = f"{type(exc).__name__}: {exc}"
     rec["launches"] = len(launches)
@@ -311,11 +317,17 @@ def measure(out: str, argv: list, budget_s: float = BUDGET_S, chunk: int = CHUNK
     prov["nvcc_version"] = _tool_version(["nvcc", "--version"])
     pats = bp.catalogue()[:limit]
     print(f"{len(pats)} patterns ({time.time() - t_start:.1f}s)", flush=True)
-    records = []
+    from gpusim.measurements import kernel_fingerprint
+
+    records, kernels = [], {}
     for p in pats:
+        key = bp.kernel_key(p)
+        if key not in kernels:
+            k = bp.probe_kernel(p.op, p.width, noise=p.noise)
+            kernels[key] = (k.name, kernel_fingerprint(k))
         d = p.to_dict()
         w, a = p.words_array, p.active_array
-        d.update(kernel=bp.probe_kernel(p.op, p.width, noise=p.noise).name, repeats=p.repeats,
+        d.update(kernel=kernels[key][0], repeats=p.repeats,
                  model={"wavefronts": int(banks.wavefronts(w, p.width, a)),
                         "conflicts": int(banks.bank_conflicts(w, p.width, a))})
         records.append(d)
@@ -323,7 +335,7 @@ def measure(out: str, argv: list, budget_s: float = BUDGET_S, chunk: int = CHUNK
            "constants": {"ncu_repeats": bp.NCU_REPEATS, "noise_repeats": bp.NOISE_REPEATS,
                          "smem_words": bp.SMEM_WORDS, "noise_warps": bp.NOISE_WARPS,
                          "noise_iters": bp.NOISE_ITERS},
-           "patterns": records, "ncu_runs": []}
+           "kernels": dict(kernels.values()), "patterns": records, "ncu_runs": []}
     path = os.path.join(out, "bank_rule.json")
 
     def save():
@@ -353,36 +365,48 @@ def measure(out: str, argv: list, budget_s: float = BUDGET_S, chunk: int = CHUNK
                       "queried": avail is not None}
     print(f"metrics: {len(res['metrics']['hardware'])} hardware, {len(res['metrics']['sass'])} "
           f"SASS-patched ({time.time() - t0:.1f}s)", flush=True)
-    raw_parts = []
-    per_launch = None
+    raw_parts: list[str] = []
+    per_launch = [None]
+
+    def one(tag, key, start, stop, metrics):
+        left = budget_s - (time.time() - t_start)
+        est = (per_launch[0] or 1.0) * (stop - start) + 10
+        if est > left:
+            res["ncu_runs"].append({"pass": tag, "start": start, "stop": stop,
+                                    "skipped": f"time budget: {left:.0f}s left, about "
+                                               f"{est:.0f}s needed"})
+            print(f"ncu {tag} {start}..{stop}: skipped (budget)", flush=True)
+            return None
+        got = ncu_chunk(out, path, start, stop, metrics, tag, timeout=max(60, left + 30))
+        rec = got["record"]
+        res["ncu_runs"].append(rec)
+        raw_parts.append(got["raw"])
+        if tag == "hardware" and rec["launches"]:
+            per_launch[0] = rec["seconds"] / rec["launches"]
+        byname = {d["name"]: d for d in records}
+        for name, m in got["cases"].items():
+            byname[name][key] = m
+        print(f"ncu {tag} {start}..{stop}: {rec['launches']} launches, {rec['seconds']:.1f}s, "
+              f"rc {rec.get('returncode')}" + (f", {rec['error']}" if rec.get("error") else ""),
+              flush=True)
+        save()
+        return rec["launches"]
+
     for tag, key in (("hardware", "ncu"), ("sass", "ncu_sass")):
         metrics = res["metrics"][tag]
-        if not metrics:
-            continue
         for start in range(0, len(pats), chunk):
+            if not metrics:
+                break
             stop = min(len(pats), start + chunk)
-            left = budget_s - (time.time() - t_start)
-            est = (per_launch or 1.0) * (stop - start) + 10
-            if est > left:
-                res["ncu_runs"].append({"pass": tag, "start": start, "stop": stop,
-                                        "skipped": f"time budget: {left:.0f}s left, about "
-                                                   f"{est:.0f}s needed"})
-                print(f"ncu {tag} {start}..{stop}: skipped (budget)", flush=True)
-                continue
-            got = ncu_chunk(out, path, start, stop, metrics, tag, timeout=max(60, left + 30))
-            res["ncu_runs"].append(got["record"])
-            raw_parts.append(got["raw"])
-            n = max(1, got["record"]["launches"])
-            if tag == "hardware":
-                per_launch = got["record"]["seconds"] / n
-            byname = {d["name"]: d for d in records}
-            for name, m in got["cases"].items():
-                byname[name][key] = m
-            print(f"ncu {tag} {start}..{stop}: {got['record']['launches']} launches, "
-                  f"{got['record']['seconds']:.1f}s, rc {got['record'].get('returncode')}"
-                  + (f", {got['record']['error']}" if got["record"].get("error") else ""),
-                  flush=True)
-            save()
+            n = one(tag, key, start, stop, metrics)
+            if n == 0 and tag == "hardware" and metrics != list(CORE_METRICS):
+                # a metric this ncu does not know fails the whole run: fall back to the
+                # campaign's counters for this chunk and the rest
+                metrics = res["metrics"][tag] = list(CORE_METRICS)
+                n = one(tag, key, start, stop, metrics)
+            if n == 0 and start == 0:
+                print(f"ncu {tag}: the first chunk failed; pass abandoned", flush=True)
+                break
     with open(os.path.join(out, "bank_rule_ncu_raw.csv"), "w") as f:
         f.write("\n".join(raw_parts))
     res["seconds"] = round(time.time() - t_start, 1)

@@ -162,7 +162,7 @@ def _fake_ncu(monkeypatch, calls):
         metrics = cmd[cmd.index("--metrics") + 1].split(",")
         pats = {p.name: p for p in br._patterns_from(args.patterns)}
         with open(args.order) as f:
-            names = json.load(f)
+            names = [name for name, launched in json.load(f) if launched]
         rows = [["ID", "Kernel Name", *metrics], ["", "", *([""] * len(metrics))]]
         for n, name in enumerate(names):
             p = pats[name]
