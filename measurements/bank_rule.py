@@ -14,6 +14,14 @@ kernel launch that executes that one warp instruction ``repeats`` times, and Nsi
 counts that launch's shared wavefronts, bank conflicts (by type), bank reads / writes and
 executed shared instructions.
 
+Why one launch per pattern: Nsight's hardware counters are totals per launch, so a launch can
+hold only one pattern if its counts are to stay separable; the same compiled kernel serves every
+pattern of one (op, width, noise) (the pattern is data), so the cost is Nsight's per-launch
+overhead only (the campaign profiled 51 larger launches in 18 s). The alternative, many
+patterns in one launch read back per SASS instruction, works only for the SASS-patched counters,
+which are Nsight's own model of the addresses, not the hardware's count: they are recorded as
+a second opinion (stage 5), not as the measurement.
+
 Stages of ``--out`` (each failure recorded, not raised; progress on stdout):
 
 1. provenance (GPU, driver, CUDA runtime, NVRTC, CuPy, ncu, nvcc, date, command);
@@ -28,6 +36,10 @@ Stages of ``--out`` (each failure recorded, not raised; progress on stdout):
    pattern;
 5. Nsight Compute, SASS-patched counters (``smsp__sass_*``: Nsight's own per-instruction
    wavefront model, shown in its source view), as far as the time budget allows.
+
+Expected run time on an H100: 2 to 4 minutes, never much more than ``--budget-s`` (210 s):
+an Nsight chunk that would not fit in what is left is skipped and listed as such in
+``ncu_runs`` (the catalogue is ordered most informative first).
 
 Output (``--out``): ``bank_rule.json`` (provenance, metrics, per pattern: addresses, active lanes,
 width, ld/st, kernel, repeats, values check, kernels_ir.banks' wavefronts and conflicts, the raw
