@@ -497,6 +497,14 @@ def wf_in_order_phase(words, active, width) -> int:
     return sum(_in_order(words, active, width, ph) for ph in _phases(width, 32 // width))
 
 
+def wf_addr_phase(words, active, width) -> int:
+    """Phases of ``32 / w`` active lanes taken in address order instead of lane order."""
+    lanes = sorted(np.flatnonzero(active), key=lambda lane: (int(words[lane]), int(lane)))
+    per = 32 // width
+    return sum(_max_distinct(_words_of(words, active, width, lanes[i:i + per]))
+               for i in range(0, len(lanes), per))
+
+
 def wf_pair_pack(words, active, width) -> int:
     """Lane phases, but two neighbouring phases (0+1, 2+3) that need one wavefront together
     share it (the cc 7.x "return packing" of lane pairs with one address, generalised)."""
@@ -540,7 +548,8 @@ def ideal_one(words, active, width) -> int:
 
 WAVEFRONT_RULES: dict[str, Callable] = {
     "lane_phase": wf_lane_phase, "half_warp": wf_half_warp, "warp": wf_warp,
-    "in_order": wf_in_order, "in_order_phase": wf_in_order_phase, "pair_pack": wf_pair_pack}
+    "in_order": wf_in_order, "in_order_phase": wf_in_order_phase, "addr_phase": wf_addr_phase,
+    "pair_pack": wf_pair_pack}
 IDEAL_RULES: dict[str, Callable] = {
     "active_phases": ideal_active_phases, "width": ideal_width, "data": ideal_data,
     "lanes": ideal_lanes, "one": ideal_one}

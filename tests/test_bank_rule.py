@@ -106,7 +106,7 @@ def test_candidate_rules_on_hand_made_accesses():
     on = np.ones(32, bool)
     t = ((lanes % 8) * 4 + lanes // 8) * 4        # 128-bit, each quarter in 2 bank groups
     assert br.wf_lane_phase(t, on, 4) == 16 and br.wf_warp(t, on, 4) == 4
-    assert br.wf_half_warp(t, on, 4) == 8
+    assert br.wf_half_warp(t, on, 4) == 8 and br.wf_addr_phase(t, on, 4) == 4
     pair = (lanes // 2) * 4                       # lanes 2k, 2k+1 share 16 bytes
     assert br.wf_lane_phase(pair, on, 4) == 4 and br.wf_pair_pack(pair, on, 4) == 2
     assert br.ideal_data(pair, on, 4) == 2 and br.ideal_lanes(pair, on, 4) == 4
