@@ -233,3 +233,42 @@ def test_time_bench_records_times_polls_and_failures(monkeypatch):
     monkeypatch.setattr(mb.Microbench, "verify_result", lambda self, g: False)
     bad = script.time_bench(_FakeRunner(), "lmech_ws_1", (2, 4), repeats=1, warmup=0)
     assert bad["status"] == "error" and "wrong result" in bad["error"]
+
+
+def test_measure_writes_one_record_with_both_passes(monkeypatch, tmp_path):
+    """The device call's whole path (provenance, clock samples, two passes, the JSON) with the
+    GPU parts replaced by the executor."""
+    from gpusim.backends import cupy_backend
+    from measurements import campaign, probe
+    from measurements import lamport_mech as script
+
+    class Clocks:
+        def stop(self, prov):
+            prov["sm_clock_mhz_samples"] = [1980]
+
+    monkeypatch.setattr(cupy_backend, "_time_launch", _fake_launch)
+    monkeypatch.setattr(cupy_backend, "Runner", _FakeRunner)
+    monkeypatch.setattr(campaign, "provenance", lambda argv: {"command": " ".join(argv)})
+    monkeypatch.setattr(probe, "ClockSampler", Clocks)
+    monkeypatch.setitem(script.ENTRIES, "lmech_ws_1", ("writers", (2, 4), (4, 8)))
+    res = script.measure(str(tmp_path), ["measurements/lamport_mech.py"], ["lmech_ws_1"], False)
+    rec = json.loads((tmp_path / "lamport_mech.json").read_text())
+    assert rec == json.loads(json.dumps(res, default=float))
+    r = rec["results"]["lmech_ws_1"]
+    assert r["status"] == "ok" and r["second_pass"]["status"] == "ok"
+    assert r["per_op_s_passes"] == [pytest.approx(1e-6)] * 2
+    assert rec["provenance"]["sm_clock_mhz_samples"] == [1980]
+    assert "lmech_ws_1" in rec["families"]["writers"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["lamport_mech.json"]
+
+
+def test_simulate_into_adds_the_simulator_next_to_the_measurement(tmp_path):
+    from measurements import lamport_mech as script
+
+    path = tmp_path / "rec.json"
+    path.write_text(json.dumps({"results": {"lmech_watch_1": {"per_op_s": 600e-9}}}))
+    script.main(["--simulate", str(path), "--only", "lmech_watch_1"])
+    r = json.loads(path.read_text())["simulated"]["results"]["lmech_watch_1"]
+    assert r["measured_per_op_s"] == 600e-9
+    assert r["sim_over_measured"] == pytest.approx(r["per_op_s"] / 600e-9)
+    assert 400 < r["per_op_cycles"] < 2000 and r["l2_per_op"]["poll"] > 0
