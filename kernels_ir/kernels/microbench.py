@@ -55,6 +55,9 @@ the same benchmarks with that form, so one campaign measures both scopes side by
 every load misses L1 and hits L2; ``poll_storm_rot`` is the same address stream with relaxed polls:
 the pair isolates the cost of a strong load against a plain L2 hit at full scale.
 
+The ``lmech_*`` family (:mod:`kernels_ir.kernels.microbench_lamport`, registered here when this
+module is imported) takes the Lamport exchange apart one factor at a time.
+
 Every kernel stores a result that depends on every timed operation (so no compiler removes them),
 and :meth:`Microbench.check` validates it.
 """
@@ -913,3 +916,7 @@ def build(name: str, size: int, **kwargs) -> Microbench:
         raise InputError(f"microbenchmark {name!r} is unknown; accepted: "
                          f"{', '.join(MICROBENCHES)}")
     return MICROBENCHES[name](**{SIZE_ARG[name]: size}, **kwargs)
+
+
+# the Lamport-exchange mechanism family registers itself in MICROBENCHES and SIZE_ARG
+from . import microbench_lamport  # noqa: E402,F401
