@@ -28,9 +28,10 @@ import math
 from pathlib import Path
 
 from gpusim.cli.common import emit_json, positive_int
+from gpusim.data import measurement_dir
 from kernels_ir.errors import InputError
 
-DEFAULT_DATA = Path(__file__).resolve().parents[2] / "measurements" / "h100"
+DEFAULT_DATA = measurement_dir("h100", required=False)  # the checkout or the installed copy
 SIM_KINDS = ("sparse_persistent", "dense_persistent", "csr")
 LIB_KINDS = ("cublas", "cusparse")
 
