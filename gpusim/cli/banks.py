@@ -111,12 +111,12 @@ def main(args) -> int:
               "nonzeros": int(U.nnz), "load_bits": 32 * geometry(args.batch, args.wide_loads).width}
     last = results[names[-1]][0]
     if args.plot:
-        from gpusim.plots.banks import plot_conflicts
+        from gpusim.plots.banks import plot_conflicts_panels
 
-        plot_conflicts(last, args.plot,
-                       f"bank conflicts, layout={last.layout}: N={args.hidden} "
-                       f"d={args.density} B={args.batch} {config['load_bits']}-bit loads, "
-                       f"{n_ctas}x{warps} warps")
+        plot_conflicts_panels([r for r, _ in results.values()], args.plot,
+                              f"bank conflicts per (warp, slot): N={args.hidden} "
+                              f"d={args.density} B={args.batch} {config['load_bits']}-bit "
+                              f"loads, {n_ctas}x{warps} warps")
     if args.json:
         out = _summary(last, results[names[-1]][1])
         out["config"] = config
