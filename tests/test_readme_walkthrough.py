@@ -1,8 +1,10 @@
 """A newcomer's first hour: the README's commands, run from a non-editable install.
 
 The checkout's package files are copied to a temporary folder, built into a wheel and installed
-into a fresh virtual environment (``--system-site-packages``: numpy, scipy, matplotlib and
-networkx come from the environment; the wheel itself is installed without dependencies). Every
+into a fresh virtual environment without its dependencies; numpy, scipy, matplotlib and networkx
+come from the environment running the tests (its site-packages folders are appended to the new
+environment's path by a ``.pth`` file, after the wheel's own folder; ``.pth`` files of those
+folders, such as an editable install of this checkout, are not processed). Every
 command of the README's tour then runs through that environment's ``gpusim`` script from a
 folder outside the checkout, with small sizes, and must exit 0 and print what the README says
 it prints. This is what ``pip install .`` followed by the README gives a user: a file that only
@@ -63,11 +65,19 @@ def installed(tmp_path_factory) -> dict:
                       str(wheels), str(src)], cwd=base)
     assert build.returncode == 0, build.stderr[-3000:]
     wheel = next(wheels.glob("gpusim_prnn-*.whl"))
-    made = _run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], cwd=base)
+    made = _run([sys.executable, "-m", "venv", "--without-pip", str(venv)], cwd=base)
     assert made.returncode == 0, made.stderr
     py = venv / "bin" / "python"
-    inst = _run([str(py), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)],
-                cwd=base)
+    own = _run([str(py), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+               cwd=base).stdout.strip()
+    parents = [p for p in sys.path if Path(p).name in ("site-packages", "dist-packages")
+               and Path(p).is_dir()]
+    (Path(own) / "zz_test_environment.pth").write_text("\n".join(parents) + "\n")
+    inst = _run([sys.executable, "-m", "pip", "--python", str(py), "install", "-q", "--no-deps",
+                 "--no-index", str(wheel)], cwd=base)
+    if inst.returncode != 0:   # a pip without --python: the parent pip is visible through .pth
+        inst = _run([str(py), "-m", "pip", "install", "-q", "--no-deps", "--no-index",
+                     str(wheel)], cwd=base)
     assert inst.returncode == 0, inst.stderr[-3000:]
     where = _run([str(py), "-c", "import gpusim, gpusim.data as d; print(gpusim.__file__); "
                   "print(d.measurement_dir('h100'))"], cwd=work)
