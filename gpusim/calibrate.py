@@ -1,6 +1,6 @@
 """Fit a GPU spec's uncertain values (types I/M) to recorded microbenchmarks.
 
-    python -m gpusim.calibrate [--data measurements/h100] [--spec h100] [--write]
+    python -m gpusim.calibrate [--spec h100] [--data measurements/h100] [--write]
 
 Only microbenchmarks are used (``microbench.json``), never the campaign cases, so that the
 cross-check against the campaign stays an independent test. For each fitted parameter the
@@ -317,7 +317,9 @@ def main(argv: list[str] | None = None) -> int:
 
     ap = argparse.ArgumentParser(prog="python -m gpusim.calibrate", description=__doc__.split(
         "\n\n")[0].strip())
-    ap.add_argument("--data", default=str(ROOT / "measurements" / "h100"))
+    ap.add_argument("--data", default=None,
+                    help="measurement folder (default: the recorded one of --spec, "
+                         "gpusim.data.measurement_dir)")
     ap.add_argument("--spec", default="h100")
     ap.add_argument("--write", action="store_true", help="write the fitted values into the spec")
     ap.add_argument("--only", default=None,
@@ -325,6 +327,10 @@ def main(argv: list[str] | None = None) -> int:
                          "the [library] table); default all that were fitted")
     args = ap.parse_args(argv)
     try:
+        if args.data is None:
+            from gpusim.data import measurement_dir
+
+            args.data = str(measurement_dir(args.spec))
         mpath = Path(args.data) / "microbench.json"
         m = load_json(mpath)
         micro = {k: v for k, v in m.get("results", {}).items() if v.get("status") == "ok"}

@@ -3,8 +3,8 @@
 This is the one implementation used both by the simulator (to charge shared-memory time) and by
 the layout study (to count and minimise conflicts).
 
-Hardware rules (CUDA C++ Programming Guide, shared memory section for cc 5.x and later; NVIDIA
-CUTLASS issue #328; NVIDIA developer forum thread 77228):
+Hardware rules (``docs/hardware_sources.md`` s4; CUDA Programming Guide shared memory section
+for cc 5.x+; NVIDIA CUTLASS issue #328; NVIDIA forum 77228):
 
 - 32 banks of 4 bytes; word ``w`` lives in bank ``w % 32``.
 - Lanes that read the same 32-bit word are served by one broadcast: no conflict.

@@ -1,7 +1,7 @@
 """IR -> CUDA C: one ``extern "C" __global__`` function per kernel, generated from a per-op table.
 
 The generated source includes no headers (it compiles the same with ``nvcc -cubin`` and with
-NVRTC through CuPy) and follows these rules (cuda_backend.md s1.4, s3.6, s6):
+NVRTC through CuPy) and follows these rules (docs/cuda_notes.md s1.4, s2.4, s4):
 
 - **Registers.** Every IR register becomes a local scalar; an array register ``%w[size]`` becomes
   ``size`` separate scalars ``r_w_0 .. r_w_{size-1}``. The IR only indexes arrays with constants,
@@ -17,7 +17,7 @@ NVRTC through CuPy) and follows these rules (cuda_backend.md s1.4, s3.6, s6):
   denormals flush (compare with a tolerance).
 - **Polling loads** (``LDG_VOLATILE``) are ``ld.relaxed.gpu.global`` (``.v2``/``.v4`` for width
   2/4; sm_70+) in ``asm volatile`` with a ``"memory"`` clobber: served by L2, never hoisted out of a
-  loop. Within one GPU GPU scope suffices (cuda_backend.md s3.3: ``.sys`` only across GPUs or with
+  loop. One GPU needs only GPU scope (docs/cuda_notes.md s2.3: ``.sys`` only across GPUs or with
   the host). ``generate(kernel, poll="volatile_sys")`` (or the kernel's ``meta poll``) emits the
   former ``ld.volatile.global`` instead, which ptxas makes ``LDG.E.STRONG.SYS`` (system scope);
   the ``*_sys`` microbenchmarks measure both forms (:data:`POLL_MODES`).

@@ -62,8 +62,8 @@ wide, but 8 banks only for B = 4 scalar loads, 4 of 8 classes for B = 8 wide). I
   ``max(K W, r / c, E[largest class count])`` per load (``E`` exact for ``r <= 32``, a normal
   approximation above).
 
-Per-step baselines (graph-timed, as cuda_backend.md section 5 recommends)
--------------------------------------------------------------------------
+Per-step baselines (graph-timed, as docs/cuda_notes.md s1.5 recommends)
+-----------------------------------------------------------------------
 A step is the chain of kernels the measurement harness (:mod:`gpusim.backends.baselines`) puts in
 its CUDA graph; :data:`LIBRARY_NODES` lists them per path, as ``torch.profiler`` recorded them
 (``measurements/h100/library_profile.json``; a test checks the counts against that record).
@@ -84,7 +84,7 @@ The library kernels are black boxes the simulator cannot run; two models of thei
    l2_bytes_per_cycle_per_slice * clock`` if the streamed data fit in ``l2_size_bytes``, else
    ``dram_bandwidth_bytes_per_s``). On the H100 this under-predicts the measured baselines by
    about 55% (fp32 cuBLAS GEMM kernels at batch 2-8 run 5-30x slower than the bandwidth bound,
-   cuda_backend.md 5.2 and 8; a small node costs about 1.2 us, not 1.0).
+   docs/cuda_notes.md s3 and s5; a small node costs about 1.2 us, not 1.0).
 
 The paths:
 - ``cublas``: the best of one GEMM (a GEMV kernel at B = 1, else GEMM + split-K reduce), B GEMVs

@@ -26,12 +26,10 @@
 
 # %%
 import os
-import tempfile
-from pathlib import Path
 
 import numpy as np
 
-from gpusim.plots.banks import plot_conflicts
+from gpusim.plots.banks import conflicts_figure
 from gpusim.plots.mapping import plot_warp_grids
 from gpusim.plots.style import show
 from gpusim.specs import load_spec
@@ -45,7 +43,6 @@ SMALL = os.environ.get("GPUSIM_NB_SMALL") == "1"
 HIDDEN = 384 if SMALL else 1152
 BATCH, DENSITY = 4, 0.1
 spec = load_spec("v100")
-OUT = Path(tempfile.mkdtemp(prefix="nb03_"))   # PNGs written by the plot functions
 
 # %% [markdown]
 # ## The rule
@@ -126,18 +123,15 @@ show(plot_warp_grids([maps["naive"], maps["optimal"]], warp, batch=BATCH, wide_l
 # ## Conflicts per (warp, slot)
 #
 # The heatmaps show every warp (rows) and register slot (columns) of the whole kernel; the
-# colour is the number of extra wavefronts. Under `naive` conflicts are everywhere. Under
-# `optimal` the remaining conflicts are those the bound says no layout can avoid: they sit in
-# the first slot of a row-slot, where long rows have more nonzeros of one class than there are
-# slots to spread them over.
+# colour is the number of extra wavefronts, on one scale for both panels. Under `naive`
+# conflicts are everywhere. Under `optimal` the remaining conflicts are those the bound says no
+# layout can avoid: they sit in the first slot of a row-slot, where long rows have more nonzeros
+# of one class than there are slots to spread them over.
 
 # %%
-for name in ("naive", "optimal"):
-    r = reports[name]
-    path = plot_conflicts(r, OUT / f"conflicts_{name}.png",
-                          f"bank conflicts per (warp, slot), layout={name}: N={HIDDEN} "
-                          f"d={DENSITY} B={BATCH} 128-bit loads (total {r.total_conflicts})")
-    show(path)
+show(conflicts_figure([reports["naive"], reports["optimal"]],
+                      f"bank conflicts per (warp, slot): N={HIDDEN} d={DENSITY} B={BATCH} "
+                      f"128-bit loads"))
 
 # %% [markdown]
 # ## Wide loads, and what the layout buys in time

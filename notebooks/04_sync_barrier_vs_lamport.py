@@ -20,8 +20,8 @@
 # - **grid barrier**: after its stores, each CTA does `__syncthreads`, a `__threadfence` and an
 #   atomic increment of one global counter; before the next step, thread 0 of each CTA spins on
 #   the counter until all CTAs have arrived, then releases its CTA with `__syncthreads`.
-# - **Lamport timestamps** (Zhu et al. 2018; DESIGN.md: *the data itself carries the ready
-#   signal*): each step's output slot is pre-filled with a sentinel ($-0.0$, a value the writer
+# - **Lamport timestamps** (Zhu et al. 2018), where the data itself carries the ready signal:
+#   each step's output slot is pre-filled with a sentinel ($-0.0$, a value the writer
 #   never produces because it adds $+0.0$ to every result). A consumer loads the $h$ values it
 #   needs with L2-coherent loads and simply re-loads any that still hold the sentinel. No counter,
 #   no atomics, and an SM starts as soon as *its* data is there.

@@ -13,7 +13,7 @@
 # %% [markdown]
 # # 5. Predicting speedups for hypothetical layers on V100 and H100
 #
-# The question this project was built for (DESIGN.md section 1): *how much faster than the next
+# The question this project was built for (see the README): *how much faster than the next
 # best thing would a given layer run with a sparse persistent kernel, on a GPU we may not own,
 # and does it fit at all?*
 #

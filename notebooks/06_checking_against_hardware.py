@@ -35,10 +35,10 @@ from pathlib import Path
 
 import numpy as np
 
-import gpusim
-from gpusim.cli.crosscheck import plot as plot_crosscheck
 from gpusim.cli.crosscheck import run_crosscheck
+from gpusim.data import measurement_dir
 from gpusim.measurements import load_campaign
+from gpusim.plots.crosscheck import plot_crosscheck
 from gpusim.plots.style import show
 from gpusim.specs import load_spec
 from kernels_ir import InputError
@@ -47,8 +47,9 @@ from kernels_ir.kernels import build_sparse_rnn, make_layer
 
 SMALL = os.environ.get("GPUSIM_NB_SMALL") == "1"
 EVERY = 24 if SMALL else 3      # predict one recorded case in EVERY (the simulator runs each)
-DATA = Path(os.environ.get("GPUSIM_NB_DATA",
-                           Path(gpusim.__file__).resolve().parents[1] / "measurements" / "h100"))
+# the recorded H100 campaign: measurements/h100 of the checkout, or the copy installed with the
+# package (gpusim.data.measurement_dir)
+DATA = Path(os.environ.get("GPUSIM_NB_DATA") or measurement_dir("h100", required=False))
 OUT = Path(tempfile.mkdtemp(prefix="nb06_"))
 
 # %% [markdown]
@@ -143,7 +144,10 @@ if summary is not None:
 
 # %% [markdown]
 # The figure plots each case's predicted against its measured per-step time on log axes; the
-# dashed line is perfect agreement. Look for two things: whether the points of one kernel kind
+# dashed line is perfect agreement, the dotted ones +-20%. Colour is the kernel kind; the marker
+# says who predicted: circles the simulator, filled triangles the analytical model (the library
+# baselines), hollow triangles the analytical model on the same kernel cases as the simulator.
+# Look for two things: whether the points of one kernel kind
 # follow the line's slope (the model scales right with the layer), and whether a kind sits
 # consistently above or below it (a systematic cost the spec under- or over-charges, the target
 # of calibration).
@@ -151,7 +155,7 @@ if summary is not None:
 # %%
 if summary is not None:
     path = OUT / "crosscheck.png"
-    plot_crosscheck(summary, str(path))
+    plot_crosscheck(summary, path)
     show(path)
 else:
     print("no measurements: no figure")

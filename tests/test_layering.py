@@ -1,4 +1,5 @@
-"""Data flows one way (DESIGN.md section 7): the imports of each package are held to it.
+"""Data flows one way (docs/ARCHITECTURE.md, "Packages and layering"): each package's imports
+are held to it.
 
 kernels_ir is the bottom layer: it never imports gpusim, nor the analytical or capacity model
 (results side). It may use models.sparse and models.reference, the layer's data and its float64

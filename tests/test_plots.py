@@ -185,3 +185,122 @@ def test_save_png_refuses_other_suffixes(tmp_path):
     fig, _ = figure()
     with pytest.raises(InputError, match="must end in .png"):
         save_png(fig, tmp_path / "x.svg")
+
+
+# ------------------------------------------------------- readability of the default figures
+
+
+def _no_overlap(labels) -> bool:
+    boxes = [t.get_window_extent() for t in labels if t.get_text()]
+    return all(not a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
+
+
+def test_sweep_heatmap_thins_hidden_ticks_so_labels_do_not_overlap():
+    from gpusim.plots.speedup import speedup_heatmap, thinned_ticks
+
+    hidden = list(range(256, 8193, 256))          # the README's 32 sizes
+    cols = {k: [] for k in ("gpu", "batch", "hidden", "density", "speedup", "best_persistent")}
+    for g in ("v100", "h100"):
+        for h in hidden:
+            for d in (0.01, 0.1):
+                cols["gpu"].append(g)
+                cols["batch"].append(4)
+                cols["hidden"].append(h)
+                cols["density"].append(d)
+                cols["speedup"].append(1.0 + h / 8192)
+                cols["best_persistent"].append("sparse-lamport")
+    fig = speedup_heatmap(cols)
+    fig.canvas.draw()
+    panels = [ax for ax in fig.axes if ax.get_title()]
+    assert len(panels) == 2
+    for ax in panels:
+        labels = ax.get_xticklabels()
+        assert 2 <= len(labels) <= 9 and labels[0].get_text() == "256"
+        assert _no_overlap(labels), [t.get_text() for t in labels]
+    assert thinned_ticks(5) == [0, 1, 2, 3, 4]
+    assert thinned_ticks(32)[0] == 0 and thinned_ticks(32)[-1] == 31
+
+
+def _fake_timeline_result(n_sms: int, n_steps: int = 2):
+    from types import SimpleNamespace
+
+    br = {"issue": 10.0, "shared_memory": 5.0, "waiting_for_data": 3.0, "barrier": 1.0}
+    steps = tuple(tuple((100.0 * s, 100.0 * s + 90.0, br) for _ in range(n_sms))
+                  for s in range(n_steps))
+    return SimpleNamespace(timeline=steps, clock_hz=1.5e9, kernel="k", gpu="v100",
+                           per_step_s=1e-6, steps=n_steps, total_steps=64, extrapolated=True)
+
+
+@pytest.mark.parametrize("n_sms,max_sms,shown", [(80, None, "all 80 SMs"),
+                                                 (132, None, "all 132 SMs"),
+                                                 (80, 16, "SMs 0-15 of 80")])
+def test_timeline_draws_every_sm_or_says_which(n_sms, max_sms, shown, tmp_path, monkeypatch):
+    import gpusim.plots.style as style
+    from gpusim.plots.timeline import plot_timeline
+
+    figs = []
+    real_save = style.save_png
+    monkeypatch.setattr(style, "save_png", lambda fig, path, **kw: (figs.append(fig),
+                                                                   real_save(fig, path, **kw)))
+    out = tmp_path / "t.png"
+    plot_timeline(_fake_timeline_result(n_sms), str(out), max_sms=max_sms)
+    check_png(out)
+    ax = figs[0].axes[0]
+    assert shown in ax.get_title() and "2 simulated steps of 64" in ax.get_title()
+    rows = {round(p.get_y() + p.get_height() / 2) for p in ax.patches}
+    assert rows == set(range(max_sms or n_sms))
+
+
+def test_banks_all_layouts_are_panels_on_one_scale():
+    from gpusim.plots.banks import conflicts_figure
+    from kernels_ir.layouts import analyse
+    from kernels_ir.mapping import map_matrix
+    from models.sparse import random_sparse
+
+    U = random_sparse(256, 256, 0.3, np.random.default_rng(0))
+    reports = [analyse(map_matrix(U, n_ctas=4, warps_per_cta=2, batch=4, wide_loads=True,
+                                  layout=name, seed=0), 4, True)
+               for name in ("naive", "random", "greedy", "optimal")]
+    fig = conflicts_figure(reports, "t")
+    images = [im for ax in fig.axes for im in ax.get_images()]
+    assert len(images) == 4
+    assert len({im.get_clim() for im in images}) == 1     # one colour scale
+    top = max(int(np.asarray(r.conflicts).sum(axis=2).max()) for r in reports)
+    assert images[0].get_clim() == (0, max(1, top))
+    titles = [ax.get_title() for ax in fig.axes if ax.get_images()]
+    assert [t.split(":")[0] for t in titles] == [f"layout={n}" for n in
+                                                  ("naive", "random", "greedy", "optimal")]
+
+
+def test_crosscheck_plot_tells_sources_and_kinds_apart(tmp_path):
+    from gpusim.plots.crosscheck import crosscheck_figure, plot_crosscheck
+
+    rows = [
+        {"id": "a", "kind": "sparse_persistent", "source": "simulator", "measured_s": 2e-6,
+         "predicted_s": 2.2e-6, "model_s": 1.8e-6},
+        {"id": "b", "kind": "csr", "source": "simulator", "measured_s": 4e-6,
+         "predicted_s": 3.6e-6, "model_s": 2.0e-6},
+        {"id": "c", "kind": "cublas", "source": "analytical", "measured_s": 2e-5,
+         "predicted_s": 2.4e-5},
+    ]
+    summary = {"rows": rows, "gpu": "NVIDIA H100 80GB HBM3", "spec": "h100", "cases": 3}
+    fig = crosscheck_figure(summary)
+    ax = fig.axes[0]
+    cols = ax.collections
+    # one marker shape per source: circles (simulator) and triangles (analytical model)
+    shapes = {len(c.get_paths()[0].vertices) for c in cols}
+    assert len(shapes) == 2, shapes
+    sim = [c for c in cols if np.allclose(c.get_offsets()[:, 1], [2.2]) or
+           np.allclose(c.get_offsets()[:, 1], [3.6])]
+    lib = [c for c in cols if np.allclose(c.get_offsets()[:, 1], [24.0])]
+    assert sim and lib
+    assert len(sim[0].get_paths()[0].vertices) != len(lib[0].get_paths()[0].vertices)
+    # one colour per kind
+    face = {tuple(np.round(c.get_facecolor()[0], 3)) for c in cols if len(c.get_facecolor())}
+    assert len(face) >= 3
+    texts = [t.get_text() for leg in ax.get_children() if hasattr(leg, "get_texts")
+             for t in leg.get_texts()]
+    assert "simulator" in texts and any("analytical model" in t for t in texts)
+    assert {"sparse_persistent", "csr", "cublas"} <= set(texts)
+    assert "simulator 10.0% (2)" in ax.get_title()
+    check_png(plot_crosscheck(summary, tmp_path / "cc.png"))

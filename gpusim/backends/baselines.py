@@ -1,6 +1,6 @@
 """Per-step library baselines on the GPU: cuBLAS and cuSPARSE through torch, inside CUDA graphs.
 
-CuPy refuses cuBLAS/cuSPARSE calls during graph capture (cuda_backend.md s1.5), so these use
+CuPy refuses cuBLAS/cuSPARSE calls during graph capture (docs/cuda_notes.md s1.5), so these use
 ``torch.cuda.CUDAGraph``. One step of the real layer is ``h_{t+1} = tanh(U h_t + x_t)``; each
 baseline captures T such steps (the product, then ``torch.add`` + ``torch.tanh`` in place: the
 fused elementwise cost the real layer needs) into one graph, and T' steps into another; the
@@ -8,7 +8,7 @@ per-step time is the slope of the two medians, the intercept is the graph launch
 the whole T-step sequence are checked against the float64 reference first.
 
 - ``cublas``: the best of (a) one GEMM ``U @ H`` at the real batch, (b) B GEMVs, (c) one GEMM with
-  the batch padded to 8 (cuBLAS picks poor kernels for skinny fp32 batches, cuda_backend.md s8);
+  the batch padded to 8 (cuBLAS picks poor kernels for skinny fp32 batches, docs/cuda_notes.md s5);
   all three are recorded, ``per_step_s`` is the minimum. fp32, TF32 off.
 - ``cusparse``: ``torch.sparse_csr_tensor`` (U in CSR) times the dense (N, B) state: SpMV for
   B = 1, SpMM otherwise.

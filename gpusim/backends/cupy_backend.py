@@ -1,6 +1,6 @@
 """Run IR kernels on a real GPU: generated CUDA C (:mod:`kernels_ir.codegen_cuda`) through CuPy.
 
-Rules (cuda_backend.md s1, s6):
+Rules (docs/cuda_notes.md s1, s4):
 
 - Compiled with ``cupy.RawModule`` through NVRTC (options ``-arch`` chosen by CuPy); the module is
   cached per source text by :class:`Runner` (and by CuPy's disk cache across processes).

@@ -51,12 +51,12 @@ def main(args) -> int:
               warps_per_cta=args.warps_per_cta, load_bits=args.load_bits, seed=args.seed)
     last = b.reports[-1]
     if args.plot:
-        from gpusim.plots.banks import plot_conflicts
+        from gpusim.plots.banks import plot_conflicts_panels
 
-        plot_conflicts(last, args.plot,
-                       f"bank conflicts, layout={last.layout}: N={b.hidden} "
-                       f"d={b.density} B={b.batch} {b.load_bits}-bit loads, "
-                       f"{b.ctas}x{b.warps_per_cta} warps")
+        plot_conflicts_panels(list(b.reports), args.plot,
+                              f"bank conflicts per (warp, slot): N={b.hidden} d={b.density} "
+                              f"B={b.batch} {b.load_bits}-bit loads, "
+                              f"{b.ctas}x{b.warps_per_cta} warps")
     if args.json:
         emit_json(b.to_dict())
         return 0

@@ -29,10 +29,11 @@ import sys
 from pathlib import Path
 
 from gpusim.cli.common import emit_json, positive_int
+from gpusim.data import measurement_dir
 from gpusim.samples import IN_SAMPLE, OUT_OF_SAMPLE
 from kernels_ir.errors import InputError
 
-DEFAULT_DATA = Path(__file__).resolve().parents[2] / "measurements" / "h100"
+DEFAULT_DATA = measurement_dir("h100", required=False)  # the checkout or the installed copy
 SIM_KINDS = ("sparse_persistent", "dense_persistent", "csr")
 LIB_KINDS = ("cublas", "cusparse")
 
@@ -249,35 +250,6 @@ def _summarise(rows, spearmanr) -> dict:
     return out
 
 
-def plot(summary: dict, path: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6.5, 6))
-    kinds = sorted({r["kind"] for r in summary["rows"]})
-    for k in kinds:
-        rs = [r for r in summary["rows"] if r["kind"] == k]
-        ax.scatter([r["measured_s"] * 1e6 for r in rs], [r["predicted_s"] * 1e6 for r in rs],
-                   label=k, s=22)
-    vals = [v * 1e6 for r in summary["rows"] for v in (r["measured_s"], r["predicted_s"])]
-    lo, hi = min(vals) / 1.5, max(vals) * 1.5
-    ax.plot([lo, hi], [lo, hi], "k--", lw=1, label="y = x")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlim(lo, hi)
-    ax.set_ylim(lo, hi)
-    ax.set_xlabel(f"measured per-step time on {summary['gpu']} (µs)")
-    ax.set_ylabel(f"predicted per-step time, spec {summary['spec']} (µs)")
-    ax.set_title(f"MAPE {100 * summary['mape']:.0f}%, Spearman {summary['spearman']:.2f}, "
-                 f"{summary['cases']} cases")
-    ax.legend(title="kernel kind", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-
-
 def _write_bands(s: dict) -> None:
     import json
 
@@ -311,7 +283,9 @@ def main(args) -> int:
     if args.write_bands:
         _write_bands(s)
     if args.plot:
-        plot(s, args.plot)
+        from gpusim.plots.crosscheck import plot_crosscheck
+
+        plot_crosscheck(s, args.plot)
     if args.json:
         emit_json({k: v for k, v in s.items()})
         return 0

@@ -15,8 +15,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_output_arguments(p)
 
 
+def legend(evidence: dict[str, str]) -> str:
+    """The line that explains the evidence tags and where the sources are described."""
+    tags = ", ".join(f"[{k}] {v}" for k, v in evidence.items())
+    return (f"  evidence: {tags}\n"
+            f"  sources: 'docs/hardware_sources.md sN' is section N of that page, [KEY] a public "
+            f"source listed there, measurements/... a record in the repository")
+
+
 def main(args) -> int:
-    from gpusim.specs import LIBRARY_PARAMS, PARAMS, available, load_spec
+    from gpusim.specs import EVIDENCE, LIBRARY_PARAMS, PARAMS, available, load_spec
 
     if args.gpu is None:
         specs = [load_spec(name) for name in available()]
@@ -41,6 +49,7 @@ def main(args) -> int:
                    "library": library})
     else:
         print(f"{s.name}: {s.full_name} ({s.arch})")
+        print(legend(EVIDENCE))
         for k, v in values.items():
             print(f"  {k:<34} {v['value']!s:>12} {v['unit']:<18} {v['source']}")
         print("  [library] (cuBLAS / cuSPARSE baselines of models.analytical): " +

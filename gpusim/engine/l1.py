@@ -1,8 +1,8 @@
 """Per-SM L1 data cache for plain global loads, and which buffers L1/L2 hold at launch.
 
 Volta and later cache plain global loads (``LDG``, PTX ``ld.global``) in the SM's L1, a
-sectored cache carved out of the same SRAM as shared memory (hw_params.md s5): a load whose
-32-byte sector the SM already holds (or has in flight) is served after
+sectored cache carved out of the same SRAM as shared memory (docs/hardware_sources.md s5): a load
+whose 32-byte sector the SM already holds (or has in flight) is served after
 ``l1_hit_latency_cycles`` and never reaches L2. Polling loads (``LDG_VOLATILE``, ``ld.relaxed``)
 and atomics bypass L1.
 

@@ -11,7 +11,23 @@ import numpy as np
 
 from gpusim.plots.style import figure
 
-__all__ = ["speedup_heatmap"]
+__all__ = ["speedup_heatmap", "thinned_ticks"]
+
+MAX_TICKS_X = 9      # hidden-size labels per panel (a 4 in wide panel holds about 9 rotated)
+MAX_TICKS_Y = 12
+BAR_TICKS = (0.1, 0.2, 0.3, 0.5, 0.7, 1, 1.5, 2, 3, 5, 7, 10, 20, 30, 50, 100)
+
+
+def thinned_ticks(n: int, max_ticks: int = MAX_TICKS_X) -> list[int]:
+    """Indices of at most ``max_ticks`` evenly spaced labels out of ``n`` cells, the first and
+    (where the spacing allows) the last included."""
+    if n <= max_ticks:
+        return list(range(n))
+    step = -(-(n - 1) // (max_ticks - 1))
+    ticks = list(range(0, n, step))
+    if n - 1 - ticks[-1] > step / 2:
+        ticks.append(n - 1)
+    return ticks
 
 
 def speedup_heatmap(cols: dict, *, title: str | None = None):
@@ -53,8 +69,10 @@ def speedup_heatmap(cols: dict, *, title: str | None = None):
             ax.add_patch(Rectangle((c - 0.5, r - 0.5), 1, 1, fill=False, hatch="///",
                                    edgecolor="0.5", linewidth=0))
             ax.text(c, r, "x", ha="center", va="center", color="0.3", fontsize=7)
-        ax.set_xticks(range(len(hidden)), [str(h) for h in hidden], rotation=45)
-        ax.set_yticks(range(len(dens)), [f"{d:g}" for d in dens])
+        xt = thinned_ticks(len(hidden))
+        ax.set_xticks(xt, [str(hidden[i]) for i in xt], rotation=45)
+        yt = thinned_ticks(len(dens), MAX_TICKS_Y)
+        ax.set_yticks(yt, [f"{dens[i]:g}" for i in yt])
         ax.set_xlabel("hidden size N")
         ax.set_ylabel("density (fraction nonzero)")
         ax.set_title(f"{g}, batch {b}")
@@ -63,9 +81,10 @@ def speedup_heatmap(cols: dict, *, title: str | None = None):
     if image is not None:
         bar = fig.colorbar(image, ax=axes, shrink=0.9)
         bar.set_label("speedup over next best (x)")
-        fmt = FuncFormatter(lambda v, _: f"{v:g}")
-        bar.ax.yaxis.set_major_formatter(fmt)
-        bar.ax.yaxis.set_minor_formatter(fmt)
+        ticks = [v for v in BAR_TICKS if lo <= v <= hi] or [lo, hi]
+        bar.set_ticks(ticks)
+        bar.ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        bar.ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
     fig.suptitle(title or "Predicted per-step speedup of the best sparse persistent kernel "
                  "(hatched x: does not fit)")
     return fig

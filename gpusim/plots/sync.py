@@ -130,7 +130,9 @@ def plot_sync_comparison(results: Mapping[str, object], *, title: str | None = N
             ax.annotate(f"{v:,}", (b.get_x() + b.get_width() / 2, max(v, 1)), ha="center",
                         va="bottom", fontsize=6, rotation=0)
     ax.set_yscale("log")
-    ax.set_ylim(bottom=0.8)
+    top = max([max(r.l2_transactions.get(k, 0), 1) for r in results.values() for k in kinds],
+              default=1)
+    ax.set_ylim(bottom=0.8, top=top * 12)   # room for the count above the tallest bar
     ax.set_xticks(xk, kinds)
     steps = max(r.steps for r in results.values())
     label(ax, "kind of L2 transaction", "L2 transactions",

@@ -3,10 +3,10 @@
 Each parameter is declared once in :data:`PARAMS` (unit, type, bounds, one-line description, as
 gem5 declares its params). A spec file gives, for every parameter, a table
 ``name = { value = ..., unit = "...", source = "...", type = "D|M|I|S|C" }`` where ``type`` is the
-evidence class of ``reference/hw_params.md`` (D documented, M measured, I inferred, S simulator
-config) plus ``C`` for values calibrated by this project, which must name the measurement file in
-``calibration``. The loader rejects a missing, unknown or impossible value with a message naming
-the field and the file.
+evidence class of ``docs/hardware_sources.md`` (D documented, M measured, I inferred, S
+simulator config) plus ``C`` for values calibrated by this project, which must name the
+measurement file in ``calibration``. The loader rejects a missing, unknown or impossible value
+with a message naming the field and the file.
 
 Only :mod:`tomllib` and the standard library are imported here, so ``models`` can use specs
 without importing the simulator engine.
@@ -111,8 +111,8 @@ LIBRARY_PARAMS: dict[str, Param] = {
                                  f"per second") for c in LIBRARY_CLASSES},
 }
 
-EVIDENCE = {"D": "documented", "M": "measured (literature)", "I": "inferred", "S": "simulator "
-            "configuration", "C": "calibrated by this project"}
+EVIDENCE = {"D": "documented by NVIDIA", "M": "measured (published literature)", "I": "inferred",
+            "S": "simulator configuration", "C": "calibrated by this project (measurements/)"}
 
 
 @dataclass(frozen=True, slots=True)

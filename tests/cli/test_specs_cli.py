@@ -52,3 +52,19 @@ def test_library_table_shown_where_measured(capsys):
     assert json.loads(capsys.readouterr().out)["library"] is None
     assert main(["specs", "--gpu", "v100"]) == 0
     assert "not measured; the bandwidth model is used" in capsys.readouterr().out
+
+
+def test_one_spec_text_explains_the_evidence_tags(capsys):
+    """Every tag the table shows is explained on the legend line, with where sources are."""
+    import re
+
+    from gpusim.specs import EVIDENCE
+
+    assert main(["specs", "--gpu", "h100"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    legend = next(line for line in lines if line.strip().startswith("evidence:"))
+    shown = {m for line in lines for m in re.findall(r"\s\[([A-Z])\]\s", line)}
+    assert shown and shown <= set(EVIDENCE), shown
+    for tag in shown:
+        assert f"[{tag}] {EVIDENCE[tag]}" in legend
+    assert any("docs/hardware_sources.md" in line for line in lines[:4])
