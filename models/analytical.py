@@ -946,8 +946,9 @@ def predict_layer(spec, hidden: int, batch: int, density: float, *, timesteps: i
     when it has at most :data:`EXACT_NNZ_LIMIT` nonzeros (exact ``K_j`` and wavefronts from the
     layout analysis), else from the expectation. ``engine="sim"`` calls
     ``simulator(spec, variants, hidden, batch, density, seed) -> {name: (per_step_s, setup_s,
-    breakdown)}`` for every kernel of :data:`SIMULATED` that fits (fp32 RNN cells) (this package never imports the
-    simulator: the CLI passes it in); every row names the engine that produced it.
+    breakdown)}`` for every kernel of :data:`SIMULATED` that fits (fp32 RNN cells); this
+    package never imports the simulator: the CLI passes it in. Every row names the engine that
+    produced it.
     """
     _validate(hidden, batch, density, timesteps, cell, dtype, engine)
     if engine == "sim" and simulator is None:

@@ -103,7 +103,7 @@ def test_families_match_between_cases_and_predict_rows():
 
 def _summaries():
     rows = []
-    for i, (fam, src) in enumerate((("sparse lamport", "simulator"), ("cublas", "analytical"))):
+    for fam, src in (("sparse lamport", "simulator"), ("cublas", "analytical")):
         for k in range(10):
             r = {"sample": OUT_OF_SAMPLE, "family": fam, "source": src, "draw": "fresh_x_s1",
                  "measured_s": 1.0 + 0.1 * k, "predicted_s": 1.0}

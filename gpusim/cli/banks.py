@@ -49,7 +49,6 @@ def main(args) -> int:
     b = banks(args.gpu, hidden=args.hidden, density=args.density, batch=args.batch,
               wide_loads=args.wide_loads, layout=args.layout, mapping=args.mapping,
               warps_per_cta=args.warps_per_cta, load_bits=args.load_bits, seed=args.seed)
-    last = b.reports[-1]
     if args.plot:
         from gpusim.plots.banks import plot_conflicts_panels
 
