@@ -2,9 +2,9 @@
 
 For speed (< 60 s) the test runs every 3rd recorded case of the campaign (22 of 65: persistent,
 CSR and library baselines all appear; ``--no-fresh``: the fresh draws under
-measurements/h100/fresh_*/ are checked by tests/test_fresh_draws.py) and holds the errors at the level recorded in
-measurements/h100/crosscheck_reached.json (key "every_3"); the full run's level is recorded there
-too (key "full", about 90 s).
+measurements/h100/fresh_*/ are checked by tests/test_fresh_draws.py) and holds the errors at
+the level recorded in measurements/h100/crosscheck_reached.json (key "every_3"); the full run's
+level is recorded there too (key "full", about 90 s).
 """
 
 from __future__ import annotations
