@@ -138,7 +138,8 @@ class _Verifier:
             self.fail(where, instr, f"index {ref.index} is out of range for %{reg.name}"
                       f"[{reg.size}] (accepted 0..{reg.size - 1})")
         if use and (r.name, ref.index) not in defined:
-            self.fail(where, instr, f"{ref} is used before it is defined")
+            self.fail(where, instr, f"{ref} is used before it is defined (accepted: a "
+                      f"register set on every path before its use)")
 
     def operand_type(self, x) -> object:
         return x.dtype
@@ -164,7 +165,9 @@ class _Verifier:
             self.fail(where, instr,
                       f"offset {mem.offset} is not aligned to the {width}-word access")
         if instr.op in (Op.STG, Op.ATOM_ADD) and buf.role == "in":
-            self.fail(where, instr, f"writes to {buf.name}, which is declared read-only ('in')")
+            self.fail(where, instr, f"writes to {buf.name}, which is declared read-only ('in'); "
+                      f"accepted: stores to global buffers declared 'out', 'inout' or "
+                      f"'scratch'")
 
     def check_instr(self, where: str, instr: Instr, defined: set) -> None:
         op = instr.op
