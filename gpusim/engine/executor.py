@@ -30,7 +30,11 @@ Groups run one at a time, round robin, each until it waits or ends (a spinning g
 after every pass while another group can run). Groups that arrive at the same barrier in the same
 place merge again. A spin that no live warp can still write is reported at once; when every group
 waits, the wait-for graph (:func:`.deadlock.report`) names the cycle. Both raise
-:class:`DeadlockError`, as does a spin that reaches its spin limit.
+:class:`DeadlockError`, as does a spin that reaches its spin limit. The kernels of this project
+never split (their data is always stored earlier in program order than it is polled), so they
+run as one lockstep group. Approximations once a run splits: a warp whose lanes are in two groups
+shuffles and votes over the lanes of its own group only (as for lanes of an ``if`` not taken);
+the time steps the timing model sees start when the first group reaches them.
 
 Residency: with ``spec`` (or ``ctas``) given, a grid larger than the co-resident CTA count runs
 in waves, each wave to completion; a wave that spins on data from a later wave deadlocks and the
