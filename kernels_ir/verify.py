@@ -484,8 +484,8 @@ def verify(kernel: Kernel, smem_limit_bytes: int | None = None, *, spec=None) ->
     ``smem_limit_bytes``: the target's shared memory per CTA; when given, a kernel that declares
     more is rejected. ``spec``: a target GPU (a ``gpusim.specs.GPUSpec`` or any object with
     ``name``, ``smem_bytes_per_cta``, ``max_threads_per_cta`` and ``max_regs_per_thread``): its
-    limits apply too. Without
-    either, only what the IR itself can express is checked (the printer and tests use that).
+    limits apply too. Without either, only what the IR itself can express is checked (the
+    printer and tests use that).
     """
     if not isinstance(kernel, Kernel):
         raise VerifyError(f"verify() needs a Kernel, got {type(kernel).__name__}")
