@@ -5,17 +5,36 @@ State layout (all explicit in :class:`_Machine`): a register element is an array
 of every resident CTA; per-lane active masks of the same shape carry SIMT divergence through
 ``If`` and ``While``; shared and global memory are flat word arrays (:mod:`.memory`).
 
-The statement tree is compiled ONCE into nested lists of closures with every operand, view and
-semantics function pre-bound, so the hot loop is ``for f in body: f(mask)`` with no dict lookups
-or isinstance checks.
+Compilation: the statement tree is compiled ONCE. Statements that can never wait (no ``While``,
+no ``bar`` inside) become closures with every operand, view and semantics function pre-bound,
+so the hot loop is ``for f in body: f(mask)`` with no dict lookups or isinstance checks. The
+statements that can wait (a ``While``, a ``bar``, and the loops and ifs around them) form a thin
+spine that :meth:`_Machine.run_group` walks with an explicit stack of frames, so that a group of
+warps can stop there and resume later.
 
-Interleaving: all warps of all resident CTAs execute in lockstep, instruction by instruction (a
-``While`` iterates while any active lane anywhere wants to; warps that are done wait masked off).
-In this interleaving CTA barriers hold trivially and a store is visible to every later load, so
-Lamport polling and the grid barrier make progress whenever the data they wait for was stored
-earlier in program order. A ``While`` iteration that changes nothing (no memory write anywhere,
-the same active lanes and the same values in every register its body writes) would repeat
-forever: that, or reaching the spin limit, raises :class:`DeadlockError` naming who waits where.
+Interleaving: all warps of all resident CTAs start as ONE group that executes in lockstep,
+instruction by instruction (a ``While`` iterates while any active lane anywhere wants to; warps
+that are done wait masked off). A barrier holds trivially within a group (the verifier rejects
+barriers under divergent control) and a store is visible to every later load. A group stops
+when it waits:
+
+- in a spin whose next pass cannot change anything: its exit condition depends only on memory
+  (:func:`.deadlock.spin_reads`) and the pass kept the same lanes, or a pass wrote nothing and
+  left every register it writes as it was. Then the lanes that do not spin and could still
+  store to what it polls (parked in the other branch of an ``if``, or past the loop) split off
+  as a new group and run on, as they would on the GPU; the spinning lanes resume when a store
+  reaches a buffer they poll;
+- at a barrier, when the CTA's other live threads are in other groups that have not arrived.
+
+Groups run one at a time, round robin, each until it waits or ends (a spinning group also yields
+after every pass while another group can run). Groups that arrive at the same barrier in the same
+place merge again. A spin that no live warp can still write is reported at once; when every group
+waits, the wait-for graph (:func:`.deadlock.report`) names the cycle. Both raise
+:class:`DeadlockError`, as does a spin that reaches its spin limit. The kernels of this project
+never split (their data is always stored earlier in program order than it is polled), so they
+run as one lockstep group. Approximations once a run splits: a warp whose lanes are in two groups
+shuffles and votes over the lanes of its own group only (as for lanes of an ``if`` not taken);
+the time steps the timing model sees start when the first group reaches them.
 
 Residency: with ``spec`` (or ``ctas``) given, a grid larger than the co-resident CTA count runs
 in waves, each wave to completion; a wave that spins on data from a later wave deadlocks and the
@@ -25,6 +44,7 @@ error says which CTAs are not resident and why.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 
 import numpy as np
 
@@ -39,12 +59,16 @@ from kernels_ir.ir import (
     Kernel,
     Loop,
     MemRef,
+    Op,
     RegRef,
     While,
     instructions,
+    walk,
 )
 from kernels_ir.printer import format_instr
+from kernels_ir.verify import verify
 
+from .deadlock import Wait, is_store, report, spin_reads, store_keys
 from .memory import Space, global_space, shared_space
 from .semantics import SEMANTICS
 
@@ -91,14 +115,97 @@ class ExecResult:
 
 
 class _WhileCtx:
-    """Static info of one While and the last polled load (for deadlock messages)."""
+    """Static info of one While and its last polled loads (for deadlock decisions/messages)."""
 
-    __slots__ = ("label", "limit", "writes", "last", "cond_instr")
+    __slots__ = ("label", "limit", "writes", "last", "cond_instr", "reads", "loads")
 
-    def __init__(self, label: str, limit: int, cond_instr: Instr | None):
+    def __init__(self, label: str, limit: int, cond_instr: Instr | None, reads):
         self.label, self.limit, self.cond_instr = label, limit, cond_instr
+        self.reads = reads          # deadlock.SpinReads
         self.writes: list[np.ndarray] = []
-        self.last = None  # (buffer, index array, values array)
+        self.last = None            # (buffer, index array, values array) of the last poll
+        self.loads: dict = {}       # sid -> (buffer, index array): the condition's loads
+
+
+# spine item and frame kinds
+_CHUNK, _LOOP, _IF, _WHILE, _BAR, _BODY = range(6)
+
+
+class _Body:
+    """A spine body: items ``(kind, payload)`` and what each suffix may still store."""
+
+    __slots__ = ("items", "suffix")
+
+    def __init__(self, items: list, stores: list):
+        self.items = items
+        suffix = [frozenset()] * (len(items) + 1)
+        for i in range(len(items) - 1, -1, -1):
+            suffix[i] = suffix[i + 1] | stores[i]
+        self.suffix = suffix
+
+
+class _LoopNode:
+    __slots__ = ("var", "rng", "body", "time", "stores")
+
+
+class _IfNode:
+    __slots__ = ("cond", "then", "orelse", "then_stores", "else_stores")
+
+
+class _WhileNode:
+    __slots__ = ("ctx", "wid", "body", "cond", "stores", "read_idx", "path")
+
+
+class _BarNode:
+    __slots__ = ("fn", "sid", "text", "path")
+
+
+class _Frame:
+    """One level of a group's position: a body being walked, or a Loop/If/While in progress."""
+
+    __slots__ = ("kind", "node", "m", "pos", "phase", "e", "cur", "it", "snap", "w0")
+
+    def __init__(self, kind: int, node, m: Mask):
+        self.kind, self.node, self.m = kind, node, m
+        self.pos = self.phase = self.it = 0
+        self.e = self.cur = self.snap = self.w0 = None
+
+    def copy(self, sel: np.ndarray) -> _Frame:
+        """This frame restricted to the lanes ``sel``."""
+        f = _Frame(self.kind, self.node, Mask(self.m.arr & sel))
+        f.pos, f.phase, f.it, f.w0 = self.pos, self.phase, self.it, self.w0
+        if self.e is not None:
+            f.e = self.e & sel
+        if self.cur is not None:
+            f.cur = Mask(self.cur.arr & sel)
+        return f
+
+    def key(self) -> tuple:
+        return (self.kind, id(self.node), self.pos, self.phase)
+
+
+class _Group:
+    """Lanes that execute together: ``lanes`` (every lane of the group, active or parked) and
+    ``frames``, the stack of their position. ``wait``: ``None`` (can run), ``("spin", frame,
+    counts)`` (write counts of the polled buffers when it stopped) or ``("bar", node, mask)``."""
+
+    __slots__ = ("gid", "frames", "lanes", "wait")
+
+    def __init__(self, gid: int, frames: list, lanes: np.ndarray):
+        self.gid, self.frames, self.lanes, self.wait = gid, frames, lanes, None
+
+
+def _blocking(s) -> bool:
+    """Can the statement wait (a While, a bar, or a Loop/If containing one)?"""
+    if isinstance(s, Instr):
+        return s.op is Op.BAR
+    if isinstance(s, While):
+        return True
+    if isinstance(s, Loop):
+        return any(_blocking(x) for x in s.body)
+    if isinstance(s, If):
+        return any(_blocking(x) for x in s.then) or any(_blocking(x) for x in s.orelse)
+    return False
 
 
 class _Machine:
@@ -132,10 +239,18 @@ class _Machine:
         self.counts = [0] * len(self.instrs)
         self.whiles: list[_WhileCtx] = []
         self.spins: list[int] = []
-        self.writes = 0  # memory writes so far (deadlock detection)
+        self.buf_index = {b.name: i for i, b in enumerate(kernel.buffers)}
+        self.wc = [0] * len(kernel.buffers)   # stores so far, per buffer
+        self.shared_bufs = {b.name for b in kernel.shared_buffers}
         self._time_var: np.ndarray | None = None
         self._poll: _WhileCtx | None = None
-        self.body = self._compile_body(kernel.body)
+        self._path = "body"
+        self.groups: list[_Group] = []
+        self._next_gid = 0
+        self._cur_gid = 0
+        self._step_seen = None           # the last time step reported to the observer
+        self._on_group = getattr(observer, "on_group", None)
+        self.spine = self._compile_spine(kernel.body, "body")
 
     # --- operands -------------------------------------------------------------------------
     def _src(self, s):
@@ -148,7 +263,78 @@ class _Machine:
     def _dst(self, d: RegRef) -> np.ndarray:
         return self.regs[d.reg.name][d.index]
 
-    # --- compilation ----------------------------------------------------------------------
+    # --- compilation: the spine -----------------------------------------------------------
+    def _compile_spine(self, body: tuple, path: str) -> _Body:
+        items, stores, run = [], [], []
+
+        def flush() -> None:
+            if run:
+                fs = self._compile_body(tuple(s for _, s in run))
+                items.append((_CHUNK, fs[0] if len(fs) == 1 else _chain(fs)))
+                stores.append(store_keys(tuple(s for _, s in run)))
+                run.clear()
+
+        for i, s in enumerate(body):
+            here = f"{path}/{i}"
+            if not _blocking(s):
+                run.append((here, s))
+                continue
+            flush()
+            if isinstance(s, Instr):                      # bar
+                n = _BarNode()
+                n.fn, n.sid = self._compile_instr(s), self.sid[id(s)]
+                n.text, n.path = format_instr(s), here
+                items.append((_BAR, n))
+            elif isinstance(s, Loop):
+                items.append((_LOOP, self._compile_spine_loop(s, here)))
+            elif isinstance(s, If):
+                n = _IfNode()
+                n.cond = self.regs[s.cond.reg.name][s.cond.index]
+                n.then = self._compile_spine(s.then, here + "/then") if s.then else None
+                n.orelse = self._compile_spine(s.orelse, here + "/else") if s.orelse else None
+                n.then_stores, n.else_stores = store_keys(s.then), store_keys(s.orelse)
+                items.append((_IF, n))
+            else:
+                items.append((_WHILE, self._compile_spine_while(s, here)))
+            stores.append(store_keys(s))
+        flush()
+        return _Body(items, stores)
+
+    def _compile_spine_loop(self, s: Loop, path: str) -> _LoopNode:
+        n = _LoopNode()
+        n.var = self.regs[s.var.name][0]
+        outer = self._time_var
+        if s.kind == "time":
+            self._time_var = n.var
+        n.body = self._compile_spine(s.body, path + f"/loop %{s.var.name}")
+        self._time_var = outer
+        n.rng, n.time, n.stores = range(s.start, s.stop, s.step), s.kind == "time", \
+            store_keys(s.body)
+        return n
+
+    def _compile_spine_while(self, s: While, path: str) -> _WhileNode:
+        cond_instr = None
+        for st in s.body:
+            if isinstance(st, Instr) and any(d == s.cond for d in st.dsts):
+                cond_instr = st
+        reads = spin_reads(s)
+        ctx = _WhileCtx(s.label, s.spin_limit, cond_instr, reads)
+        n = _WhileNode()
+        n.ctx, n.wid, n.path = ctx, len(self.whiles), path
+        self.whiles.append(ctx)
+        self.spins.append(0)
+        outer_poll = self._poll
+        self._poll = ctx
+        n.body = self._compile_spine(s.body, path + f"/while {s.label}")
+        self._poll = outer_poll
+        written = sorted({(d.reg.name, d.index) for st in _walk_instrs(s.body) for d in st.dsts})
+        ctx.writes = [self.regs[r][i] for r, i in written]
+        n.cond = self.regs[s.cond.reg.name][s.cond.index]
+        n.stores = reads.stores
+        n.read_idx = tuple(sorted(self.buf_index[b] for b in reads.buffers))
+        return n
+
+    # --- compilation: closures ------------------------------------------------------------
     def _compile_body(self, body: tuple) -> list:
         out = []
         for s in body:
@@ -156,8 +342,6 @@ class _Machine:
                 out.append(self._compile_instr(s))
             elif isinstance(s, Loop):
                 out.append(self._compile_loop(s))
-            elif isinstance(s, While):
-                out.append(self._compile_while(s))
             elif isinstance(s, If):
                 out.append(self._compile_if(s))
             else:
@@ -221,15 +405,13 @@ class _Machine:
             return run
         obs = self.obs
 
-        def run_sync(m: Mask) -> None:  # BAR, FENCE: no functional effect in lockstep
+        def run_sync(m: Mask) -> None:  # BAR, FENCE: no functional effect within a group
             counts[sid] += m.warps
             if obs is not None:
                 obs.on_instr(sid, m, None)
         return run_sync
 
     def _divisor_check(self, ins: Instr, srcs):
-        from kernels_ir.ir import Op
-
         if ins.op not in (Op.IDIV, Op.IREM):
             return None
         b = srcs[1]
@@ -261,7 +443,10 @@ class _Machine:
         kind = sem.kind
         fn = sem.fn
         poll = self._poll
+        if poll is not None and poll.reads.loads and id(ins) not in poll.reads.loads:
+            poll = None                                   # not a load the condition reads
         shape = (nw, WARP)
+        wc, bi = self.wc, self.buf_index[buf.name]
 
         def address(m: Mask) -> np.ndarray:
             a = np.broadcast_to(idx + off, shape)
@@ -284,6 +469,7 @@ class _Machine:
 
         if kind == "load":
             dsts = [self._dst(d) for d in ins.dsts]
+            loads = poll.loads if poll is not None else None
 
             def run_load(m: Mask) -> None:
                 a = address(m)
@@ -299,6 +485,7 @@ class _Machine:
                 counts[sid] += m.warps
                 if poll is not None:
                     poll.last = (buf, a, dsts[0])
+                    loads[sid] = (buf, a)
                 if obs is not None:
                     obs.on_instr(sid, m, flat)
             return run_load
@@ -315,21 +502,26 @@ class _Machine:
                     sel = flat[m.arr]
                     for j, v in enumerate(vals):
                         fn(view, sel + j, np.broadcast_to(v, shape)[m.arr])
-                machine.writes += 1
+                wc[bi] += 1
                 counts[sid] += m.warps
                 if obs is not None:
                     obs.on_instr(sid, m, flat if m.full else np.where(m.arr, flat, base))
             return run_store
         val = self._src(ins.srcs[1])
         dst = self._dst(ins.dsts[0])
+        writes = int(is_store(ins))
+        loads = poll.loads if poll is not None else None
 
         def run_atomic(m: Mask) -> None:
             a = address(m)
             flat = np.broadcast_to(a + (cta_off + base), shape)
             old = fn(view, flat[m.arr], np.broadcast_to(val, shape)[m.arr])
             dst[m.arr] = old
-            machine.writes += 1
+            wc[bi] += writes
             counts[sid] += m.warps
+            if poll is not None:
+                poll.last = (buf, a, dst)
+                loads[sid] = (buf, a)
             if obs is not None:
                 obs.on_instr(sid, m, np.where(m.arr, flat, base))
         return run_atomic
@@ -342,7 +534,7 @@ class _Machine:
         body = self._compile_body(s.body)
         self._time_var = outer_time
         rng = range(s.start, s.stop, s.step)
-        obs = self.obs if s.kind == "time" else None
+        machine = self if s.kind == "time" and self.obs is not None else None
 
         def run(m: Mask) -> None:
             for i in rng:
@@ -350,65 +542,12 @@ class _Machine:
                     var.fill(i)
                 else:
                     np.copyto(var, i, where=m.arr, casting="unsafe")
-                if obs is not None:
-                    obs.on_step(i)
+                if machine is not None:
+                    machine.step(i)
                 for f in body:
                     f(m)
-            if obs is not None:
-                obs.on_step(None)
-        return run
-
-    def _compile_while(self, s: While):
-        cond_instr = None
-        for st in s.body:
-            if isinstance(st, Instr) and any(d == s.cond for d in st.dsts):
-                cond_instr = st
-        ctx = _WhileCtx(s.label, s.spin_limit, cond_instr)
-        wid = len(self.whiles)
-        self.whiles.append(ctx)
-        self.spins.append(0)
-        outer_poll = self._poll
-        self._poll = ctx
-        body = self._compile_body(s.body)
-        self._poll = outer_poll
-        written = sorted({(d.reg.name, d.index) for st in _walk_instrs(s.body) for d in st.dsts})
-        ctx.writes = [self.regs[n][i] for n, i in written]
-        cond = self.regs[s.cond.reg.name][s.cond.index]
-        spins, machine, obs = self.spins, self, self.obs
-
-        def run(m: Mask) -> None:
-            cur = m
-            it = 0
-            snap = None
-            limit = machine.max_spin if machine.max_spin is not None else ctx.limit
-            if obs is not None:
-                obs.on_while(wid, "enter", cur)
-            while True:
-                w0 = machine.writes
-                for f in body:
-                    f(cur)
-                it += 1
-                arr = cur.arr & cond
-                if not arr.any():
-                    break
-                same = machine.writes == w0 and np.array_equal(arr, cur.arr)
-                if same:
-                    now = [w.copy() for w in ctx.writes]
-                    if snap is not None and all(np.array_equal(a, b)
-                                                for a, b in zip(now, snap, strict=True)):
-                        machine.deadlock(ctx, arr, "no progress: an iteration changed nothing")
-                    snap = now
-                else:
-                    snap = None
-                if it >= limit:
-                    machine.deadlock(ctx, arr, f"spin limit {limit} reached")
-                if not same:
-                    cur = Mask(arr, False)
-                if obs is not None:
-                    obs.on_while(wid, "again", cur)
-            spins[wid] += it
-            if obs is not None:
-                obs.on_while(wid, "exit", m)
+            if machine is not None:
+                machine.step(None)
         return run
 
     def _compile_if(self, s: If):
@@ -429,35 +568,445 @@ class _Machine:
                     f(me)
         return run
 
-    # --- deadlock reports -----------------------------------------------------------------
-    prefix = ""
-    max_spin: int | None = None
+    # --- time steps (the observer sees each step once, in order) --------------------------
+    def step(self, i) -> None:
+        if i is None:
+            if all(not any(f.kind == _LOOP and f.node.time for f in g.frames)
+                   for g in self.groups if g.gid != self._cur_gid):
+                self._step_seen = None
+                self.obs.on_step(None)
+            return
+        if self._step_seen is None or i > self._step_seen:
+            self._step_seen = i
+            self.obs.on_step(i)
 
-    def deadlock(self, ctx: _WhileCtx, waiting: np.ndarray, reason: str) -> None:
+    # --- the spine interpreter ------------------------------------------------------------
+    def run(self) -> None:
+        g = _Group(0, [_Frame(_BODY, self.spine, self.base_mask)], self.base_mask.arr)
+        self._next_gid = 1
+        self.groups = [g]
+        last = -1
+        while self.groups:
+            g = self._pick(last)
+            if g is None:
+                self._all_wait()
+            last = g.gid
+            if g.gid != self._cur_gid:
+                self._cur_gid = g.gid
+                if self._on_group is not None:
+                    self._on_group(g.gid)
+            self.run_group(g)
+            if not g.frames:
+                self.groups.remove(g)
+                if self.groups:
+                    self._check_stuck()
+            if len(self.groups) > 1 or (self.groups and self.groups[0].wait is not None):
+                self._release_barriers()
+
+    def _pick(self, last: int) -> _Group | None:
+        """The next group that can run, round robin after group ``last``."""
+        gs = self.groups
+        if len(gs) == 1:
+            g = gs[0]
+            return g if self._runnable(g) else None
+        order = [g for g in gs if g.gid > last] + [g for g in gs if g.gid <= last]
+        for g in order:
+            if self._runnable(g):
+                return g
+        return None
+
+    def _runnable(self, g: _Group) -> bool:
+        w = g.wait
+        if w is None:
+            return True
+        if w[0] == "spin":
+            wc = self.wc
+            if any(wc[b] != c for b, c in zip(w[1].node.read_idx, w[2], strict=True)):
+                g.wait = None
+                return True
+        return False
+
+    def _others_runnable(self, g: _Group) -> bool:
+        return any(h is not g and self._runnable(h) for h in self.groups)
+
+    def run_group(self, g: _Group) -> None:
+        """Walk ``g``'s spine until it ends, waits (``g.wait`` set) or yields."""
+        frames = g.frames
+        obs = self.obs
+        while frames:
+            f = frames[-1]
+            k = f.kind
+            if k == _BODY:
+                items = f.node.items
+                n = len(items)
+                m = f.m
+                pos = f.pos
+                while pos < n:
+                    kind, x = items[pos]
+                    pos += 1
+                    if kind == _CHUNK:
+                        x(m)
+                    elif kind == _BAR:
+                        if len(self.groups) == 1:
+                            x.fn(m)
+                        else:
+                            f.pos = pos
+                            g.wait = ("bar", x, m)
+                            return
+                    else:
+                        f.pos = pos
+                        frames.append(_Frame(kind, x, m))
+                        break
+                else:
+                    frames.pop()
+            elif k == _LOOP:
+                node = f.node
+                if f.pos < len(node.rng):
+                    v = node.rng[f.pos]
+                    f.pos += 1
+                    m = f.m
+                    if m.full:
+                        node.var.fill(v)
+                    else:
+                        np.copyto(node.var, v, where=m.arr, casting="unsafe")
+                    if node.time and obs is not None:
+                        self.step(v)
+                    frames.append(_Frame(_BODY, node.body, m))
+                else:
+                    frames.pop()
+                    if node.time and obs is not None:
+                        self.step(None)
+            elif k == _IF:
+                node = f.node
+                if f.phase == 0:
+                    arr = f.m.arr
+                    t = arr & node.cond
+                    f.e = (arr & ~node.cond) if node.orelse is not None else None
+                    f.phase = 1
+                    if node.then is not None and t.any():
+                        frames.append(_Frame(_BODY, node.then, Mask(t)))
+                elif f.phase == 1:
+                    f.phase = 2
+                    if f.e is not None and f.e.any():
+                        frames.append(_Frame(_BODY, node.orelse, Mask(f.e)))
+                else:
+                    frames.pop()
+            elif f.phase == 0:                               # While: enter
+                node = f.node
+                f.cur, f.it, f.snap, f.phase = f.m, 0, None, 1
+                if obs is not None:
+                    obs.on_while(node.wid, "enter", f.m)
+                self._pass_start(f)
+                frames.append(_Frame(_BODY, node.body, f.m))
+            elif f.phase == 1:                               # While: after a pass
+                node = f.node
+                f.it += 1
+                arr = f.cur.arr & node.cond
+                if not arr.any():
+                    self.spins[node.wid] += f.it
+                    if obs is not None:
+                        obs.on_while(node.wid, "exit", f.m)
+                    frames.pop()
+                    continue
+                if self._after_pass(g, f, arr):
+                    f.phase = 2
+                    return
+                if len(self.groups) > 1 and self._others_runnable(g):
+                    f.phase = 2                              # let the others run a while
+                    return
+                if obs is not None:
+                    obs.on_while(node.wid, "again", f.cur)
+                self._pass_start(f)
+                frames.append(_Frame(_BODY, node.body, f.cur))
+            else:                                            # While: resume after a wait
+                node = f.node
+                f.phase = 1
+                if obs is not None:
+                    obs.on_while(node.wid, "again", f.cur)
+                self._pass_start(f)
+                frames.append(_Frame(_BODY, node.body, f.cur))
+
+    def _pass_start(self, f: _Frame) -> None:
+        node = f.node
+        if node.ctx.reads.memory_only:
+            f.w0 = None
+        else:
+            f.w0 = sum(self.wc)
+
+    # --- spins: progress, waits and who can still write -----------------------------------
+    max_spin: int | None = None
+    prefix = ""
+
+    def _after_pass(self, g: _Group, f: _Frame, arr: np.ndarray) -> bool:
+        """After a pass that leaves lanes ``arr`` spinning: True if ``g`` now waits (set in
+        ``g.wait``); raises on the spin limit or a spin nobody can satisfy."""
+        node = f.node
+        ctx = node.ctx
+        same = np.array_equal(arr, f.cur.arr)
+        if ctx.reads.memory_only:
+            idle = same          # the same memory decides the same: nothing changes by itself
+        elif same and f.w0 == sum(self.wc):
+            now = [w.copy() for w in ctx.writes]
+            idle = f.snap is not None and all(np.array_equal(a, b)
+                                              for a, b in zip(now, f.snap, strict=True))
+            f.snap = now
+        else:
+            f.snap, idle = None, False
+        if not same:
+            f.cur = Mask(arr, False)
+        if idle:
+            return self._spin_waits(g, f, arr)
+        limit = self.max_spin if self.max_spin is not None else ctx.limit
+        if f.it >= limit:
+            raise self._spin_report(g, f, arr, f"spin limit {limit} reached", [])
+        return False
+
+    def _spin_waits(self, g: _Group, f: _Frame, arr: np.ndarray) -> bool:
+        node = f.node
+        reads = self._reads(node, arr)
+        wi = g.frames.index(f)
+        parked = g.lanes & ~arr
+        if parked.any():  # the lanes that do not spin go on by themselves, as on the GPU
+            h = _Group(self._next_gid, [x.copy(~arr) for x in g.frames[:wi]], parked)
+            self._next_gid += 1
+            for x in g.frames:
+                x.m = Mask(x.m.arr & arr)
+                if x.e is not None:
+                    x.e = x.e & arr
+                if x.cur is not None:
+                    x.cur = Mask(x.cur.arr & arr)
+            g.lanes = g.lanes & arr
+            self.groups.append(h)
+            self._announce(h)
+        writers = self._writers(g, reads, arr)
+        if not writers:
+            raise self._spin_report(g, f, arr, "no live warp can write what it polls" if reads
+                                    else "its exit condition reads no memory", [])
+        g.wait = ("spin", f, tuple(self.wc[b] for b in node.read_idx))
+        return True
+
+    def _announce(self, h: _Group) -> None:
+        """Tell the observer about a new group and the loops it is already inside."""
+        if self._on_group is None:
+            return
+        self._on_group(h.gid)
+        for x in h.frames:
+            if x.kind == _WHILE and x.phase:
+                self.obs.on_while(x.node.wid, "enter", x.m)
+        self._on_group(self._cur_gid)
+
+    def _reads(self, node: _WhileNode, arr: np.ndarray) -> list:
+        """What the waiting lanes ``arr`` poll: ``(buffer name, words or None)`` per buffer."""
+        ctx = node.ctx
+        seen: dict[str, set | None] = {}
+        for buf, a in ctx.loads.values():
+            words = np.unique(np.broadcast_to(a, arr.shape)[arr])
+            prev = seen.get(buf.name, set())
+            seen[buf.name] = None if prev is None else prev | set(words.tolist())
+        for name in ctx.reads.buffers:
+            seen.setdefault(name, None)
+        return list(seen.items())
+
+    def _remaining(self, frames: list) -> frozenset:
+        """What lanes at these frames may still store (the rest of each level)."""
+        out = frozenset()
+        for x in frames:
+            k = x.kind
+            if k == _BODY:
+                out |= x.node.suffix[x.pos]
+            elif k == _LOOP:
+                if x.pos < len(x.node.rng):
+                    out |= x.node.stores
+            elif k == _IF:
+                if x.phase == 0:
+                    out |= x.node.then_stores | x.node.else_stores
+                elif x.phase == 1:
+                    out |= x.node.else_stores
+            elif k == _WHILE:
+                out |= x.node.stores
+        return out
+
+    def _can_write(self, frames: list, lanes: np.ndarray, reads: list,
+                   waiting: np.ndarray) -> bool:
+        keys = self._remaining(frames)
+        if not keys:
+            return False
+        for name, words in reads:
+            for kb, lo, hi in keys:
+                if kb != name:
+                    continue
+                if lo is not None and words is not None and \
+                        not any(lo <= w < hi for w in words):
+                    continue
+                if name in self.shared_bufs and not self._same_cta(lanes, waiting):
+                    continue
+                return True
+        return False
+
+    def _same_cta(self, a: np.ndarray, b: np.ndarray) -> bool:
+        ca = set(self.cta_of_warp[a.any(axis=1)].tolist())
+        return bool(ca & set(self.cta_of_warp[b.any(axis=1)].tolist()))
+
+    def _writers(self, g: _Group, reads: list, waiting: np.ndarray) -> list[_Group]:
+        """The other groups whose lanes can still store to what ``waiting`` polls."""
+        return [h for h in self.groups
+                if h is not g and h.frames and self._can_write(h.frames, h.lanes, reads,
+                                                               waiting)]
+
+    def _check_stuck(self) -> None:
+        """After a group ended: a waiting spin that nobody left can write is stuck now."""
+        for g in self.groups:
+            if g.wait is not None and g.wait[0] == "spin" and not self._runnable(g):
+                f = g.wait[1]
+                arr = f.cur.arr & f.node.cond
+                if not self._writers(g, self._reads(f.node, arr), arr):
+                    raise self._spin_report(g, f, arr, "no live warp can write what it polls",
+                                            [])
+
+    # --- barriers across groups -----------------------------------------------------------
+    def _per_cta(self, arr: np.ndarray) -> np.ndarray:
+        return arr.reshape(self.n_ctas, -1).sum(axis=1)
+
+    def _release_barriers(self) -> None:
+        at_bar = [g for g in self.groups if g.wait is not None and g.wait[0] == "bar"]
+        if not at_bar:
+            return
+        live = sum(self._per_cta(g.lanes) for g in self.groups)
+        arrived = sum(self._per_cta(g.wait[2].arr) for g in at_bar)
+        complete = (live == arrived)
+        released: list[_Group] = []
+        for g in at_bar:
+            ctas = self._per_cta(g.wait[2].arr) > 0
+            done = complete & ctas
+            if not done.any():
+                continue
+            if (done == ctas).all():
+                released.append(g)
+                continue
+            sel = np.repeat(done, self.k.warps_per_cta)[:, None] & g.lanes
+            h = _Group(self._next_gid, [x.copy(sel) for x in g.frames], g.lanes & sel)
+            self._next_gid += 1
+            h.wait = ("bar", g.wait[1], Mask(g.wait[2].arr & sel))
+            keep = ~sel
+            g.frames = [x.copy(keep) for x in g.frames]
+            g.lanes = g.lanes & keep
+            g.wait = ("bar", g.wait[1], Mask(g.wait[2].arr & keep))
+            self.groups.append(h)
+            self._announce(h)
+            released.append(h)
+        if not released:
+            return
+        by_sid: dict[int, list[_Group]] = {}
+        for g in released:
+            by_sid.setdefault(g.wait[1].sid, []).append(g)
+        for gs in by_sid.values():
+            union = gs[0].wait[2].arr.copy()
+            for g in gs[1:]:
+                union |= g.wait[2].arr
+            cur = self._cur_gid
+            if self._on_group is not None:
+                self._on_group(gs[0].gid)
+            gs[0].wait[1].fn(Mask(union))
+            if self._on_group is not None:
+                self._on_group(cur)
+            for g in gs:
+                g.wait = None
+        self._merge(released)
+
+    def _merge(self, gs: list[_Group]) -> None:
+        """Groups at the same place (the same frames) become one again."""
+        by_key: dict[tuple, _Group] = {}
+        for g in sorted(gs, key=lambda x: x.gid):
+            key = tuple(f.key() for f in g.frames)
+            h = by_key.get(key)
+            if h is None:
+                by_key[key] = g
+                continue
+            for a, b in zip(h.frames, g.frames, strict=True):
+                a.m = Mask(a.m.arr | b.m.arr)
+                if a.e is not None or b.e is not None:
+                    a.e = (a.e if a.e is not None else False) | \
+                        (b.e if b.e is not None else False)
+                if a.cur is not None or b.cur is not None:
+                    a.cur = Mask((a.cur.arr if a.cur is not None else False) |
+                                 (b.cur.arr if b.cur is not None else False))
+                a.it = max(a.it, b.it)
+                a.snap = None
+            h.lanes = h.lanes | g.lanes
+            self.groups.remove(g)
+
+    # --- deadlock reports -----------------------------------------------------------------
+    def _all_wait(self) -> None:
+        """Every live group waits: report the wait-for graph."""
+        waits: list[Wait] = []
+        for g in self.groups:
+            kind = g.wait[0]
+            if kind == "spin":
+                f = g.wait[1]
+                arr = f.cur.arr & f.node.cond
+                waits += self._spin_waits_of(g, f, arr)
+            else:
+                waits += self._bar_waits(g)
+        raise report(self.k.name, waits, "every live warp waits", self.prefix)
+
+    def _bar_waits(self, g: _Group) -> list[Wait]:
+        node, m = g.wait[1], g.wait[2]
         W = self.k.warps_per_cta
-        entries = []
-        for w in np.flatnonzero(waiting.any(axis=1)):
-            lanes = np.flatnonzero(waiting[w]).tolist()
-            e = {"cta": int(self.cta_of_warp[w]), "warp": int(w % W), "lanes": lanes,
-                 "label": ctx.label}
+        arrived = np.zeros_like(m.arr)
+        for h in self.groups:
+            if h.wait is not None and h.wait[0] == "bar":
+                arrived |= h.wait[2].arr
+        live = np.zeros_like(m.arr)
+        for h in self.groups:
+            live |= h.lanes
+        missing = live & ~arrived
+        out = []
+        for w in np.flatnonzero(m.wany):
+            cta = int(self.cta_of_warp[w])
+            slot = w // W
+            lo, hi = slot * W, (slot + 1) * W
+            on = tuple((cta, int(x) % W) for x in range(lo, hi) if missing[x].any())
+            out.append(Wait(cta, int(w % W), np.flatnonzero(m.arr[w]).tolist(), "barrier",
+                            f"`{node.text}` ({node.path})", on))
+        return out
+
+    def _spin_waits_of(self, g: _Group, f: _Frame, arr: np.ndarray) -> list[Wait]:
+        node = f.node
+        ctx = node.ctx
+        reads = self._reads(node, arr)
+        W = self.k.warps_per_cta
+        writers = [h for h in self.groups if h is not g and h.frames and
+                   self._can_write(h.frames, h.lanes, reads, arr)]
+        on_all = sorted({(int(self.cta_of_warp[w]), int(w % W))
+                         for h in writers for w in np.flatnonzero(h.lanes.any(axis=1))})
+        out = []
+        for w in np.flatnonzero(arr.any(axis=1)):
+            lanes = np.flatnonzero(arr[w]).tolist()
+            detail = {}
             if ctx.last is not None:
                 buf, a, vals = ctx.last
-                lane = lanes[0]
-                v = vals[w, lane]
-                e.update(buffer=buf.name, address=int(np.broadcast_to(a, vals.shape)[w, lane]),
-                         value=_show(v))
+                v = vals[w, lanes[0]]
+                detail.update(buffer=buf.name,
+                              address=int(np.broadcast_to(a, vals.shape)[w, lanes[0]]),
+                              value=_show(v))
             if ctx.cond_instr is not None:
-                e["condition"] = self._cond_text(ctx.cond_instr, w, lanes[0])
-            entries.append(e)
-        first = entries[0]
-        where = (f" on {first['buffer']}[{first['address']}], sees {first['value']}"
-                 if "buffer" in first else "")
-        cond = f" (spins while {first['condition']})" if "condition" in first else ""
-        more = f"; {len(entries) - 1} more warps wait" if len(entries) > 1 else ""
-        msg = (f"{self.prefix}deadlock in kernel {self.k.name} ({reason}): CTA {first['cta']} "
-               f"warp {first['warp']} lanes {_lanes(first['lanes'])} waits at "
-               f"'{ctx.label}'{where}{cond}{more}")
-        raise DeadlockError(msg, entries)
+                detail["condition"] = self._cond_text(ctx.cond_instr, w, lanes[0])
+            cta = int(self.cta_of_warp[w])
+            on = tuple(x for x in on_all if x != (cta, int(w % W)))
+            if node.ctx.reads.buffers & self.shared_bufs and \
+                    not (node.ctx.reads.buffers - self.shared_bufs):
+                on = tuple(x for x in on if x[0] == cta)
+            out.append(Wait(cta, int(w % W), lanes, "spin", ctx.label, on, detail))
+        return out
+
+    def _spin_report(self, g: _Group, f: _Frame, arr: np.ndarray, reason: str,
+                     extra: list) -> DeadlockError:
+        waits = self._spin_waits_of(g, f, arr)
+        if reason.startswith("spin limit"):
+            for w in waits:       # the limit, not the writers, ended it: name no writers
+                w.on = ()
+                w.detail["limit"] = True
+        return report(self.k.name, waits + extra, reason, self.prefix)
 
     def _cond_text(self, ins: Instr, w: int, lane: int) -> str:
         parts = []
@@ -466,14 +1015,15 @@ class _Machine:
                 parts.append(f"{s}={_show(self.regs[s.reg.name][s.index][w, lane])}")
         return format_instr(ins) + (f" with {', '.join(parts)}" if parts else "")
 
-    def run(self) -> None:
-        for f in self.body:
-            f(self.base_mask)
+
+def _chain(fs: list):
+    def run(m: Mask) -> None:
+        for f in fs:
+            f(m)
+    return run
 
 
 def _walk_instrs(body: tuple):
-    from kernels_ir.ir import walk
-
     return (s for s in walk(body) if isinstance(s, Instr))
 
 
@@ -486,26 +1036,45 @@ def _show(v) -> str:
     return str(int(v))
 
 
-def _lanes(lanes: list[int]) -> str:
-    if len(lanes) > 1 and lanes == list(range(lanes[0], lanes[-1] + 1)):
-        return f"{lanes[0]}..{lanes[-1]}"
-    return ",".join(map(str, lanes))
+@cache
+def _largest_target():
+    """Without a spec, a kernel must fit the most generous bundled GPU (its per-CTA limits)."""
+    from gpusim.specs import available, load_spec
+
+    specs = [load_spec(n) for n in available()]
+    return max(specs, key=lambda s: (s.smem_bytes_per_cta, s.max_threads_per_cta, s.name))
 
 
 def execute(kernel: Kernel, inputs: dict, *, ctas: int | None = None,
             max_spin: int | None = None, spec=None, observer=None) -> ExecResult:
     """Run ``kernel`` on ``inputs`` (global buffer name -> initial words); see the module doc.
 
+    The kernel is verified first (:func:`kernels_ir.verify`) against ``spec``'s limits, or
+    without a spec against the most generous bundled GPU's.
     ``ctas``: how many CTAs are co-resident (a wave); default from ``spec`` through
     :func:`gpusim.engine.residency.residency` when a spec is given, else the whole grid.
     ``max_spin``: overrides every While's ``spin_limit`` (lockstep iterations per entry).
     ``observer``: an object with ``on_instr(sid, mask, flat_addresses)``, ``on_step(step)`` and
-    ``on_while(wid, event, mask)`` (used by the timing model); ``None`` for a pure functional run.
-    Raises :class:`DeadlockError` when warps wait forever, :class:`InputError` on bad inputs or
-    out-of-bounds / misaligned accesses, :class:`CapacityError` when a CTA does not fit.
+    ``on_while(wid, event, mask)`` (used by the timing model), optionally ``on_group(gid)``
+    (which group of warps the following events belong to); ``None`` for a pure functional run.
+    Raises :class:`VerifyError` for a malformed kernel, :class:`DeadlockError` when warps wait
+    forever, :class:`InputError` on bad inputs or out-of-bounds / misaligned accesses,
+    :class:`CapacityError` when a CTA does not fit.
     """
     if not isinstance(kernel, Kernel):
         raise InputError(f"execute() needs a Kernel, got {type(kernel).__name__}")
+    verify(kernel, spec=spec if spec is not None else _largest_target())
+    return _execute(kernel, inputs, ctas=ctas, max_spin=max_spin, spec=spec, observer=observer)
+
+
+def _execute(kernel: Kernel, inputs: dict, *, ctas: int | None = None,
+             max_spin: int | None = None, spec=None, observer=None) -> ExecResult:
+    """:func:`execute` of a kernel already verified."""
+    if ctas is not None and (not isinstance(ctas, (int, np.integer)) or isinstance(ctas, bool)):
+        raise InputError(f"ctas={ctas!r} must be an int >= 1")
+    if max_spin is not None and (not isinstance(max_spin, (int, np.integer))
+                                 or isinstance(max_spin, bool)):
+        raise InputError(f"max_spin={max_spin!r} must be an int >= 1")
     gmem = global_space(kernel, inputs)
     prefix_reason = ""
     if ctas is None and spec is not None:
@@ -520,7 +1089,7 @@ def execute(kernel: Kernel, inputs: dict, *, ctas: int | None = None,
         raise InputError(f"ctas={ctas}: need at least one co-resident CTA")
     if max_spin is not None and max_spin < 1:
         raise InputError(f"max_spin={max_spin} must be >= 1")
-    ctas = min(ctas, kernel.grid)
+    ctas = min(int(ctas), kernel.grid)
     waves = -(-kernel.grid // ctas)
     counts = np.zeros(len(tuple(instructions(kernel))), dtype=np.int64)
     spins = None

@@ -13,8 +13,9 @@ Each entry is an :class:`OpSemantics` whose ``kind`` tells the executor how to c
 - ``"atomic"``: ``fn(view, flat, values) -> old`` in lane order (warp-major, then lane).
 - ``"warp"``: ``fn(values, arg, active) -> result`` over the 32 lanes of each warp.
 - ``"sync"``: ``fn() -> None``; BAR and FENCE have no functional effect in a lockstep execution
-  (every warp of every resident CTA executes each instruction before any executes the next, so a
-  barrier is always satisfied and every earlier store is visible); their cost is in the timing.
+  (every warp of a group executes each instruction before any executes the next, so a barrier is
+  satisfied within the group and every earlier store is visible; the executor holds a group at a
+  barrier that other groups of the CTA have not reached); their cost is in the timing.
 
 Numerical choices (documented where the hardware leaves a choice):
 - FFMA: the product of two float32 values is exact in float64; the sum is rounded to float64 and

@@ -55,8 +55,9 @@ from kernels_ir.ir import (
     instructions,
     walk,
 )
+from kernels_ir.verify import verify
 
-from .executor import Mask, execute
+from .executor import Mask, _execute
 from .l1 import L1, resident_buffers
 from .l2 import L2
 from .memory import global_space, shared_space
@@ -163,7 +164,8 @@ class _Timing:
         self.l1 = l1 if l1.active else None
         self.whiles = [s for s in walk(kernel.body) if isinstance(s, While)]
         self.kernel_name, self.wpc = kernel.name, kernel.warps_per_cta
-        self.rec_stack: list = []
+        self.rec_stacks: dict[int, list] = {0: []}   # per group of warps (executor)
+        self.rec_stack: list = self.rec_stacks[0]
         self.replaying = False
         self.steps: list[tuple] = []
         self.warp_instr = 0
@@ -178,6 +180,10 @@ class _Timing:
                           if isinstance(s, Loop) and s.kind == "time"), 0)
 
     # --- executor callbacks -----------------------------------------------------------------
+    def on_group(self, gid: int) -> None:
+        """The following events belong to group ``gid`` (its own stack of open spins)."""
+        self.rec_stack = self.rec_stacks.setdefault(gid, [])
+
     def on_step(self, step) -> None:
         per_sm_end = np.full(self.spec.sm_count, -np.inf)
         np.maximum.at(per_sm_end, self.sm, self.last)
@@ -404,6 +410,9 @@ def simulate(kernel: Kernel, inputs: dict, spec, *, sample_steps: int | None = N
              l2_flip: bool = False) -> SimResult:
     """Simulate one launch of ``kernel`` on ``spec``; values and cycles together.
 
+    The kernel is verified against ``spec`` first (:func:`kernels_ir.verify`): a malformed
+    kernel raises :class:`VerifyError` before any work.
+
     ``sample_steps``: simulate only the first K iterations of the time loop and extrapolate the
     rest from the steady state (:func:`steady_step_cycles`).
     ``progress``: draw a progress bar on stderr. The launch must be co-resident when the kernel
@@ -414,6 +423,7 @@ def simulate(kernel: Kernel, inputs: dict, spec, *, sample_steps: int | None = N
     ``l2_flip``: swap which L2 partition every SM is near (:class:`.l2.L2`): the other half of the
     unknown address hash, to average a benchmark that touches one or two addresses over both.
     """
+    verify(kernel, spec=spec)
     check_launch(kernel, spec)
     total = next((s.trip_count for s in walk(kernel.body)
                   if isinstance(s, Loop) and s.kind == "time"), 0)
@@ -429,7 +439,7 @@ def simulate(kernel: Kernel, inputs: dict, spec, *, sample_steps: int | None = N
     gspace = global_space(run_kernel, inputs)
     bar = _progress_bar(sys.stderr) if progress else None
     obs = _Timing(run_kernel, spec, run_kernel.grid, gspace, bar, l2_warm, l2_flip)
-    res = execute(run_kernel, inputs, ctas=run_kernel.grid, observer=obs)
+    res = _execute(run_kernel, inputs, ctas=run_kernel.grid, observer=obs)
     return _result(kernel, spec, obs, res, steps, total)
 
 

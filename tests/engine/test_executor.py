@@ -183,19 +183,36 @@ def test_partial_poll_only_waiting_cta_is_named():
 
 
 def test_spin_limit_and_max_spin():
-    # a loop that keeps changing a register never "stalls", so the spin limit catches it
+    # the exit condition depends on a register the loop changes every pass (a counter that
+    # bounds the wait), so no pass repeats the one before: only the spin limit ends it
     b = Builder("count", grid=1, block=32)
     flag = b.global_buffer("flag", I32, 1)
     i = b.mov(0, I32, dst=b.reg(I32, "i"))
     with b.while_(spin_limit=50, label="forever") as w:
         b.iadd(i, 1, dst=i)
         v = b.ldg_volatile(flag, 0)
-        w.cond = b.isetp("eq", v, 0)
+        w.cond = b.pand(b.isetp("eq", v, 0), b.isetp("lt", i, 1000))
     k = verify(b.build())
     with pytest.raises(DeadlockError, match="spin limit 50"):
         execute(k, {"flag": np.zeros(1, np.int32)})
     with pytest.raises(DeadlockError, match="spin limit 7"):
         execute(k, {"flag": np.zeros(1, np.int32)}, max_spin=7)
+    res = execute(k, {"flag": np.zeros(1, np.int32)}, max_spin=1000)
+    assert res.spins == (("forever", 1000),)
+
+
+def test_counting_spin_nobody_writes_is_reported_at_once():
+    # counting passes does not feed the exit condition: the first pass shows it never ends
+    b = Builder("count", grid=1, block=32)
+    flag = b.global_buffer("flag", I32, 1)
+    i = b.mov(0, I32, dst=b.reg(I32, "i"))
+    with b.while_(label="forever") as w:
+        b.iadd(i, 1, dst=i)
+        v = b.ldg_volatile(flag, 0)
+        w.cond = b.isetp("eq", v, 0)
+    with pytest.raises(DeadlockError, match=r"waits at 'forever' on flag\[0\], sees 0 .*which "
+                                            r"no live warp can write"):
+        execute(verify(b.build()), {"flag": np.zeros(1, np.int32)})
 
 
 def test_grid_barrier_works_when_co_resident():
