@@ -15,7 +15,7 @@ import importlib
 import os
 import sys
 
-from kernels_ir.errors import InputError, ValueMismatch
+from kernels_ir.errors import DeadlockError, InputError, ValueMismatch
 
 # name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -121,6 +121,9 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BROKEN_PIPE
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except DeadlockError as exc:   # the report of who waits on what, as one paragraph
+        print(f"error: deadlock: {exc}", file=sys.stderr)
         return 2
     except ValueMismatch as exc:
         print(f"error: {exc}", file=sys.stderr)
