@@ -804,10 +804,11 @@ def _csr_row_per_warp(spec, N, R, B, d):
                     * (1.0 - coverage(before / np.maximum(wgt, 1.0)) ** m_crit), far)
     fill = (2 * alu + 2 + rt_cols + np.where(col(vals_dram & cols_dram), nz_bytes / dram_bpc, 0.0)
             + 2 * vc_lines(m_crit) + 4 * col(ng) + rt_g)
-    # the first round starts together: the slices serve every warp's value loads (issued
-    # first) before the indices
-    fill = fill + np.where(is_first & ~col(vals_dram),
-                           req_vc / 2 * svc / spec.l2_slices / np.maximum(wgt, 1.0), 0.0)
+    # the first round starts together: the slices serve every warp's value and index loads
+    # (issued first) before any gather's request, whose data come back half a trip later
+    vc_phase = np.where(col(vals_dram), req_vc / 2, req_vc) * svc / spec.l2_slices
+    fill = np.where(is_first, np.maximum(fill, rt_cols / 2 + vc_phase / np.maximum(wgt, 1.0)
+                                         + rt_g / 2), fill)
     own = 4 * col(ng) * g_lines(m_crit) / wf + col(Bf) * pipe_f + 1
     chain = p_any * (fill + own)
     # a round of many warps: the data stage is busy but for the part of the next round's fill
