@@ -62,29 +62,42 @@ wide, but 8 banks only for B = 4 scalar loads, 4 of 8 classes for B = 8 wide). I
   ``max(K W, r / c, E[largest class count])`` per load (``E`` exact for ``r <= 32``, a normal
   approximation above).
 
-Per-step baselines (graph-timed, as cuda_backend.md section 5 recommends)
--------------------------------------------------------------------------
+Per-step baselines (timed in a CUDA graph: a step is its graph's nodes)
+-----------------------------------------------------------------------
 A step is the chain of kernels the measurement harness (:mod:`gpusim.backends.baselines`) puts in
 its CUDA graph; :data:`LIBRARY_NODES` lists them per path, as ``torch.profiler`` recorded them
 (``measurements/h100/library_profile.json``; a test checks the counts against that record).
 The library kernels are black boxes the simulator cannot run; two models of their cost:
 
-1. A spec with a ``[library]`` table (H100, H200: fitted by ``gpusim.calibrate`` to
-   ``measurements/<gpu>/library_sweep.json``, the same harness at 24 layer sizes none of which is
-   a campaign size): every small node (elementwise, copy, memset, split-K reduce, CSR partition)
-   costs ``node_s``; the product kernel of class :func:`library_class` (gemv, gemm, gemm8, spmv,
-   spmm) costs ``<class>_fixed_s`` + its bytes / ``<class>_bytes_per_s``. The fitted throughputs
-   fold in what the bandwidth bound misses (cuBLAS's split-K kernels for skinny fp32 batches,
-   cuSPARSE's SpMM gathers); one throughput per class, no L2 / DRAM regime switch (on the H100
-   a 38 MB weight matrix already streams at DRAM-like rates, below the 50 MB L2).
-2. Otherwise (V100: no measurement) each kernel (graph node) costs ``graph_launch_overhead_s`` +
-   two memory round trips (its loads', then its stores' until the kernel completes: the simulated
-   duration of a one-element kernel, which the calibration of ``graph_launch_overhead_s``
-   subtracts) + its bytes at the bandwidth of where they live (L2 ``l2_slices *
-   l2_bytes_per_cycle_per_slice * clock`` if the streamed data fit in ``l2_size_bytes``, else
-   ``dram_bandwidth_bytes_per_s``). On the H100 this under-predicts the measured baselines by
-   about 55% (fp32 cuBLAS GEMM kernels at batch 2-8 run 5-30x slower than the bandwidth bound,
-   cuda_backend.md 5.2 and 8; a small node costs about 1.2 us, not 1.0).
+1. A spec with a ``[library]`` table: every small node (elementwise, copy, memset, split-K
+   reduce, CSR partition) costs ``node_s``; the product kernel of class :func:`library_class`
+   (gemv, gemm, gemm8, spmv, spmm) costs ``<class>_fixed_s`` + its bytes /
+   ``<class>_bytes_per_s``. The fitted throughputs fold in what the bandwidth bound misses
+   (cuBLAS's split-K kernels for skinny fp32 batches, cuSPARSE's SpMM gathers); one throughput
+   per class, no L2 / DRAM regime switch (on the H100 a 38 MB weight matrix already streams at
+   DRAM-like rates, below the 50 MB L2). The H100 and H200 tables are fitted by
+   ``gpusim.calibrate`` to ``measurements/<gpu>/library_sweep.json`` (the same harness at 24
+   layer sizes, none a campaign size). The V100's libraries were never measured: its table is
+   the H100 fit transferred in hardware-relative terms (``transferred_from = "h100"``,
+   :func:`gpusim.calibrate.transfer_library`): the node and fixed costs in absolute time (they
+   are the launch path of a graph node, about 2.5 us where the node's kernel runs 0.26 us: the
+   driver's and the graph's work, not a GPU rate), the streaming classes' throughputs (GEMV,
+   SpMV: one pass over the matrix) as the same fraction of ``dram_bandwidth_bytes_per_s``, the
+   others' (split-K GEMM, batch-8 GEMM, SpMM: 65% of the DRAM bandwidth and less on the H100,
+   bound inside the SMs) scaled by ``sm_count * clock_hz`` and capped at the best streaming
+   fraction of the DRAM bandwidth (on the V100 the cap binds for both GEMM classes). Out of
+   sample, the same transfer from the H100 to the H200 predicts the H200's own sweep at MAPE
+   13.9% (its own fit 13.2%, the H100 values unchanged 16.2%); the H200 has the H100's SMs and
+   clock, so that check exercises the DRAM scaling and the absolute fixed costs, not the
+   ``sm_count * clock_hz`` rule, which stays untested.
+2. Otherwise (a spec without the table) each kernel (graph node) costs
+   ``graph_launch_overhead_s`` + two memory round trips (its loads', then its stores' until the
+   kernel completes: the simulated duration of a one-element kernel, which the calibration of
+   ``graph_launch_overhead_s`` subtracts) + its bytes at the bandwidth of where they live (L2
+   ``l2_slices * l2_bytes_per_cycle_per_slice * clock`` if the streamed data fit in
+   ``l2_size_bytes``, else ``dram_bandwidth_bytes_per_s``). On the H100 this under-predicts the
+   measured baselines by about 55% (fp32 cuBLAS GEMM kernels at batch 2-8 run 5-30x slower than
+   the bandwidth bound; a small node costs about 1.2 us, not 1.0).
 
 The paths:
 - ``cublas``: the best of one GEMM (a GEMV kernel at B = 1, else GEMM + split-K reduce), B GEMVs
@@ -92,8 +105,53 @@ The paths:
   reduce, copy out); then ``torch.add`` and ``torch.tanh``.
 - ``cusparse``: a row-partition kernel, the CSR SpMV (+ memset of y) or SpMM (+ scale and fill
   of y) streaming values + indices + row pointers and h, the copy into y, add and tanh.
-- ``csr-row-per-warp``: the same CSR bytes in one kernel with tanh fused, plus the warp's
-  shuffle reduction and tanh latency.
+- ``csr-row-per-warp``: our kernel (``kernels_ir/kernels/csr_baseline.py``), one graph node
+  (``graph_launch_overhead_s``) plus its cycles (:func:`_csr_row_per_warp`), below.
+
+CSR row-per-warp baseline (the quantity the cross-check prices: one step, layer in L2)
+-------------------------------------------------------------------------------------
+The kernel as written: one warp per row, rows sorted longest first, ``ceil(R / 8)`` CTAs of 256
+threads, all co-resident as the simulator runs them (CTA ``c`` on SM ``c % sm_count``; past
+``max_threads_per_sm`` the hardware would run waves, which changes only latency terms of layers
+that are bound by throughput anyway); a chunk loop of 128 nonzeros per round (32 lanes x 4, 128-bit
+loads of values and column indices, then the 4 nonzeros' gathers of h back to back, then their
+FFMAs); rows padded to a multiple of 4 with column 0. Rows are Bernoulli(d): a row's length is
+Binomial(N, d) (normal, continuity-corrected), so round ``i`` has every row longer than
+``128 (i + 1)`` full and the rows ending in it partial (their mean lanes from the truncated
+normal); the expected longest row sets the critical warp. The kernel is modelled in fp32 (as
+written) whatever ``dtype``. Per round, cycles:
+
+- the L1TEX data stage of the busiest SM (``W = 8 ceil(ceil(R / 8) / sm_count)`` warps): every
+  global load passes it at ``smem_wavefronts_per_cycle`` lines per cycle, counted in distinct
+  128-byte lines: ``(m + 7) / 8`` for a 16-byte-aligned load of ``m`` lanes, and for a gather the
+  distinct lines of its lanes (:func:`_sorted_distinct`: lanes take every 4th nonzero of a sorted
+  row, so neighbours share a line with the probability their column gap allows); the padding
+  lanes add line 0; perm, rowptr and x add one line each per warp;
+- the L2 slices (all SMs): the value and index sectors, and the gathers' requests, which with h
+  held in L1 (:func:`_resident`, the simulator's smallest-first rule, for L1 and for L2 residency)
+  are each SM's first touch of a sector only; with h not in L1 the padding lanes' requests for
+  column 0 all queue at one slice; ``l2_sector_bytes / l2_bytes_per_cycle_per_slice`` each over
+  ``l2_slices``;
+- DRAM: values and indices not resident in L2 stream at ``dram_bandwidth_bytes_per_s``;
+- issue: the sub-partition's warps' instructions of a chunk (FFMAs at the FP32 pipe rate);
+- the critical warp's chain: IADD, ISETP, the value and index loads, the indices' round trip
+  (``l2_hit_latency_cycles``, + the DRAM latency when not resident; with both arrays in DRAM the
+  one FIFO serves every warp's values of the round first), its own value/index lines, the
+  gathers' issue, their round trip (``l1_hit_latency_cycles`` once the SM holds every lane's
+  sector, else :func:`l2_latency` over many partition units), its own gather lines, B FFMAs.
+
+A round costs ``max(chain, data stage + the part of the next chunk's fill that the other warps'
+last gathers do not hide, L2, DRAM, issue)``; the first round's fill is never hidden, and there
+the gathers' requests wait at the slices behind every warp's value and index loads (issued
+first). Around the rounds: the prologue (SREG, IMAD, ISETP, IMIN through the INT pipe of the
+sub-partition's warps, the dependent perm and rowptr loads, B MOVs) and the epilogue
+(:func:`_csr_tail_cycles`: butterfly, x load, FADD and TANH at the SFU pipe rate, the stores'
+acknowledgement). Split L2 (``l2_partitions``): each of a warp's own round trips (perm, rowptr,
+indices per chain-bound round, x, store) is near or far with even odds; the step ends with the
+unluckiest of the warps that run the most rounds (``E[max]`` of binomials, normal approximation),
+and a first round bound by the data stage starts with the luckiest warps of the SM. Against the
+simulator (``tests/models/test_csr_model.py``): 80 random layers on the H100 and V100, mean 2.7%,
+max 9.7%; against the 7 measured H100 CSR cases 16% (the simulator 16%).
 """
 
 from __future__ import annotations
