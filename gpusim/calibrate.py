@@ -39,6 +39,11 @@ as held-out checks (predicted vs measured after
 the fit). ``--write`` rewrites the parameters' lines in ``gpusim/specs/<spec>.toml`` as type
 ``"C"`` with ``calibration = "<data>/microbench.json"`` and a source naming the measurement; the
 result of every run is also written to ``<data>/calibration.json``.
+
+``--transfer-library SRC --spec GPU [--write]`` gives a GPU whose libraries were never measured
+(the V100) the ``[library]`` table of the measured GPU ``SRC`` in hardware-relative terms
+(:func:`transfer_library`), and reports how the same transfer from the H100 predicts the H200's
+own ``library_sweep.json`` (an out-of-sample check).
 """
 
 from __future__ import annotations
@@ -182,20 +187,9 @@ def fit_library(sweep: dict) -> dict:
     from scipy.optimize import linprog
 
     from gpusim.specs import LIBRARY_CLASSES, LIBRARY_PARAMS
-    from models.analytical import library_class, library_matrix_bytes, library_path_parts
+    from models.analytical import library_class
 
-    pts = []
-    for key, layer in (sweep.get("layers") or {}).items():
-        try:
-            n, b, nnz = int(layer["hidden"]), int(layer["batch"]), int(layer["nnz"])
-            paths = {p: float(v["per_step_s"]) for p, v in layer["paths"].items()}
-        except (KeyError, TypeError, ValueError) as exc:
-            raise InputError(f"library_sweep layer {key!r}: missing or bad field {exc}") from None
-        for path, t in paths.items():
-            if not t > 0:
-                raise InputError(f"library_sweep layer {key!r} {path}: per_step_s={t} is not a "
-                                 f"positive time")
-            pts.append((path, n, b, *library_matrix_bytes(float(n), float(n), float(nnz)), t))
+    pts = _library_points(sweep)
     if len(pts) < 2 * len(LIBRARY_PARAMS):
         raise InputError(f"library_sweep has {len(pts)} timed paths; the fit of "
                          f"{len(LIBRARY_PARAMS)} parameters needs at least "
@@ -218,11 +212,7 @@ def fit_library(sweep: dict) -> dict:
         lib[k] = 1.0 / scale[k] if k.endswith("_per_s") else scale[k]
         return lib
 
-    def predict(lib, q):
-        path, n, b, w, c, _ = q
-        fixed, streaming = library_path_parts(lib, path, b, n, n, w, c)
-        return float(fixed + streaming)
-
+    predict = _library_predict
     A = np.array([[predict(probe(k), q) for k in names] for q in pts])
     t = np.array([q[-1] for q in pts])
 
@@ -256,15 +246,105 @@ def fit_library(sweep: dict) -> dict:
                       "path) of library_sweep.json"}
 
 
+def _library_points(sweep: dict) -> list[tuple]:
+    """``(path, hidden, batch, W bytes, CSR bytes, per-step s)`` of every timed path of a
+    ``library_sweep.json``; a missing field or a time that is not positive is an InputError."""
+    from models.analytical import library_matrix_bytes
+
+    pts = []
+    for key, layer in (sweep.get("layers") or {}).items():
+        try:
+            n, b, nnz = int(layer["hidden"]), int(layer["batch"]), int(layer["nnz"])
+            paths = {p: float(v["per_step_s"]) for p, v in layer["paths"].items()}
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InputError(f"library_sweep layer {key!r}: missing or bad field {exc}") from None
+        for path, t in paths.items():
+            if not t > 0:
+                raise InputError(f"library_sweep layer {key!r} {path}: per_step_s={t} is not a "
+                                 f"positive time")
+            pts.append((path, n, b, *library_matrix_bytes(float(n), float(n), float(nnz)), t))
+    return pts
+
+
+def _library_predict(lib: dict, q: tuple) -> float:
+    from models.analytical import library_path_parts
+
+    path, n, b, w, c, _ = q
+    fixed, streaming = library_path_parts(lib, path, b, n, n, w, c)
+    return float(fixed + streaming)
+
+
+def library_errors(lib: dict, sweep: dict) -> dict:
+    """How the ``[library]`` values ``lib`` predict a recorded ``library_sweep.json``: MAPE and
+    the largest error over every (layer, path) per-step time."""
+    import numpy as np
+
+    pts = _library_points(sweep)
+    if not pts:
+        raise InputError("library_sweep has no timed path")
+    ape = np.array([abs(_library_predict(lib, q) / q[-1] - 1) for q in pts])
+    return {"points": len(pts), "mape": float(ape.mean()), "max_ape": float(ape.max())}
+
+
+# Library kernel classes that stream their matrix once per product (cuBLAS GEMV, cuSPARSE CSR
+# SpMV: BLAS-2, memory bound): their fitted throughput is a fraction of the GPU's DRAM bandwidth.
+# The others (split-K GEMM kernels for 2-8 fp32 columns, the batch-8 GEMM, SpMM's gathers) run
+# far below the bandwidth bound (65% of DRAM and less on the H100): their rate is set inside the
+# SMs and scales with sm_count x clock_hz, but no faster than the streaming classes reach.
+STREAMING_CLASSES = ("gemv", "spmv")
+
+
+def transfer_library(source, target) -> dict:
+    """The ``[library]`` values for ``target`` (a spec) transferred from ``source``'s fitted
+    table, in hardware-relative terms:
+
+    - ``node_s`` and every ``<class>_fixed_s``: the same absolute time. They are the per-node
+      cost of a CUDA graph of small kernels (about 2.5 us on the H100, where the simulated
+      kernel of a node takes 0.26 us): the launch path of the node, the same driver and graph
+      machinery, not a GPU rate that a spec field would scale;
+    - ``<class>_bytes_per_s`` of a streaming class (:data:`STREAMING_CLASSES`): the same fraction
+      of ``dram_bandwidth_bytes_per_s``;
+    - of the other classes: scaled by ``sm_count * clock_hz``, at most the best streaming class's
+      fraction of the target's DRAM bandwidth.
+
+    Returns ``{name: value}`` for every :data:`gpusim.specs.LIBRARY_PARAMS` (4 significant
+    digits) and ``"_sources"``: the rule of each value, as a spec source line.
+    """
+    from gpusim.specs import LIBRARY_CLASSES
+
+    lib = source.library_params
+    if lib is None or source.library_from:
+        raise InputError(f"transfer_library: {source.name} has no fitted [library] table to "
+                         f"transfer (only a GPU whose library_sweep.json was fitted can be a "
+                         f"source)")
+    dram_s, dram_t = source.dram_bandwidth_bytes_per_s, target.dram_bandwidth_bytes_per_s
+    sm = target.sm_count * target.clock_hz / (source.sm_count * source.clock_hz)
+    best = max(lib[f"{c}_bytes_per_s"] / dram_s for c in STREAMING_CLASSES)
+    head = (f"transferred from the library table of gpusim/specs/{source.name}.toml "
+            f"(gpusim.calibrate.transfer_library)")
+    out = {"node_s": lib["node_s"]}
+    src = {"node_s": f"{head}: the same absolute time"}
+    for c in LIBRARY_CLASSES:
+        out[f"{c}_fixed_s"] = lib[f"{c}_fixed_s"]
+        src[f"{c}_fixed_s"] = f"{head}: the same absolute time"
+        t = lib[f"{c}_bytes_per_s"]
+        if c in STREAMING_CLASSES:
+            out[f"{c}_bytes_per_s"] = t * dram_t / dram_s
+            src[f"{c}_bytes_per_s"] = (f"{head}: {t / dram_s:.3f} of dram_bandwidth_bytes_per_s, "
+                                       f"as on the {source.name} (streams its matrix)")
+        else:
+            out[f"{c}_bytes_per_s"] = min(t * sm, best * dram_t)
+            capped = ", which binds" if t * sm > best * dram_t else ""
+            src[f"{c}_bytes_per_s"] = (f"{head}: x {sm:.3f} (sm_count x clock_hz), at most "
+                                       f"{best:.3f} of dram_bandwidth_bytes_per_s{capped}")
+    values = {k: float(f"{v:.4g}") for k, v in out.items()}
+    return {**values, "_sources": src}
+
+
 def write_library(spec_path: Path, fitted: dict, record: str) -> None:
     """Write (or replace) the spec's ``[library]`` table: every value type C with its record."""
     from gpusim.specs import LIBRARY_PARAMS
 
-    text = spec_path.read_text()
-    start = re.search(r"^\[library\]\s*$", text, re.M)
-    if start:
-        nxt = re.search(r"^\[", text[start.end():], re.M)
-        text = text[:start.start()] + (text[start.end() + nxt.start():] if nxt else "")
     src = (f"fitted by gpusim.calibrate (fit_library) to {fitted['points']} library timings "
            f"outside the campaign: fit MAPE {100 * fitted['fit_mape']:.1f}%, "
            f"leave-one-hidden-out {100 * fitted['cv_mape']:.1f}%")
@@ -273,7 +353,53 @@ def write_library(spec_path: Path, fitted: dict, record: str) -> None:
     for k, decl in LIBRARY_PARAMS.items():
         lines.append(f'{k} = {{ value = {fitted["values"][k]}, unit = "{decl.unit}", type = "C", '
                      f'source = "{src}", calibration = "{record}" }}')
+    _replace_library(spec_path, lines)
+
+
+def write_transferred_library(spec_path: Path, transferred: dict, source: str,
+                              check: str) -> None:
+    """Write (or replace) the spec's ``[library]`` table with the values of
+    :func:`transfer_library` from the measured GPU ``source``: type I (inferred), each with its
+    rule as source, and ``transferred_from``; ``check`` (the out-of-sample result) goes in the
+    table's comment."""
+    import textwrap
+
+    from gpusim.specs import LIBRARY_PARAMS
+
+    head = (f"The library baselines' kernels, not measured on this GPU: the {source} fit in "
+            f"hardware-relative terms (python -m gpusim.calibrate --transfer-library {source} "
+            f"--spec {spec_path.stem}; models.analytical: library_path_parts). {check}")
+    lines = ["[library]", *(f"# {t}" for t in textwrap.wrap(head, 96)),
+             f'transferred_from = "{source}"']
+    for k, decl in LIBRARY_PARAMS.items():
+        lines.append(f'{k} = {{ value = {transferred[k]}, unit = "{decl.unit}", type = "I", '
+                     f'source = "{transferred["_sources"][k]}" }}')
+    _replace_library(spec_path, lines)
+
+
+def _replace_library(spec_path: Path, lines: list[str]) -> None:
+    text = spec_path.read_text()
+    start = re.search(r"^\[library\]\s*$", text, re.M)
+    if start:
+        nxt = re.search(r"^\[", text[start.end():], re.M)
+        text = text[:start.start()] + (text[start.end() + nxt.start():] if nxt else "")
     spec_path.write_text(text.rstrip("\n") + "\n\n" + "\n".join(lines) + "\n")
+
+
+def transfer_check(source: str = "h100", target: str = "h200") -> dict:
+    """The transfer validated out of sample: ``source``'s table transferred to ``target`` (a GPU
+    with its own recorded sweep) against ``target``'s ``library_sweep.json``, next to
+    ``target``'s own fit and ``source``'s table used unchanged."""
+    from gpusim.measurements import load_json
+    from gpusim.specs import load_spec
+
+    src, tgt = load_spec(source), load_spec(target)
+    sweep = load_json(ROOT / "measurements" / target / "library_sweep.json")
+    moved = {k: v for k, v in transfer_library(src, tgt).items() if k != "_sources"}
+    return {"source": source, "target": target,
+            "transferred": library_errors(moved, sweep),
+            "own_fit": library_errors(tgt.library_params, sweep),
+            "unchanged": library_errors(src.library_params, sweep)}
 
 
 def write_spec(spec_path: Path, result: dict, record: str, only: set | None = None) -> None:
@@ -322,10 +448,15 @@ def main(argv: list[str] | None = None) -> int:
                          "gpusim.data.measurement_dir)")
     ap.add_argument("--spec", default="h100")
     ap.add_argument("--write", action="store_true", help="write the fitted values into the spec")
+    ap.add_argument("--transfer-library", default=None, metavar="SRC",
+                    help="give --spec the [library] table of the measured GPU SRC in "
+                         "hardware-relative terms (with --write: into its spec file)")
     ap.add_argument("--only", default=None,
                     help="with --write: comma-separated parameters to write (\"library\" for "
                          "the [library] table); default all that were fitted")
     args = ap.parse_args(argv)
+    if args.transfer_library:
+        return _main_transfer(args.transfer_library, args.spec, args.write)
     try:
         if args.data is None:
             from gpusim.data import measurement_dir
@@ -383,6 +514,33 @@ def main(argv: list[str] | None = None) -> int:
     for b, e in res["held_out"].items():
         print(f"held out {b}: predicted {e['predicted_s'] * 1e9:.0f} ns, measured "
               f"{e['measured_s'] * 1e9:.0f} ns ({100 * e['ape']:.0f}% off)")
+    return 0
+
+
+def _main_transfer(source: str, target: str, write: bool) -> int:
+    from gpusim.specs import load_spec, spec_path
+
+    try:
+        moved = transfer_library(load_spec(source), load_spec(target))
+        chk = transfer_check(source, "h200") if source == "h100" else None
+        note = ("" if chk is None else
+                f"Out of sample, the same transfer h100 -> h200 predicts the H200's own "
+                f"library_sweep.json "
+                f"({chk['transferred']['points']} timings) at MAPE "
+                f"{100 * chk['transferred']['mape']:.1f}% (its own fit "
+                f"{100 * chk['own_fit']['mape']:.1f}%, the h100 values unchanged "
+                f"{100 * chk['unchanged']['mape']:.1f}%).")
+        if write:
+            write_transferred_library(spec_path(target), moved, source, note)
+            load_spec(target)  # the rewritten file must still validate
+    except InputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    for k, v in moved.items():
+        if k != "_sources":
+            print(f"{k:20s} {v:>12.4g}  {moved['_sources'][k]}")
+    if note:
+        print(note)
     return 0
 
 

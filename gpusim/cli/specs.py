@@ -46,14 +46,15 @@ def main(args) -> int:
         for k, d in LIBRARY_PARAMS.items()}
     if args.json:
         emit_json({"name": s.name, "full_name": s.full_name, "arch": s.arch, "params": values,
-                   "library": library})
+                   "library": library, "library_transferred_from": s.library_from or None})
     else:
         print(f"{s.name}: {s.full_name} ({s.arch})")
         print(legend(EVIDENCE))
         for k, v in values.items():
             print(f"  {k:<34} {v['value']!s:>12} {v['unit']:<18} {v['source']}")
         print("  [library] (cuBLAS / cuSPARSE baselines of models.analytical): " +
-              ("not measured; the bandwidth model is used" if library is None else ""))
+              ("not measured; the bandwidth model is used" if library is None else
+               f"transferred from the {s.library_from} fit" if s.library_from else ""))
         for k, v in (library or {}).items():
             print(f"  {k:<34} {v['value']:>12.4g} {v['unit']:<18} {v['source']}")
     return 0

@@ -99,8 +99,10 @@ PARAMS: dict[str, Param] = {
 # the simulator cannot run), fitted by gpusim.calibrate to measurements/<gpu>/library_sweep.json.
 # A step of a library path is its small graph nodes (elementwise, copies, memsets, reductions,
 # partitions: ``node_s`` each) plus its product kernel(s) of one class below, each costing
-# ``<class>_fixed_s`` + bytes streamed / ``<class>_bytes_per_s``. A spec without the table (no
-# measurement of that GPU's libraries) keeps the bandwidth model of models.analytical.
+# ``<class>_fixed_s`` + bytes streamed / ``<class>_bytes_per_s``. A GPU whose libraries were
+# not measured may carry a table transferred from a measured one (``transferred_from = "<gpu>"``,
+# values of type I computed by gpusim.calibrate.transfer_library); a spec without the table keeps
+# the bandwidth model of models.analytical.
 LIBRARY_CLASSES = ("gemv", "gemm", "gemm8", "spmv", "spmm")
 LIBRARY_PARAMS: dict[str, Param] = {
     "node_s": Param("s", float, 1e-8, 1e-3, "one small library graph node (elementwise, copy, "
@@ -166,6 +168,7 @@ class GPUSpec:
     graph_launch_overhead_s: float
     sources: tuple[tuple[str, str, str, str], ...] = ()  # (field, source, type, calibration)
     library: tuple[tuple[str, float], ...] = ()  # the [library] table, () when absent
+    library_from: str = ""  # the measured GPU a transferred [library] table came from, else ""
 
     @property
     def library_params(self) -> dict[str, float] | None:
@@ -191,7 +194,8 @@ class GPUSpec:
 
 
 _FIELDS = [f.name for f in dataclasses.fields(GPUSpec)]
-assert set(PARAMS) == set(_FIELDS) - {"name", "full_name", "arch", "sources", "library"}
+assert set(PARAMS) == set(_FIELDS) - {"name", "full_name", "arch", "sources", "library",
+                                    "library_from"}
 
 
 def spec_path(name: str) -> Path:
@@ -236,9 +240,9 @@ def parse_spec(data: dict, origin: str = "<spec>") -> GPUSpec:
     values, sources = {}, []
     for key, decl in PARAMS.items():
         values[key] = _param_value(params[key], key, decl, origin, sources)
-    library = _library_table(data.get("library"), origin, sources)
+    library, library_from = _library_table(data.get("library"), origin, sources)
     spec = GPUSpec(name=gpu["name"], full_name=gpu["full_name"], arch=gpu["arch"],
-                   sources=tuple(sources), library=library, **values)
+                   sources=tuple(sources), library=library, library_from=library_from, **values)
     _check_consistency(spec, origin)
     return spec
 
@@ -255,14 +259,23 @@ def _check_names(table: dict, decls: dict[str, Param], origin: str, what: str) -
                         f"({decls[missing[0]].doc}, unit {decls[missing[0]].unit})")
 
 
-def _library_table(table, origin: str, sources: list) -> tuple[tuple[str, float], ...]:
+def _library_table(table, origin: str, sources: list) -> tuple[tuple[tuple[str, float], ...],
+                                                                  str]:
+    """The ``[library]`` values and the GPU they were transferred from (``""``: fitted)."""
     if table is None:
-        return ()
+        return (), ""
     if not isinstance(table, dict):
         raise SpecError(f"{origin}: [library] must be a table of {', '.join(LIBRARY_PARAMS)}")
+    table = dict(table)
+    has_from = "transferred_from" in table
+    frm = table.pop("transferred_from", "")
+    if has_from and (not isinstance(frm, str) or not frm.strip()):
+        raise SpecError(f"{origin}: [library] transferred_from = {frm!r} must name the measured "
+                        f"GPU whose fitted table was transferred (e.g. \"h100\")")
     _check_names(table, LIBRARY_PARAMS, origin, "[library] ")
-    return tuple((k, _param_value(table[k], f"library.{k}", d, origin, sources))
-                 for k, d in LIBRARY_PARAMS.items())
+    values = tuple((k, _param_value(table[k], f"library.{k}", d, origin, sources))
+                   for k, d in LIBRARY_PARAMS.items())
+    return values, frm
 
 
 def _param_value(entry, key: str, decl: Param, origin: str, sources: list):

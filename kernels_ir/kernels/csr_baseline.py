@@ -34,11 +34,23 @@ from ..ir import F32, I32, PRED, Kernel
 from ..verify import verify
 from ._program import LayerProgram
 
-__all__ = ["CSRProgram", "build_csr_baseline", "CHUNK"]
+__all__ = ["CSRProgram", "build_csr_baseline", "CHUNK", "VEC", "DEFAULT_THREADS", "gather_loads"]
 
 WARP = 32
 VEC = 4              # nonzeros per lane per chunk (128-bit loads)
 CHUNK = WARP * VEC   # nonzeros per warp per chunk
+DEFAULT_THREADS = 256
+
+
+def gather_loads(batch: int) -> list[tuple[int, int]]:
+    """``(width, offset)`` of the loads that gather one nonzero's ``batch`` values of h (and of
+    the loads of x and stores of h_out): one 64/128-bit load for B = 2/4, two 128-bit loads for
+    B = 8, else B scalar loads."""
+    if batch in (1, 2, 4):
+        return [(batch, 0)]
+    if batch == 8:
+        return [(4, 0), (4, 4)]
+    return [(1, k) for k in range(batch)]
 
 
 @dataclass(frozen=True, eq=False)
@@ -82,7 +94,7 @@ def _padded_csr(U: sp.csr_matrix, batch: int):
     return vals, cols, rowptr.astype(np.int32), perm, int(padded.max(initial=0))
 
 
-def build_csr_baseline(layer, *, threads_per_cta: int = 256) -> CSRProgram:
+def build_csr_baseline(layer, *, threads_per_cta: int = DEFAULT_THREADS) -> CSRProgram:
     """The one-step CSR row-per-warp kernel for ``layer`` (a :class:`models.sparse.Layer`)."""
     if threads_per_cta % WARP or not WARP <= threads_per_cta <= 1024:
         raise InputError(f"threads_per_cta={threads_per_cta} must be a multiple of 32 in 32..1024")
@@ -95,12 +107,7 @@ def build_csr_baseline(layer, *, threads_per_cta: int = 256) -> CSRProgram:
     wpc = threads_per_cta // WARP
     grid = -(-n // wpc)
     nb = n * b
-    if b in (1, 2, 4):
-        gathers = [(b, 0)]
-    elif b == 8:
-        gathers = [(4, 0), (4, 4)]
-    else:
-        gathers = [(1, k) for k in range(b)]
+    gathers = gather_loads(b)
 
     bld = Builder("csr_row_per_warp", grid=grid, block=threads_per_cta, hidden=n, batch=b,
                   nnz=int(U.nnz), chunks=chunks, kind="csr")

@@ -111,7 +111,9 @@ def test_interleaved_reduction_is_one_shuffle_latency_per_mask():
 
 
 def test_cublas_switches_from_l2_to_dram():
-    t = an.predict_many(V100, [1024, 2048], 1, 0.1, kernels=["cublas"])["cublas"]
+    # the bandwidth model (a spec without a [library] table)
+    bare = dataclasses.replace(V100, library=(), library_from="")
+    t = an.predict_many(bare, [1024, 2048], 1, 0.1, kernels=["cublas"])["cublas"]
     w = t.breakdown["weights_s"]
     l2_bw = V100.l2_slices * V100.l2_bytes_per_cycle_per_slice * V100.clock_hz
     assert w[0] == pytest.approx(1024 * 1024 * 4 / l2_bw, rel=0.01)  # 4 MB fits in 6 MB L2
@@ -230,5 +232,7 @@ def test_fitted_library_model_charges_each_small_node_and_streams_the_weights():
         w = 4.0 * n * n + 2 * n * 4
         drop = t(H100, "cublas", n, 1, 0.01) - t(fast, "cublas", n, 1, 0.01)
         assert drop == pytest.approx(w / lib["gemv_bytes_per_s"] / 2, rel=1e-6)
-    # V100 has no library measurement: the bandwidth model
-    assert load_spec("v100").library_params is None
+    # V100 has no library measurement: the H100 table transferred (gpusim.calibrate)
+    v100 = load_spec("v100")
+    assert v100.library_from == "h100" and v100.source("library.node_s").startswith("[I]")
+    assert v100.library_params["node_s"] == lib["node_s"]

@@ -110,7 +110,8 @@ def _entries():
         data = tomllib.loads(spec.read_text())
         for table in ("params", "library"):
             for key, entry in data.get(table, {}).items():
-                yield spec.name, f"{table}.{key}", entry
+                if isinstance(entry, dict):   # not e.g. library.transferred_from = "h100"
+                    yield spec.name, f"{table}.{key}", entry
 
 
 ENTRIES = list(_entries())

@@ -133,7 +133,11 @@ def test_library_table_is_all_or_nothing_and_checked_by_field():
     bad["library"]["node_s"]["value"] = -1.0
     with pytest.raises(SpecError, match="library.node_s = -1.0 s is impossible"):
         parse_spec(bad, "x.toml")
-    assert "library" not in _doc("v100") and load_spec("v100").library_params is None
+    bad = _doc("v100")
+    bad["library"]["transferred_from"] = ""
+    with pytest.raises(SpecError, match="transferred_from = '' must name the measured GPU"):
+        parse_spec(bad, "x.toml")
+    assert parse_spec(_doc("h100"), "x.toml").library_from == ""
 
 
 @pytest.mark.parametrize("gpu", ["h100", "h200"])
@@ -191,3 +195,48 @@ def test_partition_values_checked():
     doc["params"]["l2_far_extra_cycles"]["value"] = 1000
     with pytest.raises(SpecError, match="leaves no near latency"):
         parse_spec(doc, "x.toml")
+
+
+def test_v100_library_table_is_the_h100_fit_transferred():
+    """The V100 was never measured: its [library] table is what gpusim.calibrate transfers from
+    the H100 fit (type I, marked transferred_from = "h100"), not hand-set values."""
+    from gpusim.calibrate import transfer_library
+
+    v100 = load_spec("v100")
+    assert v100.library_from == "h100"
+    moved = transfer_library(load_spec("h100"), v100)
+    for k, v in v100.library_params.items():
+        assert v == pytest.approx(moved[k], rel=1e-3, abs=1e-12), k
+        assert v100.source(f"library.{k}") == f"[I] {moved['_sources'][k]}", k
+    # streaming classes keep their fraction of the DRAM bandwidth
+    h100 = load_spec("h100")
+    frac = h100.library_params["gemv_bytes_per_s"] / h100.dram_bandwidth_bytes_per_s
+    assert v100.library_params["gemv_bytes_per_s"] == pytest.approx(
+        frac * v100.dram_bandwidth_bytes_per_s, rel=1e-3)
+
+
+def test_library_transfer_predicts_the_h200_out_of_sample():
+    """The H100 fit transferred to the H200 against the H200's own library_sweep.json (never used
+    by the transfer). Measured when written: MAPE 13.86% (90 timings), the H200's own fit 13.25%,
+    the H100 values unchanged 16.21%. The bound (14.5%) is that result plus 0.6 points; the
+    transfer must also beat the untransferred values and stay within 1.5 points of the H200's
+    own fit. (The H200 has the H100's SMs and clock: this checks the DRAM scaling and the
+    absolute fixed costs, not the sm_count x clock_hz rule.)"""
+    from gpusim.calibrate import transfer_check
+
+    chk = transfer_check("h100", "h200")
+    assert chk["transferred"]["points"] >= 90
+    assert chk["transferred"]["mape"] < 0.145
+    assert chk["transferred"]["mape"] < chk["unchanged"]["mape"] - 0.015
+    assert chk["transferred"]["mape"] < chk["own_fit"]["mape"] + 0.015
+
+
+def test_library_transfer_needs_a_fitted_source():
+    from gpusim.calibrate import transfer_library
+    from kernels_ir.errors import InputError
+
+    with pytest.raises(InputError, match="v100 has no fitted \\[library\\] table"):
+        transfer_library(load_spec("v100"), load_spec("h200"))
+    same = transfer_library(load_spec("h100"), load_spec("h100"))
+    for k, v in load_spec("h100").library_params.items():
+        assert same[k] == pytest.approx(v, rel=1e-3, abs=1e-12), k
