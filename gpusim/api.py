@@ -566,7 +566,7 @@ class CrossCheck:
 
 def crosscheck(data: str | Path | None = None, every: int = 1,
                kinds: str | Sequence[str] | None = None, progress: bool = False,
-               include_fresh: bool = True) -> CrossCheck:
+               include_fresh: bool = True, jobs: int = 1) -> CrossCheck:
     """Predict every recorded GPU case and compare with its measurement.
 
     ``data``: a campaign directory (``campaign.json``, ``ncu.json``; default
@@ -574,7 +574,8 @@ def crosscheck(data: str | Path | None = None, every: int = 1,
     ``kinds``: the kernel kinds to include (a sequence, or comma-separated; default all):
     sparse_persistent, dense_persistent, csr, cublas, cusparse. ``progress``: a bar on stderr.
     ``include_fresh``: also the fresh draws (``fresh_*/``) under ``data``; the summary reports
-    them in sample / out of sample (:mod:`gpusim.samples`) under ``samples``.
+    them in sample / out of sample (:mod:`gpusim.samples`) under ``samples``. ``jobs``: worker
+    processes for the simulations.
     """
     from gpusim.cli import crosscheck as cc
 
@@ -589,7 +590,7 @@ def crosscheck(data: str | Path | None = None, every: int = 1,
             raise InputError(f"--kinds {k!r} is unknown; accepted: {', '.join(accepted)}")
     data = str(cc.DEFAULT_DATA if data is None else data)
     s = cc.run_crosscheck(data, every=every, kinds=kinds, progress=bool(progress),
-                          include_fresh=include_fresh)
+                          include_fresh=include_fresh, jobs=_int("jobs", jobs))
     return CrossCheck(s.get("gpu", ""), s.get("spec", ""), s.get("data", data),
                       s.get("every", every), s["cases"], s["mape"], s["max_ape"], s["worst"],
                       s["spearman"], s.get("stale", 0), s.get("skipped", 0),

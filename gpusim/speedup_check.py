@@ -11,8 +11,6 @@ analytical model and with the simulator, and its speedup and the names it gives 
 
 from __future__ import annotations
 
-import sys
-
 import numpy as np
 
 __all__ = ["PREDICT_NAME", "measured_layers", "check_speedups"]
@@ -60,33 +58,42 @@ def _best(times: dict, names) -> tuple[str, float]:
     return n, t
 
 
-def check_speedups(data, *, engines=("model", "sim"), include_fresh: bool = True,
-                   sample_steps: int = 3, progress: bool = False) -> dict:
-    """Per-layer speedup rows and their summary per sample and engine."""
+def _predict(spec, h, b, d, eng, sample_steps):
     from gpusim.cli.predict import simulator
+    from models.analytical import predict_layer
+
+    return predict_layer(spec, h, b, d, timesteps=1, engine=eng,
+                         simulator=simulator(sample_steps, parallel=False) if eng == "sim"
+                         else None)
+
+
+def check_speedups(data, *, engines=("model", "sim"), include_fresh: bool = True,
+                   sample_steps: int = 3, progress: bool = False, jobs: int = 1) -> dict:
+    """Per-layer speedup rows and their summary per sample and engine; ``jobs`` worker
+    processes predict the layers (one layer per process)."""
+    from gpusim.cli.crosscheck import _map
     from gpusim.measurements import load_campaign
     from gpusim.samples import IN_SAMPLE, OUT_OF_SAMPLE, draws
     from gpusim.specs import load_spec
-    from models.analytical import predict_layer
 
     rows = []
     for g in draws(data, include_fresh=include_fresh):
         camp = load_campaign(g.path)
         spec = load_spec(camp.spec_name)
         layers = measured_layers(camp.cases)
-        for i, ((h, b, d), times) in enumerate(sorted(layers.items())):
-            if progress:
-                print(f"\r[{g.name}] layer {i + 1}/{len(layers)} h{h} b{b} d{d}      ", end="",
-                      file=sys.stderr, flush=True)
+        items = sorted(layers.items())
+        reps = _map(_predict, [(spec, h, b, d, eng, sample_steps) for (h, b, d), _ in items
+                               for eng in engines], jobs, desc=f"speedups {g.name}",
+                    progress=progress)
+        for i, ((h, b, d), times) in enumerate(items):
             others = [n for n in times if n not in SPARSE]
             bp, tp = _best(times, SPARSE)
             nb, tn = _best(times, others)
             row = {"draw": g.name, "sample": g.sample, "hidden": h, "batch": b, "density": d,
                    "measured": {"best_persistent": bp, "next_best": nb, "speedup": tn / tp,
                                 "fastest": bp if tp <= tn else nb, "times_s": times}}
-            for eng in engines:
-                rep = predict_layer(spec, h, b, d, timesteps=1, engine=eng,
-                                    simulator=simulator(sample_steps) if eng == "sim" else None)
+            for j, eng in enumerate(engines):
+                rep = reps[i * len(engines) + j]
                 fastest = None
                 if rep.speedup is not None:
                     fastest = rep.best_persistent if rep.speedup >= 1 else rep.next_best
@@ -100,8 +107,6 @@ def check_speedups(data, *, engines=("model", "sim"), include_fresh: bool = True
                             "fastest_named": fastest == row["measured"]["fastest"],
                             "times_s": {r.name: r.per_step_s for r in rep.rows}}
             rows.append(row)
-        if progress:
-            print(file=sys.stderr)
     summary = {"engines": list(engines), "rows": rows, "samples": {}}
     for label in (IN_SAMPLE, OUT_OF_SAMPLE):
         sel = [r for r in rows if r["sample"] == label]

@@ -55,6 +55,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="use every k-th recorded case (a fast subset); 1 = all")
     add_list_argument(p, "--kinds", kind=str, default=None,
                       help="kinds to include (default all): " + ", ".join(SIM_KINDS + LIB_KINDS))
+    p.add_argument("--jobs", type=positive_int("jobs"), default=1,
+                   help="worker processes for the simulations (the result does not depend on it)")
     add_output_arguments(p, plot="predicted vs measured per-step time (log-log)", progress=True)
 
 
@@ -85,6 +87,37 @@ def predict_case(case: dict, spec, steps: int) -> dict:
     p = price_program(prog, spec, what=case["id"])
     return {"per_step_s": p.per_step_s, "source": "simulator",
             "model_s": predict_model(case, spec, prog), **_sim_counts(prog.kernel, p.result)}
+
+
+def _predict_one(case: dict, spec, steps: int) -> tuple[str, object]:
+    """("ok", prediction), ("stale", why) or ("skipped", why) for one recorded case."""
+    from gpusim.measurements import kernel_staleness
+
+    why = kernel_staleness(case, spec)
+    if why is not None:
+        return "stale", why
+    if case["kind"] in SIM_KINDS:
+        return "ok", predict_case(case, spec, steps)
+    try:
+        return "ok", predict_library(case, spec)
+    except InputError as exc:
+        return "skipped", str(exc)
+
+
+def _map(fn, args: list[tuple], jobs: int, *, desc: str = "", progress: bool = False) -> list:
+    """``[fn(*a) for a in args]``, in ``jobs`` worker processes when ``jobs > 1``; the results
+    keep the order of ``args``."""
+    from gpusim.progress import bar
+
+    if jobs <= 1 or len(args) <= 1:
+        return [fn(*a) for a in bar(args, desc=desc, unit=" cases", enabled=progress)]
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    ctx = multiprocessing.get_context("fork")
+    with ProcessPoolExecutor(min(jobs, len(args)), mp_context=ctx) as ex:
+        futures = [ex.submit(fn, *a) for a in args]
+        return [f.result() for f in bar(futures, desc=desc, unit=" cases", enabled=progress)]
 
 
 def predict_model(case: dict, spec, prog) -> float | None:
@@ -126,13 +159,14 @@ def _ape(pred: float, meas: float) -> float:
 
 
 def run_crosscheck(data: str | Path, *, every: int = 1, kinds: tuple[str, ...] | None = None,
-                   include_fresh: bool = True, progress: bool = False) -> dict:
+                   include_fresh: bool = True, progress: bool = False, jobs: int = 1) -> dict:
     """Predict every (selected) recorded case of ``data`` (a campaign directory and its fresh
     draws, :func:`gpusim.samples.draws`); return per-case rows and the summary, overall and per
-    sample (in sample / out of sample, :mod:`gpusim.samples`)."""
+    sample (in sample / out of sample, :mod:`gpusim.samples`). ``jobs``: worker processes
+    (each case is simulated independently; the result does not depend on ``jobs``)."""
     from scipy.stats import spearmanr
 
-    from gpusim.measurements import BANK_METRICS, kernel_staleness, load_campaign
+    from gpusim.measurements import BANK_METRICS, load_campaign
     from gpusim.samples import draws, family
     from gpusim.specs import load_spec
 
@@ -141,8 +175,6 @@ def run_crosscheck(data: str | Path, *, every: int = 1, kinds: tuple[str, ...] |
     stale, skipped, mismatched = {}, {}, {}
     specs, gpus, versions = set(), set(), set()
     draw_info = []
-    from gpusim.progress import bar
-
     for g in groups:
         camp = load_campaign(g.path)
         spec = load_spec(camp.spec_name)
@@ -158,20 +190,16 @@ def run_crosscheck(data: str | Path, *, every: int = 1, kinds: tuple[str, ...] |
         cases = [c for c in cases if c["result"].get("values_ok", True)]
         draw_info.append({"draw": g.name, "path": str(g.path), "sample": g.sample, "why": g.why,
                           "cases": len(cases)})
-        for c in bar(cases, desc=f"crosscheck {g.name}", unit=" cases", enabled=progress):
+        preds = _map(_predict_one, [(c, spec, steps) for c in cases], jobs,
+                     desc=f"crosscheck {g.name}", progress=progress)
+        for c, (why, pred) in zip(cases, preds, strict=True):
             key = c["id"] if g.name == "campaign" else f"{g.name}/{c['id']}"
-            why = kernel_staleness(c, spec)
-            if why is not None:
-                stale[key] = why
+            if why == "stale":
+                stale[key] = pred
                 continue
-            if c["kind"] in SIM_KINDS:
-                pred = predict_case(c, spec, steps)
-            else:
-                try:
-                    pred = predict_library(c, spec)
-                except InputError as exc:
-                    skipped[key] = str(exc)
-                    continue
+            if why == "skipped":
+                skipped[key] = pred
+                continue
             meas = c["result"]["per_step_s"]
             row = {"id": key, "kind": c["kind"], "family": family(c), "draw": g.name,
                    "sample": g.sample, "hidden": c["hidden"], "batch": c["batch"],
@@ -275,11 +303,12 @@ def main(args) -> int:
         raise InputError("--write-bands needs --speedup and every case (no --every, no --kinds)")
     progress = show_progress(args)
     s = crosscheck(args.data, every=args.every, kinds=args.kinds, include_fresh=args.fresh,
-                   progress=progress).to_dict()
+                   progress=progress, jobs=args.jobs).to_dict()
     if args.speedup:
         from gpusim.speedup_check import check_speedups
 
-        s["speedup"] = check_speedups(args.data, include_fresh=args.fresh, progress=progress)
+        s["speedup"] = check_speedups(args.data, include_fresh=args.fresh, progress=progress,
+                                      jobs=args.jobs)
     if args.write_bands:
         _write_bands(s)
     if args.plot:

@@ -79,21 +79,23 @@ def _simulate_one(sample_steps, spec, variant, hidden, batch, density, seed):
     return p.per_step_s, p.setup_s, bd
 
 
-def simulator(sample_steps: int):
+def simulator(sample_steps: int, parallel: bool = True):
     """The simulator callable that models.analytical.predict_layer asks for (engine sim).
 
     Every kernel that exists in the IR is priced by :func:`gpusim.pricing.price_program`: the
     persistent kernels on a layer of ``sample_steps + 2`` steps (``sample_steps`` of them
     simulated in full, the rest extrapolated), the CSR row-per-warp kernel as one step of its
     CUDA graph. The float64 reference is computed only for the steps simulated, and a value
-    mismatch raises :class:`kernels_ir.errors.ValueMismatch`.
+    mismatch raises :class:`kernels_ir.errors.ValueMismatch`. ``parallel``: the kernels of a
+    layer in worker processes, one per core (off where the caller already runs layers in
+    parallel).
     """
 
     def run(spec, variants, hidden, batch, density, seed):
         """{name: (per_step_s, setup_s, breakdown)}; the kernels are simulated in parallel, one
         process per core (each simulation is independent and deterministic)."""
         jobs = [(sample_steps, spec, v, hidden, batch, density, seed) for v in variants]
-        workers = min(len(jobs), os.cpu_count() or 1)
+        workers = min(len(jobs), os.cpu_count() or 1) if parallel else 1
         if workers <= 1 or hidden * batch < PARALLEL_MIN_WORDS:
             return {v.name: _simulate_one(*job) for v, job in zip(variants, jobs, strict=True)}
         import multiprocessing
