@@ -2,8 +2,11 @@
 
 Each subcommand lives in its own module ``gpusim.cli.<name>`` that defines
 ``add_arguments(parser)`` and ``main(args) -> int``; modules are imported only when their command
-runs, so ``gpusim predict`` stays fast. Every :class:`InputError` becomes one line on stderr and
-exit status 2.
+runs, so ``gpusim predict`` stays fast. :func:`gpusim.validate.check_args` checks the parsed line
+(outputs, bounds, the GPU spec) before the command runs; every :class:`InputError`, a
+:class:`ValueMismatchError` (values that differ from the float64 reference), an output that
+cannot be written (OSError) and running out of memory become one line on stderr and exit
+status 2.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import argparse
 import importlib
 import sys
 
-from kernels_ir.errors import InputError
+from kernels_ir.errors import InputError, ValueMismatchError
 
 # name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -64,13 +67,26 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     module = importlib.import_module(COMMANDS[args.command][0])
     try:
+        from gpusim.validate import check_args
+
+        check_args(args.command, args)  # every check that needs no work, before any work
         return int(module.main(args) or 0)
-    except InputError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    except (InputError, ValueMismatchError) as exc:
+        return _fail(str(exc))
+    except OSError as exc:  # an output that could not be written after all
+        where = f"{exc.filename}: " if exc.filename is not None else ""
+        return _fail(f"cannot write or read {where}{exc.strerror or exc}")
+    except MemoryError:
+        return _fail("out of memory; try a smaller layer or fewer values")
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+
+
+def _fail(message: str) -> int:
+    """One line on stderr (a message's own line breaks are folded), exit status 2."""
+    print("error: " + " ".join(message.split()), file=sys.stderr)
+    return 2
 
 
 if __name__ == "__main__":

@@ -165,7 +165,8 @@ def run_crosscheck(data: str | Path, *, every: int = 1, kinds: tuple[str, ...] |
         raise InputError(f"no recorded case in {data} could be predicted (kinds={kinds}; "
                          f"{len(stale)} stale)")
     summary = _summarise(rows, spearmanr)
-    summary.update({"stale": len(stale), "stale_cases": stale,
+    summary.update({"unscored": len(camp.unscored), "unscored_cases": camp.unscored,
+                    "stale": len(stale), "stale_cases": stale,
                     "skipped": len(skipped), "skipped_cases": skipped,
                     "format_version": camp.format_version, "data": str(data),
                     "gpu": camp.provenance["gpu_name"], "spec": spec.name,
@@ -260,6 +261,8 @@ def main(args) -> int:
         print(f"{cid:58s} stale: {why}")
     for cid, why in s["skipped_cases"].items():
         print(f"{cid:58s} not predicted: {why}")
+    for cid, why in s["unscored_cases"].items():
+        print(f"{cid:58s} not scored: {why}")
     if s["stale"]:
         print(f"\n{s['stale']} stale case(s): their kernel changed since they were measured; "
               f"left out of the statistics (re-measure them)")

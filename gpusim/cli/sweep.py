@@ -10,53 +10,40 @@ from __future__ import annotations
 
 import argparse
 
+from gpusim.validate import BATCH_MAX, DENSITY_MIN, SWEEP_HIDDEN_MAX, expand_list
 from kernels_ir.errors import InputError
+
+_BOUNDS = {"hidden": (1, SWEEP_HIDDEN_MAX), "batch": (1, BATCH_MAX),
+           "density": (DENSITY_MIN, 1.0)}
 
 
 def _int_range(name):
     def parse(text: str) -> list[int]:
-        return [int(x) for x in _expand(name, text, integer=True)]
+        return _expand(name, text, integer=True)
     return parse
 
 
 def _float_list(name):
     def parse(text: str) -> list[float]:
-        return [float(x) for x in _expand(name, text, integer=False)]
+        return _expand(name, text, integer=False)
     return parse
 
 
 def _expand(name: str, text: str, integer: bool) -> list:
-    """``a,b,c`` or ``start:stop:step`` (inclusive stop) or a mix: ``256:1024:256,2048``."""
-    out = []
+    """``a,b,c`` or ``start:stop:step`` (inclusive stop) or a mix: ``256:1024:256,2048``; bounded
+    and exact (:func:`gpusim.validate.expand_list`)."""
+    lo, hi = _BOUNDS[name]
     try:
-        for part in text.split(","):
-            part = part.strip()
-            if ":" in part:
-                bits = part.split(":")
-                if len(bits) != 3:
-                    raise ValueError
-                conv = int if integer else float
-                a, b, s = (conv(x) for x in bits)
-                if s <= 0 or b < a:
-                    raise ValueError
-                x = a
-                while x <= b + (0 if integer else 1e-12):
-                    out.append(x)
-                    x += s
-            else:
-                out.append(int(part) if integer else float(part))
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{name}={text!r} is not a list 'a,b,c' or a range 'start:stop:step'") from None
-    if not out:
-        raise argparse.ArgumentTypeError(f"{name}={text!r} is empty")
-    return out
+        return expand_list(name, text, integer=integer, lo=lo, hi=hi)
+    except InputError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gpu", default="v100", help="comma-separated GPU spec names; default v100")
     p.add_argument("--hidden", type=_int_range("hidden"), default=_expand(
-        "hidden", "256:4096:256,5120,6144,8192", True), help="hidden sizes: list or a:b:step")
+        "hidden", "256:4096:256,5120,6144,8192", integer=True),
+        help="hidden sizes: list or a:b:step")
     p.add_argument("--batch", type=_int_range("batch"), default=[1, 4],
                    help="batch sizes: list or a:b:step")
     p.add_argument("--density", type=_float_list("density"),
@@ -68,7 +55,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", dest="json_out", help="write the table as JSON to this path")
     p.add_argument("--png", help="write the speedup heatmap PNG to this path")
     p.add_argument("--workers", type=int, default=None, help="local processes (default: cores)")
-    p.add_argument("--scheduler", default="local",
+    p.add_argument("--scheduler", default=None,
                    help="serial, local (default), or dask://host:port for a Dask cluster")
     p.add_argument("--dask-local", action="store_true",
                    help="run on an in-process Dask LocalCluster (same code path as a cluster)")
@@ -78,6 +65,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def main(args) -> int:
     from gpusim.specs import load_spec
     from gpusim.sweep import Grid, Progress, run_sweep, write_csv, write_json
+    from gpusim.validate import check_scheduler
 
     gpus = tuple(g.strip() for g in args.gpu.split(",") if g.strip())
     for g in gpus:
@@ -91,7 +79,7 @@ def main(args) -> int:
     for path, ext in ((args.csv, ".csv"), (args.json_out, ".json"), (args.png, ".png")):
         if path and not path.lower().endswith(ext):
             raise InputError(f"output {path!r} must end in {ext}")
-    scheduler = "dask-local" if args.dask_local else args.scheduler
+    scheduler = check_scheduler(args.scheduler, args.dask_local)
     progress = Progress(grid.size, enabled=not args.no_progress)
     cols = run_sweep(grid, scheduler=scheduler, workers=args.workers, progress=progress)
     meta = {"gpus": list(gpus), "cell": args.cell, "dtype": args.dtype, "configs": grid.size,

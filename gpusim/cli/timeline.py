@@ -69,6 +69,10 @@ def main(args) -> int:
     layer = make_layer(args.hidden, args.batch, args.density, args.timesteps, args.seed)
     results = simulate_both(spec, layer, wide_loads=args.wide_loads, layout=args.layout,
                             sample_steps=args.sample_steps, seed=args.seed)
+    from gpusim.validate import require_values
+
+    for name, r in results.items():  # a wrong value is never reported as a success
+        require_values(r.max_rel_err, f"{r.kernel} ({name})")
     if args.plot:
         from gpusim.plots.style import save_png
         from gpusim.plots.sync import plot_sync_comparison
