@@ -32,6 +32,7 @@ from gpusim.validate import (
     SEED_MAX,
     SWEEP_HIDDEN_MAX,
     TIMESTEPS_MAX,
+    Any_,
     Bool,
     Int,
     Map,
@@ -39,7 +40,6 @@ from gpusim.validate import (
     Num,
     Obj,
     OneOf,
-    Schema,
     Seq,
     Str,
     check_schema,
@@ -107,7 +107,7 @@ CAMPAIGN = Obj({"provenance": PROVENANCE,
                optional={"format_version": Int(1, FORMAT_VERSION)})
 MICRO_RESULT = Obj({"status": Str(max_len=200)},
                    rules=[lambda r: ({"name": Str(max_len=200), "per_op_s": _PER_OP,
-                                      "sizes": Map(Schema())} if r["status"] == "ok" else None)])
+                                      "sizes": Map(Any_())} if r["status"] == "ok" else None)])
 MICROBENCH = Obj({"provenance": Obj({}, optional={"sm_clock_mhz_samples": _CLOCKS}),
                   "results": Map(MICRO_RESULT, max_len=10_000)})
 NCU = Obj({"steps": Int(1, NCU_STEPS_MAX), "metrics": Seq(Str(max_len=200)),
@@ -239,11 +239,10 @@ def _check_case_size(case: dict, steps: int, spec) -> None:
     where = f"recorded case {case['id']!r}"
     try:
         check_sequence(case["hidden"], case["batch"], steps)
+        check_nnz(case["hidden"], case["density"])
         if case["kind"].endswith("persistent"):
             check_layer_fits(spec, case["hidden"], case["batch"], case["density"],
                              dense=case["kind"] == "dense_persistent")
-        else:
-            check_nnz(case["hidden"], case["density"])
     except InputError as exc:
         raise InputError(f"{where}: {exc}") from None
 

@@ -16,6 +16,8 @@ Bounds (stated once, here):
   1e-6 the largest accepted layer (65536 x 65536) still expects about 4300 nonzeros, while
   below it the weights' scale ``1 / sqrt(density * N)`` runs off toward float32 overflow
   (1e-300 made every weight inf).
+- A generated layer at most :data:`DRAWS_MAX` weight positions (one random draw each) and
+  :data:`NNZ_MAX` nonzeros.
 - The input sequence of a layer (``timesteps x rows x batch`` values, with a float64 reference
   of the same shape) at most :data:`SEQUENCE_MAX` elements (0.75 GB together).
 - Warps per CTA at most :data:`WARPS_PER_CTA_MAX` (1024 threads) and at most the spec's
@@ -32,7 +34,6 @@ reads) uses the file readers here.
 
 from __future__ import annotations
 
-import argparse
 import decimal
 import math
 import os
@@ -44,9 +45,9 @@ from kernels_ir.errors import InputError, ValueMismatchError
 
 __all__ = [
     "HIDDEN_MAX", "SWEEP_HIDDEN_MAX", "BATCH_MAX", "TIMESTEPS_MAX", "SEED_MAX", "DENSITY_MIN",
-    "NNZ_MAX", "SEQUENCE_MAX", "WARPS_PER_CTA_MAX", "LIST_MAX", "SWEEP_CONFIGS_MAX",
+    "NNZ_MAX", "DRAWS_MAX", "SEQUENCE_MAX", "WARPS_PER_CTA_MAX", "LIST_MAX", "SWEEP_CONFIGS_MAX",
     "WORKERS_MAX", "SPEC_FILE_MAX", "JSON_FILE_MAX",
-    "show", "int_value", "float_value", "density_value", "arg_type", "expand_list",
+    "show", "density_value", "expand_list",
     "check_sequence", "check_nnz", "check_layer_fits", "check_output_path",
     "check_plot_backend", "check_scheduler", "read_file", "read_text", "load_json_text",
     "check_values", "require_values", "check_program_values", "check_args",
@@ -60,6 +61,7 @@ TIMESTEPS_MAX = 100_000
 SEED_MAX = 2 ** 63 - 1
 DENSITY_MIN = 1e-6
 NNZ_MAX = 50_000_000            # nonzeros the layout/mapping tools analyse (about 3.5 GB peak)
+DRAWS_MAX = 1 << 30             # weight positions of a generated layer (~18 s of drawing)
 SEQUENCE_MAX = 1 << 26          # T x rows x B: x_proj float32 (256 MB) + reference float64
 WARPS_PER_CTA_MAX = 32
 LIST_MAX = 100_000
@@ -78,39 +80,6 @@ def show(value, limit: int = 60) -> str:
 
 # --- single values ------------------------------------------------------------------------------
 
-def int_value(name: str, text, lo: int, hi: int | None = None) -> int:
-    """An integer in lo..hi from ``text`` (a string or an int)."""
-    if isinstance(text, bool):
-        raise InputError(f"{name}={show(text)} is not an integer")
-    if isinstance(text, int):
-        value = text
-    else:
-        s = str(text).strip()
-        if len(s) > 40 or not s.lstrip("+-").isdigit():
-            raise InputError(f"{name}={show(text)} is not an integer")
-        value = int(s)
-    if value < lo:
-        what = ("must be a positive integer" if lo == 1 else
-                "must be >= 0" if lo == 0 else f"must be >= {lo}")
-        raise InputError(f"{name}={value} {what}" + (f"; accepted: {lo}..{hi}" if hi else ""))
-    if hi is not None and value > hi:
-        raise InputError(f"{name}={value} is too large; accepted {lo}..{hi}")
-    return value
-
-
-def float_value(name: str, text, lo: float, hi: float, *, lo_open: bool = False) -> float:
-    """A finite float in [lo, hi] (``(lo, hi]`` with ``lo_open``)."""
-    try:
-        value = float(text) if not isinstance(text, bool) else math.nan
-    except (TypeError, ValueError):
-        raise InputError(f"{name}={show(text)} is not a number") from None
-    if not math.isfinite(value):
-        raise InputError(f"{name}={show(text)} is not a finite number; accepted: {lo:g}..{hi:g}")
-    if value < lo or (lo_open and value == lo) or value > hi:
-        raise InputError(f"{name}={value!r} is outside {'(' if lo_open else '['}{lo:g}, {hi:g}]")
-    return value
-
-
 def density_value(text, name: str = "density") -> float:
     """A density in [DENSITY_MIN, 1]; 0 and values above 1 say "outside (0, 1]"."""
     try:
@@ -123,17 +92,6 @@ def density_value(text, name: str = "density") -> float:
         raise InputError(f"{name}={value!r} is below {DENSITY_MIN:g}; accepted: {DENSITY_MIN:g}"
                          f"..1 (fewer than one expected nonzero per 10^6 weights)")
     return value
-
-
-def arg_type(fn, *bound):
-    """An argparse ``type=`` from a checker: InputError becomes argparse's one-line error."""
-    def parse(text):
-        try:
-            return fn(*bound, text) if bound else fn(text)
-        except InputError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
-    parse.__name__ = getattr(fn, "__name__", "value")
-    return parse
 
 
 # --- lists and ranges ---------------------------------------------------------------------------
@@ -152,11 +110,14 @@ def _decimal(name: str, text: str, integer: bool) -> Decimal:
 
 def _in_range(name: str, d: Decimal, lo, hi, integer: bool) -> None:
     if not Decimal(repr(lo)) <= d <= Decimal(repr(hi)):
-        shown = int(d) if integer else float(d)
+        # shown as the float it would be, or as the integer when it is short (1e999999999
+        # would take a billion digits)
+        shown = (repr(float(d)) if not integer else
+                 str(int(d)) if d.adjusted() < 30 else show(str(d)))
         if not integer and name == "density" and not 0 < d <= 1:
-            raise InputError(f"density={shown!r} is outside (0, 1]")
+            raise InputError(f"density={shown} is outside (0, 1]")
         rng = f"{lo}..{hi}" if integer else f"{lo:g}..{hi:g}"
-        raise InputError(f"{name}={shown!r} is outside the accepted {rng}")
+        raise InputError(f"{name}={shown} is outside the accepted {rng}")
 
 
 def expand_list(name: str, text: str, *, integer: bool, lo, hi, max_count: int = LIST_MAX
@@ -223,8 +184,16 @@ def check_sequence(hidden: int, batch: int, timesteps: int, rows: int | None = N
 
 
 def check_nnz(hidden: int, density: float, rows: int | None = None) -> None:
-    """Refuse, before allocating, a matrix larger than the analysis tools handle."""
-    nnz = (hidden if rows is None else rows) * hidden * density
+    """Refuse, before allocating, a matrix larger than the analysis tools handle: more than
+    DRAWS_MAX weight positions (the random layer draws one number per position, whatever the
+    density) or more than NNZ_MAX nonzeros."""
+    positions = (hidden if rows is None else rows) * hidden
+    if positions > DRAWS_MAX:
+        raise InputError(f"hidden={hidden} has {positions:.3g} weight positions to draw; "
+                         f"accepted: at most {DRAWS_MAX:.3g} (hidden <= "
+                         f"{math.isqrt(DRAWS_MAX)} for one gate; 'gpusim predict' answers "
+                         f"larger layers from the expectation)")
+    nnz = positions * density
     if nnz > NNZ_MAX:
         raise InputError(f"hidden={hidden} at density {density:g} has about {nnz:.3g} nonzeros; "
                          f"this tool analyses at most {NNZ_MAX:.0e}")
@@ -683,6 +652,7 @@ def _check_layer_command(args) -> None:
     """run, simulate, ir, timeline: the layer's input sequence, then the spec's capacity."""
     density_value(args.density)
     check_sequence(args.hidden, args.batch, args.timesteps)
+    check_nnz(args.hidden, args.density)
     spec = _spec(args)
     sms = getattr(args, "sms", None)
     if sms is not None and sms > spec.sm_count:

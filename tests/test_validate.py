@@ -256,6 +256,11 @@ def test_exact_decimal_ranges():
     assert len(expand_list("h", f"1:{LIST_MAX}:1", integer=True, lo=1, hi=LIST_MAX)) == LIST_MAX
     with pytest.raises(InputError, match="is not an integer"):
         expand_list("h", "1.5", integer=True, lo=1, hi=10)
+    for text in ("1e999999999", "9" * 100_000, "1:1e999999999:1"):  # never expanded to digits
+        with pytest.raises(InputError, match="outside the accepted"):
+            expand_list("h", text, integer=True, lo=1, hi=10)
+    with pytest.raises(InputError, match="expands to more than"):
+        expand_list("d", "0.1:0.2:1e-999999999", integer=False, lo=DENSITY_MIN, hi=1.0)
 
 
 @pytest.mark.parametrize("argv,needle", [

@@ -3,10 +3,10 @@
 Each subcommand lives in its own module ``gpusim.cli.<name>`` that defines
 ``add_arguments(parser)`` and ``main(args) -> int``; modules are imported only when their command
 runs, so ``gpusim predict`` stays fast. :func:`gpusim.validate.check_args` checks the parsed line
-(outputs, bounds, the GPU spec) before the command runs; every :class:`InputError`, a
-:class:`ValueMismatchError` (values that differ from the float64 reference), an output that
-cannot be written (OSError) and running out of memory become one line on stderr and exit
-status 2.
+(outputs, bounds, the GPU spec) before the command runs. Every :class:`InputError`, a
+:class:`ValueMismatchError` (values that differ from the float64 reference), a
+:class:`DeadlockError` (a kernel that cannot finish), an output that cannot be written (OSError)
+and running out of memory become one line on stderr and exit status 2.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import argparse
 import importlib
 import sys
 
-from kernels_ir.errors import InputError, ValueMismatchError
+from kernels_ir.errors import DeadlockError, InputError, ValueMismatchError
 
 # name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
 
         check_args(args.command, args)  # every check that needs no work, before any work
         return int(module.main(args) or 0)
-    except (InputError, ValueMismatchError) as exc:
+    except (InputError, ValueMismatchError, DeadlockError) as exc:
         return _fail(str(exc))
     except OSError as exc:  # an output that could not be written after all
         where = f"{exc.filename}: " if exc.filename is not None else ""
