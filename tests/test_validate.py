@@ -491,3 +491,14 @@ def test_crosscheck_fails_on_wrong_values(tmp_path, capsys, perturbed_reference)
         kinds=("csr",))
     shutil.copy(H100 / "ncu.json", d / "ncu.json")
     refused(["crosscheck", "--data", str(d)], capsys, "values differ from the float64 reference")
+
+
+def test_spec_constants_are_the_kernels():
+    """The spec loader's line and CTA size are the ones the engine and the kernels use."""
+    from gpusim.specs import KERNEL_THREADS_PER_CTA, LINE_BYTES
+    from kernels_ir.kernels.microbench import LINE_WORDS
+    from kernels_ir.kernels.sparse_rnn import DEFAULT_THREADS
+    from models.capacity import THREADS_PER_CTA
+
+    assert KERNEL_THREADS_PER_CTA == THREADS_PER_CTA == DEFAULT_THREADS
+    assert LINE_BYTES == 4 * LINE_WORDS
