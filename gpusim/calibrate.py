@@ -52,6 +52,7 @@ import argparse
 import dataclasses
 import json
 import math
+import os
 import re
 import sys
 from pathlib import Path
@@ -103,6 +104,9 @@ def fit(spec, micro: dict, clock_hz: float) -> dict:
             bench, sizes = FALLBACK[bench]
         if bench not in micro:
             continue
+        if not micro[bench]["per_op_s"] > 0:
+            raise InputError(f"microbenchmark {bench}: per_op_s={micro[bench]['per_op_s']!r}; "
+                             f"fitting {param} needs a positive time per operation")
         target = micro[bench]["per_op_s"] * clock_hz
         kind = type(getattr(spec, param))
 
@@ -467,7 +471,7 @@ def main(argv: list[str] | None = None) -> int:
         micro = {k: v for k, v in m.get("results", {}).items() if v.get("status") == "ok"}
         for extra in EXTRA_RECORDS:
             epath = Path(args.data) / extra
-            if epath.is_file():
+            if os.path.lexists(epath):  # a bad file is reported, not skipped
                 micro.update({k: {**v, "record": _record(epath)} for k, v in
                               load_json(epath).get("results", {}).items()
                               if v.get("status") == "ok"})
@@ -479,13 +483,13 @@ def main(argv: list[str] | None = None) -> int:
         record = _record(mpath)
         res["record"] = record
         ppath = Path(args.data) / "library_profile.json"
-        if ppath.is_file():
+        if os.path.lexists(ppath):
             g = fit_graph_node(spec, load_json(ppath), clock)
             if g is not None:
                 g["record"] = _record(ppath)
                 res["params"]["graph_launch_overhead_s"] = g
         lpath = Path(args.data) / "library_sweep.json"
-        if lpath.is_file():
+        if os.path.lexists(lpath):
             res["library"] = {**fit_library(load_json(lpath)), "record": _record(lpath)}
         only = None if args.only is None else {x.strip() for x in args.only.split(",")}
         known = set(res["params"]) | {"clock_hz"} | ({"library"} if "library" in res else set())
@@ -498,7 +502,7 @@ def main(argv: list[str] | None = None) -> int:
             if "library" in res and (only is None or "library" in only):
                 write_library(spec_path(args.spec), res["library"], res["library"]["record"])
             load_spec(args.spec)  # the rewritten file must still validate
-    except InputError as exc:
+    except (InputError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(f"clock_hz = {res['clock_hz']:.4g}")

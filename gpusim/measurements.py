@@ -8,8 +8,12 @@ Three files per campaign directory, written by ``measurements/campaign.py`` (for
 - ``microbench.json``: ``provenance`` + ``results`` (name -> per_op_s, sizes, status);
 - ``ncu.json``: ``steps`` (T of the profiled launches), ``metrics`` and ``cases`` (id -> metrics).
 
-A file with a missing field is rejected with an :class:`InputError` that names the field and the
-file; nothing downstream sees a half-valid record.
+Every file is checked against one schema (:data:`SCHEMAS`: types, finiteness, ranges), the
+only definition of these records; :mod:`gpusim.calibrate` loads through it too. A file with a
+missing or impossible field is rejected with an :class:`InputError` that names the field, the
+value and what is accepted; nothing downstream sees a half-valid record. Cases whose values did
+not match the reference on the GPU (``values_ok: false``) are loaded but never scored
+(:attr:`Campaign.ok_cases` leaves them out, :attr:`Campaign.unscored` names them).
 """
 
 from __future__ import annotations
@@ -17,22 +21,42 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpusim.validate import (
+    BATCH_MAX,
+    DENSITY_MIN,
+    HIDDEN_MAX,
+    JSON_FILE_MAX,
+    SEED_MAX,
+    SWEEP_HIDDEN_MAX,
+    TIMESTEPS_MAX,
+    Any_,
+    Bool,
+    Int,
+    Map,
+    Nullable,
+    Num,
+    Obj,
+    OneOf,
+    Seq,
+    Str,
+    check_schema,
+    load_json_text,
+    read_text,
+    show,
+)
 from kernels_ir.errors import InputError
 
-__all__ = ["Campaign", "load_campaign", "load_json", "spec_name_for_gpu", "PROVENANCE_FIELDS",
-           "CASE_FIELDS", "RESULT_FIELDS", "MICRO_FIELDS", "NCU_FIELDS", "BANK_METRICS",
-           "KERNEL_FIELDS", "KERNEL_KINDS", "FORMAT_VERSION", "kernel_fingerprint",
-           "case_fingerprint", "kernel_staleness", "model_fingerprint", "MODEL_SOURCES"]
+__all__ = ["Campaign", "load_campaign", "load_json", "spec_name_for_gpu", "SCHEMAS",
+           "PROVENANCE_FIELDS", "CASE_FIELDS", "RESULT_FIELDS", "MICRO_FIELDS", "NCU_FIELDS",
+           "BANK_METRICS", "KERNEL_FIELDS", "KERNEL_KINDS", "FORMAT_VERSION", "kernel_fingerprint",
+           "case_fingerprint", "kernel_staleness", "model_fingerprint",
+           "MODEL_SOURCES"]
 
-PROVENANCE_FIELDS = ("gpu_name", "driver_version", "cuda_runtime_version", "cupy_version", "date",
-                     "command")
-CASE_FIELDS = ("id", "kind", "hidden", "batch", "density", "seed", "status")
-RESULT_FIELDS = ("per_step_s", "max_rel_err", "values_ok", "launch_s", "steps")
-MICRO_FIELDS = ("name", "per_op_s", "sizes")
-NCU_FIELDS = ("steps", "metrics", "cases")
 BANK_METRICS = {
     "conflicts_ld": "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
     "conflicts_st": "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum",
@@ -40,11 +64,74 @@ BANK_METRICS = {
     "wavefronts_st": "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum",
 }
 KINDS = ("sparse_persistent", "dense_persistent", "csr", "cublas", "cusparse")
+SYNCS = ("lamport", "barrier")
+LAYOUTS = ("naive", "random", "greedy", "optimal")
+NCU_STEPS_MAX = 64  # Nsight profiles short launches (the recorded ones have 4 steps)
 KERNEL_KINDS = ("sparse_persistent", "dense_persistent", "csr")   # kinds that run our own kernel
 # Provenance of the exact kernel a case ran (format_version >= 2): sha256 of the generated CUDA
 # source and of the IR text (kernels_ir.format_kernel) of the case rebuilt with ``steps`` steps.
 KERNEL_FIELDS = ("cuda_sha256", "ir_sha256", "steps")
 FORMAT_VERSION = 2
+
+
+# --- the schema of every recorded-measurement file (one definition, used by every loader) -----
+
+_SECONDS = Num(0.0, 1.0, lo_open=True, unit="seconds")      # a per-step / per-op time
+_LAUNCH = Num(-1.0, 10.0, unit="seconds")  # an intercept: noise can leave it slightly negative
+# a microbenchmark's slope over two sizes: noise can leave an unused one slightly negative
+# (h200 atomic_distinct); gpusim.calibrate refuses a non-positive one it fits to
+_PER_OP = Num(-1.0, 1.0, unit="seconds")
+_COUNT = Num(0.0, 1e15, integer=True)                       # an Nsight counter
+_VERSION = OneOf(Str(max_len=200), Num(0, 1e9))
+_CLOCKS = Seq(Num(0.0, 10_000.0, unit="MHz"), max_len=1_000_000)
+_ID = Str(max_len=200)
+
+PROVENANCE = Obj({"gpu_name": Str(max_len=200), "driver_version": _VERSION,
+                  "cuda_runtime_version": _VERSION, "cupy_version": _VERSION,
+                  "date": Str(max_len=200), "command": Str()},
+                 optional={"sm_clock_mhz_samples": _CLOCKS})
+RESULT = Obj({"per_step_s": _SECONDS,
+              "max_rel_err": Nullable(Num(0.0, math.inf, allow_inf=True)),
+              "values_ok": Bool(), "launch_s": _LAUNCH,
+              "steps": Seq(Int(1, TIMESTEPS_MAX), length=2)})
+KERNEL = Obj({"cuda_sha256": Str(max_len=64), "ir_sha256": Str(max_len=64),
+              "steps": Int(1, TIMESTEPS_MAX)})
+CASE = Obj(
+    {"id": _ID, "kind": Str(choices=KINDS), "hidden": Int(1, HIDDEN_MAX),
+     "batch": Int(1, BATCH_MAX), "density": Num(DENSITY_MIN, 1.0), "seed": Int(0, SEED_MAX),
+     "status": Str(max_len=200)},
+    rules=[lambda c: ({"sync": Str(choices=SYNCS), "wide_loads": Bool(),
+                       "layout": Str(choices=LAYOUTS)}
+                      if c["kind"].endswith("persistent") else None),
+           lambda c: {"result": RESULT} if c["status"] == "ok" else None])
+CAMPAIGN = Obj({"provenance": PROVENANCE,
+                "steps": Seq(Int(1, TIMESTEPS_MAX), length=2),
+                "cases": Seq(CASE, max_len=100_000)},
+               optional={"format_version": Int(1, FORMAT_VERSION)})
+MICRO_RESULT = Obj({"status": Str(max_len=200)},
+                   rules=[lambda r: ({"name": Str(max_len=200), "per_op_s": _PER_OP,
+                                      "sizes": Map(Any_())} if r["status"] == "ok" else None)])
+MICROBENCH = Obj({"provenance": Obj({}, optional={"sm_clock_mhz_samples": _CLOCKS}),
+                  "results": Map(MICRO_RESULT, max_len=10_000)})
+NCU = Obj({"steps": Int(1, NCU_STEPS_MAX), "metrics": Seq(Str(max_len=200)),
+           "cases": Map(Obj({"metrics": Obj({m: _COUNT for m in BANK_METRICS.values()})}),
+                        max_len=100_000)})
+LIBRARY_PROFILE = Obj({}, optional={"graph_node": Nullable(Obj(
+    {}, optional={"per_node_s": Nullable(_SECONDS)}))})
+LIBRARY_SWEEP = Obj({"layers": Map(Obj({"hidden": Int(1, SWEEP_HIDDEN_MAX),
+                                        "batch": Int(1, BATCH_MAX),
+                                        "nnz": Int(0, SWEEP_HIDDEN_MAX ** 2),
+                                        "paths": Map(Obj({"per_step_s": _SECONDS}))}),
+                                   max_len=100_000)})
+PROVENANCE_FIELDS = tuple(PROVENANCE.required)
+CASE_FIELDS = tuple(CASE.required)
+RESULT_FIELDS = tuple(RESULT.required)
+MICRO_FIELDS = ("name", "per_op_s", "sizes")
+NCU_FIELDS = tuple(NCU.required)
+# file name -> schema: what every loader of this package (and gpusim.calibrate) checks
+SCHEMAS = {"campaign.json": CAMPAIGN, "microbench.json": MICROBENCH, "ncu.json": NCU,
+           "l2_partition.json": MICROBENCH, "library_profile.json": LIBRARY_PROFILE,
+           "library_sweep.json": LIBRARY_SWEEP}
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -62,34 +149,37 @@ class Campaign:
 
     @property
     def ok_cases(self) -> tuple[dict, ...]:
-        return tuple(c for c in self.cases if c["status"] == "ok")
+        """The cases that may be scored: status ok and values that matched the reference."""
+        return tuple(c for c in self.cases
+                     if c["status"] == "ok" and c["result"]["values_ok"] is True)
+
+    @property
+    def unscored(self) -> dict[str, str]:
+        """id -> why, for the cases that ran (status ok) but are not scored: their values did
+        not match the reference on the GPU, so their time describes a wrong kernel."""
+        return {c["id"]: f"values_ok is false on the GPU (max_rel_err "
+                         f"{c['result']['max_rel_err']})"
+                for c in self.cases
+                if c["status"] == "ok" and c["result"]["values_ok"] is not True}
 
     @property
     def spec_name(self) -> str:
         return spec_name_for_gpu(self.provenance["gpu_name"])
 
 
-def load_json(path: Path | str) -> dict:
+def load_json(path: Path | str, schema: Obj | None = None) -> dict:
+    """A measurement file: a regular file of at most :data:`JSON_FILE_MAX` bytes of UTF-8 JSON
+    whose top level is an object, checked against ``schema`` (by default the one
+    :data:`SCHEMAS` gives its file name, if any)."""
     path = Path(path)
-    try:
-        with open(path) as f:
-            data = json.load(f)
-    except FileNotFoundError:
-        raise InputError(f"measurement file {path} does not exist") from None
-    except json.JSONDecodeError as exc:
-        raise InputError(f"measurement file {path} is not valid JSON ({exc})") from None
+    text = read_text(path, "measurement file", JSON_FILE_MAX)
+    data = load_json_text(text, f"measurement file {path}")
     if not isinstance(data, dict):
         raise InputError(f"measurement file {path}: top level must be an object")
+    schema = schema if schema is not None else SCHEMAS.get(path.name)
+    if schema is not None:
+        check_schema(schema, data, f"measurement file {path}")
     return data
-
-
-def _require(obj, fields, where: str, path: Path) -> None:
-    if not isinstance(obj, dict):
-        raise InputError(f"measurement file {path}: {where} must be an object")
-    for f in fields:
-        if f not in obj:
-            raise InputError(f"measurement file {path}: {where} has no field {f!r} "
-                             f"(required: {', '.join(fields)})")
 
 
 def spec_name_for_gpu(gpu_name: str) -> str:
@@ -102,24 +192,21 @@ def spec_name_for_gpu(gpu_name: str) -> str:
                      f"H100, H200 or V100")
 
 
-def _validate_case(c: dict, i: int, path: Path, version: int) -> None:
-    where = f"cases[{i}]"
-    _require(c, CASE_FIELDS, where, path)
-    if c["kind"] not in KINDS:
-        raise InputError(f"measurement file {path}: {where} kind={c['kind']!r}; accepted: "
-                         f"{', '.join(KINDS)}")
-    if c["kind"].endswith("persistent"):
-        _require(c, ("sync", "wide_loads", "layout"), where, path)
-    if c["status"] == "ok":
-        _require(c, ("result",), where, path)
-        _require(c["result"], RESULT_FIELDS, f"{where}.result", path)
-        ps = c["result"]["per_step_s"]
-        if not isinstance(ps, (int, float)) or not ps > 0:
-            raise InputError(f"measurement file {path}: {where}.result.per_step_s={ps!r} must "
-                             f"be a positive number of seconds")
-        if version >= 2 and c["kind"] in KERNEL_KINDS:
-            _require(c, ("kernel",), where, path)
-            _require(c["kernel"], KERNEL_FIELDS, f"{where}.kernel", path)
+def _check_cases(data: dict, path: Path, version: int) -> None:
+    """What the schema cannot say: unique ids, long > short steps, kernel hashes (format 2)."""
+    seen = set()
+    for i, c in enumerate(data["cases"]):
+        if c["id"] in seen:
+            raise InputError(f"measurement file {path}: cases[{i}].id={show(c['id'])} is "
+                             f"recorded twice; accepted: unique ids")
+        seen.add(c["id"])
+        if c["status"] == "ok" and version >= 2 and c["kind"] in KERNEL_KINDS:
+            check_schema(Obj({"kernel": KERNEL}), c, f"measurement file {path}",
+                         where=f"cases[{i}]")
+    long, short = data["steps"]
+    if not long > short:
+        raise InputError(f"measurement file {path}: steps={data['steps']}; accepted: [T, T'] "
+                         f"with T > T' (the per-step time is the slope between them)")
 
 
 def load_campaign(directory: Path | str) -> Campaign:
@@ -129,40 +216,38 @@ def load_campaign(directory: Path | str) -> Campaign:
         raise InputError(f"measurement directory {d} does not exist")
     cpath = d / "campaign.json"
     data = load_json(cpath)
-    _require(data, ("provenance", "steps", "cases"), "the top level", cpath)
-    _require(data["provenance"], PROVENANCE_FIELDS, "provenance", cpath)
-    if not isinstance(data["cases"], list):
-        raise InputError(f"measurement file {cpath}: cases must be a list")
     version = data.get("format_version", 1)
-    if not isinstance(version, int) or not 1 <= version <= FORMAT_VERSION:
-        raise InputError(f"measurement file {cpath}: format_version={version!r}; accepted: 1.."
-                         f"{FORMAT_VERSION}")
-    for i, c in enumerate(data["cases"]):
-        _validate_case(c, i, cpath, version)
+    _check_cases(data, cpath, version)
     micro = {}
     mpath = d / "microbench.json"
-    if mpath.exists():
+    if os.path.lexists(mpath):
         m = load_json(mpath)
-        _require(m, ("provenance", "results"), "the top level", mpath)
-        for name, r in m["results"].items():
-            _require(r, ("status",), f"results[{name!r}]", mpath)
-            if r["status"] == "ok":
-                _require(r, MICRO_FIELDS, f"results[{name!r}]", mpath)
-                micro[name] = r
+        micro = {name: r for name, r in m["results"].items() if r["status"] == "ok"}
     ncu, ncu_steps = {}, None
     npath = d / "ncu.json"
-    if npath.exists():
+    if os.path.lexists(npath):
         n = load_json(npath)
-        _require(n, NCU_FIELDS, "the top level", npath)
-        ncu_steps = int(n["steps"])
-        for cid, rec in n["cases"].items():
-            _require(rec, ("metrics",), f"cases[{cid!r}]", npath)
-            _require(rec["metrics"], tuple(BANK_METRICS.values()), f"cases[{cid!r}].metrics",
-                     npath)
-            ncu[cid] = rec["metrics"]
-    steps = tuple(int(x) for x in data["steps"])
+        ncu_steps = n["steps"]
+        ncu = {cid: rec["metrics"] for cid, rec in n["cases"].items()}
+    steps = tuple(data["steps"])
     return Campaign(d, data["provenance"], steps, tuple(data["cases"]), micro, ncu, ncu_steps,
                     version)
+
+
+def _check_case_size(case: dict, steps: int, spec) -> None:
+    """Refuse, before its matrix is generated, a recorded case this spec cannot hold or whose
+    layer is too large to rebuild (a dense case 14000 wide would allocate ~10 GB first)."""
+    from gpusim.validate import check_layer_fits, check_nnz, check_sequence
+
+    where = f"recorded case {case['id']!r}"
+    try:
+        check_sequence(case["hidden"], case["batch"], steps)
+        check_nnz(case["hidden"], case["density"])
+        if case["kind"].endswith("persistent"):
+            check_layer_fits(spec, case["hidden"], case["batch"], case["density"],
+                             dense=case["kind"] == "dense_persistent")
+    except InputError as exc:
+        raise InputError(f"{where}: {exc}") from None
 
 
 def build_case(case: dict, steps: int, spec):
@@ -174,6 +259,7 @@ def build_case(case: dict, steps: int, spec):
     from kernels_ir.kernels.csr_baseline import build_csr_baseline
     from kernels_ir.kernels.sparse_rnn import build_dense_rnn, build_sparse_rnn, make_layer
 
+    _check_case_size(case, steps, spec)
     layer = make_layer(case["hidden"], case["batch"], case["density"], steps, case["seed"])
     if case["kind"] == "sparse_persistent":
         return build_sparse_rnn(layer, spec, sync=case["sync"], wide_loads=case["wide_loads"],

@@ -13,7 +13,7 @@ measurement:
   overhead instead of a stand-alone launch.
 
 The values are checked against the float64 reference of exactly the steps simulated; a mismatch
-raises :class:`kernels_ir.errors.ValueMismatch` (a time is never reported for wrong values).
+raises :class:`kernels_ir.errors.ValueMismatchError` (a time is never reported for wrong values).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kernels_ir.errors import ValueMismatch
+from kernels_ir.errors import ValueMismatchError
 
 __all__ = ["Priced", "price_program"]
 
@@ -57,6 +57,6 @@ def price_program(prog, spec, *, sample_steps: int | None = None, what: str = "k
         per = float(res.per_step_s)
         setup = float(res.time_s) - res.total_steps * per
     if check and not err <= VALUE_TOLERANCE:
-        raise ValueMismatch(f"{what} (simulated): values differ from the float64 reference: "
+        raise ValueMismatchError(f"{what} (simulated): values differ from the float64 reference: "
                             f"max_rel_err={err:.3g} > {VALUE_TOLERANCE:g}")
     return Priced(per, setup, float(err), res)

@@ -18,6 +18,14 @@ import math
 import os
 from dataclasses import dataclass
 
+from gpusim.validate import (
+    BATCH_MAX,
+    SWEEP_CONFIGS_MAX,
+    SWEEP_HIDDEN_MAX,
+    WORKERS_MAX,
+    check_scheduler,
+    density_value,
+)
 from kernels_ir.errors import InputError
 
 __all__ = ["Grid", "chunks", "evaluate_chunk", "run_sweep", "write_csv", "write_json",
@@ -40,14 +48,16 @@ class Grid:
             if not getattr(self, name):
                 raise InputError(f"sweep: {name} is empty; give at least one value")
         for n in self.hidden:
-            if int(n) != n or n < 1 or n > 1 << 20:
-                raise InputError(f"sweep: hidden={n} must be an integer in 1..{1 << 20}")
+            if int(n) != n or n < 1 or n > SWEEP_HIDDEN_MAX:
+                raise InputError(f"sweep: hidden={n} must be an integer in 1..{SWEEP_HIDDEN_MAX}")
         for b in self.batch:
-            if int(b) != b or b < 1 or b > 1024:
-                raise InputError(f"sweep: batch={b} must be an integer in 1..1024")
+            if int(b) != b or b < 1 or b > BATCH_MAX:
+                raise InputError(f"sweep: batch={b} must be an integer in 1..{BATCH_MAX}")
         for d in self.density:
-            if not (0.0 < d <= 1.0):
-                raise InputError(f"sweep: density={d} is outside (0, 1]")
+            density_value(d, "sweep: density")
+        if self.size > SWEEP_CONFIGS_MAX:
+            raise InputError(f"sweep: {self.size:,} configurations; accepted: at most "
+                             f"{SWEEP_CONFIGS_MAX:,}")
 
     @property
     def size(self) -> int:
@@ -133,10 +143,10 @@ def run_sweep(grid: Grid, *, scheduler: str = "local", workers: int | None = Non
     or ``"dask://host:port"`` / ``"tcp://host:port"`` (an existing Dask scheduler). A ready
     ``distributed.Client`` may be passed as ``client``.
     """
-    if client is None and not (scheduler in ("serial", "local", "dask-local")
-                               or scheduler.startswith(("dask://", "tcp://"))):
-        raise InputError(f"scheduler={scheduler!r} is not supported; accepted: serial, local, "
-                         f"dask-local, dask://host:port")
+    if client is None:
+        scheduler = check_scheduler(scheduler, False)
+    if workers is not None and not 1 <= workers <= WORKERS_MAX:
+        raise InputError(f"workers={workers} is outside 1..{WORKERS_MAX}")
     tasks = list(chunks(grid, chunk))
     results: list = [None] * len(tasks)
     progress = progress or Progress(grid.size, enabled=False)

@@ -35,10 +35,11 @@ class DeadlockError(RuntimeError):
         self.waiting = waiting or []
 
 
+class ValueMismatchError(RuntimeError):
+    """A kernel's values differ from the float64 reference (not bad input: a wrong result, which
+    no command may report as a success); the message names the kernel and the error."""
+
+
 class BackendUnavailable(InputError):
     """A backend (CuPy, a GPU) is not present on this machine."""
 
-
-class ValueMismatch(RuntimeError):
-    """A kernel run (simulated or on a GPU) computed values that differ from the float64
-    reference: its time must not be reported. The CLI prints one line and exits 1."""

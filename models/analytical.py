@@ -1143,6 +1143,9 @@ def speedup_summary(times: dict[str, KernelTimes]):
 # ----------------------------------------------------------------------------- one layer report
 
 EXACT_NNZ_LIMIT = 1_000_000  # above this the mapping takes > 0.3 s: use the expectation
+# the random layer draws one number per weight position (rows x hidden) whatever the density:
+# above this (hidden 16384 for an RNN cell, ~4 s) use the expectation too (hidden 65536 took 70 s)
+EXACT_DRAW_LIMIT = 1 << 28
 ENGINES = ("model", "sim")
 
 
@@ -1246,7 +1249,8 @@ def predict_layer(spec, hidden: int, batch: int, density: float, *, timesteps: i
     fast = predict_many(spec, hidden, batch, density, cell=cell, dtype=dtype)
     gates = cap.CELLS[cell]
     nnz_expected = gates * hidden * hidden * density
-    use_exact = exact and nnz_expected <= EXACT_NNZ_LIMIT
+    use_exact = (exact and nnz_expected <= EXACT_NNZ_LIMIT and
+                 gates * hidden * hidden <= EXACT_DRAW_LIMIT)
     U = None
     mappings: dict = {}
     wavefronts: dict = {}

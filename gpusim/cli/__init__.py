@@ -2,10 +2,14 @@
 
 Each subcommand lives in its own module ``gpusim.cli.<name>`` that defines
 ``add_arguments(parser)`` and ``main(args) -> int``; modules are imported only when their command
-runs, so ``gpusim predict`` stays fast. Every :class:`InputError` becomes one line on stderr and
-exit status 2; a closed stdout (``gpusim specs | head -1``) ends the command quietly with status
-141, as a shell reports a command ended by SIGPIPE. The grammar shared by every command
-(``--json``, ``--plot FILE``, lists, ``--progress``) is described in :mod:`gpusim.cli.common`.
+runs, so ``gpusim predict`` stays fast. :func:`gpusim.validate.check_args` checks the parsed line
+(outputs, bounds, the GPU spec) before the command runs. Every :class:`InputError`, a
+:class:`ValueMismatchError` (values that differ from the float64 reference), a
+:class:`DeadlockError` (a kernel that cannot finish), an output that cannot be written (OSError)
+and running out of memory become one line on stderr and exit status 2. A closed stdout
+(``gpusim specs | head -1``) ends the command quietly with status 141, as a shell reports a
+command ended by SIGPIPE. The grammar shared by every command (``--json``, ``--plot FILE``,
+lists, ``--progress``) is described in :mod:`gpusim.cli.common`.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import importlib
 import os
 import sys
 
-from kernels_ir.errors import DeadlockError, InputError, ValueMismatch
+from kernels_ir.errors import DeadlockError, InputError, ValueMismatchError
 
 # name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -113,21 +117,22 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     module = importlib.import_module(COMMANDS[args.command][0])
     try:
+        from gpusim.validate import check_args
+
+        check_args(args.command, args)  # every check that needs no work, before any work
         rc = int(module.main(args) or 0)
         sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
         return rc
     except BrokenPipeError:
         _quiet_stdout()
         return EXIT_BROKEN_PIPE
-    except InputError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except DeadlockError as exc:   # the report of who waits on what, as one paragraph
-        print(f"error: deadlock: {exc}", file=sys.stderr)
-        return 2
-    except ValueMismatch as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+    except (InputError, ValueMismatchError, DeadlockError) as exc:
+        return _fail(str(exc))
+    except OSError as exc:  # an output that could not be written after all
+        where = f"{exc.filename}: " if exc.filename is not None else ""
+        return _fail(f"cannot write or read {where}{exc.strerror or exc}")
+    except MemoryError:
+        return _fail("out of memory; try a smaller layer or fewer values")
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
@@ -140,6 +145,12 @@ def _quiet_stdout() -> None:
         os.dup2(devnull, sys.stdout.fileno())
     except (OSError, ValueError, AttributeError):  # stdout is not a file (captured in tests)
         pass
+
+
+def _fail(message: str) -> int:
+    """One line on stderr (a message's own line breaks are folded), exit status 2."""
+    print("error: " + " ".join(message.split()), file=sys.stderr)
+    return 2
 
 
 if __name__ == "__main__":

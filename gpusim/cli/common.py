@@ -19,22 +19,35 @@ import json
 import sys
 from decimal import Decimal, InvalidOperation
 
+# Upper bounds that keep a typo from allocating tens of GB before any check can refuse it (one
+# definition, in gpusim.validate, with the reasons). No bundled GPU holds a persistent layer
+# anywhere near them ('gpusim capacity' gives the real limit).
+from gpusim.validate import (
+    BATCH_MAX,
+    HIDDEN_MAX,
+    NNZ_MAX,
+    SEED_MAX,
+    TIMESTEPS_MAX,
+    check_nnz,
+    density_value,
+)
+from gpusim.validate import check_layer_fits as _check_layer_fits
 from kernels_ir.errors import InputError
 
-# Upper bounds that keep a typo from allocating tens of GB before any check can refuse it. No
-# bundled GPU holds a persistent layer anywhere near them ('gpusim capacity' gives the real limit).
-HIDDEN_MAX = 1 << 16
-BATCH_MAX = 1024
-TIMESTEPS_MAX = 100_000
-NNZ_MAX = 50_000_000  # nonzeros the layout/mapping tools analyse (about 3.5 GB at the peak)
+__all__ = ["BATCH_MAX", "HIDDEN_MAX", "NNZ_MAX", "TIMESTEPS_MAX", "check_nnz", "positive_int",
+           "nonnegative_int", "check_layer_fits", "density", "add_layer_arguments",
+           "add_kernel_arguments", "emit_json", "fail"]
 
 
 def _int_arg(name: str, minimum: int, too_small: str, maximum: int | None):
     def parse(text: str) -> int:
         try:
+            if len(text) > 40:  # no count here has 40 digits; int() would take 5000
+                raise ValueError
             value = int(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{name}={text!r} is not an integer") from None
+            raise argparse.ArgumentTypeError(f"{name}={text[:40]!r} is not an integer of at "
+                                             f"most 40 characters") from None
         if value < minimum:
             raise argparse.ArgumentTypeError(f"{name}={value} {too_small}")
         if maximum is not None and value > maximum:
@@ -49,41 +62,20 @@ def positive_int(name: str, maximum: int | None = None):
 
 
 def nonnegative_int(name: str):
-    return _int_arg(name, 0, "must be >= 0", None)
-
-
-def check_nnz(hidden: int, density: float, rows: int | None = None) -> None:
-    """Refuse, before allocating, a matrix larger than the analysis tools handle."""
-    nnz = (hidden if rows is None else rows) * hidden * density
-    if nnz > NNZ_MAX:
-        raise InputError(f"hidden={hidden} at density {density:g} has about {nnz:.3g} nonzeros; "
-                         f"this tool analyses at most {NNZ_MAX:.0e}")
+    return _int_arg(name, 0, "must be >= 0", SEED_MAX if name == "seed" else None)
 
 
 def check_layer_fits(spec, args, dense: bool = False) -> None:
-    """Refuse, *before* its matrix is generated, a layer that certainly does not fit: its weights
-    (and indices) alone exceed the whole GPU's register file, or h exceeds shared memory (a
-    10^6-wide layer would otherwise allocate gigabytes first). Layers near the limit are left to
-    the kernel builder, which decides on the real matrix. The message is the capacity model's:
-    the limit and the largest size that fits."""
-    n, b = args.hidden, args.batch
-    regs_per_weight = 1 if dense else 2
-    weights = n * n * (1.0 if dense else args.density) * regs_per_weight
-    if weights > spec.sm_count * spec.regs_per_sm or 4 * n * b > spec.smem_bytes_per_cta:
-        from models.capacity import check
-
-        check(spec, n, b, 1.0 if dense else args.density, dense=dense, exact=False)
-        raise InputError(f"hidden={n} batch={b} does not fit on {spec.name}")  # not reached
+    """:func:`gpusim.validate.check_layer_fits` for the layer options of ``args``."""
+    _check_layer_fits(spec, args.hidden, args.batch, args.density, dense=dense)
 
 
 def density(text: str) -> float:
+    """argparse type: a density in [gpusim.validate.DENSITY_MIN, 1]."""
     try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"density={text!r} is not a number") from None
-    if not (0.0 < value <= 1.0):
-        raise argparse.ArgumentTypeError(f"density={value} is outside (0, 1]")
-    return value
+        return density_value(text)
+    except InputError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 # Largest list a list option expands to: a typo in a range (0.0001:1:0.0001 meant as 0.01:1:0.01)

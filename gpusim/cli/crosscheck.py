@@ -232,7 +232,8 @@ def run_crosscheck(data: str | Path, *, every: int = 1, kinds: tuple[str, ...] |
         sel = [r for r in rows if r["sample"] == label]
         if sel:
             summary["samples"][label] = _summarise(sel, spearmanr)
-    summary.update({"stale": len(stale), "stale_cases": stale,
+    summary.update({"unscored": len(mismatched), "unscored_cases": mismatched,
+                    "stale": len(stale), "stale_cases": stale,
                     "skipped": len(skipped), "skipped_cases": skipped,
                     "values_mismatch_cases": mismatched,
                     "format_version": min(versions), "data": str(data),
@@ -330,6 +331,8 @@ def main(args) -> int:
         print(f"{cid:58s} stale: {why}")
     for cid, why in s["skipped_cases"].items():
         print(f"{cid:58s} not predicted: {why}")
+    for cid, why in s["unscored_cases"].items():
+        print(f"{cid:58s} not scored: {why}")
     if s["stale"]:
         print(f"\n{s['stale']} stale case(s): their kernel changed since they were measured; "
               f"left out of the statistics (re-measure them)")

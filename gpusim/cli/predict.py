@@ -86,7 +86,7 @@ def simulator(sample_steps: int, parallel: bool = True):
     persistent kernels on a layer of ``sample_steps + 2`` steps (``sample_steps`` of them
     simulated in full, the rest extrapolated), the CSR row-per-warp kernel as one step of its
     CUDA graph. The float64 reference is computed only for the steps simulated, and a value
-    mismatch raises :class:`kernels_ir.errors.ValueMismatch`. ``parallel``: the kernels of a
+    mismatch raises :class:`kernels_ir.errors.ValueMismatchError`. ``parallel``: the kernels of a
     layer in worker processes, one per core (off where the caller already runs layers in
     parallel).
     """

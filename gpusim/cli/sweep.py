@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 
+from gpusim.validate import BATCH_MAX, SWEEP_HIDDEN_MAX
 from kernels_ir.errors import InputError
 
 from .common import (
@@ -24,7 +25,7 @@ from .common import (
     show_progress,
 )
 
-HIDDEN_MAX = 1 << 20  # the sweep's model accepts wider layers than the simulator's tools
+HIDDEN_MAX = SWEEP_HIDDEN_MAX  # the model accepts wider layers than the simulator's tools
 DEFAULT_HIDDEN = "256:4096:256,5120,6144,8192"
 
 
@@ -33,8 +34,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_list_argument(p, "--hidden", kind=int, check=positive_int("hidden", HIDDEN_MAX),
                       default=parse_list(DEFAULT_HIDDEN, name="hidden", kind=int),
                       default_text=DEFAULT_HIDDEN, help="hidden sizes")
-    add_list_argument(p, "--batch", kind=int, check=positive_int("batch", 1024), default=[1, 4],
-                      help="batch sizes")
+    add_list_argument(p, "--batch", kind=int, check=positive_int("batch", BATCH_MAX),
+                      default=[1, 4], help="batch sizes")
     add_list_argument(p, "--density", check=density,
                       default=[0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 1.0], help="densities")
     p.add_argument("--cell", choices=("rnn", "gru", "lstm"), default="rnn",
@@ -45,8 +46,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--png", dest="plot", metavar="FILE", help=argparse.SUPPRESS)  # old name
     p.add_argument("--workers", type=positive_int("workers"), default=None,
                    help="local processes (default: cores)")
-    p.add_argument("--scheduler", default="local",
-                   help="serial, local, or dask://host:port for a Dask cluster")
+    p.add_argument("--scheduler", default=None,
+                   help="serial, local (default), or dask://host:port for a Dask cluster")
     p.add_argument("--dask-local", action="store_true",
                    help="run on an in-process Dask LocalCluster (same code path as a cluster)")
     add_output_arguments(p, plot="the speedup heatmap", progress=True)
@@ -55,6 +56,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def main(args) -> int:
     from gpusim.specs import load_spec
     from gpusim.sweep import Grid, Progress, run_sweep, write_csv
+    from gpusim.validate import check_scheduler
 
     gpus = tuple(args.gpu)
     for g in gpus:
@@ -66,7 +68,7 @@ def main(args) -> int:
     for path, ext in ((args.csv, ".csv"), (args.plot, ".png")):
         if path and not path.lower().endswith(ext):
             raise InputError(f"output {path!r} must end in {ext}")
-    scheduler = "dask-local" if args.dask_local else args.scheduler
+    scheduler = check_scheduler(args.scheduler, args.dask_local)
     progress = Progress(grid.size, enabled=show_progress(args))
     cols = run_sweep(grid, scheduler=scheduler, workers=args.workers, progress=progress)
     meta = {"gpus": list(gpus), "cell": args.cell, "dtype": args.dtype, "configs": grid.size,

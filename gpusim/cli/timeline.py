@@ -76,6 +76,10 @@ def main(args) -> int:
     results = simulate_both(spec, layer, wide_loads=args.wide_loads, layout=args.layout,
                             sample_steps=args.sample_steps, seed=args.seed,
                             progress=show_progress(args))
+    from gpusim.validate import require_values
+
+    for name, r in results.items():  # a wrong value is never reported as a success
+        require_values(r.max_rel_err, f"{r.kernel} ({name})")
     if args.plot:
         from gpusim.plots.style import save_png
         from gpusim.plots.sync import plot_sync_comparison

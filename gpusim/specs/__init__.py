@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernels_ir.errors import SpecError
+from kernels_ir.errors import InputError, SpecError
 
 SPEC_DIR = Path(__file__).parent
 DEFAULT_GPU = "v100"
@@ -208,20 +209,32 @@ def available() -> list[str]:
 
 
 def load_spec(name_or_path: str | Path = DEFAULT_GPU) -> GPUSpec:
-    """Load a bundled spec by name (``v100``, ``h100``, ``h200``) or any spec file by path."""
+    """Load a bundled spec by name (``v100``, ``h100``, ``h200``) or any spec file by path.
+
+    A path must name a regular file (not a directory, FIFO or device) of at most
+    :data:`gpusim.validate.SPEC_FILE_MAX` bytes of UTF-8 TOML; every problem is one
+    :class:`SpecError`.
+    """
+    from gpusim.validate import SPEC_FILE_MAX, read_text, show
+
     text = str(name_or_path)
-    path = Path(text)
-    if not (text.endswith(".toml") or path.is_file()):
+    if text.lower() in available() and not text.endswith(".toml"):
         path = spec_path(text)
-        if not path.is_file():
-            raise SpecError(f"unknown GPU {text!r}; accepted: {', '.join(available())} "
-                            f"(or a path to a spec .toml file)")
+    elif text.endswith(".toml") or os.path.lexists(text):
+        path = Path(text)
+    else:
+        raise SpecError(f"unknown GPU {show(text)}; accepted: {', '.join(available())} "
+                        f"(or a path to a spec .toml file)")
     try:
-        data = tomllib.loads(path.read_text())
-    except FileNotFoundError:
-        raise SpecError(f"spec file {path} does not exist") from None
+        body = read_text(path, "spec file", SPEC_FILE_MAX)
+    except InputError as exc:
+        raise SpecError(str(exc)) from None
+    try:
+        data = tomllib.loads(body)
     except tomllib.TOMLDecodeError as exc:
         raise SpecError(f"spec file {path} is not valid TOML: {exc}") from None
+    except RecursionError:
+        raise SpecError(f"spec file {path} is not valid TOML: nested too deeply") from None
     return parse_spec(data, str(path))
 
 
@@ -233,6 +246,9 @@ def parse_spec(data: dict, origin: str = "<spec>") -> GPUSpec:
     for key in ("name", "full_name", "arch"):
         if not isinstance(gpu.get(key), str) or not gpu[key]:
             raise SpecError(f"{origin}: [gpu] {key} is missing or not a string")
+        if len(gpu[key]) > 200 or not gpu[key].isprintable():
+            raise SpecError(f"{origin}: [gpu] {key} = {gpu[key][:40]!r}...: accepted: printable "
+                            f"text of at most 200 characters")
     params = data.get("params")
     if not isinstance(params, dict):
         raise SpecError(f"{origin}: missing [params] table")
@@ -297,9 +313,15 @@ def _param_value(entry, key: str, decl: Param, origin: str, sources: list):
     src, typ = entry.get("source"), entry.get("type")
     if not isinstance(src, str) or not src.strip():
         raise SpecError(f"{origin}: {key} has no source")
+    if len(src) > 4000:
+        raise SpecError(f"{origin}: {key} has a source of {len(src)} characters; accepted: at "
+                        f"most 4000")
     if typ not in EVIDENCE:
         raise SpecError(f"{origin}: {key} has type {typ!r}; accepted {', '.join(EVIDENCE)}")
     cal = entry.get("calibration", "")
+    if not isinstance(cal, str) or len(cal) > 1000:
+        raise SpecError(f"{origin}: {key} calibration = {str(cal)[:40]!r}: accepted: the path of "
+                        f"a measurement record")
     if typ == "C" and not cal:
         raise SpecError(f"{origin}: {key} is calibrated (type C) but names no calibration "
                         f"record")
@@ -307,7 +329,41 @@ def _param_value(entry, key: str, decl: Param, origin: str, sources: list):
     return decl.kind(value)
 
 
+# The L1/L2 line the engine models (gpusim.engine.smem / l1: 128-byte lines of 32 words) and the
+# CTA size of the project's kernels (models.capacity.THREADS_PER_CTA, sparse_rnn.DEFAULT_THREADS):
+# a spec whose CTAs cannot hold it describes a GPU none of the kernels can run on.
+LINE_BYTES = 128
+KERNEL_THREADS_PER_CTA = 256
+
+
 def _check_consistency(s: GPUSpec, origin: str) -> None:
+    for key in ("max_threads_per_sm", "max_threads_per_cta"):
+        if getattr(s, key) % 32:
+            raise SpecError(f"{origin}: {key} = {getattr(s, key)} is not a whole number of "
+                            f"warps; accepted: a multiple of 32")
+    if s.max_threads_per_cta < KERNEL_THREADS_PER_CTA:
+        raise SpecError(f"{origin}: max_threads_per_cta = {s.max_threads_per_cta} cannot hold "
+                        f"the kernels' {KERNEL_THREADS_PER_CTA}-thread CTAs; accepted: "
+                        f"{KERNEL_THREADS_PER_CTA}..max_threads_per_sm, a multiple of 32")
+    sector = s.l2_sector_bytes
+    if sector & (sector - 1) or LINE_BYTES % sector:
+        raise SpecError(f"{origin}: l2_sector_bytes = {sector} must be a power of two dividing "
+                        f"the {LINE_BYTES}-byte line; accepted: 8, 16, 32, 64, 128")
+    if s.l2_size_bytes < s.l2_slices * sector:
+        raise SpecError(f"{origin}: l2_size_bytes = {s.l2_size_bytes} is less than one sector "
+                        f"per slice ({s.l2_slices} x {sector} bytes)")
+    if s.l1_unified_bytes_per_sm < s.smem_bytes_per_sm:
+        raise SpecError(f"{origin}: l1_unified_bytes_per_sm = {s.l1_unified_bytes_per_sm} is "
+                        f"less than smem_bytes_per_sm = {s.smem_bytes_per_sm}: shared memory is "
+                        f"carved out of the unified L1; accepted: at least {s.smem_bytes_per_sm}")
+    if s.regs_per_sm % s.reg_alloc_unit_per_warp:
+        raise SpecError(f"{origin}: regs_per_sm = {s.regs_per_sm} is not a whole number of "
+                        f"allocation units (reg_alloc_unit_per_warp = {s.reg_alloc_unit_per_warp})")
+    if not s.l1_hit_latency_cycles < s.l2_hit_latency_cycles <= s.dram_latency_cycles:
+        raise SpecError(f"{origin}: latencies l1_hit {s.l1_hit_latency_cycles} < l2_hit "
+                        f"{s.l2_hit_latency_cycles} <= dram {s.dram_latency_cycles} cycles do "
+                        f"not hold; accepted: each level of the hierarchy slower than the one "
+                        f"above")
     if s.smem_bytes_per_cta > s.smem_bytes_per_sm:
         raise SpecError(f"{origin}: smem_bytes_per_cta = {s.smem_bytes_per_cta} exceeds "
                         f"smem_bytes_per_sm = {s.smem_bytes_per_sm}")

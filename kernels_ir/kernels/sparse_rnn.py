@@ -79,14 +79,15 @@ VALUE_TOLERANCE = 1e-5
 
 
 def check_values(err: float, what: str) -> int:
-    """0 if ``err`` is within :data:`VALUE_TOLERANCE`, else 1 after one line on stderr."""
+    """0 if ``err`` is within :data:`VALUE_TOLERANCE`, else 2 (the CLI's failure status) after
+    one line on stderr. NaN fails."""
     import sys
 
     if err <= VALUE_TOLERANCE:
         return 0
     print(f"error: {what}: values differ from the float64 reference: max_rel_err={err:.3g} > "
           f"{VALUE_TOLERANCE:g}", file=sys.stderr)
-    return 1
+    return 2
 
 
 def max_rel_err(h: np.ndarray, ref: np.ndarray) -> float:
