@@ -918,5 +918,6 @@ def build(name: str, size: int, **kwargs) -> Microbench:
     return MICROBENCHES[name](**{SIZE_ARG[name]: size}, **kwargs)
 
 
-# the Lamport-exchange mechanism family registers itself in MICROBENCHES and SIZE_ARG
-from . import microbench_lamport  # noqa: E402,F401
+# the Lamport-exchange (lmech_*) and CSR-gather (cmech_*) mechanism families register
+# themselves in MICROBENCHES and SIZE_ARG
+from . import microbench_csr, microbench_lamport  # noqa: E402,F401

@@ -1,0 +1,130 @@
+"""What the CSR baseline's gathers cost in L1TEX, one factor at a time: one device call, or the
+simulator.
+
+    PYTHONPATH=. python3 measurements/csr_mech.py --out $OUT   # GPU: csr_mech.json (+ ncu CSV)
+    python measurements/csr_mech.py --simulate measurements/h100/csr_mech.json
+
+``gather_l1_k`` (``measurements/gather.py``) measured k cycles per warp load over k lines, every
+lane at word 0 of its line, every load an L1 hit, the loads in flight on different lines. The
+CSR kernel's gathers put each lane at an arbitrary word of its line, its 4 gathers of a chunk on
+neighbouring columns (often the same lines), and miss L1 for a third of their sectors; at batch 1
+with rows of 230-415 nonzeros the simulator prices them 30-55% above the GPU. The ``cmech_*``
+family (:mod:`kernels_ir.kernels.microbench_csr`) varies one of these at a time:
+
+- word position: ``cmech_same_32`` (control, = ``gather_l1_32``), ``cmech_spread_32`` (32 banks),
+  ``cmech_spread4_32`` (8 banks x 4 lanes), ``cmech_rand_32`` (random words), ``cmech_spread_8``
+  (8 lines, 32 banks), ``cmech_spread_32_w4`` (16 bytes a lane, 8 chunk positions) against
+  ``gather_l1_32_w4`` (chunk 0 for all);
+- lines shared by the 4 loads in flight: ``cmech_reuse_same_32``, ``cmech_reuse_rand_32``;
+- L1 misses (plain loads over 1 MiB): ``cmech_miss_same_32``, ``cmech_miss_rand_32``, against
+  ``gather_l2_32`` (L1 bypassed).
+
+Each is timed at two sizes (slope of the medians, 11 repeats, raw times kept); cost per warp load
+per SM = per_op x SM count x clock. An Nsight Compute pass (``--worker``) then launches each once
+and records L1TEX requests, sectors, hits, set accesses, data-stage and tag-output wavefronts and
+L2 requests/sectors.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+NAMES = (["cmech_same_32", "cmech_spread_32", "cmech_spread4_32", "cmech_rand_32",
+          "cmech_spread_8", "cmech_spread_32_w4", "gather_l1_32_w4",
+          "cmech_reuse_same_32", "cmech_reuse_rand_32",
+          "cmech_miss_same_32", "cmech_miss_rand_32", "gather_l2_32"])
+SIZES = (16, 64)         # rounds on the GPU (slope of the medians)
+SIM_SIZES = (2, 4)       # rounds in the simulator (the full grid: 264 x 1024 threads)
+NCU_ROUNDS = 16
+METRICS = ("gpu__time_duration.sum", "sm__cycles_active.avg",
+           "smsp__inst_executed_op_global_ld.sum",
+           "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum",
+           "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum",
+           "l1tex__t_sectors_pipe_lsu_mem_global_op_ld_lookup_hit.sum",
+           "l1tex__t_output_wavefronts_pipe_lsu_mem_global_op_ld.sum",
+           "regex:l1tex__data_pipe_lsu_wavefronts.*",
+           "regex:l1tex__t_set_accesses.*", "regex:l1tex__t_set_conflicts.*",
+           "regex:l1tex__data_bank.*", "regex:l1tex__m_xbar2l1tex_read_sectors.*",
+           "lts__t_requests_srcunit_tex_op_read.sum", "lts__t_sectors_srcunit_tex_op_read.sum")
+
+
+def measure(out: str, argv: list) -> dict:
+    from gpusim.backends.cupy_backend import Runner
+    from measurements.campaign import provenance
+    from measurements.probe import ClockSampler, time_microbench
+
+    runner = Runner()
+    prov = provenance(argv)
+    clocks = ClockSampler()
+    res = {"format_version": 1, "provenance": prov, "results": {}}
+    for name in NAMES:
+        r = time_microbench(runner, name, SIZES, {}, repeats=11, warmup=2)
+        if r["status"] == "ok":
+            r["benchmark"] = name
+            r["per_sm_cycles"] = r["per_op_s"] * prov["sm_count"] * prov["clock_rate_khz"] * 1e3
+        res["results"][name] = r
+    clocks.stop(prov)
+    path = os.path.join(out, "csr_mech.json")
+    with open(path, "w") as f:
+        json.dump(res, f, indent=1, default=float)
+    # the Nsight pass (its own process under ncu)
+    from measurements.exchange_ncu import run_ncu
+
+    try:
+        res["ncu"] = run_ncu(os.path.abspath(__file__), out, "csr_mech_ncu_raw.csv",
+                             "regex:mb_(cmech|gather)", (), METRICS)
+    except Exception as exc:  # the timings stand without it
+        res["ncu"] = {"error": f"{type(exc).__name__}: {exc}"}
+    with open(path, "w") as f:
+        json.dump(res, f, indent=1, default=float)
+    for name, rec in res["ncu"].get("cases", {}).items():
+        m = rec["metrics"]
+        print(name, {k: v for k, v in m.items() if k.startswith(("l1tex", "lts", "sm__"))
+                     and isinstance(v, float) and v})
+    return res
+
+
+def worker(order_path: str) -> int:
+    from gpusim.backends.cupy_backend import Runner
+    from kernels_ir.kernels import microbench as mb
+    from measurements.campaign import launch_jobs
+
+    jobs = [(n, mb.build(n, NCU_ROUNDS)) for n in NAMES]
+    launch_jobs(Runner(), jobs, order_path, check_grid=False)
+    return 0
+
+
+def simulate_into(path: str) -> None:
+    from gpusim.calibrate import simulated_cycles_per_op
+    from gpusim.specs import load_spec
+
+    with open(path) as f:
+        data = json.load(f)
+    spec = load_spec("h100")
+    sim = {"spec": "h100", "clock_hz": spec.clock_hz, "sizes": list(SIM_SIZES), "results": {}}
+    for name in NAMES:
+        cyc = simulated_cycles_per_op(spec, name, SIM_SIZES, {}) * spec.sm_count
+        meas = data.get("results", {}).get(name, {}).get("per_sm_cycles")
+        sim["results"][name] = {"per_sm_cycles": cyc, "measured_per_sm_cycles": meas}
+        print(f"{name:22s} sim {cyc:7.2f}  measured {meas if meas else float('nan'):7.2f} "
+              f"cycles per warp load per SM", flush=True)
+    data["simulated"] = sim
+    with open(path, "w") as f:
+        json.dump(data, f, indent=1, default=float)
+
+
+def main(argv: list | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--worker"]:
+        return worker(argv[1])
+    from measurements.probe import probe_main
+
+    return probe_main(argv, __doc__, "measurements/csr_mech.py", measure, simulate_into)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
