@@ -1307,6 +1307,12 @@ def predict_layer(spec, hidden: int, batch: int, density: float, *, timesteps: i
             rows.append(Row(name, v.family, eng, False, None, None,
                             _reason(spec, code, hidden, batch, density, cell, dtype,
                                     not v.sparse, slots), "", {}))
+    if to_simulate and not any(r.fits and r.family == "persistent" and VARIANTS[r.name].sparse
+                               for r in rows):
+        # no sparse persistent kernel fits: there is no speedup to predict, so the baselines keep
+        # the model (a CSR step of the largest layers takes minutes to simulate)
+        to_simulate = [n for n in to_simulate if VARIANTS[n].family == "persistent"]
+        notes.append("no sparse persistent kernel fits: the CSR baseline is priced by the model")
     if to_simulate:
         simulated = simulator(spec, [VARIANTS[n] for n in to_simulate], hidden, batch, density,
                               seed)
