@@ -615,9 +615,7 @@ def check_program_values(prog, res, what: str) -> float:
 
 _OUTPUTS = {  # attribute -> (extensions, what, is a plot)
     "plot": ((".png",), "plot", True),
-    "png": ((".png",), "plot", True),
     "csv": ((".csv",), "CSV output", False),
-    "json_out": ((".json",), "JSON output", False),
 }
 
 
@@ -697,15 +695,14 @@ def _check_banks(args) -> None:
 
 
 def _check_sweep(args) -> None:
-    if not (args.csv or args.json_out or args.png):
-        raise InputError("sweep: give at least one output: --csv PATH, --json PATH or --png PATH")
+    if not (args.csv or args.json or args.plot):
+        raise InputError("sweep: give at least one output: --csv FILE, --json or --plot FILE")
     check_scheduler(args.scheduler, bool(args.dask_local))
     if args.workers is not None and not 1 <= args.workers <= WORKERS_MAX:
         raise InputError(f"workers={args.workers} is outside 1..{WORKERS_MAX}")
-    gpus = [g.strip() for g in args.gpu.split(",") if g.strip()]
+    gpus = list(args.gpu)
     if not gpus:
-        raise InputError(f"gpu={show(args.gpu)} names no GPU; accepted: comma-separated spec "
-                         f"names")
+        raise InputError("gpu names no GPU; accepted: comma-separated spec names")
     if len(gpus) > 64:
         raise InputError(f"gpu: {len(gpus)} GPUs; accepted: at most 64")
     from gpusim.specs import load_spec

@@ -36,7 +36,9 @@ def test_the_recorded_data_is_mapped_onto_measurements():
     assert SETUPTOOLS["package-dir"] == DATA_PACKAGES
     for package, folder in DATA_PACKAGES.items():
         assert (ROOT / folder / "campaign.json").is_file(), folder
-        assert sorted(SETUPTOOLS["package-data"][package]) == sorted(data.RECORDS), package
+        fresh = data.FRESH_RECORDS if any((ROOT / folder).glob("fresh_*")) else ()
+        assert sorted(SETUPTOOLS["package-data"][package]) == sorted(data.RECORDS + fresh), \
+            package
 
 
 def test_the_files_the_package_reads_are_records():

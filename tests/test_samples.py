@@ -42,12 +42,15 @@ def test_fingerprint_follows_model_sources(tmp_path):
 def _fake_gpu_dir(tmp_path: Path, fingerprint: str) -> Path:
     d = tmp_path / "h100"
     d.mkdir()
+    prov = {"gpu_name": "NVIDIA H100 80GB HBM3", "driver_version": 13000,
+            "cuda_runtime_version": 13020, "cupy_version": "14.2.0", "date": "2026-01-01",
+            "command": "python3 measurements/campaign.py"}
     (d / "campaign.json").write_text(json.dumps(
-        {"format_version": 2, "provenance": {}, "steps": [128, 32], "cases": []}))
+        {"format_version": 2, "provenance": prov, "steps": [128, 32], "cases": []}))
     for name, fp in (("fresh_2026-01-01_s1", fingerprint), ("fresh_2026-01-02_s2", "0" * 64)):
         (d / name).mkdir()
         (d / name / "campaign.json").write_text(json.dumps(
-            {"format_version": 2, "provenance": {}, "steps": [128, 32], "cases": [],
+            {"format_version": 2, "provenance": prov, "steps": [128, 32], "cases": [],
              "fresh": {"seed": 1, "n": 0, "layers": [], "model_fingerprint": fp}}))
     return d
 
@@ -63,7 +66,8 @@ def test_draw_labels(tmp_path):
     with pytest.raises(InputError, match="does not exist"):
         draws(tmp_path / "nowhere")
     (d / "fresh_2026-01-01_s1" / "campaign.json").write_text(json.dumps(
-        {"cases": [], "fresh": {"model_fingerprint": 3}}))
+        {"format_version": 2, "provenance": json.loads((d / "campaign.json").read_text())[
+            "provenance"], "steps": [128, 32], "cases": [], "fresh": {"model_fingerprint": 3}}))
     with pytest.raises(InputError, match="model_fingerprint"):
         draws(d)
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from decimal import Decimal, InvalidOperation
 
 # Upper bounds that keep a typo from allocating tens of GB before any check can refuse it (one
 # definition, in gpusim.validate, with the reasons). No bundled GPU holds a persistent layer
@@ -83,18 +82,20 @@ def density(text: str) -> float:
 LIST_MAX = 100_000
 
 
-def parse_list(text: str, *, name: str, kind: type = float, maximum: int = LIST_MAX) -> list:
+def parse_list(text: str, *, name: str, kind: type = float, maximum: int = LIST_MAX,
+               lo=None, hi=None) -> list:
     """The values of a list option: ``a,b,c``, ``start:stop:step`` or a mix (``256:1024:256,2048``).
 
-    ``kind``: ``int``, ``float`` or ``str`` (names: no ranges). A range holds ``start + k * step``
-    for k = 0, 1, ... while it is <= ``stop``, computed in decimal arithmetic, so
-    ``0.01:1.0:0.01`` gives 100 values whose last is exactly 1.0 (binary floats would stop at 0.99
-    or overshoot to 1.0000000000000007). Raises ``argparse.ArgumentTypeError`` naming the option
-    and the accepted forms; ranges with step <= 0, stop < start, non-finite numbers and lists
-    longer than ``maximum`` are refused before anything is expanded.
+    ``kind``: ``int``, ``float`` or ``str`` (names: no ranges). Numbers go through
+    :func:`gpusim.validate.expand_list`: a range holds ``start + k * step`` for k = 0, 1, ...
+    while it is <= ``stop``, computed in decimal arithmetic, so ``0.01:1.0:0.01`` gives 100
+    values whose last is exactly 1.0; every value must lie in ``[lo, hi]``; ranges with step <= 0,
+    stop < start, non-finite numbers and lists longer than ``maximum`` are refused before anything
+    is expanded. Raises ``argparse.ArgumentTypeError`` naming the option and what is accepted.
     """
-    accepted = ("a comma-separated list 'a,b,c'" if kind is str else
-                "a comma-separated list 'a,b,c' or a range 'start:stop:step'")
+    from gpusim.validate import expand_list
+
+    accepted = "a comma-separated list 'a,b,c'"
     parts = [part.strip() for part in str(text).split(",")]
     if not any(parts):
         raise argparse.ArgumentTypeError(f"{name}={text!r} is empty; accepted: {accepted}")
@@ -102,54 +103,24 @@ def parse_list(text: str, *, name: str, kind: type = float, maximum: int = LIST_
         if not all(parts):
             raise argparse.ArgumentTypeError(f"{name}={text!r} has an empty item; accepted: "
                                              f"{accepted}")
+        if len(parts) > maximum:
+            raise argparse.ArgumentTypeError(f"{name}: {len(parts)} values; accepted: at most "
+                                             f"{maximum}")
         return parts
-
-    def number(item: str) -> Decimal:
-        try:
-            value = Decimal(item)
-        except InvalidOperation:
-            raise argparse.ArgumentTypeError(
-                f"{name}={text!r}: {item!r} is not a number; accepted: {accepted}") from None
-        if not value.is_finite():
-            raise argparse.ArgumentTypeError(f"{name}={text!r}: {item!r} is not finite")
-        if kind is int and value != value.to_integral_value():
-            raise argparse.ArgumentTypeError(f"{name}={text!r}: {item!r} is not an integer")
-        return value
-
-    values: list[Decimal] = []
-    for part in parts:
-        if ":" not in part:
-            values.append(number(part))
-            continue
-        bits = part.split(":")
-        if len(bits) != 3:
-            raise argparse.ArgumentTypeError(f"{name}={text!r}: {part!r} is not a range "
-                                             f"'start:stop:step'")
-        start, stop, step = (number(b) for b in bits)
-        if step <= 0 or stop < start:
-            raise argparse.ArgumentTypeError(
-                f"{name}={text!r}: range {part!r} needs step > 0 and stop >= start")
-        try:
-            count = int((stop - start) // step) + 1
-        except InvalidOperation:  # a quotient beyond decimal precision: astronomically many
-            count = None
-        if count is None or len(values) + count > maximum:
-            many = "more than 10^28" if count is None else f"{len(values) + count:,}"
-            raise argparse.ArgumentTypeError(
-                f"{name}={text!r} expands to {many} values; at most {maximum:,} are accepted")
-        values.extend(start + k * step for k in range(count))
-    if len(values) > maximum:
-        raise argparse.ArgumentTypeError(f"{name}={text!r} has {len(values):,} values; at most "
-                                         f"{maximum:,} are accepted")
-    return [int(v) if kind is int else float(v) for v in values]
+    try:
+        return expand_list(name, str(text), integer=kind is int,
+                           lo=-1e300 if lo is None else lo, hi=1e300 if hi is None else hi,
+                           max_count=maximum)
+    except InputError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def list_arg(name: str, kind: type = float, check=None):
+def list_arg(name: str, kind: type = float, check=None, lo=None, hi=None):
     """An argparse ``type`` for one token of a list option: :func:`parse_list`, then ``check``
     (a function of one value's text that raises ``argparse.ArgumentTypeError``) on each value.
     Use with :class:`ListAction` so space-separated tokens join into one list."""
     def parse(text: str) -> list:
-        values = parse_list(text, name=name, kind=kind)
+        values = parse_list(text, name=name, kind=kind, lo=lo, hi=hi)
         if check is not None:
             values = [check(str(v)) for v in values]
         return values
@@ -173,7 +144,7 @@ class ListAction(argparse.Action):
 
 def add_list_argument(p: argparse.ArgumentParser, flag: str, *, kind: type = float, check=None,
                       default=None, default_text: str | None = None, help: str = "",
-                      metavar: str | None = None) -> None:
+                      metavar: str | None = None, lo=None, hi=None) -> None:
     """A list option in the one grammar: comma-separated values and ``start:stop:step`` ranges
     (see :func:`parse_list`); space-separated tokens are joined too. ``default_text``: how --help
     shows the default (default: the values joined by commas)."""
@@ -183,7 +154,8 @@ def add_list_argument(p: argparse.ArgumentParser, flag: str, *, kind: type = flo
     if default is not None:
         shown = default_text if default_text is not None else ",".join(map(str, default))
         text += f" (default: {shown})"
-    p.add_argument(flag, type=list_arg(name, kind, check), action=ListAction, default=default,
+    p.add_argument(flag, type=list_arg(name, kind, check, lo, hi), action=ListAction,
+                   default=default,
                    metavar=metavar or name.upper().replace("-", "_") + "[,...]", help=text)
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 
-from gpusim.validate import BATCH_MAX, SWEEP_HIDDEN_MAX
+from gpusim.validate import BATCH_MAX, DENSITY_MIN, SWEEP_HIDDEN_MAX
 from kernels_ir.errors import InputError
 
 from .common import (
@@ -31,12 +31,12 @@ DEFAULT_HIDDEN = "256:4096:256,5120,6144,8192"
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_list_argument(p, "--gpu", kind=str, default=["v100"], help="GPU spec names")
-    add_list_argument(p, "--hidden", kind=int, check=positive_int("hidden", HIDDEN_MAX),
+    add_list_argument(p, "--hidden", kind=int, lo=1, hi=HIDDEN_MAX,
                       default=parse_list(DEFAULT_HIDDEN, name="hidden", kind=int),
                       default_text=DEFAULT_HIDDEN, help="hidden sizes")
-    add_list_argument(p, "--batch", kind=int, check=positive_int("batch", BATCH_MAX),
+    add_list_argument(p, "--batch", kind=int, lo=1, hi=BATCH_MAX,
                       default=[1, 4], help="batch sizes")
-    add_list_argument(p, "--density", check=density,
+    add_list_argument(p, "--density", check=density, lo=DENSITY_MIN, hi=1.0,
                       default=[0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 1.0], help="densities")
     p.add_argument("--cell", choices=("rnn", "gru", "lstm"), default="rnn",
                    help="recurrent cell (gru: 3 gates, lstm: 4 gates of weights)")

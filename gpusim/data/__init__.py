@@ -23,6 +23,8 @@ __all__ = ["RECORDS", "measurement_dir", "available_gpus", "CHECKOUT_DIR", "PACK
 # microbench, l2_partition, library_profile, library_sweep; calibration: the last fit's report).
 RECORDS = ("campaign.json", "microbench.json", "ncu.json", "calibration.json",
            "l2_partition.json", "library_profile.json", "library_sweep.json")
+# the fresh draws (gpusim.samples: out-of-sample evidence) that crosscheck reads too
+FRESH_RECORDS = ("fresh_*/campaign.json", "fresh_*/ncu.json")
 # ``measurements/`` of a source checkout (next to the ``gpusim`` package folder)
 CHECKOUT_DIR = Path(__file__).resolve().parents[2] / "measurements"
 # the installed copy: ``gpusim/data/<gpu>/``

@@ -157,12 +157,12 @@ def test_lists_and_mixes():
 @pytest.mark.parametrize("text,kind,needle", [
     ("", float, "is empty"),
     ("a", float, "'a' is not a number"),
-    ("1:2", float, "is not a range"),
-    ("1:0:1", float, "stop >= start"),
-    ("0:1:0", float, "step > 0"),
-    ("0:1:-0.1", float, "step > 0"),
-    ("nan", float, "not finite"),
-    ("0.1,inf", float, "not finite"),
+    ("1:2", float, "is not a list 'a,b,c' or a range"),
+    ("1:0:1", float, "is below start"),
+    ("0:1:0", float, "must be positive"),
+    ("0:1:-0.1", float, "must be positive"),
+    ("nan", float, "not a finite number"),
+    ("0.1,inf", float, "not a finite number"),
     ("1.5", int, "not an integer"),
     ("0:1e40:1", float, "at most"),
     ("v100,,h100", str, "empty item"),
@@ -174,7 +174,7 @@ def test_bad_lists(text, kind, needle):
 
 def test_expansion_is_bounded_before_it_allocates():
     assert len(parse_list(f"1:{LIST_MAX}:1", name="x", kind=int)) == LIST_MAX
-    with pytest.raises(argparse.ArgumentTypeError, match=f"{LIST_MAX + 1:,} values"):
+    with pytest.raises(argparse.ArgumentTypeError, match=f"at least {LIST_MAX + 1}\\)"):
         parse_list(f"0:{LIST_MAX}:1", name="x", kind=int)
 
 
