@@ -35,7 +35,11 @@ round trips, polls that must be served after the data reached L2, CTA barrier la
   first poll (a poll's ``lead`` after its own store); ``spread`` = FIFO stagger + per-warp
   wavefront difference of the mapping + the h broadcast (the slices serve the SMs' staging
   loads over ``bw`` cycles, so the SMs start their rows that far apart). A warp's load of its
-  own pending store waits instead of re-polling (never longer than a re-poll).
+  own pending store waits instead of re-polling (never longer than a re-poll). Sectors of the
+  exchanged h written by several SMs (:func:`shared_sectors`: where a CTA's words do not end on a
+  32-byte boundary) are complete only ``l2_sector_handover_cycles`` after the previous SM's
+  store (:func:`_handover_cycles`): the exchange waits for the last such sector when that comes
+  after the last store of the step.
   Barrier (:func:`_barrier_cycles`): BAR, FENCE waiting for thread 0's store acknowledgement,
   the atomic arrive (``l2_atomic_latency / 2``) behind what the counter's FIFO has not drained
   of the other SMs' arrivals (``(sm_count - 1) * l2_atomic_same_address_cycles`` less the
@@ -527,13 +531,98 @@ def _barrier_cycles(spec, R, cta_spread=0.0):
 _BOUNDS = np.array(["latency", "issue", "fp32", "int", "smem"])
 
 
+SECTOR_WORDS = 8  # 32-bit words of h per 32-byte L2 sector
+
+
+def shared_sectors(row_ids, positions, batch: int, warps_per_cta: int):
+    """Sectors of the exchanged h (slot of ``N x batch`` words) that rows of more than one CTA
+    write: ``(cta, j, ok)``, int arrays (sectors, writers): the CTA and row-slot of every row in
+    the sector (``ok`` False for padding). Row ``r`` of warp ``w``'s row-slot ``j`` stores its
+    ``batch`` words at ``positions[r] * batch`` (one sector, ``batch`` divides 8)."""
+    rid = np.asarray(row_ids)
+    w, j = np.nonzero(rid >= 0)
+    r = rid[w, j]
+    pos = r if positions is None else np.asarray(positions)[r]
+    sec = pos.astype(np.int64) * int(batch) // SECTOR_WORDS
+    cta = w // int(warps_per_cta)
+    order = np.lexsort((cta, sec))
+    sec, cta, j = sec[order], cta[order], j[order]
+    uniq, first, count = np.unique(sec, return_index=True, return_counts=True)
+    lo = np.minimum.reduceat(cta, first) if sec.size else cta
+    hi = np.maximum.reduceat(cta, first) if sec.size else cta
+    multi = np.flatnonzero(hi != lo)
+    m = int(count[multi].max()) if multi.size else 0
+    out_c = np.zeros((multi.size, m), np.int64)
+    out_j = np.zeros((multi.size, m), np.int64)
+    ok = np.zeros((multi.size, m), bool)
+    for i, k in enumerate(multi):
+        n = count[k]
+        out_c[i, :n] = cta[first[k]:first[k] + n]
+        out_j[i, :n] = j[first[k]:first[k] + n]
+        ok[i, :n] = True
+    return out_c, out_j, ok
+
+
+@cache
+def _deal_shared(n_rows: int, batch: int, n_warps: int, warps_per_cta: int):
+    """:func:`shared_sectors` of equal rows dealt as :func:`kernels_ir.mapping.map_matrix` deals
+    them (snake order, h in owner order), for the expectation path (no mapping): the distinct
+    writer patterns ``(cta, j, ok)`` with ``cta`` counted from the sector's first CTA (CTAs are
+    alike there)."""
+    from kernels_ir.mapping import _deal
+
+    _, row_ids, _ = _deal(np.zeros(n_rows, np.int64), n_warps)
+    owned = row_ids.reshape(-1)
+    owned = owned[owned >= 0]
+    pos = np.empty(n_rows, np.int64)
+    pos[owned] = np.arange(owned.size)
+    cta, j, ok = shared_sectors(row_ids, pos, batch, warps_per_cta)
+    if not cta.size:
+        return cta, j, ok
+    rel = np.where(ok, cta - cta[:, :1], 0)
+    _, keep = np.unique(np.concatenate([rel, j, ok], axis=1), axis=0, return_index=True)
+    return rel[keep], j[keep], ok[keep]
+
+
+_NO_SHARED = (np.zeros((0, 0), np.int64), np.zeros((0, 0), np.int64), np.zeros((0, 0), bool))
+
+
+def _handover_cycles(spec, T, cta, j, ok) -> np.ndarray:
+    """Cycles by which the multi-SM sectors (``cta``, ``j``, ``ok`` of :func:`shared_sectors`)
+    complete after the last store of the step: ``T`` (..., CTAs, R) the cycle each CTA stores
+    its row-slot ``j``. A sector's writers are taken in time order; each store from another CTA
+    is performed ``l2_sector_handover_cycles`` after the previous one at the earliest (the
+    engine's :mod:`gpusim.engine.l2` rule); the rows of one CTA pass at once."""
+    c = float(spec.l2_sector_handover_cycles)
+    T = np.asarray(T, dtype=np.float64)
+    last = T.max(axis=(-2, -1))
+    if not c or not np.size(cta):
+        return np.zeros(np.shape(last))
+    t = np.where(ok, T[..., cta, j], np.inf)              # (..., sectors, writers)
+    order = np.argsort(t, axis=-1, kind="stable")
+    t = np.take_along_axis(t, order, axis=-1)
+    who = np.take_along_axis(np.broadcast_to(cta, t.shape), order, axis=-1)
+    done = t[..., 0]
+    prev = who[..., 0]
+    for k in range(1, t.shape[-1]):
+        tk = t[..., k]
+        real = np.isfinite(tk)
+        step = np.where(who[..., k] != prev, np.maximum(tk, done + c), np.maximum(tk, done))
+        done = np.where(real, step, done)
+        prev = np.where(real, who[..., k], prev)
+    return np.maximum(0.0, done.max(axis=-1) - last)
+
+
 def _persistent_from_slots(spec, v: Variant, N, B, K, wf_sm, wf_warp, mask, R, S, dtype,
-                           spread_wf=0.0, cta_spread=0.0):
+                           spread_wf=0.0, cta_spread=0.0, shared=None):
     """Assemble per-step cycles from per-row-slot arrays (configs x Rmax).
 
     ``spread_wf``: wavefronts by which the busiest warp's rows exceed the idlest warp's (exact
     mapping; 0 for the expectation). ``cta_spread``: cycles by which the slowest CTA's work
     exceeds the fastest's (exact mapping; 0 for the expectation), see :func:`_barrier_cycles`.
+    ``shared``: the multi-SM sectors of h, ``(cta, j, ok)`` of :func:`shared_sectors` with the
+    rows of ``wf_sm`` the CTAs (exact mapping), or a list with one :func:`_deal_shared` per
+    configuration (expectation: alike CTAs); None: not counted.
     """
     c = _cyc(spec)
     L = len(access_pattern(int(B), v.wide_loads))
@@ -594,6 +683,18 @@ def _persistent_from_slots(spec, v: Variant, N, B, K, wf_sm, wf_warp, mask, R, S
                                                  - spec.l2_hit_latency_cycles) / 2
         extra_polls = np.ceil(np.maximum(0.0, spread + vis - lead) / poll)
         sync = np.maximum(0.0, extra_polls * poll - spread)
+        if shared is not None:
+            # each CTA stores row-slot j when its rows up to j are done
+            ends = np.cumsum(np.where(mask, row, 0.0), axis=-1) + np.asarray(stagger)[..., None]
+            if isinstance(shared, list):   # alike CTAs: one pattern set per configuration
+                hand = np.zeros(ends.shape[0])
+                for i, (cta, jj, ok) in enumerate(shared):
+                    if cta.size:
+                        T = np.broadcast_to(ends[i], (int(cta.max()) + 1, ends.shape[1]))
+                        hand[i] = _handover_cycles(spec, T, cta, jj, ok)
+            else:   # the CTAs of one mapping: the last sector against the step's last store
+                hand = _handover_cycles(spec, ends, *shared)
+            sync = sync + hand
     else:
         pre = 0.0 * Rf        # warp 0 prefetches while the atomic is in flight (in sync)
         sync = _barrier_cycles(spec, Rf, cta_spread)
@@ -669,9 +770,13 @@ def _persistent_fast(spec, v: Variant, N, B, d, cell, dtype):
         ok_r = regs <= cap.reg_limit(spec)
         ok_s = smem <= spec.smem_bytes_per_cta
         r_code = np.where(~ok_r, 1, np.where(~ok_s, 2, 0))
-        wf_sm = wf_warp * _cyc(spec)["wpc"]
+        wpc = _cyc(spec)["wpc"]
+        wf_sm = wf_warp * wpc
+        # h in owner order (square layers): the multi-SM sectors of the deal of equal rows
+        shared = ([_deal_shared(int(x), b, nw, wpc) if x == y else _NO_SHARED
+                   for x, y in zip(rr, n, strict=True)] if v.sync == "lamport" else None)
         t, su, parts, wh = _persistent_from_slots(spec, v, n, b, K, wf_sm, wf_warp, mask, R, S,
-                                                  dtype)
+                                                  dtype, shared=shared)
         ok = ok_r & ok_s
         per[sel] = np.where(ok, t, np.nan)
         setup[sel] = np.where(ok, su, np.nan)
@@ -1103,7 +1208,10 @@ def predict_mapping(spec, variant: str | Variant, mapping, batch: int, *, dtype:
     S = mapping.total_slots
     tw = per_rs.sum(axis=1)                           # each warp's wavefronts per step
     args = (spec, v, np.array([N]), b, K, wf_sm, wf_warp, mask, R, S, dtype)
-    t, su, parts, which = _persistent_from_slots(*args, spread_wf=float(tw.max() - tw.min()))
+    shared = (shared_sectors(mapping.row_ids, mapping.positions, b, wpc)
+              if v.sync == "lamport" else None)
+    t, su, parts, which = _persistent_from_slots(*args, spread_wf=float(tw.max() - tw.min()),
+                                                 shared=shared)
     if v.sync == "barrier":  # the other CTAs' atomics arrive earlier by their shorter work
         work = t - parts["sync_s"] / spec.cycle_s
         t, su, parts, which = _persistent_from_slots(

@@ -40,6 +40,15 @@ Model (every number from the spec):
   served no earlier than that store's ``arrival`` (a thread always observes its own earlier store;
   the hardware serves same-address requests in order), so it never needs a poll replay.
   ``writer[word]`` is the warp of the last store (-1 after an atomic or never stored).
+- Sector hand-over between SMs (``l2_sector_handover_cycles``, microbenchmarks ``lmech_ws_*``
+  of ``measurements/h100/lamport_mech.json``): a store to a sector whose previous store came
+  from another SM is performed no earlier than ``l2_sector_handover_cycles`` after that store
+  was performed; stores from the SM that wrote the sector last pass at once (two warps or two
+  store instructions of one SM cost nothing: ``lmech_ws_2_warp``, ``lmech_split_*``). A store
+  that waits is a pending write of its sector: the slice serves the sector's requests in order,
+  so a load that reaches the sector after such a store arrived is served once that store is
+  visible (it never returns the older value). ``n`` SMs writing one sector at once make it
+  complete ``(n - 1)`` hand-overs after the first; a sector written by one SM costs nothing.
 """
 
 from __future__ import annotations
@@ -199,6 +208,19 @@ class L2:
         self.writer = np.full(total_words + 4, -1, dtype=np.int64)  # warp of the last store
         self.visibility = float(spec.l2_store_visibility_cycles)
         self.atomic_free: dict[int, float] = {}
+        # sector hand-over: SM of each sector's last store (-1: none yet), the cycle that store
+        # was performed, and the slice arrival / visible cycle of the sector's last store that
+        # had to wait for a hand-over (loads reaching the sector after it wait for it)
+        self.handover = float(getattr(spec, "l2_sector_handover_cycles", 0))
+        self.sm_of_warp = None if sm_of_warp is None else np.asarray(sm_of_warp, dtype=np.int64)
+        if self.handover > 0 and self.sm_of_warp is not None:
+            self.sec_sm = np.full(n_sectors, -1, dtype=np.int64)
+            self.sec_done = np.full(n_sectors, -np.inf)
+            self.held_arr = np.full(n_sectors, np.inf)
+            self.held_vis = np.full(n_sectors, -np.inf)
+        else:
+            self.handover = 0.0
+        self.held_any = False
         self.transactions = {"data": 0, "poll": 0, "atomic": 0, "store": 0}
 
     def half_trip(self, warp: np.ndarray, sector: np.ndarray) -> np.ndarray:
@@ -255,6 +277,43 @@ class L2:
                 start[miss] = d + self.dram_extra
         return start
 
+    def _hand_over(self, rsec: np.ndarray, start: np.ndarray, sm: np.ndarray) -> np.ndarray:
+        """Cycle each store request (sector ``rsec``, from SM ``sm``, served by its slice at
+        ``start``) is performed: a sector last written by another SM is handed over
+        ``l2_sector_handover_cycles`` after that store was performed. Requests to one sector
+        are taken in order of ``start`` (then position)."""
+        n = rsec.size
+        out = start.copy()
+        order = np.lexsort((np.arange(n), start, rsec))
+        s_sorted = rsec[order]
+        head = np.ones(n, dtype=bool)
+        head[1:] = s_sorted[1:] != s_sorted[:-1]
+        first = np.maximum.accumulate(np.where(head, np.arange(n), 0))
+        rank = np.arange(n) - first
+        sec_sm, sec_done, c = self.sec_sm, self.sec_done, self.handover
+        for k in range(int(rank.max()) + 1 if n else 0):
+            idx = order[rank == k]
+            s, t, m = rsec[idx], start[idx], sm[idx]
+            prev, pdone = sec_sm[s], sec_done[s]
+            wait = (prev >= 0) & (prev != m) & (t < pdone + c)
+            p = np.where(wait, pdone + c, t)
+            out[idx] = p
+            sec_done[s] = np.maximum(pdone, p)
+            sec_sm[s] = m
+            if wait.any():
+                w = s[wait]
+                self.held_arr[w] = t[wait]
+                self.held_vis[w] = p[wait] + self.visibility
+                self.held_any = True
+        return out
+
+    def _held(self, rsec: np.ndarray, start: np.ndarray) -> np.ndarray:
+        """Load requests served in order behind a sector's held store: served when it is
+        visible if they reach the sector after it arrived and before that."""
+        ha, hv = self.held_arr[rsec], self.held_vis[rsec]
+        wait = (start >= ha) & (start < hv)
+        return np.where(wait, hv, start)
+
     def warm(self, lo_word: int, n_words: int) -> None:
         """Mark words ``[lo_word, lo_word + n_words)`` as resident in L2 (no DRAM on first use)."""
         sw = self.sector_words
@@ -273,13 +332,21 @@ class L2:
         if l1 is None or store or not rsec.size:
             self.transactions[kind] += int(rsec.size)
             start = self._serve(rsec, issue[rrow] + half, store)
+            if self.handover:
+                if store:
+                    start = self._hand_over(rsec, start, self.sm_of_warp[warps[rrow]])
+                elif self.held_any:
+                    start = self._held(rsec, start)
         else:
             t_issue = issue[rrow]
             rwarp = warps[rrow]
             l1_served, go, key = l1.lookup(rwarp, rsec, t_issue)
             self.transactions[kind] += int(go.sum())
             done_req = np.full(rsec.size, np.nan)
-            done_req[go] = self._serve(rsec[go], t_issue[go] + half[go], store) + half[go]
+            got = self._serve(rsec[go], t_issue[go] + half[go], store)
+            if self.held_any:
+                got = self._held(rsec[go], got)
+            done_req[go] = got + half[go]
             served_l1 = l1.complete(key, done_req, l1_served, t_issue, rwarp, rsec)
             done_req[~go] = served_l1[~go]
             start = done_req - half

@@ -90,6 +90,9 @@ PARAMS: dict[str, Param] = {
     "l2_store_visibility_cycles": Param("cycles", int, 0, 2000,
                                         "extra cycles, beyond half the L2 round trip, until a "
                                         "global store is visible at L2 to a strong load"),
+    "l2_sector_handover_cycles": Param("cycles", int, 0, 20000,
+                                       "a store to a sector last written by another SM is "
+                                       "performed this long after that store at the earliest"),
     "dram_latency_cycles": Param("cycles", int, 10, 10000, "load round trip on an L2 miss"),
     "dram_bandwidth_bytes_per_s": Param("bytes/s", float, 1e9, 1e14, "sustained DRAM bandwidth"),
     "launch_overhead_s": Param("s", float, 1e-8, 1e-3, "extra time per back-to-back launch"),
@@ -163,6 +166,7 @@ class GPUSpec:
     l2_atomic_same_address_cycles: float
     fence_latency_cycles: int
     l2_store_visibility_cycles: int
+    l2_sector_handover_cycles: int
     dram_latency_cycles: int
     dram_bandwidth_bytes_per_s: float
     launch_overhead_s: float
