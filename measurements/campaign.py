@@ -105,7 +105,8 @@ def cases() -> list[dict]:
     return out
 
 
-FRESH_HIDDEN = (256, 8192)       # log-uniform, rounded to a multiple of 32
+FRESH_HIDDEN = (256, 8192)       # log-uniform, rounded to a multiple of FRESH_HIDDEN_STEP
+FRESH_HIDDEN_STEP = 8            # draw s1 used 32; 8 also reaches layers whose CTAs share h sectors
 FRESH_BATCHES = (1, 2, 4, 8)
 FRESH_DENSITY = (0.01, 0.5)      # log-uniform, 3 significant digits
 # every sparse variant: both syncs x (scalar naive, wide naive, wide bank-aware optimal); these
@@ -147,8 +148,9 @@ def fresh_layers(n: int, seed: int, spec, exclude: set | None = None):
         if len(layers) == n:
             break
         lo, hi = np.log(FRESH_HIDDEN[0]), np.log(FRESH_HIDDEN[1])
+        step = FRESH_HIDDEN_STEP
         hidden = int(min(FRESH_HIDDEN[1], max(FRESH_HIDDEN[0],
-                                              32 * round(np.exp(rng.uniform(lo, hi)) / 32))))
+                                              step * round(np.exp(rng.uniform(lo, hi)) / step))))
         batch = int(rng.choice(FRESH_BATCHES))
         d = float(np.exp(rng.uniform(np.log(FRESH_DENSITY[0]), np.log(FRESH_DENSITY[1]))))
         density = float(f"{d:.3g}")
