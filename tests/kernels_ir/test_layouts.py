@@ -158,6 +158,40 @@ def test_packed_slot_of_the_record():
     assert np.all(real % 2 == 0)                       # one real lane per pair
 
 
+def _quarter_first_fill(cols, pad):
+    """The padding fill without the lane-pair step: first real lane of the quarter, half, warp."""
+    cols, todo = cols.copy(), pad.copy()
+    lead = cols.shape[:-1]
+    for size in (8, 16, 32):
+        c = cols.reshape(*lead, 32 // size, size)
+        real = ~pad.reshape(*lead, 32 // size, size)
+        first = np.take_along_axis(c, real.argmax(axis=-1)[..., None], axis=-1)
+        t = todo.reshape(c.shape) & real.any(axis=-1, keepdims=True)
+        c[t] = np.broadcast_to(first, c.shape)[t]
+        todo &= ~t.reshape(todo.shape)
+    cols[todo] = 0
+    return cols
+
+
+@pytest.mark.parametrize("batch, wide", [(4, True), (2, True), (8, True), (3, False)])
+def test_the_pair_fill_changes_only_packed_optimal_slots(batch, wide):
+    """Naive, random and greedy place real lanes from the start of each quarter warp: the
+    lane-pair step of the padding fill gives them exactly the columns of the quarter-first
+    fill (their data is unchanged); the optimal layout's packed slots differ, and are packed."""
+    U = random_sparse(300, 300, 0.05, np.random.default_rng(3))
+    for name in LAYOUTS:
+        m = map_matrix(U, n_ctas=4, warps_per_cta=4, batch=batch, wide_loads=wide,
+                       layout=name, seed=1)
+        same = m.cols == _quarter_first_fill(m.cols, m.pad)
+        if name != "optimal" or not wide:
+            assert same.all(), name
+            continue
+        slots = ~same.all(axis=-1)
+        assert slots.any()                       # packing pays on this layer
+        words = slot_word_addresses(m, batch, wide)[0]
+        assert banks.packed(words[slots], min(batch, 4)).all()
+
+
 @settings(max_examples=40, deadline=None)
 @given(st.sampled_from([(8, 4, 2), (16, 2, 1)]), st.integers(1, 3), st.data())
 def test_packed_bound_is_the_best_number_of_packed_slots(mpq, k, data):
