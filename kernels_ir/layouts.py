@@ -14,35 +14,52 @@ many wavefronts as the largest number of distinct columns of one class (lanes on
 share a broadcast). The class partition of the columns is the same for every load of the slot
 (the offsets only relabel classes), so a slot costs ``n_loads`` times the same amount.
 
+Return packing (64/128-bit loads, ``W`` = 2 or 4): a slot whose lane pairs ``(l, l ^ 1)`` (or
+``(l, l ^ 2)``) each read one column is served in ``P / 2`` phases of ``2 m`` lanes, each phase
+as costly as its busiest class. Its ``m`` lane pairs per phase hold at most ``m`` distinct
+columns, so a packed phase is a group of the same kind as an unpacked one: ``m`` places, ``C``
+classes. The mapping realises it: a padding lane whose pair partner is real copies it
+(``mapping._fill_padding_columns``), so a slot whose real lanes are at most one per pair is
+packed.
+
 Lower bound, and why it is exact (the proof)
 --------------------------------------------
 Every slot belongs to one row (a warp works on one row per row-slot), so rows are independent.
 Take a row with ``n_g`` nonzeros of class ``g`` (columns of a row are distinct) and ``k`` slots,
-i.e. ``G = k P`` groups (slot, phase) of ``m`` lanes. A layout puts ``c_{g,q}`` nonzeros of class
-``g`` into group ``q``; group ``q`` costs ``L_q = max(1, max_g c_{g,q})`` wavefronts per load (an
-executed load costs at least one wavefront; padding lanes re-read a column already read in their
-phase, see ``mapping._fill_padding_columns``, so they add nothing). Then ``c_{g,q} <= L_q``,
-``sum_g c_{g,q} <= m`` and ``sum_q c_{g,q} = n_g``. Summing over the ``a`` largest classes
-(``S_a = n_(1) + ... + n_(a)``):
+``j`` of them packed (the condition is on the whole warp, so a slot is packed or not), i.e.
+``G_j = (k - j) P + j P / 2`` groups (slot, phase) of ``m`` places. A layout puts ``c_{g,q}``
+nonzeros of class ``g`` into group ``q``; group ``q`` costs ``L_q = max(1, max_g c_{g,q})``
+wavefronts per load (an executed load costs at least one wavefront per phase; padding lanes
+re-read a column already read in their phase, see ``mapping._fill_padding_columns``, so they
+add nothing). Then ``c_{g,q} <= L_q``, ``sum_g c_{g,q} <= m`` and ``sum_q c_{g,q} = n_g``.
+Summing over the ``a`` largest classes (``S_a = n_(1) + ... + n_(a)``):
 
     S_a <= sum_q min(m, a L_q) <= F_a(T),   T = sum_q L_q,
 
 where ``F_a(T)`` is ``sum_q min(m, a L_q)`` for the *balanced* split of ``T`` over the ``G``
 groups (``L_q`` in ``{floor(T/G), ceil(T/G)}``): ``x -> min(m, a x)`` is concave, so its sum is
 Schur-concave and the balanced vector, majorised by every integer vector with the same sum,
-maximises it. ``F_a`` grows with ``T``. Hence every layout costs at least
+maximises it. ``F_a`` grows with ``T``. Hence every layout with ``j`` packed slots costs at least
 
-    T* = min { T >= G : S_a <= F_a(T) for a = 1 .. C }       wavefronts per load.
+    T*(G_j) = min { T >= G_j : S_a <= F_a(T) for a = 1 .. C }   wavefronts per load,
 
-Conversely, for ``T = T*`` and the balanced ``L_q``, the conditions ``S_a <= F_a`` are exactly the
-min-cut conditions (over class sets ``A``: ``sum_{g in A} n_g <= sum_q min(m, |A| L_q)``; the
-worst set of size ``a`` is the ``a`` largest classes) of the flow network source -> class
-(capacity ``n_g``) -> group (capacity ``L_q``) -> sink (capacity ``m``). So an integral flow of
-value ``n`` exists (max-flow min-cut, integrality), and placing ``c_{g,q}`` = flow gives a layout
-of cost ``<= T*``. The bound is therefore *tight*: ``optimal`` always meets it (gap 0) for the
-row-spread mapping. The construction is a vectorised water-filling (fill each group with the
-classes of largest remaining count, at most ``L_q`` each); a row where it falls short is solved
-by the max-flow itself (``scipy.sparse.csgraph.maximum_flow``), and the result is checked.
+and every layout at least ``min_j T*(G_j)`` over the ``j`` with ``n <= G_j m``
+(:func:`packed_lower_bound`; without packing, ``W = 1``, only ``j = 0``).
+
+Conversely, for ``T = T*(G_j)`` and the balanced ``L_q``, the conditions ``S_a <= F_a`` are
+exactly the min-cut conditions (over class sets ``A``: ``sum_{g in A} n_g <= sum_q min(m, |A|
+L_q)``; the worst set of size ``a`` is the ``a`` largest classes) of the flow network source ->
+class (capacity ``n_g``) -> group (capacity ``L_q``) -> sink (capacity ``m``). So an integral
+flow of value ``n`` exists (max-flow min-cut, integrality), and placing ``c_{g,q}`` = flow gives
+a layout of cost ``<= T*(G_j)``: unpacked groups on the ``m`` lanes of their phase, packed
+groups on the even lanes of their half (``W = 4``) or warp (``W = 2``), one real lane per pair.
+An unpacked slot that happens to have at most one real lane per pair is read packed too, which
+never costs more (a merged phase is the union of two). The bound is therefore *tight*:
+``optimal`` (with the ``j`` that minimises ``T*``, the fewest such) always meets it (gap 0) for
+the row-spread mapping; a row where packing gains nothing gets the same layout as without it.
+The construction is a vectorised water-filling (fill each group with the classes of largest
+remaining count, at most ``L_q`` each); a row where it falls short is solved by the max-flow
+itself (``scipy.sparse.csgraph.maximum_flow``), and the result is checked.
 
 The bound depends on the mapping (rows per warp, ``K_j``), not only on the matrix.
 """
@@ -86,6 +103,7 @@ class Geometry:
     lanes_per_phase: int                # m
     phases: int                         # P = width
     classes: int                        # C: bank groups per phase (= m)
+    packed_phases: int                  # P/2: phases of a return-packed slot (0: never packed)
 
     @property
     def n_loads(self) -> int:
@@ -96,7 +114,7 @@ def geometry(batch: int, wide_loads: bool) -> Geometry:
     loads = tuple(access_pattern(batch, wide_loads))
     width = loads[0][0]
     m = banks.lanes_per_phase(width)
-    return Geometry(int(batch), bool(wide_loads), loads, width, m, width, m)
+    return Geometry(int(batch), bool(wide_loads), loads, width, m, width, m, width // 2)
 
 
 def column_classes(cols, batch: int, wide_loads: bool) -> np.ndarray:
@@ -139,6 +157,34 @@ def row_lower_bound(counts: np.ndarray, groups: np.ndarray, lanes: int) -> np.nd
         hi = np.where(good, mid, hi)
         lo = np.where(good, lo, mid + 1)
     return lo
+
+
+def packed_lower_bound(counts: np.ndarray, slots: np.ndarray, g: Geometry
+                       ) -> tuple[np.ndarray, np.ndarray]:
+    """Least wavefronts per load of each row when slots may be return-packed, and the fewest
+    packed slots that reach it: ``(T, j)``, both (rows,) int64 (module docstring).
+
+    ``counts``: (rows, C) distinct columns per class; ``slots``: (rows,) ``k``. A row with
+    ``j`` packed slots has ``G_j = (k - j) P + j P / 2`` groups of ``m`` lanes; the optimum is
+    ``min_j T*(G_j)`` over the ``j`` whose lanes hold the row (``n <= G_j m``).
+    """
+    counts = np.asarray(counts, dtype=np.int64)
+    k = np.asarray(slots, dtype=np.int64).reshape(-1)
+    P, Q, m = g.phases, g.packed_phases, g.lanes_per_phase
+    best = row_lower_bound(counts, k * P, m)
+    j_best = np.zeros_like(best)
+    if Q == 0:
+        return best, j_best
+    n = counts.sum(axis=1)
+    # a packed slot saves P - Q groups and holds Q m lanes: j <= (k P m - n) / ((P - Q) m)
+    j_max = np.minimum(k, (k * P * m - n) // ((P - Q) * m))
+    for j in range(1, int(j_max.max(initial=0)) + 1):
+        rows = np.flatnonzero(j_max >= j)
+        T = row_lower_bound(counts[rows], k[rows] * P - j * (P - Q), m)
+        better = T < best[rows]
+        best[rows[better]] = T[better]
+        j_best[rows[better]] = j
+    return best, j_best
 
 
 # ----------------------------------------------------------------------------- layouts
@@ -185,22 +231,22 @@ def _by_class(indptr, indices, batch, wide_loads):
     return g, counts, start, order
 
 
-def _water_fill(counts, ks, g: Geometry, caps, rule: str):
+def _water_fill(counts, limit, m: int, caps, rule: str):
     """Choose a class for every (row, position): int8 picks and int32 ranks, -1 = padding.
 
-    rule "greedy": least used class in the current phase, ties to the largest remaining.
+    Positions ``0 .. limit[r] - 1`` of row ``r`` form groups of ``m`` (group ``p // m``).
+    rule "greedy": least used class in the current group, ties to the largest remaining.
     rule "optimal": largest remaining class whose count in the group is below ``caps[r, q]``.
     """
     nr, C = counts.shape
-    m = g.lanes_per_phase
-    npos = int(ks.max(initial=0)) * WARP
+    limit = np.asarray(limit, dtype=np.int64)
+    npos = int(limit.max(initial=0))
     rem = counts.astype(np.int32).copy()
     taken = np.zeros_like(rem)
     used = np.zeros_like(rem)
     picks = np.full((nr, npos), -1, dtype=np.int8)
     ranks = np.zeros((nr, npos), dtype=np.int32)
     ar = np.arange(nr)
-    limit = ks * WARP
     big = int(counts.max(initial=0)) + 1
     for p in range(npos):
         if p % m == 0:
@@ -274,23 +320,50 @@ def _assemble(indptr, order, start, picks, ranks, ks):
 def _greedy_many(indptr, indices, ks, *, batch, wide_loads, rng):
     ks = np.asarray(ks, dtype=np.int64)
     g, counts, start, order = _by_class(indptr, indices, batch, wide_loads)
-    picks, ranks, _ = _water_fill(counts, ks, g, None, "greedy")
+    picks, ranks, _ = _water_fill(counts, ks * WARP, g.lanes_per_phase, None, "greedy")
     return _assemble(indptr, order, start, picks, ranks, ks)
+
+
+def _group_lanes(ks, j, g: Geometry, npos: int) -> np.ndarray:
+    """Lane position (``slot * 32 + lane``) of every group position of each row, or -1: (rows,
+    npos). The row's ``k - j`` unpacked slots come first, ``P`` groups of ``m`` lanes each;
+    then ``j`` packed slots, ``P / 2`` groups each, whose position ``i`` is the even lane
+    ``2 i`` of its half (``2 m`` lanes; the odd partner is padding that copies it)."""
+    P, Q, m = g.phases, g.packed_phases, g.lanes_per_phase
+    v = np.arange(npos, dtype=np.int64)[None, :]
+    q, i = v // m, v % m
+    plain = (ks - j)[:, None] * P
+    lane = np.where(q < plain, v, 0)
+    if Q:
+        qp = q - plain
+        slot = (ks - j)[:, None] + qp // Q
+        lane = np.where(q < plain, lane, slot * WARP + (qp % Q) * 2 * m + 2 * i)
+    G = plain[:, 0] + j * Q
+    return np.where(q < G[:, None], lane, -1)
 
 
 def _optimal_many(indptr, indices, ks, *, batch, wide_loads, rng):
     ks = np.asarray(ks, dtype=np.int64)
     g, counts, start, order = _by_class(indptr, indices, batch, wide_loads)
-    G = ks * g.phases
-    T = row_lower_bound(counts, G, g.lanes_per_phase)
+    m = g.lanes_per_phase
+    T, j = packed_lower_bound(counts, ks, g)
+    G = ks * g.phases - j * (g.phases - g.packed_phases)
     q = np.arange(int(G.max(initial=0)))
-    L = (T // G)[:, None] + (q[None, :] < (T % G)[:, None])  # balanced, larger groups first
-    picks, ranks, rem = _water_fill(counts, ks, g, L, "optimal")
+    L = (T // np.maximum(G, 1))[:, None] + (q[None, :] < (T % np.maximum(G, 1))[:, None])
+    picks, ranks, rem = _water_fill(counts, G * m, m, L, "optimal")
     for r in np.flatnonzero(rem.sum(axis=1) > 0):  # water-filling fell short: exact max-flow
-        got = _flow_picks(counts[r], L[r, :G[r]], g.lanes_per_phase, picks.shape[1])
+        got = _flow_picks(counts[r], L[r, :G[r]], m, picks.shape[1])
         if got is None:  # cannot happen if the bound is right; never return a wrong layout
             raise AssertionError(f"optimal layout: no flow meets the bound for row {r}")
         picks[r], ranks[r] = got
+    if j.any():  # group positions -> lanes (the identity for rows without a packed slot)
+        lane = _group_lanes(ks, j, g, picks.shape[1])
+        out_p = np.full((ks.size, int(ks.max(initial=0)) * WARP), -1, dtype=np.int8)
+        out_r = np.zeros(out_p.shape, dtype=np.int32)
+        rr, vv = np.nonzero(lane >= 0)
+        out_p[rr, lane[rr, vv]] = picks[rr, vv]
+        out_r[rr, lane[rr, vv]] = ranks[rr, vv]
+        picks, ranks = out_p, out_r
     return _assemble(indptr, order, start, picks, ranks, ks)
 
 
@@ -349,7 +422,7 @@ class LayoutReport:
     batch: int
     wide_loads: bool
     wavefronts: np.ndarray             # int64 (n_warps, S, n_loads)
-    conflicts: np.ndarray              # int64 (n_warps, S, n_loads): wavefronts - phases
+    conflicts: np.ndarray              # int64 (n_warps, S, n_loads): wavefronts - active phases
     per_row_wavefronts: np.ndarray     # int64 (n_rows,)
     per_row_conflicts: np.ndarray      # int64 (n_rows,)
     per_row_lower_bound: np.ndarray    # int64 (n_rows,) wavefronts
@@ -358,7 +431,7 @@ class LayoutReport:
     total_wavefronts: int
     total_conflicts: int
     lower_bound_wavefronts: int
-    ideal_wavefronts: int              # one per phase: no conflict at all
+    ideal_wavefronts: int              # one per phase (packed or not): no conflict at all
 
     @property
     def ratio_to_bound(self) -> float:
@@ -370,28 +443,34 @@ class LayoutReport:
 
     @property
     def lower_bound_conflicts(self) -> int:
-        return self.lower_bound_wavefronts - self.ideal_wavefronts
+        """Conflicts counted against this layout's own ideal at the bound (at least 0; with
+        return packing a layout of fewer phases can need fewer wavefronts than this layout's
+        conflict-free count). For a layout that meets the bound: its conflicts."""
+        return max(0, self.lower_bound_wavefronts - self.ideal_wavefronts)
 
 
-_CHUNK_LANES = 1 << 22  # lanes analysed per call of banks.wavefronts (memory bound only)
+_CHUNK_LANES = 1 << 22  # lanes analysed per call of banks.cost (memory bound only)
 
 
-def _wavefront_table(words_per_load, widths) -> np.ndarray:
+def _wavefront_table(words_per_load, widths) -> tuple[np.ndarray, np.ndarray]:
+    """Wavefronts and bank conflicts (:func:`kernels_ir.banks.cost`) of every load: two int64
+    arrays ``(n_warps, S, n_loads)``."""
     n_warps, S, _ = words_per_load[0].shape
     wf = np.zeros((n_warps, S, len(widths)), dtype=np.int64)
+    conf = np.zeros_like(wf)
     step = max(1, _CHUNK_LANES // max(1, S * WARP))
     for i, (words, width) in enumerate(zip(words_per_load, widths, strict=True)):
         for w0 in range(0, n_warps, step):
-            wf[w0:w0 + step, :, i] = banks.wavefronts(words[w0:w0 + step], width)
-    return wf
+            wf[w0:w0 + step, :, i], conf[w0:w0 + step, :, i] = banks.cost(
+                words[w0:w0 + step], width)
+    return wf, conf
 
 
 def analyse(mapping: Mapping, batch: int, wide_loads: bool) -> LayoutReport:
-    """Charge every shared load of ``mapping`` with :func:`kernels_ir.banks.wavefronts`."""
+    """Charge every shared load of ``mapping`` with :func:`kernels_ir.banks.cost`."""
     g = geometry(batch, wide_loads)
     words = slot_word_addresses(mapping, batch, wide_loads)
-    wf = _wavefront_table(words, [w for w, _ in g.loads])
-    conf = wf - g.phases
+    wf, conf = _wavefront_table(words, [w for w, _ in g.loads])
     slot_rows = mapping.slot_rows  # (n_warps, S)
     per_slot = wf.sum(axis=2)
     n_rows = mapping.n_rows
@@ -406,8 +485,8 @@ def analyse(mapping: Mapping, batch: int, wide_loads: bool) -> LayoutReport:
     keep = ~mapping.pad
     counts = np.bincount((key + cls)[keep], minlength=mapping.n_warps * R * g.classes)
     counts = counts.reshape(mapping.n_warps * R, g.classes)
-    G = np.tile(np.asarray(mapping.slots, dtype=np.int64) * g.phases, mapping.n_warps)
-    T = row_lower_bound(counts, G, g.lanes_per_phase) * g.n_loads
+    ks = np.tile(np.asarray(mapping.slots, dtype=np.int64), mapping.n_warps)
+    T = packed_lower_bound(counts, ks, g)[0] * g.n_loads
     rid = mapping.row_ids.reshape(-1)
     per_row_lb = np.zeros(n_rows, dtype=np.int64)
     per_row_lb[rid[rid >= 0]] = T[rid >= 0]
@@ -418,7 +497,7 @@ def analyse(mapping: Mapping, batch: int, wide_loads: bool) -> LayoutReport:
         per_row_lower_bound=per_row_lb,
         per_warp_wavefronts=wf.sum(axis=(1, 2)), per_warp_conflicts=conf.sum(axis=(1, 2)),
         total_wavefronts=int(wf.sum()), total_conflicts=int(conf.sum()),
-        lower_bound_wavefronts=int(T.sum()), ideal_wavefronts=int(wf.size * g.phases))
+        lower_bound_wavefronts=int(T.sum()), ideal_wavefronts=int((wf - conf).sum()))
 
 
 # ------------------------------------------------------------------- one row per lane mapping
@@ -434,10 +513,13 @@ def analyse_row_per_lane(U, *, n_ctas: int, warps_per_cta: int, batch: int, wide
     (column order), "random", "greedy" (slot by slot, each lane in turn takes its nonzero whose
     class is least used in the (slot, phase) so far), "optimal" (here: the greedy order, with the
     gap to the bound reported; an exact construction is not implemented for this mapping).
-    Lower bound per (block, phase): ``max(K, distinct columns of the fullest class)``, since
-    every slot costs at least one wavefront and each distinct word needs one wavefront of its
-    bank. ``per_row_*`` arrays are indexed by row of ``U`` (per-row wavefronts are the lane's
-    share: the slot costs of the row's phase split evenly are not defined, so they are zeros).
+    Lower bound per (block, packing group), a group being the lanes one return-packed phase
+    serves (a half warp for 128-bit loads, the warp for 64- and 32-bit ones):
+    ``max(K, distinct columns of the fullest class in the group's lanes)``, since every slot
+    costs such a group at least one wavefront, packed or not, and each distinct word needs one
+    wavefront of its bank. ``per_row_*`` arrays are indexed by row of ``U`` (per-row wavefronts
+    are the lane's share: the slot costs of the row's phase split evenly are not defined, so
+    they are zeros).
     """
     from .mapping import _as_csr, _fill_padding_columns, _positive
 
@@ -459,13 +541,17 @@ def analyse_row_per_lane(U, *, n_ctas: int, warps_per_cta: int, batch: int, wide
     cols = np.zeros((n_warps, S, WARP), dtype=np.int64)
     pad = np.ones((n_warps, S, WARP), dtype=bool)
     lb = 0
+    # lower bound per packing group: a pair of phases (half warp, 128 bits), the warp (64 and 32
+    # bits); every slot costs such a group at least one wavefront, packed or not
+    n_groups = g.packed_phases or g.phases
+    group_lanes = WARP // n_groups
     for j in range(rounds):
         off = sum(K[:j])
         for w in range(n_warps):
             b = j * n_warps + w
             rows = order[b * WARP:(b + 1) * WARP]
             if rows.size == 0:
-                lb += K[j] * g.phases
+                lb += K[j] * n_groups
                 continue
             lane_cols = [M.indices[M.indptr[r]:M.indptr[r + 1]].astype(np.int64) for r in rows]
             placed = _row_per_lane_block(lane_cols, K[j], g, layout, rng)
@@ -474,8 +560,8 @@ def analyse_row_per_lane(U, *, n_ctas: int, warps_per_cta: int, batch: int, wide
                     if c >= 0:
                         cols[w, off + s, lane] = c
                         pad[w, off + s, lane] = False
-            for p in range(g.phases):
-                lanes = range(p * g.lanes_per_phase, (p + 1) * g.lanes_per_phase)
+            for p in range(n_groups):
+                lanes = range(p * group_lanes, (p + 1) * group_lanes)
                 allc = np.unique(np.concatenate(
                     [lane_cols[i] for i in lanes if i < len(lane_cols)] + [np.zeros(0, int)]))
                 worst = np.bincount(column_classes(allc, batch, wide_loads),
@@ -483,15 +569,14 @@ def analyse_row_per_lane(U, *, n_ctas: int, warps_per_cta: int, batch: int, wide
                 lb += max(K[j], int(worst))
     _fill_padding_columns(cols, pad)
     words = [cols * g.batch + o for _, o in g.loads]
-    wf = _wavefront_table(words, [w for w, _ in g.loads])
-    conf = wf - g.phases
+    wf, conf = _wavefront_table(words, [w for w, _ in g.loads])
     zeros = np.zeros(n_rows, dtype=np.int64)
     return LayoutReport(
         layout=layout, batch=g.batch, wide_loads=g.wide_loads, wavefronts=wf, conflicts=conf,
         per_row_wavefronts=zeros, per_row_conflicts=zeros, per_row_lower_bound=zeros,
         per_warp_wavefronts=wf.sum(axis=(1, 2)), per_warp_conflicts=conf.sum(axis=(1, 2)),
         total_wavefronts=int(wf.sum()), total_conflicts=int(conf.sum()),
-        lower_bound_wavefronts=int(lb * g.n_loads), ideal_wavefronts=int(wf.size * g.phases))
+        lower_bound_wavefronts=int(lb * g.n_loads), ideal_wavefronts=int((wf - conf).sum()))
 
 
 def _row_per_lane_block(lane_cols, k, g: Geometry, layout: str, rng) -> list[list[int]]:

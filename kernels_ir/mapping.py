@@ -163,12 +163,23 @@ def _deal(nnz: np.ndarray, n_warps: int):
 def _fill_padding_columns(cols: np.ndarray, pad: np.ndarray) -> None:
     """Give every padding lane a column that adds no wavefront (in place).
 
-    A padding lane copies the column of the first real lane of its quarter-warp, else of its
-    half-warp, else of its warp: that word is already read in the lane's phase for every access
-    width (phases are quarter, half or whole warps), so it costs nothing. A slot with no real lane
-    reads column 0 in every lane: one wavefront per phase, the minimum for an executed load.
+    In a slot with at most one real lane in every lane pair ``(l, l ^ 1)``, a padding lane whose
+    partner is real copies the partner's column, so that every pair reads one address and a
+    64/128-bit load is return-packed (:mod:`kernels_ir.banks`; with real lanes placed from the
+    start of each quarter-warp, as every layout but a packed "optimal" slot does, this is the
+    column the next rule gives). Every other padding lane copies the column of the first real
+    lane of its quarter-warp, else of its half-warp, else of its warp: that word is already
+    read in the lane's phase for every access width (phases are quarter, half or whole warps),
+    so it costs nothing. A slot with no real lane reads column 0 in every lane: one wavefront
+    per phase, the minimum for an executed load.
     """
     todo = pad.copy()
+    partner = np.arange(WARP) ^ 1
+    real = ~pad
+    packable = ~(real & real[..., partner]).any(axis=-1, keepdims=True)
+    t = todo & real[..., partner] & packable
+    cols[t] = cols[..., partner][t]
+    todo &= ~t
     lead = cols.shape[:-1]
     for size in (WARP // _WIDEST_WORDS, WARP // 2, WARP):
         c = cols.reshape(*lead, WARP // size, size)

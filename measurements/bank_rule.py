@@ -4,11 +4,14 @@
     PYTHONPATH=. python3 measurements/bank_rule.py --out $OUT --limit 30 --budget-s 90  # smoke
     python3 measurements/bank_rule.py --analyse measurements/h100/bank_rule.json   # no GPU
 
-``kernels_ir.banks`` charges a ``w``-word shared access ``w`` phases of ``32 / w`` lanes, each as
-many wavefronts as its busiest bank has distinct words. Nsight Compute agrees with it on the
+``kernels_ir.banks`` charged a ``w``-word shared access ``w`` phases of ``32 / w`` lanes, each as
+many wavefronts as its busiest bank has distinct words. Nsight Compute agreed with it on the
 campaign's loads, but not everywhere: 128-bit gathers of the optimal layout on other layers, and
 the h staging's ``STS.128`` (contiguous, conflict-free by that rule) at hidden 2304. This record
-measures the rule directly: every pattern of ``kernels_ir.kernels.bank_probe.catalogue()`` (about
+measures the rule directly (the H100 record, ``measurements/h100/bank_rule.json``, showed that
+64/128-bit *loads* are return-packed: lane pairs on one address merge two lane phases into one;
+``kernels_ir.banks`` now matches all 344 usable patterns; the staging stores are conflict-free
+in isolation): every pattern of ``kernels_ir.kernels.bank_probe.catalogue()`` (about
 350: the kernels' own accesses, structured, masked and random ones, and noise controls) is one
 kernel launch that executes that one warp instruction ``repeats`` times, and Nsight Compute
 counts that launch's shared wavefronts, bank conflicts (by type), bank reads / writes and
@@ -48,7 +51,9 @@ Nsight values), ``bank_rule_ncu_raw.csv`` (every ncu log), ``bank_rule_sass.txt`
 ``--analyse FILE`` (no GPU): per pattern, the measured per-instruction values (counter /
 repeats) against ``kernels_ir.banks`` and against candidate rules (:data:`WAVEFRONT_RULES`,
 :data:`IDEAL_RULES`), for the wavefront counter and the conflict counter separately, by op and
-width; prints the rules that match every pattern (or the closest and its mismatches).
+width; prints the rules that match every pattern (or the closest and its mismatches), the
+patterns ``kernels_ir.banks`` misses (:data:`KNOWN_EXCEPTIONS`: none) and those where the lane
+phases alone (the rule before the record, :data:`BEFORE`) miss.
 """
 
 from __future__ import annotations
@@ -339,9 +344,9 @@ def measure(out: str, argv: list, budget_s: float = BUDGET_S, chunk: int = CHUNK
             kernels[key] = (k.name, kernel_fingerprint(k))
         d = p.to_dict()
         w, a = p.words_array, p.active_array
+        wf, cf = banks.cost(w, p.width, a, p.op)
         d.update(kernel=kernels[key][0], repeats=p.repeats,
-                 model={"wavefronts": int(banks.wavefronts(w, p.width, a)),
-                        "conflicts": int(banks.bank_conflicts(w, p.width, a))})
+                 model={"wavefronts": int(wf), "conflicts": int(cf)})
         records.append(d)
     res = {"format_version": FORMAT_VERSION, "provenance": prov,
            "constants": {"ncu_repeats": bp.NCU_REPEATS, "noise_repeats": bp.NOISE_REPEATS,
@@ -522,9 +527,36 @@ def wf_pair_pack(words, active, width) -> int:
     return total
 
 
+def _return_packed(words, active, width) -> bool:
+    """Every lane pair ``(l, l ^ 1)``, or every pair ``(l, l ^ 2)``, whose lanes are both active
+    reads one address (64/128 bits only)."""
+    return width > 1 and any(
+        all(not (active[lane] and active[lane ^ x]) or words[lane] == words[lane ^ x]
+            for lane in range(32)) for x in (1, 2))
+
+
+def _packed_phases(words, active, width) -> list[range]:
+    lanes = 64 // width if _return_packed(words, active, width) else 32 // width
+    return _phases(width, lanes)
+
+
+def wf_return_packed(words, active, width) -> int:
+    """Lane phases, but a return-packed access (:func:`_return_packed`) has phases of twice
+    the lanes: the whole warp for 64 bits, half warps for 128 bits (the cc 7.x rule of NVIDIA's
+    developer forum thread 77228, "4 requests per LDS.128 reduce to 2")."""
+    return sum(_max_distinct(_words_of(words, active, width, ph))
+               for ph in _packed_phases(words, active, width))
+
+
 def ideal_active_phases(words, active, width) -> int:
-    """``kernels_ir.banks``: lane phases with an active lane."""
+    """Lane phases with an active lane (``kernels_ir.banks`` for stores)."""
     return sum(bool(active[list(ph)].any()) for ph in _phases(width, 32 // width))
+
+
+def ideal_packed_phases(words, active, width) -> int:
+    """Phases of :func:`wf_return_packed` with an active lane (``kernels_ir.banks`` for
+    loads)."""
+    return sum(bool(active[list(ph)].any()) for ph in _packed_phases(words, active, width))
 
 
 def ideal_width(words, active, width) -> int:
@@ -549,11 +581,16 @@ def ideal_one(words, active, width) -> int:
 WAVEFRONT_RULES: dict[str, Callable] = {
     "lane_phase": wf_lane_phase, "half_warp": wf_half_warp, "warp": wf_warp,
     "in_order": wf_in_order, "in_order_phase": wf_in_order_phase, "addr_phase": wf_addr_phase,
-    "pair_pack": wf_pair_pack}
+    "pair_pack": wf_pair_pack, "return_packed": wf_return_packed}
 IDEAL_RULES: dict[str, Callable] = {
-    "active_phases": ideal_active_phases, "width": ideal_width, "data": ideal_data,
-    "lanes": ideal_lanes, "one": ideal_one}
-MODEL = ("lane_phase", "active_phases")   # what kernels_ir.banks computes
+    "active_phases": ideal_active_phases, "packed_phases": ideal_packed_phases,
+    "width": ideal_width, "data": ideal_data, "lanes": ideal_lanes, "one": ideal_one}
+# what kernels_ir.banks computes, per op (loads are return-packed, stores never), and the rule
+# it computed before this record (lane phases for every op)
+MODEL = {"ld": ("return_packed", "packed_phases"), "st": ("lane_phase", "active_phases")}
+BEFORE = ("lane_phase", "active_phases")
+# usable patterns of measurements/h100/bank_rule.json that kernels_ir.banks does not match
+KNOWN_EXCEPTIONS: tuple[str, ...] = ()
 
 
 def measured(p: dict, key: str = "ncu") -> dict | None:
@@ -589,12 +626,24 @@ def sass_measured(p: dict) -> dict | None:
 
 
 def predict(p: dict) -> dict:
-    """Every candidate's wavefronts and ideal for a pattern record."""
+    """Every candidate's wavefronts and ideal for a pattern record, and ``kernels_ir.banks``'
+    ``(wavefronts, conflicts)`` (``banks``)."""
+    from kernels_ir import banks
+
     words = np.asarray(p["words"], dtype=np.int64)
     active = np.asarray(p["active"], dtype=bool)
     w = int(p["width"])
+    wf, cf = banks.cost(words, w, active, p["op"])
     return {"wf": {k: f(words, active, w) for k, f in WAVEFRONT_RULES.items()},
-            "ideal": {k: f(words, active, w) for k, f in IDEAL_RULES.items()}}
+            "ideal": {k: f(words, active, w) for k, f in IDEAL_RULES.items()},
+            "banks": (int(wf), int(cf))}
+
+
+def banks_misses(a: dict) -> list[str]:
+    """Names of the usable patterns of :func:`analyse`'s result whose wavefronts or conflicts
+    ``kernels_ir.banks`` does not reproduce."""
+    return [p["name"] for p, m, pr in a["usable"]
+            if pr["banks"] != (m["wavefronts"], m["conflicts"])]
 
 
 def analyse(record: dict) -> dict:
@@ -629,8 +678,10 @@ def analyse(record: dict) -> dict:
             "n": 0, "wf": dict.fromkeys(WAVEFRONT_RULES, 0),
             "ideal": dict.fromkeys(IDEAL_RULES, 0),
             "conflicts": {(a, b): 0 for a in WAVEFRONT_RULES for b in IDEAL_RULES},
-            "first_miss": {}})
+            "first_miss": {}, "banks_wf": 0, "banks_conflicts": 0})
         g["n"] += 1
+        g["banks_wf"] += pred["banks"][0] == meas["wavefronts"]
+        g["banks_conflicts"] += pred["banks"][1] == meas["conflicts"]
         for a, v in pred["wf"].items():
             g["wf"][a] += v == meas["wavefronts"]
         for b, v in pred["ideal"].items():
@@ -661,11 +712,18 @@ def report(record: dict, show: int = 8) -> dict:
           f"{len(a['excluded'])} excluded, {len(a['noise'])} noise runs")
     for p, _meas, why in a["excluded"][:show]:
         print(f"  excluded {p['name']}: {why}")
-    model_c = sum(m["conflicts"] == pr["wf"][MODEL[0]] - pr["ideal"][MODEL[1]]
-                  for _, m, pr in a["usable"])
-    model_w = sum(m["wavefronts"] == pr["wf"][MODEL[0]] for _, m, pr in a["usable"])
-    print(f"kernels_ir.banks: conflicts match {model_c}/{len(a['usable'])}, wavefronts "
-          f"{model_w}/{len(a['usable'])}")
+    n = len(a["usable"])
+    model_w = sum(m["wavefronts"] == pr["banks"][0] for _, m, pr in a["usable"])
+    model_c = sum(m["conflicts"] == pr["banks"][1] for _, m, pr in a["usable"])
+    before_w = sum(m["wavefronts"] == pr["wf"][BEFORE[0]] for _, m, pr in a["usable"])
+    before_c = sum(m["conflicts"] == pr["wf"][BEFORE[0]] - pr["ideal"][BEFORE[1]]
+                   for _, m, pr in a["usable"])
+    print(f"kernels_ir.banks: conflicts match {model_c}/{n}, wavefronts {model_w}/{n} "
+          f"(lane phases for every op, the rule before this record: conflicts {before_c}/{n}, "
+          f"wavefronts {before_w}/{n})")
+    misses = banks_misses(a)
+    print("  patterns kernels_ir.banks does not match: " + (", ".join(misses) or "none")
+          + f" (known exceptions: {', '.join(KNOWN_EXCEPTIONS) or 'none'})")
     for (op, width), g in sorted(a["groups"].items()):
         print(f"\n== {op.upper()} {32 * width}-bit: {g['n']} patterns")
         print("  wavefront counter:  " + ", ".join(f"{k} {v}" for k, v in g["wf"].items()))
@@ -682,14 +740,26 @@ def report(record: dict, show: int = 8) -> dict:
         print("  wavefront counter matched by every pattern: "
               + (", ".join(g["wf_all"]) or f"none (closest {best}: {nbest})"))
         print("  Nsight ideal matched by every pattern: " + (", ".join(g["ideal_all"]) or "none"))
-        misses = [(p, m, pr) for p, m, pr in a["usable"]
-                  if (p["op"], int(p["width"])) == (op, width)
-                  and m["conflicts"] != pr["wf"][MODEL[0]] - pr["ideal"][MODEL[1]]]
-        for p, m, pr in misses[:show]:
+        print(f"  kernels_ir.banks ({' - '.join(MODEL[op])}): wavefronts "
+              f"{g['banks_wf']}/{g['n']}, conflicts {g['banks_conflicts']}/{g['n']}")
+        rows = [(p, m, pr) for p, m, pr in a["usable"]
+                if (p["op"], int(p["width"])) == (op, width)]
+        for p, m, pr in [r for r in rows if r[2]["banks"] != (r[1]["wavefronts"],
+                                                               r[1]["conflicts"])][:show]:
             print(f"    model miss {p['name']}: Nsight wf {m['wavefronts']:g} conflicts "
-                  f"{m['conflicts']:g}; banks wf {pr['wf'][MODEL[0]]} conflicts "
-                  f"{pr['wf'][MODEL[0]] - pr['ideal'][MODEL[1]]}; "
-                  f"warp {pr['wf']['warp']}, in_order {pr['wf']['in_order']}")
+                  f"{m['conflicts']:g}; banks wf {pr['banks'][0]} conflicts {pr['banks'][1]}")
+        changed = [(p, m, pr) for p, m, pr in rows
+                   if (pr["wf"][BEFORE[0]], pr["wf"][BEFORE[0]] - pr["ideal"][BEFORE[1]])
+                   != pr["banks"]]
+        for p, m, pr in changed[:show]:
+            print(f"    lane phases miss, banks matches: {p['name']}: Nsight wf "
+                  f"{m['wavefronts']:g} conflicts {m['conflicts']:g}; lane phases wf "
+                  f"{pr['wf'][BEFORE[0]]} conflicts "
+                  f"{pr['wf'][BEFORE[0]] - pr['ideal'][BEFORE[1]]}"
+                  if pr["banks"] == (m["wavefronts"], m["conflicts"]) else
+                  f"    lane phases and banks differ: {p['name']}")
+        if len(changed) > show:
+            print(f"    ... and {len(changed) - show} more where lane phases and banks differ")
     if a["kernel"]:
         print("\n== the kernels' own accesses (Nsight conflicts vs kernels_ir.banks)")
         by: dict = {}
@@ -698,7 +768,7 @@ def report(record: dict, show: int = 8) -> dict:
             e = by.setdefault(src, [0, 0, 0])
             e[0] += 1
             e[1] += m["conflicts"]
-            e[2] += pr["wf"][MODEL[0]] - pr["ideal"][MODEL[1]]
+            e[2] += pr["banks"][1]
         for src, (n, cm, cb) in sorted(by.items()):
             print(f"  {src:40s} {n:3d} patterns: Nsight {cm:7g} conflicts, model {cb:7d}")
     sass = [(p, m, predict(p), measured(p)) for p in record["patterns"]

@@ -1,11 +1,12 @@
 """The shared-memory pipe of each SM (one hardware unit).
 
 Every LDS/STS of a warp costs :func:`kernels_ir.banks.wavefronts` wavefronts (the same function
-the layout study uses); the SM's pipe serves ``smem_wavefronts_per_cycle`` wavefronts per cycle,
-first come first served (FIFO per SM in order of issue; warps of one SM re-synchronise at every
-CTA barrier, so the FIFO order is close to the hardware's); the data is ready
-``smem_latency_cycles`` after the last wavefront. Bank conflicts (wavefronts beyond one per
-active phase) are counted per static instruction and per warp.
+the layout study uses, with the op's rule: loads can be return-packed, stores not); the SM's
+pipe serves ``smem_wavefronts_per_cycle`` wavefronts per cycle, first come first served (FIFO
+per SM in order of issue; warps of one SM re-synchronise at every CTA barrier, so the FIFO
+order is close to the hardware's); the data is ready ``smem_latency_cycles`` after the last
+wavefront. Bank conflicts (wavefronts beyond one per active phase,
+:func:`kernels_ir.banks.cost`) are counted per static instruction and per warp.
 
 Global loads (``LDG``, polls) pass two L1TEX stages of the SM, both counted in distinct
 128-byte lines the warp's active lanes touch (:func:`lines`), whatever the sectors or bytes per
@@ -32,7 +33,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels_ir.banks import active_phases, wavefronts
+from kernels_ir.banks import cost as bank_cost
 
 from .l2 import BucketServer
 
@@ -58,8 +59,10 @@ class SharedPipe:
         self.returns = BucketServer(n_sms, 1.0 / self.rate)
         self.tags = BucketServer(n_sms, 1.0)
 
-    def cost(self, sid: int, words: np.ndarray, active: np.ndarray, width: int) -> tuple:
-        """(wavefronts, conflicts) per warp of all warps for this access (cached)."""
+    def cost(self, sid: int, words: np.ndarray, active: np.ndarray, width: int,
+             op: str = "ld") -> tuple:
+        """(wavefronts, conflicts) per warp of all warps for this access (cached; ``op`` "ld"
+        or "st" is fixed per static instruction)."""
         entries = self._cache.setdefault(sid, [])
         corner = (words[0, 0], words[-1, -1])
         for i, (c, w, a, wf, bc) in enumerate(entries):
@@ -67,16 +70,15 @@ class SharedPipe:
                 if i:
                     entries.insert(0, entries.pop(i))
                 return wf, bc
-        wf = wavefronts(words, width, active)
-        bc = wf - active_phases(width, active, words.shape[:-1])
+        wf, bc = bank_cost(words, width, active, op)
         entries.insert(0, (corner, words.copy(), active.copy(), wf, bc))
         del entries[CACHE_PER_INSTR:]
         return wf, bc
 
     def access(self, sid: int, issue: np.ndarray, warps: np.ndarray, sm: np.ndarray,
-               words: np.ndarray, active: np.ndarray, width: int) -> np.ndarray:
+               words: np.ndarray, active: np.ndarray, width: int, op: str = "ld") -> np.ndarray:
         """Per-warp cycle at which the data is ready (loads) / the access is done (stores)."""
-        wf_all, bc_all = self.cost(sid, words, active, width)
+        wf_all, bc_all = self.cost(sid, words, active, width, op)
         wf, bc = wf_all[warps], bc_all[warps]
         self.wavefronts[sid] += int(wf.sum())
         self.conflicts[sid] += int(bc.sum())

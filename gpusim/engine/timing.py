@@ -266,7 +266,8 @@ class _Timing:
             self._write(st, ws, full, issue_f + st.lat, ISSUE)
         elif kind in ("lds", "sts"):
             words = flat - self.smem_base
-            done = self.smem.access(sid, issue_f, ws, self.sm, words, m.arr, st.width)
+            done = self.smem.access(sid, issue_f, ws, self.sm, words, m.arr, st.width,
+                                    "ld" if kind == "lds" else "st")
             if kind == "lds":
                 self._write(st, ws, full, done, SMEM)
         elif kind in ("ldg", "poll"):

@@ -72,10 +72,18 @@ def test_padding_adds_no_wavefront():
         for (width, _), words in zip(access_pattern(batch, wide),
                                      slot_word_addresses(m, batch, wide), strict=True):
             with_pad = banks.wavefronts(words, width)
+            packed = banks.packed(words, width)
             active = ~m.pad
-            real_only = banks.wavefronts(words, width, active)
-            empty_phases = width - banks.active_phases(width, active, words.shape[:-1])
+            # the real lanes alone, in the same phases: packed loads as loads, the others in
+            # lane phases (as stores, which are never packed)
+            real_only, empty_phases = (np.where(
+                packed, f(words, width, active, "ld"), f(words, width, active, "st"))
+                for f in (banks.wavefronts, banks.ideal_wavefronts))
+            empty_phases = banks.ideal_wavefronts(words, width) - empty_phases
             np.testing.assert_array_equal(with_pad, real_only + empty_phases)
+            # a slot whose real lanes are at most one per lane pair is read packed
+            pairs_ok = ~(active & active[..., np.arange(32) ^ 1]).any(axis=-1)
+            assert np.all(packed[pairs_ok]) or width == 1
 
 
 def test_dense_tiles():
