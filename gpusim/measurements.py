@@ -54,8 +54,8 @@ from kernels_ir.errors import InputError
 __all__ = ["Campaign", "load_campaign", "load_json", "spec_name_for_gpu", "SCHEMAS",
            "PROVENANCE_FIELDS", "CASE_FIELDS", "RESULT_FIELDS", "MICRO_FIELDS", "NCU_FIELDS",
            "BANK_METRICS", "KERNEL_FIELDS", "KERNEL_KINDS", "FORMAT_VERSION", "kernel_fingerprint",
-           "case_fingerprint", "kernel_staleness", "model_fingerprint",
-           "MODEL_SOURCES"]
+           "case_fingerprint", "kernel_staleness", "program_fingerprint", "inputs_fingerprint",
+           "model_fingerprint", "MODEL_SOURCES"]
 
 BANK_METRICS = {
     "conflicts_ld": "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
@@ -95,7 +95,7 @@ RESULT = Obj({"per_step_s": _SECONDS,
               "values_ok": Bool(), "launch_s": _LAUNCH,
               "steps": Seq(Int(1, TIMESTEPS_MAX), length=2)})
 KERNEL = Obj({"cuda_sha256": Str(max_len=64), "ir_sha256": Str(max_len=64),
-              "steps": Int(1, TIMESTEPS_MAX)})
+              "steps": Int(1, TIMESTEPS_MAX)}, {"inputs_sha256": Str(max_len=64)})
 CASE = Obj(
     {"id": _ID, "kind": Str(choices=KINDS), "hidden": Int(1, HIDDEN_MAX),
      "batch": Int(1, BATCH_MAX), "density": Num(DENSITY_MIN, 1.0), "seed": Int(0, SEED_MAX),
@@ -284,19 +284,38 @@ def kernel_fingerprint(kernel) -> dict:
             "ir_sha256": _sha256(format_kernel(kernel))}
 
 
+def inputs_fingerprint(inputs: dict) -> str:
+    """sha256 of a program's input buffers (name, dtype, bytes): the weight layout is input
+    data, not code, so a new layout of the same kernel changes this hash and not the others."""
+    import numpy as np
+
+    h = hashlib.sha256()
+    for name in sorted(inputs):
+        a = np.ascontiguousarray(inputs[name])
+        h.update(name.encode() + b"\0" + str(a.dtype).encode() + b"\0" + a.tobytes())
+    return h.hexdigest()
+
+
+def program_fingerprint(prog, steps: int) -> dict:
+    """:func:`kernel_fingerprint` of ``prog.kernel`` plus ``inputs_sha256`` of its inputs."""
+    return {**kernel_fingerprint(prog.kernel), "inputs_sha256": inputs_fingerprint(prog.inputs),
+            "steps": int(steps)}
+
+
 def case_fingerprint(case: dict, steps: int, spec) -> dict | None:
-    """The fingerprint (``KERNEL_FIELDS``) of a case's kernel at ``steps``; None for the library
-    baselines (cuBLAS / cuSPARSE run no kernel of ours)."""
+    """The fingerprint (``KERNEL_FIELDS`` and ``inputs_sha256``) of a case's program at
+    ``steps``; None for the library baselines (cuBLAS / cuSPARSE run no kernel of ours)."""
     if case["kind"] not in KERNEL_KINDS:
         return None
-    return {**kernel_fingerprint(build_case(case, steps, spec).kernel), "steps": int(steps)}
+    return program_fingerprint(build_case(case, steps, spec), steps)
 
 
 def kernel_staleness(case: dict, spec) -> str | None:
     """Why a recorded kernel case no longer describes today's kernel (None: it still does).
 
     The case's kernel is rebuilt (same layer seed, the recorded ``steps``) and its CUDA source and
-    IR text hashes compared with the recorded ones. A kernel case without a recorded hash (files
+    IR text hashes compared with the recorded ones, and its input buffers (weights in their
+    layout) where the record has ``inputs_sha256``. A kernel case without a recorded hash (files
     of format 1) counts as stale: nothing shows that it ran today's kernel.
     """
     if case["kind"] not in KERNEL_KINDS:
@@ -305,7 +324,8 @@ def kernel_staleness(case: dict, spec) -> str | None:
     if not rec:
         return "no kernel hash recorded (format 1 file)"
     now = case_fingerprint(case, int(rec["steps"]), spec)
-    changed = [k for k in ("cuda_sha256", "ir_sha256") if now[k] != rec[k]]
+    changed = [k for k in ("cuda_sha256", "ir_sha256", "inputs_sha256")
+               if k in rec and now[k] != rec[k]]
     if not changed:
         return None
     return ", ".join(f"{k} {rec[k][:12]} -> {now[k][:12]}" for k in changed)

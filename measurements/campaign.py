@@ -254,11 +254,10 @@ def run_case(c: dict, runner, spec, repeats: int) -> tuple[dict, dict | None]:
     """(result, kernel fingerprint of the timed T = STEPS kernel, None for library baselines)."""
     from gpusim.backends import baselines
     from gpusim.backends.cupy_backend import run_csr_program, run_program
-    from gpusim.measurements import KERNEL_KINDS, kernel_fingerprint
+    from gpusim.measurements import KERNEL_KINDS, program_fingerprint
 
     prog = build_case(c, STEPS, spec)
-    fp = ({**kernel_fingerprint(prog.kernel), "steps": STEPS} if c["kind"] in KERNEL_KINDS
-          else None)
+    fp = program_fingerprint(prog, STEPS) if c["kind"] in KERNEL_KINDS else None
     if c["kind"] in ("sparse_persistent", "dense_persistent"):
         r = run_program(prog, repeats=repeats, warmup=2, seed=c["seed"],
                         short_steps=SHORT_STEPS, spec=spec, runner=runner)
