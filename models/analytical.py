@@ -145,9 +145,13 @@ written) whatever ``dtype``. Per round, cycles:
   FFMAs.
 
 A round costs ``max(chain, L1TEX + the part of the next chunk's fill that the other warps'
-last gathers do not hide, L2, DRAM, issue)``; the first round's fill is never hidden, and there
-the gathers' requests wait at the slices behind every warp's value and index loads (issued
-first). Around the rounds: the prologue (SREG, IMAD, ISETP, IMIN through the INT pipe of the
+last gathers do not hide, L2 + the round trips of the full rows' warps, DRAM, issue)``: warps in
+step issue a round's requests together, so the slices' work adds to the round trips of the
+values/indices and of the gathers. The first round's fill is never hidden, and there the
+gathers' requests wait at the slices behind every warp's value and index loads (issued first);
+the tag stage (at issue) meanwhile takes the gathers of the warps whose indices are back, so the
+first round's L1TEX overlaps that queue: ``max(L1TEX + fill, queue + own gathers)``.
+Around the rounds: the prologue (SREG, IMAD, ISETP, IMIN through the INT pipe of the
 sub-partition's warps, the dependent perm and rowptr loads, B MOVs) and the epilogue
 (:func:`_csr_tail_cycles`: butterfly, x load, FADD and TANH at the SFU pipe rate, the stores'
 acknowledgement). Split L2 (``l2_partitions``): each of a warp's own round trips (perm, rowptr,
@@ -930,18 +934,25 @@ def _csr_row_per_warp(spec, N, R, B, d):
     # the first round starts together: the slices serve every warp's value and index loads
     # (issued first) before any gather's request, whose data come back half a trip later
     vc_phase = np.where(col(vals_dram), req_vc / 2, req_vc) * svc / spec.l2_slices
-    fill = np.where(is_first, np.maximum(fill, rt_cols / 2 + vc_phase / np.maximum(wgt, 1.0)
-                                         + rt_g / 2), fill)
+    queued = rt_cols / 2 + vc_phase / np.maximum(wgt, 1.0) + rt_g / 2
     own = 4 * col(ng) * g_stage(m_crit) + col(Bf) * pipe_f + 1
+    # ... while the tag stage (at issue) takes the gathers of the warps whose indices are back:
+    # the SM's L1TEX work of the first round overlaps that queue
+    first_l1tex = np.maximum(ds + fill, queued + own)
+    fill = np.where(is_first, np.maximum(fill, queued), fill)
     chain = p_any * (fill + own)
-    # a round of many warps: the data stage is busy but for the part of the next round's fill
-    # that the other warps' last gathers (still in the stage) do not hide; the first round's
-    # fill is never hidden
+    # a round of many warps: L1TEX is busy but for the part of the next round's fill that the
+    # other warps' last gathers (still in the stage) do not hide; the first round's fill is
+    # never hidden
     drain = np.maximum(col(W) * p_act - 1.0, 0.0) * g_stage(np.where(p_full > 0.5, WARP,
                                                                      m_end))
     gap = np.where(is_first, fill, np.maximum(0.0, fill - drain))
-    rounds = np.maximum(chain, np.maximum(ds + p_any * gap, np.maximum(l2t, np.maximum(dram,
-                                                                                    issue))))
+    busy = np.where(is_first, p_any * first_l1tex, ds + p_any * gap)
+    # warps in step (full rows): a round's requests reach the slices together, so the slices'
+    # work of a round adds to its round trips (values/indices, then the gathers) instead of
+    # hiding them
+    l2r = l2t + p_full * (rt_cols + rt_g)
+    rounds = np.maximum(chain, np.maximum(busy, np.maximum(l2r, np.maximum(dram, issue))))
     loop = (rounds * wgt).sum(axis=1)
 
     # prologue: 3 SREG, IMAD, ISETP, IMIN (INT, shared by the sub-partition's warps), LDG perm,
@@ -955,8 +966,7 @@ def _csr_row_per_warp(spec, N, R, B, d):
     # x, store) is near or far with even odds. The step ends with the unluckiest of the warps
     # that run the most rounds; a first round bound by the data stage starts with the luckiest
     # warps of the SM instead
-    chain_bound = chain >= np.maximum(ds + p_any * gap, np.maximum(l2t, np.maximum(dram,
-                                                                                 issue)))
+    chain_bound = chain >= np.maximum(busy, np.maximum(l2r, np.maximum(dram, issue)))
     n_chain = (p_any * wgt * chain_bound).sum(axis=1)
     start_chain = ds[idx, first] < chain[idx, first]
     n_crit = np.maximum(1.0, Rf * (1.0 - ndtr((CHUNK * np.maximum(np.ceil(r_max / CHUNK) - 1, 0)
