@@ -125,12 +125,15 @@ Binomial(N, d) (normal, continuity-corrected), so round ``i`` has every row long
 normal); the expected longest row sets the critical warp. The kernel is modelled in fp32 (as
 written) whatever ``dtype``. Per round, cycles:
 
-- the L1TEX data stage of the busiest SM (``W = 8 ceil(ceil(R / 8) / sm_count)`` warps): every
-  global load passes it at ``smem_wavefronts_per_cycle`` lines per cycle, counted in distinct
-  128-byte lines: ``(m + 7) / 8`` for a 16-byte-aligned load of ``m`` lanes, and for a gather the
-  distinct lines of its lanes (:func:`_sorted_distinct`: lanes take every 4th nonzero of a sorted
-  row, so neighbours share a line with the probability their column gap allows); the padding
-  lanes add line 0; perm, rowptr and x add one line each per warp;
+- L1TEX of the busiest SM (``W = 8 ceil(ceil(R / 8) / sm_count)`` warps), the slower of its two
+  stages (as ``gpusim/engine/smem.py``): the tag stage, 4 distinct 128-byte lines per cycle
+  (``(m + 7) / 8`` lines for a 16-byte-aligned load of ``m`` lanes; for a gather the distinct
+  lines of its lanes, :func:`_sorted_distinct`: lanes take every 4th nonzero of a sorted row, so
+  neighbours share a line with the probability their column gap allows; the padding lanes add
+  line 0), and the data stage, ``smem_wavefronts_per_cycle`` bank wavefronts per cycle
+  (``ceil(m / 8)`` for the 16-byte loads; for a gather the expected largest count of its lanes'
+  columns in one of ``32 / gcd(B, 32)`` bank groups, :func:`_gather_wavefronts`); perm, rowptr
+  and x add one line and one wavefront each per warp;
 - the L2 slices (all SMs): the value and index sectors, and the gathers' requests, which with h
   held in L1 (:func:`_resident`, the simulator's smallest-first rule, for L1 and for L2 residency)
   are each SM's first touch of a sector only; with h not in L1 the padding lanes' requests for
@@ -142,12 +145,17 @@ written) whatever ``dtype``. Per round, cycles:
   (``l2_hit_latency_cycles``, + the DRAM latency when not resident; with both arrays in DRAM the
   one FIFO serves every warp's values of the round first), its own value/index lines, the
   gathers' issue, their round trip (``l1_hit_latency_cycles`` once the SM holds every lane's
-  sector, else :func:`l2_latency` over many partition units), its own gather lines, B FFMAs.
+  sector, else :func:`l2_latency` over many partition units), its own gathers' L1TEX cycles, B
+  FFMAs.
 
-A round costs ``max(chain, data stage + the part of the next chunk's fill that the other warps'
-last gathers do not hide, L2, DRAM, issue)``; the first round's fill is never hidden, and there
-the gathers' requests wait at the slices behind every warp's value and index loads (issued
-first). Around the rounds: the prologue (SREG, IMAD, ISETP, IMIN through the INT pipe of the
+A round costs ``max(chain, L1TEX + the part of the next chunk's fill that the other warps'
+last gathers do not hide, L2 + the round trips of the full rows' warps, DRAM, issue)``: warps in
+step issue a round's requests together, so the slices' work adds to the round trips of the
+values/indices and of the gathers. The first round's fill is never hidden, and there the
+gathers' requests wait at the slices behind every warp's value and index loads (issued first);
+the tag stage (at issue) meanwhile takes the gathers of the warps whose indices are back, so the
+first round's L1TEX overlaps that queue: ``max(L1TEX + fill, queue + own gathers)``.
+Around the rounds: the prologue (SREG, IMAD, ISETP, IMIN through the INT pipe of the
 sub-partition's warps, the dependent perm and rowptr loads, B MOVs) and the epilogue
 (:func:`_csr_tail_cycles`: butterfly, x load, FADD and TANH at the SFU pipe rate, the stores'
 acknowledgement). Split L2 (``l2_partitions``): each of a warp's own round trips (perm, rowptr,
@@ -180,6 +188,7 @@ __all__ = ["Variant", "VARIANTS", "PERSISTENT", "BASELINES", "REASONS", "KernelT
            "EXACT_NNZ_LIMIT", "ENGINES", "SIMULATED"]
 
 WARP = 32
+TAG_SETS_PER_CYCLE = 4   # the L1TEX tag stage's lines per cycle (gpusim/engine/smem.py)
 REDUCTION_STEPS = 5        # log2(32) butterfly steps (xor masks) per batch column
 
 
@@ -818,6 +827,40 @@ def _sorted_distinct(group, d, m):
     return np.where(m > 0, m - np.maximum(m - 1.0, 0.0) * np.clip(same, 0.0, 1.0), 0.0)
 
 
+@cache
+def _max_bin_table(bins: int) -> np.ndarray:
+    """E[the largest bin's count] of ``m`` balls thrown uniformly into ``bins`` bins, for
+    ``m = 0 .. 32`` (exact: P(every bin < k) = m! [x^m] (sum_{j<k} x^j / j!)^bins / bins^m)."""
+    fact = np.array([math.factorial(j) for j in range(WARP + 1)], dtype=np.float64)
+    out = np.zeros(WARP + 1)
+    for k in range(1, WARP + 1):
+        base = np.where(np.arange(WARP + 1) < k, 1.0 / fact, 0.0)
+        poly = np.zeros(WARP + 1)
+        poly[0] = 1.0
+        for _ in range(bins):
+            poly = np.convolve(poly, base)[:WARP + 1]
+        below = poly * fact / float(bins) ** np.arange(WARP + 1)   # P(every bin < k), per m
+        out += 1.0 - np.minimum(below, 1.0)
+    return out
+
+
+def _gather_wavefronts(B, m):
+    """Expected L1TEX data-stage wavefronts of one gather load of ``m`` lanes (arrays
+    ``(configs, 1)`` and ``(configs, rounds)``): the bank rule of the lanes' first words
+    (``gpusim/engine/smem.py``), each lane a distinct column ``c`` at word ``B c + k``, so
+    ``32 / gcd(B, 32)`` bank groups, the columns' groups taken as uniform and independent (the
+    sorted columns' gaps spread neighbours over the banks; within ~7% of a Monte Carlo of
+    Bernoulli rows for B = 1..8, d = 0.02..0.5): the expected largest group count."""
+    Bi = np.broadcast_to(np.asarray(B, dtype=np.int64), np.shape(m))
+    m = np.asarray(m, dtype=np.float64)
+    out = np.zeros(np.shape(m))
+    for b in np.unique(Bi):
+        sel = Bi == b
+        table = _max_bin_table(WARP // math.gcd(int(b), WARP))
+        out[sel] = np.interp(m[sel], np.arange(WARP + 1), table)
+    return out
+
+
 def _resident(sizes: dict, names, capacity):
     """Which of ``names`` a cache of ``capacity`` bytes holds: admitted smallest first (ties by
     name) while they fit, as :func:`gpusim.engine.l1.resident_buffers` does (arrays)."""
@@ -855,7 +898,7 @@ def _csr_row_per_warp(spec, N, R, B, d):
     pipe_f = max(1.0, WARP / spec.fp32_lanes_per_subpartition)
     occ_i = max(1.0, WARP / spec.int32_lanes_per_subpartition)
     occ_s = max(1.0, WARP / spec.sfu_lanes_per_subpartition)
-    wf = spec.smem_wavefronts_per_cycle           # L1TEX data stage: lines per cycle
+    wf = spec.smem_wavefronts_per_cycle           # L1TEX data stage: wavefronts per cycle
     mean = float(spec.l2_hit_latency_cycles)
     far = float(l2_latency(spec, np.inf))
     far_extra = spec.l2_far_extra_cycles if spec.l2_partitions > 1 else 0
@@ -896,6 +939,19 @@ def _csr_row_per_warp(spec, N, R, B, d):
     def vc_lines(m):        # one 128-bit load of m lanes, 16-byte aligned: lines, sectors
         return np.where(m > 0, (m + 7) / 8.0, 0.0)
 
+    def tag(lines, m):      # tag-stage cycles of a load over `lines` lines (E[ceil(lines / 4)])
+        return np.where(m > 0, np.clip(lines / TAG_SETS_PER_CYCLE + 0.375, 1.0,
+                                       np.ceil(m / TAG_SETS_PER_CYCLE)), 0.0)
+
+    def vc_wf(m):           # data-stage wavefronts of a 128-bit load of m consecutive lanes
+        return np.where(m > 0, np.clip((m + 3.5) / 8.0, 1.0, np.ceil(m / 8.0)), 0.0)
+
+    def g_wf(m):            # data-stage wavefronts of one gather load
+        return _gather_wavefronts(col(Bf), m)
+
+    def g_stage(m):         # one gather load through L1TEX: the slower of its two stages
+        return np.maximum(tag(g_lines(m), m), g_wf(m) / wf)
+
     def vc_sectors(m):
         return np.where(m > 0, (m + 1) / 2.0, 0.0)
 
@@ -932,13 +988,21 @@ def _csr_row_per_warp(spec, N, R, B, d):
     m_crit[:, 0] = WARP
     full = WARP * one
 
-    # L1TEX data stage of the busiest SM: lines of its warps' loads per round (values, column
-    # indices, 4 nonzeros' gathers; the padding lanes read column 0, one more line; perm,
-    # rowptr twice and x once per warp in the first round)
-    lines_full = 2 * vc_lines(full) + 4 * col(ng) * g_lines(full)
-    lines_end = 2 * vc_lines(m_end) + 4 * col(ng) * (g_lines(m_end) + pad / VEC)
-    ds = col(W) * (p_full * lines_full + p_end * lines_end) / wf
-    ds[idx, first] += W * (3 + ng) / wf / np.maximum(wgt[idx, first], 1.0)
+    # L1TEX of the busiest SM, its warps' loads per round (values, column indices, 4 nonzeros'
+    # gathers; the padding lanes read column 0, one more line; perm, rowptr twice and x once
+    # per warp in the first round, one line and one wavefront each): the tag stage in lines
+    # (TAG_SETS_PER_CYCLE a cycle) and the data stage in bank wavefronts, the slower one
+    tag_full = 2 * tag(vc_lines(full), full) + 4 * col(ng) * tag(g_lines(full), full)
+    tag_end = (2 * tag(vc_lines(m_end), m_end)
+               + 4 * col(ng) * tag(g_lines(m_end) + pad / VEC, m_end))
+    wf_full = 2 * vc_wf(full) + 4 * col(ng) * g_wf(full)
+    wf_end = 2 * vc_wf(m_end) + 4 * col(ng) * g_wf(m_end)
+    tags = col(W) * (p_full * tag_full + p_end * tag_end)
+    data = col(W) * (p_full * wf_full + p_end * wf_end)
+    once = W * (3 + ng) / np.maximum(wgt[idx, first], 1.0)
+    tags[idx, first] += once
+    data[idx, first] += once
+    ds = np.maximum(tags, data / wf)
     # L2 slices (all SMs): values and indices, and the gathers' requests; with h held in L1
     # only each SM's first touch of a sector goes to L2 (coverage of the SM's gathers so far)
     req_vc = col(Rf) * (p_full * 2 * vc_sectors(full) + p_end * 2 * vc_sectors(m_end))
@@ -970,22 +1034,30 @@ def _csr_row_per_warp(spec, N, R, B, d):
                     spec.l1_hit_latency_cycles + (far - spec.l1_hit_latency_cycles)
                     * (1.0 - coverage(before / np.maximum(wgt, 1.0)) ** m_crit), far)
     fill = (2 * alu + 2 + rt_cols + np.where(col(vals_dram & cols_dram), nz_bytes / dram_bpc, 0.0)
-            + 2 * vc_lines(m_crit) + 4 * col(ng) + rt_g)
+            + 2 * np.maximum(tag(vc_lines(m_crit), m_crit), vc_wf(m_crit) / wf)
+            + 4 * col(ng) + rt_g)
     # the first round starts together: the slices serve every warp's value and index loads
     # (issued first) before any gather's request, whose data come back half a trip later
     vc_phase = np.where(col(vals_dram), req_vc / 2, req_vc) * svc / spec.l2_slices
-    fill = np.where(is_first, np.maximum(fill, rt_cols / 2 + vc_phase / np.maximum(wgt, 1.0)
-                                         + rt_g / 2), fill)
-    own = 4 * col(ng) * g_lines(m_crit) / wf + col(Bf) * pipe_f + 1
+    queued = rt_cols / 2 + vc_phase / np.maximum(wgt, 1.0) + rt_g / 2
+    own = 4 * col(ng) * g_stage(m_crit) + col(Bf) * pipe_f + 1
+    # ... while the tag stage (at issue) takes the gathers of the warps whose indices are back:
+    # the SM's L1TEX work of the first round overlaps that queue
+    first_l1tex = np.maximum(ds + fill, queued + own)
+    fill = np.where(is_first, np.maximum(fill, queued), fill)
     chain = p_any * (fill + own)
-    # a round of many warps: the data stage is busy but for the part of the next round's fill
-    # that the other warps' last gathers (still in the stage) do not hide; the first round's
-    # fill is never hidden
-    drain = np.maximum(col(W) * p_act - 1.0, 0.0) * g_lines(np.where(p_full > 0.5, WARP,
-                                                                     m_end)) / wf
+    # a round of many warps: L1TEX is busy but for the part of the next round's fill that the
+    # other warps' last gathers (still in the stage) do not hide; the first round's fill is
+    # never hidden
+    drain = np.maximum(col(W) * p_act - 1.0, 0.0) * g_stage(np.where(p_full > 0.5, WARP,
+                                                                     m_end))
     gap = np.where(is_first, fill, np.maximum(0.0, fill - drain))
-    rounds = np.maximum(chain, np.maximum(ds + p_any * gap, np.maximum(l2t, np.maximum(dram,
-                                                                                    issue))))
+    busy = np.where(is_first, p_any * first_l1tex, ds + p_any * gap)
+    # warps in step (full rows): a round's requests reach the slices together, so the slices'
+    # work of a round adds to its round trips (values/indices, then the gathers) instead of
+    # hiding them
+    l2r = l2t + p_full * (rt_cols + rt_g)
+    rounds = np.maximum(chain, np.maximum(busy, np.maximum(l2r, np.maximum(dram, issue))))
     loop = (rounds * wgt).sum(axis=1)
 
     # prologue: 3 SREG, IMAD, ISETP, IMIN (INT, shared by the sub-partition's warps), LDG perm,
@@ -999,8 +1071,7 @@ def _csr_row_per_warp(spec, N, R, B, d):
     # x, store) is near or far with even odds. The step ends with the unluckiest of the warps
     # that run the most rounds; a first round bound by the data stage starts with the luckiest
     # warps of the SM instead
-    chain_bound = chain >= np.maximum(ds + p_any * gap, np.maximum(l2t, np.maximum(dram,
-                                                                                 issue)))
+    chain_bound = chain >= np.maximum(busy, np.maximum(l2r, np.maximum(dram, issue)))
     n_chain = (p_any * wgt * chain_bound).sum(axis=1)
     start_chain = ds[idx, first] < chain[idx, first]
     n_crit = np.maximum(1.0, Rf * (1.0 - ndtr((CHUNK * np.maximum(np.ceil(r_max / CHUNK) - 1, 0)

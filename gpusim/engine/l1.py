@@ -19,7 +19,7 @@ The model, and what it leaves out:
 - **In-flight merging**: a request for a sector another warp of the same SM has already missed
   on waits for that fill (``max(issue + l1_hit_latency, fill)``) instead of going to L2.
 - Throughput is not modelled here: every global load (hit or miss) passes the SM's L1TEX tag
-  and data stages in :mod:`.smem` (one line per cycle, ``measurements/h100/gather.json``).
+  and data stages in :mod:`.smem` (lines at the tag stage, bank wavefronts at the data stage).
 
 :func:`resident_buffers` is the same rule for L2 at launch (``simulate(l2_warm=True)``): a launch
 that repeats the previous one (a per-step kernel in a sequence) finds every buffer the previous

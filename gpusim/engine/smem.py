@@ -8,20 +8,40 @@ order is close to the hardware's); the data is ready ``smem_latency_cycles`` aft
 wavefront. Bank conflicts (wavefronts beyond one per active phase,
 :func:`kernels_ir.banks.cost`) are counted per static instruction and per warp.
 
-Global loads (``LDG``, polls) pass two L1TEX stages of the SM, both counted in distinct
-128-byte lines the warp's active lanes touch (:func:`lines`), whatever the sectors or bytes per
-line (Nsight ``l1tex__data_pipe_lsu_wavefronts_mem_lgds`` = ``l1tex__t_set_accesses`` per
-request, and one cycle each, in ``measurements/h100/gather.json``):
+Global loads (``LDG``, polls) pass two L1TEX stages of the SM:
 
-- :meth:`SharedPipe.tag_stage` at issue, ``TAG_SETS_PER_CYCLE`` lines per cycle;
-- :meth:`SharedPipe.global_returns` as the data reaches the SM, ``smem_wavefronts_per_cycle``
-  lines per cycle (the data pipe's rate).
+- :meth:`SharedPipe.tag_stage` at issue, in distinct 128-byte lines the warp's active lanes
+  touch (:func:`lines`), ``TAG_SETS_PER_CYCLE`` lines per cycle (Nsight
+  ``l1tex__t_set_accesses`` = lines per request);
+- :meth:`SharedPipe.global_returns` as the data reaches the SM, in bank wavefronts
+  (:meth:`SharedPipe.global_wavefronts`), ``smem_wavefronts_per_cycle`` per cycle (the data
+  pipe's rate). The rule is shared memory's (:func:`kernels_ir.banks.wavefronts`: 32 banks of 4
+  bytes, distinct words in one bank serialise, one word is broadcast) over the lanes' global
+  word addresses, with the whole warp as one phase whatever the access width: a wavefront
+  delivers one word from each bank, so a 16-byte lane needs its 4 banks and the wavefronts are
+  the bank rule of the lanes' first words (aligned 8/16-byte accesses cover whole bank groups).
+  Lanes on different lines share a wavefront when their words lie in different banks.
+
+The data-stage rule is read from Nsight (``l1tex__data_pipe_lsu_wavefronts_mem_lgds`` per
+request) in ``measurements/h100/csr_mech.json`` and ``measurements/h100/gather.json``: every
+L1-hit benchmark matches it within 0.3 (32 lines at word 0: 32; 32 lines in 32 banks: 1.3; 8
+banks x 4 lanes: 4.2; the random words of ``cmech_rand_32``: 3.2, rule 3; 16-byte lanes at 8
+chunk positions: 4.2, rule 4; ``gather_l1_8_s4_w4``, 16-byte lanes on 8 lines at 4 chunk
+positions: 8, rule 8, where shared memory's quarter-warp phases would give 32). The excess of
+about 0.2-0.3 is the first lap's cold misses. The cycles follow: ``cmech_same_32`` 32.2 cycles
+per warp load per SM, the spread and random ones 7.7-9.2, which the tag stage (8 cycles for 32
+lines) binds. ``gather.json``'s benchmarks put the lanes of every line at the same few word
+positions, so the k lines' words share banks and the wavefronts equal the lines. Not modelled: a
+load whose sectors miss L1 passes the data stage in pieces as its sectors return
+(``cmech_miss_rand_32``: 15.3 wavefronts per request against the rule's 3;
+``cmech_miss_same_32``: 31.7, the rule's 32); such loads are bound by L2 (58.9 and 36.4 cycles
+per warp load per SM; measurements/README.md).
 
 Both are :class:`~.l2.BucketServer` s (time order within 128-cycle buckets), not the FIFO of the
 shared accesses: their requests are handed over in lockstep order, and a FIFO would queue a
 lagging warp's poll behind a leading warp's (the full-grid ``poll_storm`` rounds, held out).
-Placing the one-line-per-cycle stage at issue fitted the campaign better but made those rounds
-65% too slow (measurements/README.md). Global lines are not counted as shared wavefronts (the
+Placing the data stage at issue fitted the campaign better but made those rounds 65% too slow
+(measurements/README.md). Global wavefronts are not counted as shared wavefronts (the
 bank-conflict cross-check compares those with Nsight).
 
 The wavefront count of a static instruction is cached per (per-lane addresses, active mask): the
@@ -41,8 +61,8 @@ __all__ = ["SharedPipe", "lines"]
 
 CACHE_PER_INSTR = 8  # address sets remembered per static instruction
 # L1TEX tag stage: "4 sets x 4 sectors per cycle" (NVIDIA's description for GV100 and later,
-# developer forum thread 273699; not measured here: gather.json shows the one-line-per-cycle
-# data stage, which binds first)
+# developer forum thread 273699; measurements/h100/csr_mech.json: 32 lines in 32 banks cost
+# 8.6 cycles per warp load per SM, Nsight 31.5 set accesses per request)
 TAG_SETS_PER_CYCLE = 4
 
 
@@ -106,11 +126,20 @@ class SharedPipe:
         np.maximum.at(out, owner, start + server.service)
         return out
 
+    def global_wavefronts(self, sid: int, flat: np.ndarray, active: np.ndarray,
+                          width: int) -> np.ndarray:
+        """Data-stage wavefronts per warp (all warps) of the global load ``sid`` whose lanes'
+        first words are ``flat`` (``width`` words a lane, aligned): the bank rule with the warp
+        as one phase, i.e. :func:`kernels_ir.banks.wavefronts` of the first words (cached like
+        :meth:`cost`)."""
+        return self.cost(sid, flat, active, 1)[0]
+
     def global_returns(self, done: np.ndarray, warps: np.ndarray, sm: np.ndarray,
-                       lines: np.ndarray) -> np.ndarray:
+                       wavefronts: np.ndarray) -> np.ndarray:
         """The data stage of a global load whose data reaches the SM at ``done`` (per warp),
-        one unit per line. Returns the cycle each warp's last line is through."""
-        return self._units(self.returns, done, warps, sm, lines)
+        ``wavefronts`` one-cycle units per warp (:meth:`global_wavefronts`). Returns the cycle
+        each warp's last wavefront is through."""
+        return self._units(self.returns, done, warps, sm, wavefronts)
 
     def _fifo(self, issue: np.ndarray, smw: np.ndarray, d: np.ndarray) -> np.ndarray:
         """End cycle of each access (issue cycle, SM, service ``d`` cycles) served first come

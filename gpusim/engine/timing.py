@@ -277,7 +277,8 @@ class _Timing:
             leave = self.smem.tag_stage(issue_f, ws, self.sm, nl)
             done, served = self.l2.access(leave, ws, flat, m.arr, st.width, tkind, False,
                                           self.l1 if kind == "ldg" else None)
-            done = self.smem.global_returns(done, ws, self.sm, nl)
+            wf = self.smem.global_wavefronts(sid, flat, m.arr, st.width)[ws]
+            done = self.smem.global_returns(done, ws, self.sm, wf)
             self._write(st, ws, full, done, st.cat)
             if kind == "poll" and polls is not None:
                 polls.append((ws, served, flat[ws], m.arr[ws], st.width))

@@ -1,6 +1,9 @@
-"""The SM's L1TEX stages (``gpusim/engine/smem.py``) against the recorded gather measurement
-(``measurements/h100/gather.json``, ``measurements/gather.py``): a global warp load costs one
-data-pipe cycle per distinct 128-byte line, whatever the sectors or bytes per line."""
+"""The SM's L1TEX stages (``gpusim/engine/smem.py``) against the recorded gather measurements
+(``measurements/h100/gather.json``, ``measurements/gather.py``; ``measurements/h100/csr_mech.json``,
+``measurements/csr_mech.py``): the tag stage counts distinct 128-byte lines, the data stage the
+bank wavefronts of the lanes' first words (shared memory's bank rule, the warp as one phase),
+one per cycle. ``gather.json``'s lanes share banks across lines (wavefronts = lines); the
+``cmech_*`` family spreads them over banks."""
 
 from __future__ import annotations
 
@@ -12,13 +15,15 @@ import pytest
 
 from gpusim.calibrate import simulated_cycles_per_op
 from gpusim.engine import simulate
-from gpusim.engine.smem import lines
+from gpusim.engine.smem import SharedPipe, lines
 from gpusim.specs import load_spec
 from kernels_ir.errors import InputError
 from kernels_ir.kernels import microbench as mb
+from measurements import csr_mech
 from measurements.gather import NAMES, SIM_SIZES
 
 RECORD = Path(__file__).resolve().parents[2] / "measurements" / "h100" / "gather.json"
+CSR_RECORD = RECORD.with_name("csr_mech.json")
 H100 = load_spec("h100")
 LINES = {"gather_l1_8_s4": 8, "gather_l1_32_w4": 32, "gather_l1_8_s4_w4": 8,
          **{f"gather_l1_{k}": k for k in (1, 2, 4, 8, 16, 32)},
@@ -28,6 +33,33 @@ LINES = {"gather_l1_8_s4": 8, "gather_l1_32_w4": 32, "gather_l1_8_s4_w4": 8,
 @pytest.fixture(scope="module")
 def record():
     return json.loads(RECORD.read_text())
+
+
+@pytest.fixture(scope="module")
+def csr_record():
+    return json.loads(CSR_RECORD.read_text())
+
+
+def per_request(m: dict, metric: str) -> float:
+    return m[metric] / m["l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum"]
+
+
+def simulated_data_wavefronts(name: str, monkeypatch) -> float:
+    """Data-stage wavefronts per global load request of benchmark ``name`` in the simulator (a
+    small grid at the Nsight pass's 16 rounds, so the one-off loads weigh the same)."""
+    units = []
+    real = SharedPipe.global_returns
+
+    def spy(self, done, warps, sm, wavefronts):
+        units.append(np.asarray(wavefronts).copy())
+        return real(self, done, warps, sm, wavefronts)
+
+    monkeypatch.setattr(SharedPipe, "global_returns", spy)
+    m = mb.build(name, 16, ctas=2, threads=64)
+    assert m.verify_result(simulate(m.kernel, m.inputs, H100).globals)
+    monkeypatch.undo()
+    units = np.concatenate(units)
+    return float(units.sum() / units.size)
 
 
 def test_record_has_provenance_and_every_benchmark(record):
@@ -41,24 +73,58 @@ def test_record_has_provenance_and_every_benchmark(record):
             assert len(size["t"]["raw"]) >= 5 and "cuda_sha256" in size["kernel"]
 
 
-def test_nsight_counts_one_tag_access_and_one_data_wavefront_per_line(record):
+def test_nsight_counts_one_tag_access_per_line(record, csr_record):
     for name, rec in record["ncu"]["cases"].items():
         m = rec["metrics"]
-        req = m["l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum"]
-        assert m["l1tex__t_set_accesses_pipe_lsu_mem_global_op_ld.sum"] / req == \
+        assert per_request(m, "l1tex__t_set_accesses_pipe_lsu_mem_global_op_ld.sum") == \
             pytest.approx(LINES[name], abs=0.05), name
-        assert m["l1tex__data_pipe_lsu_wavefronts_mem_lgds_cmd_read.sum"] / req == \
-            pytest.approx(LINES[name], abs=0.05), name
+    for name, rec in csr_record["ncu"]["cases"].items():   # one-off loads of one line: < 32
+        lines_ = 8 if name == "cmech_spread_8" else 32
+        assert per_request(rec["metrics"], "l1tex__t_set_accesses_pipe_lsu_mem_global_op_ld.sum") \
+            == pytest.approx(lines_, rel=0.02), name
 
 
-def test_cost_is_one_cycle_per_line_and_the_spec_rate_is_its_fit(record):
+# the data stage's wavefronts per request, Nsight against the simulator's rule; the L1-hit
+# benchmarks of csr_mech.json exceed the rule by up to 0.3 (their first lap's cold misses)
+DATA_WF = "l1tex__data_pipe_lsu_wavefronts_mem_lgds.sum"
+
+
+@pytest.mark.parametrize("name", ["gather_l1_8", "gather_l1_8_s4", "gather_l1_32_w4",
+                                  "gather_l1_8_s4_w4", "gather_l2_8"])
+def test_data_stage_wavefronts_of_the_gathers(record, name, monkeypatch):
+    m = record["ncu"]["cases"][name]["metrics"]
+    assert per_request(m, DATA_WF) == pytest.approx(LINES[name], abs=0.05)
+    # gather_l1_8_s4_w4: 16-byte lanes, 8 lines x 4 chunk positions: 8 wavefronts, not the 32 of
+    # shared memory's quarter-warp phases (the warp is one phase for a global load)
+    assert simulated_data_wavefronts(name, monkeypatch) == pytest.approx(LINES[name], abs=0.05)
+
+
+@pytest.mark.parametrize("name", ["cmech_same_32", "cmech_spread_32", "cmech_spread4_32",
+                                  "cmech_rand_32", "cmech_spread_8", "cmech_spread_32_w4",
+                                  "cmech_reuse_rand_32", "cmech_miss_same_32"])
+def test_data_stage_wavefronts_are_the_bank_rule(csr_record, name, monkeypatch):
+    nsight = per_request(csr_record["ncu"]["cases"][name]["metrics"], DATA_WF)
+    sim = simulated_data_wavefronts(name, monkeypatch)
+    assert sim - 0.05 <= nsight <= sim + 0.35, (name, nsight, sim)
+
+
+def test_missed_loads_pass_the_data_stage_in_pieces_which_is_not_modelled(csr_record,
+                                                                          monkeypatch):
+    """The known gap: random words that miss L1 cost Nsight 15 wavefronts a request, the rule 3
+    (word 0 for all lanes, cmech_miss_same_32, is the rule's 32 either way)."""
+    nsight = per_request(csr_record["ncu"]["cases"]["cmech_miss_rand_32"]["metrics"], DATA_WF)
+    sim = simulated_data_wavefronts("cmech_miss_rand_32", monkeypatch)
+    assert sim == pytest.approx(3.0, abs=0.1) and nsight > 4 * sim
+
+
+def test_cost_is_one_cycle_per_wavefront_and_the_spec_rate_is_its_fit(record):
     res = record["results"]
     l1 = [n for n in NAMES if n.startswith("gather_l1_") and LINES[n] >= 4]
     for n in l1:   # sectors (8 x 4) and bytes (16 a lane) do not add
         assert res[n]["per_sm_cycles"] == pytest.approx(LINES[n], rel=0.16), n
     x = np.array([LINES[n] for n in l1], float)
     y = np.array([res[n]["per_sm_cycles"] for n in l1])
-    slope = float(x @ y / (x @ x))        # cycles per line, through the origin
+    slope = float(x @ y / (x @ x))        # cycles per line (= wavefront), through the origin
     assert 1.0 / slope == pytest.approx(H100.smem_wavefronts_per_cycle, rel=0.05)
 
 
@@ -95,3 +161,45 @@ def test_gather_benchmark_values_and_bad_sizes():
         mb.gather(width=2)
     with pytest.raises(InputError, match="path='l3'"):
         mb.gather(path="l3")
+
+
+CMECH_HITS = ["cmech_same_32", "cmech_spread_32", "cmech_spread4_32", "cmech_rand_32",
+              "cmech_spread_8", "cmech_spread_32_w4", "gather_l1_32_w4", "cmech_reuse_same_32",
+              "cmech_reuse_rand_32"]
+
+
+def test_simulator_reproduces_the_cmech_family(csr_record):
+    """L1-hit gathers within 16% (the gather family's tolerance) of the GPU; the same/spread,
+    same/random, 16-byte and reuse ratios within 12% (recorded: 3% to 10.4%; under the old
+    one-cycle-per-line rule every ratio but the last was 1 against 3.6-4.3). The simulator
+    prices 32 lines in spread banks at the tag stage's 8 cycles (GPU 7.7-9.2), 32 words in one
+    bank at 32 (GPU 32.2-33.1)."""
+    sim = {n: r["per_sm_cycles"] for n, r in csr_record["simulated"]["results"].items()}
+    gpu = {n: r["per_sm_cycles"] for n, r in csr_record["results"].items()}
+    assert set(sim) == set(csr_mech.NAMES)
+    for n in CMECH_HITS:
+        assert sim[n] == pytest.approx(gpu[n], rel=0.16), n
+    for num, den in [("cmech_same_32", "cmech_spread_32"), ("cmech_same_32", "cmech_rand_32"),
+                     ("gather_l1_32_w4", "cmech_spread_32_w4"),
+                     ("cmech_reuse_same_32", "cmech_reuse_rand_32"),
+                     ("cmech_spread_32", "cmech_spread_8")]:
+        assert sim[num] / sim[den] == pytest.approx(gpu[num] / gpu[den], rel=0.12), (num, den)
+
+
+def test_l1_misses_are_the_known_gap(csr_record):
+    """Missing L1 costs the GPU more than the simulator: word 0 for all lanes 36.4 cycles, random
+    words 58.9 (its data stage in pieces, its L2 requests at ~2 cycles each per SM, Nsight
+    29.4 L2 requests per warp load), L1 bypassed 46.0; the simulator prices all three at the
+    L1TEX stages and the L2 slices' bandwidth. Fails when a model of the misses lands."""
+    sim = {n: r["per_sm_cycles"] for n, r in csr_record["simulated"]["results"].items()}
+    gpu = {n: r["per_sm_cycles"] for n, r in csr_record["results"].items()}
+    for n in ("cmech_miss_rand_32", "gather_l2_32"):
+        assert sim[n] < 0.8 * gpu[n], n
+    assert gpu["cmech_miss_rand_32"] > 1.5 * gpu["cmech_miss_same_32"]
+
+
+@pytest.mark.slow
+def test_the_cmech_record_is_todays(csr_record):
+    today = simulated_cycles_per_op(H100, "cmech_rand_32", csr_mech.SIM_SIZES, {}) * H100.sm_count
+    assert today == pytest.approx(
+        csr_record["simulated"]["results"]["cmech_rand_32"]["per_sm_cycles"], rel=1e-9)

@@ -99,8 +99,12 @@ def test_breakdown_names_the_terms_and_they_add_up():
         np.testing.assert_allclose(total, t.per_step_s, rtol=1e-12)
         for bound in ("l1tex_s", "l2_s", "dram_s", "chain_s"):
             assert np.all(bd["loop_s"] >= bd[bound] * (1 - 1e-12)), (gpu, bound)
-        # a hidden-8192 layer at density 0.3 is bound by the data stage: one line per cycle
-        assert bd["l1tex_s"][2] > 0.7 * bd["loop_s"][2], gpu
+        # a hidden-8192 layer at density 0.3, batch 8, is bound by the L2 slices (h, 256 KB, is
+        # not L1-resident: a sector per lane and gather; plus each round's round trips, the
+        # warps being in step) ahead of L1TEX (~11 data-stage wavefronts a gather: its columns
+        # fall into 4 bank groups)
+        assert bd["l2_s"][2] > 0.85 * bd["loop_s"][2], gpu
+        assert 0.2 * bd["loop_s"][2] < bd["l1tex_s"][2] < 0.9 * bd["loop_s"][2], gpu
         # it streams its values from DRAM on either GPU (67 MB of values > L2)
         assert bd["dram_s"][2] > 0 and bd["dram_s"][0] == 0
 
@@ -112,9 +116,17 @@ def test_spec_fields_move_their_terms():
         return an.predict_many(spec, n, b, d, kernels=["csr-row-per-warp"])["csr-row-per-warp"]
 
     base = csr(h100)
+    # batch 8: the data stage (~11 wavefronts a gather) binds L1TEX, the tag stage (8 cycles for
+    # 32 lines) takes over when the data pipe is twice as fast
     fast = csr(dataclasses.replace(h100, smem_wavefronts_per_cycle=2.0))
-    assert fast.breakdown["l1tex_s"][0] == pytest.approx(base.breakdown["l1tex_s"][0] / 2)
+    ratio = fast.breakdown["l1tex_s"][0] / base.breakdown["l1tex_s"][0]
+    assert 0.5 <= ratio < 0.9
     assert fast.per_step_s[0] < base.per_step_s[0]
+    # batch 1: random words in 32 banks (~3.5 wavefronts a gather), the tag stage binds
+    b1 = csr(h100, 4096, 1, 0.2)
+    b1_fast = csr(dataclasses.replace(h100, smem_wavefronts_per_cycle=2.0), 4096, 1, 0.2)
+    assert b1_fast.breakdown["l1tex_s"][0] == pytest.approx(b1.breakdown["l1tex_s"][0],
+                                                            rel=0.02)
     node = dataclasses.replace(h100, graph_launch_overhead_s=h100.graph_launch_overhead_s + 1e-6)
     assert csr(node).per_step_s[0] - base.per_step_s[0] == pytest.approx(1e-6)
     # a small layer is a latency chain: a slower L2 round trip costs it several round trips
@@ -134,7 +146,8 @@ def test_sweep_within_15_percent_of_simulator():
     """40 random layers on the H100 and the V100 (80 configurations), every one within 15%.
 
     Recorded when this test was written: mean |error| 2.7%, max 9.7% (H100 mean 2.9%, -6.4% to
-    +9.7%; V100 mean 2.6%, -9.3% to +6.2%). The simulator takes about 45 s of CPU for the 80
+    +9.7%; V100 mean 2.6%, -9.3% to +6.2%); after the L1TEX data stage became a bank rule:
+    mean 3.6%, max 14.1%. The simulator takes about 45 s of CPU for the 80
     (layers are capped at 1e6 expected nonzeros; the model is not limited: hidden 8192 at density
     0.5 on the H100, one step simulated in about 4 minutes, is within 3.2%).
     """
