@@ -18,16 +18,19 @@ Passes (:func:`plan`), per GPU:
    barrier-scalar everywhere, barrier-wide and Lamport-scalar at densities 0.1 and 0.5, the
    optimal layout (Lamport-wide) at density 0.1 (the layout changes the data, not the code);
    Lamport-wide :data:`BELOW` of that size, where the builder prefetches shared loads into the
-   registers the layer leaves over. Dense: for every batch, 1, 1.5, 2 and 2.5 row-slots per
-   warp and the kernel count's limit (Lamport-wide; barrier-wide at the limit).
+   registers the layer leaves over, and the same kernel built at prefetch depth 1
+   (``below-pf1``: ptxas allocates the same registers, ``summary.prefetch_depth_check``).
+   Dense: for every batch, 1, 1.5, 2 and 2.5 row-slots per warp and the kernel count's limit
+   (Lamport-wide; barrier-wide at the limit).
 2. ``limit`` (repeated while it changes the table): :func:`derive_extra` of every record so far
    becomes ``PTXAS_EXTRA_REGS``, and the layers are those ``models.capacity.max_hidden`` now
    accepts: sparse Lamport-wide and barrier-wide (128-bit loads: the largest excess) at every
    density and batch and Lamport-wide :data:`BELOW` of it, dense Lamport and barrier.
 
-``summary``: per architecture and kernel family, ptxas' registers minus the builder's count at
-prefetch depth 1 (``excess_pf1``: mean, min, max over the kernels that did not spill; dense
-kernels of R >= 2 row-slots also less ``dense_reuse_registers``), and the kernels that spilled.
+``excess`` of a kernel: ptxas' registers (256 if it spilled) minus ``declared``, the builder's
+count at prefetch depth 1 plus, dense with R >= 2 row-slots, ``dense_reuse_registers``.
+``summary``: per architecture and kernel family, ptxas' registers minus ``declared`` over the
+kernels that did not spill (``excess_pf1``: mean, min, max), and the kernels that spilled.
 ``extra``: the table the capacity model and the builder use
 (``kernels_ir.kernels.sparse_rnn.PTXAS_EXTRA_REGS``; ``tests/models/test_capacity_ptxas.py``
 checks it against this file).
@@ -87,6 +90,8 @@ def plan(spec, stage: str) -> list[dict]:
                 variants = [("lamport", True, "naive"), ("barrier", True, "naive")]
             out += [_case("sparse", "limit", n0, b, d, *v) for v in variants]
             out.append(_case("sparse", "below", round(BELOW * n0), b, d, "lamport", True))
+            if builder:  # the same kernel at prefetch depth 1: does ptxas care about the depth?
+                out.append({**out[-1], "where": "below-pf1", "force_prefetch": 1})
     nw = cap.n_warps(spec)
     for b in BATCHES:
         n0 = cap.max_hidden(spec, 1.0, b, dense=True, ptxas=not builder).hidden
@@ -100,9 +105,16 @@ def plan(spec, stage: str) -> list[dict]:
 
 def build(spec, case: dict, layers: dict):
     """The case's program; a concrete matrix that does not fit steps the hidden size down."""
+    from unittest import mock
+
     from kernels_ir.errors import CapacityError
+    from kernels_ir.kernels import sparse_rnn
     from kernels_ir.kernels.sparse_rnn import build_dense_rnn, build_sparse_rnn, make_layer
 
+    if case.get("force_prefetch"):
+        with mock.patch.object(sparse_rnn, "_prefetch_depth",
+                               lambda *a, **k: case["force_prefetch"]):
+            return build(spec, {k: v for k, v in case.items() if k != "force_prefetch"}, layers)
     n = case["hidden"]
     for _ in range(STEP_TRIES):
         key = (n, case["batch"], case["density"])
@@ -144,9 +156,9 @@ def measure(spec, arch: str, case: dict, layers: dict) -> dict:
     t2 = time.perf_counter()
     counted1 = counted_registers(prog, prefetch=1)
     reuse = dense_reuse_registers(m.rows_per_warp, max(m.slots), prog.batch) if m.dense else 0
-    # what the kernel holds as ptxas sees it: dense row-slots share their loads (the prefetch
-    # depth does not matter there); otherwise the count with the kernel's prefetch depth
-    declared = counted1 + reuse if reuse else counted_registers(prog)
+    # the reference of the excess: the count at prefetch depth 1 (ptxas pipelines the shared
+    # loads itself, whatever depth the IR has) and the dense row-slots' shared h words
+    declared = counted1 + reuse
     need = 256 if rep.spills else rep.registers
     rec.update({
         "status": "ok", "hidden": prog.hidden, "slots": m.total_slots,
@@ -191,7 +203,17 @@ def summary(records: list[dict]) -> dict:
                 "spill_stores": r["ptxas"]["spill_stores"]})
         else:
             s["ex"].append(r["ptxas"]["registers"] - r["counted_pf1"] - r["dense_reuse"])
-    for arch in out.values():
+    pairs = {}
+    for r in records:
+        if r["status"] == "ok" and r["where"] in ("below", "below-pf1"):
+            key = (r["stage"], r["arch"], r["hidden"], r["batch"], r["density"])
+            pairs.setdefault(key, {})[r["where"]] = r
+    out["prefetch_depth_check"] = [
+        {"arch": k[1], "hidden": k[2], "batch": k[3], "density": k[4],
+         "prefetch": p["below"]["prefetch"], "registers": p["below"]["ptxas"]["registers"],
+         "registers_at_depth_1": p["below-pf1"]["ptxas"]["registers"]}
+        for k, p in pairs.items() if len(p) == 2]
+    for arch in (v for k, v in out.items() if k != "prefetch_depth_check"):
         for s in arch.values():
             ex = s.pop("ex")
             s["excess_pf1"] = {"mean": round(sum(ex) / len(ex), 2), "min": min(ex),

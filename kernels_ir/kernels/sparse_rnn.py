@@ -456,23 +456,24 @@ def counted_registers(program: RNNProgram, prefetch: int | None = None) -> int:
                             prefetch=meta["prefetch"] if prefetch is None else prefetch)
 
 
-# Registers ptxas allocates beyond the kernel's count (registers_needed, with the kernel's
-# prefetch depth; for dense kernels of R >= 2 row-slots beyond that count at depth 1 plus
-# dense_reuse_registers), per architecture, kernel kind and batch: the largest excess over the
-# layers of measurements/ptxas_sweep.json (at the limits before and after this correction; a
-# kernel that spilled counts as needing 256), never below 0. Written by that script's
-# derive_extra; tests/models/test_capacity_ptxas.py checks this table against the file.
+# Registers ptxas allocates beyond the kernel's count at prefetch depth 1 (registers_needed;
+# dense kernels of R >= 2 row-slots: plus dense_reuse_registers), per architecture, kernel kind
+# and batch: the largest excess over the layers of measurements/ptxas_sweep.json (at the limits
+# before and after this correction; a kernel that spilled counts as needing 256), never below 0.
+# ptxas schedules the shared loads itself: its registers are the same whatever prefetch depth
+# the IR has (measured), so depth 1 is the reference. Written by that script's derive_extra;
+# tests/models/test_capacity_ptxas.py checks this table against the file.
 PTXAS_EXTRA_REGS: dict[str, dict[str, dict[int, int]]] = {
-    "sm_70": {"sparse": {1: 0, 2: 0, 4: 19, 8: 8}, "dense": {1: 0, 2: 0, 4: 0, 8: 0}},
-    "sm_90": {"sparse": {1: 0, 2: 0, 4: 15, 8: 7}, "dense": {1: 0, 2: 0, 4: 0, 8: 0}},
+    "sm_70": {"sparse": {1: 0, 2: 0, 4: 37, 8: 13}, "dense": {1: 0, 2: 0, 4: 11, 8: 0}},
+    "sm_90": {"sparse": {1: 0, 2: 0, 4: 34, 8: 12}, "dense": {1: 0, 2: 0, 4: 8, 8: 0}},
 }
 PTXAS_SOURCE = "measurements/ptxas_sweep.json"
 
 
 def ptxas_extra_regs(arch: str, dense: bool, b: int) -> int:
     """:data:`PTXAS_EXTRA_REGS` of ``arch`` at batch ``b``: a batch not measured takes the
-    smallest measured batch above it (the largest measured batch's beyond), an architecture
-    not measured the largest value any measured one has at that batch."""
+    value of the next measured batch above it (beyond the largest, the table's largest value),
+    an architecture not measured the largest value any measured one has at that batch."""
     kind = "dense" if dense else "sparse"
     tables = [PTXAS_EXTRA_REGS[arch][kind]] if arch in PTXAS_EXTRA_REGS else \
         [t[kind] for t in PTXAS_EXTRA_REGS.values()]
@@ -502,14 +503,14 @@ PREFETCH_MARGIN = 16  # registers left to ptxas' own address arithmetic before p
 def _prefetch_depth(spec, *, b, S, R, dense, threads, sync, group, dense_tail,
                     loads_per_slot) -> int:
     """Slots whose shared loads are issued before the first of their FMAs: up to
-    :data:`PREFETCH_LOADS` loads, as far as the registers left over allow (B per slot). The
-    registers left to ptxas are :data:`PREFETCH_MARGIN`, or :func:`ptxas_extra_regs` where
-    ptxas was measured to need more (the prefetched loads then cannot push it into spills)."""
+    :data:`PREFETCH_LOADS` loads, as far as the registers left over allow (B per slot). This
+    is the order the simulator issues; ptxas pipelines the loads on its own and allocates the
+    same registers whatever the depth (``measurements/ptxas_sweep.json``), so the depth never
+    decides whether a layer spills."""
     want = max(1, PREFETCH_LOADS // loads_per_slot)
     cap = min(spec.max_regs_per_thread, spec.regs_per_sm // threads)
-    margin = max(PREFETCH_MARGIN, ptxas_extra_regs(spec.arch, dense, b))
-    spare = cap - margin - registers_needed(S, R, b, dense, sync=sync, group=group,
-                                            dense_tail=dense_tail)
+    spare = cap - PREFETCH_MARGIN - registers_needed(S, R, b, dense, sync=sync, group=group,
+                                                     dense_tail=dense_tail)
     return int(max(1, min(want, 1 + spare // b)))
 
 
