@@ -20,6 +20,30 @@ Registers (per thread)
     :data:`SCALAR_REGS` fixed registers (the staging group's 128-bit chunks and predicates, ids,
     addresses, loop counters).
     The total must stay within ``min(max_regs_per_thread, regs_per_sm / threads_per_cta)``.
+Registers as ptxas allocates them
+    The count above is the IR's; the GPU runs what ptxas allocates, and a kernel that needs
+    more than 255 registers spills to local memory and runs far slower than the simulator says
+    (the dense h1536 batch-4 kernel on an H100: 179 counted, 255 allocated and 356 bytes of
+    spill stores; the simulator predicted it 38% too fast). So a layer *fits* only when its count
+    plus what ptxas needs beyond it stays within the limit (``ptxas=False`` gives the count
+    alone, the answer before ptxas was consulted):
+
+    - ``kernels_ir.kernels.sparse_rnn.ptxas_extra_regs(arch, dense, B)``: ptxas pipelines the
+      shared loads on its own (its registers do not depend on the prefetch depth the IR has) and
+      keeps 64-bit addresses; the largest excess of ptxas' registers over the count at prefetch
+      depth 1, per architecture, kernel kind and batch, measured by
+      ``measurements/ptxas_sweep.py`` on layers at the limits before and after this correction
+      (``measurements/ptxas_sweep.json``: sm_70 with CUDA 12's NVRTC, sm_90 with nvcc; a kernel
+      that spilled counts as needing 256). It is largest for 128-bit loads at batch 4 (long rows:
+      ptxas keeps about ten ``LDS.128`` in flight) and 0 at batch 1 and 2, where the count is
+      already above what ptxas allocates. An architecture not measured takes the largest value;
+    - dense tiles of ``R >= 2`` row-slots: every row-slot reads the same h words, and ptxas
+      loads each once for all of them (``K`` shared loads per step in the SASS, not ``R K``)
+      and may keep all ``K B`` live: ``(K - 1) B`` more (``sparse_rnn.dense_reuse_registers``;
+      fp16: two per register, not measured).
+
+    The kernel builder refuses the same layers (``CapacityError`` naming ptxas). fp16 and the
+    gru / lstm cells, which the builder does not build, take the fp32 RNN's values.
 Shared memory (per CTA)
     ``h`` is staged batch-interleaved ``[N][B]``, rounded up to whole 128-bit chunks: ``N * B``
     words of 4 bytes (fp32) or 2 bytes (fp16); dense tiles read up to ``32 * K`` columns, so the
