@@ -14,8 +14,8 @@ Passes (:func:`plan`), per GPU:
 1. ``builder``: the builder alone (its own count decides, as before ptxas was consulted).
    Sparse, for every density of :data:`DENSITIES` and batch of :data:`BATCHES`: the largest
    hidden size the kernel's count accepts (``models.capacity.max_hidden(..., ptxas=False)``),
-   stepped down by 0.5% while the concrete random matrix does not fit; variants Lamport-wide and
-   barrier-scalar everywhere, barrier-wide and Lamport-scalar at densities 0.1 and 0.5, the
+   stepped down by 0.5% while the concrete random matrix does not fit; variants Lamport-wide,
+   barrier-wide and barrier-scalar everywhere, Lamport-scalar at densities 0.1 and 0.5, the
    optimal layout (Lamport-wide) at density 0.1 (the layout changes the data, not the code);
    Lamport-wide :data:`BELOW` of that size, where the builder prefetches shared loads into the
    registers the layer leaves over, and the same kernel built at prefetch depth 1
@@ -83,9 +83,10 @@ def plan(spec, stage: str) -> list[dict]:
         for b in BATCHES:
             n0 = cap.max_hidden(spec, d, b, ptxas=not builder).hidden
             if builder:
-                variants = [("lamport", True, "naive"), ("barrier", False, "naive")]
+                variants = [("lamport", True, "naive"), ("barrier", False, "naive"),
+                            ("barrier", True, "naive")]
                 if d in (0.1, 0.5):
-                    variants += [("barrier", True, "naive"), ("lamport", False, "naive")]
+                    variants += [("lamport", False, "naive")]
                 if d == 0.1:
                     variants += [("lamport", True, "optimal")]
             else:

@@ -73,10 +73,14 @@ def test_every_recorded_kernel_is_covered_by_its_count_and_the_table(sweep):
 def test_the_sweep_saw_spills_that_the_old_count_accepted(sweep):
     """Not vacuous: at the kernel count's own limit some kernels spilled (the reason for all
     this), and at the limits the capacity model now gives none did."""
-    builder = [r for r in sweep["records"] if r["status"] == "ok" and r["stage"] == "builder"]
-    limit = [r for r in sweep["records"] if r["status"] == "ok" and r["stage"] != "builder"]
+    ok = [r for r in sweep["records"] if r["status"] == "ok"]
+    last = max(r["stage"] for r in ok)  # "limit<n>": the pass with the final table
+    builder = [r for r in ok if r["stage"] == "builder"]
+    final = [r for r in ok if r["stage"] == last]
     assert any(r["ptxas"]["spills"] and r["counted"] <= 255 for r in builder)
-    assert limit and not any(r["ptxas"]["spills"] for r in limit if r["where"] == "limit")
+    assert any(r["ptxas"]["spills"] and r["kind"] == "dense" and r["hidden"] == 1536
+               for r in builder)  # the H100 case seen on the GPU
+    assert final and not any(r["ptxas"]["spills"] for r in final)
 
 
 def test_lookup_of_batches_and_architectures_not_measured():
@@ -135,15 +139,26 @@ AT_LIMIT = [  # (density, batch, sync, wide): densities 0.05 and 0.2 were not in
 ]
 
 
+def _accepted(spec, p) -> bool:
+    m = p.mapping
+    return cap.fit(spec, p.hidden, p.batch, p.layer.U.nnz / p.hidden ** 2, dense=m.dense,
+                   slots=tuple(m.slots)).fits
+
+
 def _build_at_limit(spec, d, b, sync, wide):
+    """The largest layer capacity accepts, on the concrete matrix (its longest rows may exceed
+    the expectation ``max_hidden`` uses: then 0.5% smaller)."""
     n = cap.max_hidden(spec, d, b).hidden
-    for _ in range(12):  # the concrete matrix's longest rows may exceed the expectation
+    for _ in range(12):
         try:
-            return build_sparse_rnn(make_layer(n, b, d, 2, SEED), spec, sync=sync,
-                                    wide_loads=wide, seed=SEED)
+            p = build_sparse_rnn(make_layer(n, b, d, 2, SEED), spec, sync=sync, wide_loads=wide,
+                                 seed=SEED)
+            if _accepted(spec, p):
+                return p
         except CapacityError:
-            n = int(n * 0.995)
-    raise AssertionError(f"no layer near the limit builds: {spec.name} d={d} b={b}")
+            pass
+        n = int(n * 0.995)
+    raise AssertionError(f"no layer near the limit is accepted: {spec.name} d={d} b={b}")
 
 
 @pytest.mark.slow
@@ -157,8 +172,6 @@ def test_layers_capacity_accepts_compile_without_spills(gpu):
         n = cap.max_hidden(spec, 1.0, b, dense=True).hidden
         progs.append(build_dense_rnn(make_layer(n, b, 1.0, 2, SEED), spec))
     for p in progs:
-        m = p.mapping
-        assert cap.fit(spec, p.hidden, p.batch, p.layer.U.nnz / p.hidden ** 2, dense=m.dense,
-                       slots=tuple(m.slots)).fits
+        assert _accepted(spec, p)
         r = ptxas.compile_kernel(p.kernel, spec.arch)
         assert not r.spills, (p.kernel.name, p.hidden, p.batch, r)
