@@ -22,7 +22,8 @@ Passes (:func:`plan`), per GPU:
    (``below-pf1``: ptxas allocates the same registers, ``summary.prefetch_depth_check``).
    Dense: for every batch, 1, 1.5, 2 and 2.5 row-slots per warp and the kernel count's limit
    (Lamport-wide; barrier-wide at the limit); on the H100 also dense h1536 batch 4, which
-   spilled on the GPU.
+   spilled on the GPU, and sparse barrier-wide h3061 and h3012 at batch 4, density 0.3, which
+   spilled in trial runs of this sweep.
 2. ``limit`` (repeated while it changes the table): :func:`derive_extra` of every record so far
    becomes ``PTXAS_EXTRA_REGS``, and the layers are those ``models.capacity.max_hidden`` now
    accepts: sparse Lamport-wide and barrier-wide (128-bit loads: the largest excess) at every
@@ -103,8 +104,12 @@ def plan(spec, stage: str) -> list[dict]:
         for n in sorted(sizes | {n0}):
             for sync in ("lamport", "barrier") if n == n0 else ("lamport",):
                 out.append(_case("dense", "limit" if n == n0 else "grid", n, b, 1.0, sync, True))
-    if builder and spec.name == "h100":  # seen spilling on the GPU (255 registers, 356 bytes)
+    if builder and spec.name == "h100":
+        # seen spilling on the GPU (255 registers, 356 bytes of spill stores)
         out.append(_case("dense", "hardware", 1536, 4, 1.0, "lamport", True))
+        # seen spilling in trial runs of this sweep, below the limit where the same variant
+        # did not (ptxas is not monotone in the layer size)
+        out += [_case("sparse", "seen", n, 4, 0.3, "barrier", True) for n in (3061, 3012)]
     return out
 
 
