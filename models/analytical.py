@@ -773,7 +773,7 @@ def _persistent_fast(spec, v: Variant, N, B, d, cell, dtype):
             K = np.where(mask, np.ceil(n / WARP)[:, None], 0)
             wf_warp = K * _dense_slot_wavefronts(b, v.wide_loads)
         S = K.sum(axis=-1)
-        regs = cap.registers_per_thread(S, R, b, dense=not v.sparse, dtype=dtype)
+        regs = cap.registers_per_thread(S, R, b, dense=not v.sparse, dtype=dtype, arch=spec.arch)
         smem = cap.smem_bytes(n, b, dense=not v.sparse, dtype=dtype,
                               kmax=K.max(axis=-1) if not v.sparse else None)
         ok_r = regs <= cap.reg_limit(spec)

@@ -20,6 +20,30 @@ Registers (per thread)
     :data:`SCALAR_REGS` fixed registers (the staging group's 128-bit chunks and predicates, ids,
     addresses, loop counters).
     The total must stay within ``min(max_regs_per_thread, regs_per_sm / threads_per_cta)``.
+Registers as ptxas allocates them
+    The count above is the IR's; the GPU runs what ptxas allocates, and a kernel that needs
+    more than 255 registers spills to local memory and runs far slower than the simulator says
+    (the dense h1536 batch-4 kernel on an H100: 179 counted, 255 allocated and 356 bytes of
+    spill stores; the simulator predicted it 38% too fast). So a layer *fits* only when its count
+    plus what ptxas needs beyond it stays within the limit (``ptxas=False`` gives the count
+    alone, the answer before ptxas was consulted):
+
+    - ``kernels_ir.kernels.sparse_rnn.ptxas_extra_regs(arch, dense, B)``: ptxas pipelines the
+      shared loads on its own (its registers do not depend on the prefetch depth the IR has) and
+      keeps 64-bit addresses; the largest excess of ptxas' registers over the count at prefetch
+      depth 1, per architecture, kernel kind and batch, measured by
+      ``measurements/ptxas_sweep.py`` on layers at the limits before and after this correction
+      (``measurements/ptxas_sweep.json``: sm_70 with CUDA 12's NVRTC, sm_90 with nvcc; a kernel
+      that spilled counts as needing 256). It is largest for 128-bit loads at batch 4 (long rows:
+      ptxas keeps about ten ``LDS.128`` in flight) and 0 at batch 1 and 2, where the count is
+      already above what ptxas allocates. An architecture not measured takes the largest value;
+    - dense tiles of ``R >= 2`` row-slots: every row-slot reads the same h words, and ptxas
+      loads each once for all of them (``K`` shared loads per step in the SASS, not ``R K``)
+      and may keep all ``K B`` live: ``(K - 1) B`` more (``sparse_rnn.dense_reuse_registers``;
+      fp16: two per register, not measured).
+
+    The kernel builder refuses the same layers (``CapacityError`` naming ptxas). fp16 and the
+    gru / lstm cells, which the builder does not build, take the fp32 RNN's values.
 Shared memory (per CTA)
     ``h`` is staged batch-interleaved ``[N][B]``, rounded up to whole 128-bit chunks: ``N * B``
     words of 4 bytes (fp32) or 2 bytes (fp16); dense tiles read up to ``32 * K`` columns, so the
@@ -49,10 +73,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from kernels_ir.errors import CapacityError, InputError
-from kernels_ir.kernels.sparse_rnn import DENSE_REGS, FIXED_REGS, REGS_PER_BATCH, REGS_PER_ROW
+from kernels_ir.kernels.sparse_rnn import (
+    DENSE_REGS,
+    FIXED_REGS,
+    PTXAS_SOURCE,
+    REGS_PER_BATCH,
+    REGS_PER_ROW,
+    ptxas_extra_regs,
+)
 
 __all__ = ["THREADS_PER_CTA", "WARP", "SCALAR_REGS", "DTYPES", "CELLS", "Fit", "MaxHidden",
-           "registers_per_thread", "smem_bytes", "reg_limit", "row_slot_quantiles",
+           "registers_per_thread", "ptxas_extra", "smem_bytes", "reg_limit", "row_slot_quantiles",
            "expected_slots", "fit", "check", "max_hidden", "capacity_table", "check_cell",
            "check_dtype"]
 
@@ -87,18 +118,38 @@ def reg_limit(spec) -> int:
     return min(spec.max_regs_per_thread, spec.regs_per_sm // THREADS_PER_CTA)
 
 
-def registers_per_thread(S, R, batch, *, dense: bool, dtype: str = "fp32"):
-    """Registers per thread (array-friendly): weights + per-row + per-batch + scalar registers.
+def registers_per_thread(S, R, batch, *, dense: bool, dtype: str = "fp32", ptxas: bool = True,
+                         arch: str | None = None):
+    """Registers per thread (array-friendly): weights + per-row + per-batch + scalar registers,
+    and with ``ptxas`` what ptxas needs beyond them on ``arch`` (see the module docstring;
+    ``arch=None``: the largest of the measured architectures).
 
-    fp32 equals ``kernels_ir.kernels.sparse_rnn.registers_needed`` (tested).
+    ``ptxas=False``, fp32, equals ``kernels_ir.kernels.sparse_rnn.registers_needed`` (tested).
     """
-    S = np.asarray(S)
+    S, R = np.asarray(S), np.asarray(R)
     if dtype == "fp32":
         weights = S * (1 if dense else 2)
     else:  # fp16: packed value + 16-bit index, or two packed dense values
         weights = -(-S // 2) if dense else S
-    return weights + REGS_PER_ROW * np.asarray(R) + REGS_PER_BATCH * np.asarray(batch) + \
+    counted = weights + REGS_PER_ROW * R + REGS_PER_BATCH * np.asarray(batch) + \
         FIXED_REGS + (DENSE_REGS if dense else 0)
+    if not ptxas:
+        return counted
+    return counted + ptxas_extra(S, R, batch, dense=dense, dtype=dtype, arch=arch)
+
+
+def ptxas_extra(S, R, batch, *, dense: bool, dtype: str = "fp32", arch: str | None = None):
+    """Registers ptxas needs beyond the kernel's count (array-friendly): the measured excess
+    (``sparse_rnn.ptxas_extra_regs``) and, dense with ``R >= 2``, the h words of the tile kept
+    for the later row-slots (``sparse_rnn.dense_reuse_registers``; fp16: two per register)."""
+    S, R = np.asarray(S), np.asarray(R)
+    extra = np.vectorize(lambda b: ptxas_extra_regs(arch, dense, int(b)))(np.asarray(batch))
+    if not dense:
+        return extra + 0 * S
+    kmax = S // np.maximum(R, 1)
+    words = (kmax - 1) * np.asarray(batch)
+    reuse = np.where(R >= 2, words if dtype == "fp32" else -(-words // 2), 0)
+    return extra + reuse
 
 
 def smem_bytes(hidden, batch, *, dense: bool, dtype: str = "fp32", kmax=None):
@@ -180,18 +231,22 @@ class Fit:
 
     fits: bool
     limit: str           # "" if it fits, else "registers" or "shared memory"
-    registers: int       # per thread, needed
+    registers: int       # per thread, needed (as ptxas allocates them unless ptxas=False)
     register_limit: int
     smem_bytes: int      # per CTA, needed
     smem_limit: int
     slots: int           # S = sum K_j
     rows_per_warp: int   # R
     message: str         # why not, in words ("" if it fits)
+    ptxas_extra: int = 0  # of ``registers``: what ptxas needs beyond the kernel's count
 
 
 def fit(spec, hidden: int, batch: int, density: float, *, cell: str = "rnn", dtype: str = "fp32",
-        dense: bool = False, slots: tuple[int, ...] | None = None, exact: bool = True) -> Fit:
-    """Does the layer fit? ``slots`` (``K_j`` of a concrete mapping) overrides the expectation."""
+        dense: bool = False, slots: tuple[int, ...] | None = None, exact: bool = True,
+        ptxas: bool = True) -> Fit:
+    """Does the layer fit? ``slots`` (``K_j`` of a concrete mapping) overrides the expectation.
+    ``ptxas=False`` counts the kernel's registers only (the answer before ptxas was consulted:
+    such a layer may spill)."""
     check_dtype(dtype)
     gates = check_cell(cell)
     if slots is None:
@@ -199,23 +254,34 @@ def fit(spec, hidden: int, batch: int, density: float, *, cell: str = "rnn", dty
     else:
         K, R = tuple(slots), len(slots)
     S = int(sum(K))
-    regs = int(registers_per_thread(S, R, batch, dense=dense, dtype=dtype))
+    counted = int(registers_per_thread(S, R, batch, dense=dense, dtype=dtype, ptxas=False))
+    extra = int(ptxas_extra(S, R, batch, dense=dense, dtype=dtype, arch=spec.arch)) if ptxas \
+        else 0
+    regs = counted + extra
     rlim = reg_limit(spec)
     smem = int(smem_bytes(hidden, batch, dense=dense, dtype=dtype, kmax=max(K) if dense else None))
     slim = spec.smem_bytes_per_cta
     kind = "dense" if dense else f"density {density:g}"
     what = f"hidden={hidden} ({cell}, {kind}, batch {batch}, {dtype})"
     if regs > rlim:
-        msg = (f"{what} does not fit in the registers: {gates * hidden} rows need {S} weight "
-               f"slots per thread ({R} rows per warp), {regs} registers/thread; {spec.name} allows "
-               f"{rlim} "
-               f"(max_regs_per_thread {spec.max_regs_per_thread} at {THREADS_PER_CTA} threads)")
-        return Fit(False, "registers", regs, rlim, smem, slim, S, R, msg)
+        if counted > rlim:
+            msg = (f"{what} does not fit in the registers: {gates * hidden} rows need {S} weight "
+                   f"slots per thread ({R} rows per warp), {counted} registers/thread; "
+                   f"{spec.name} allows {rlim} (max_regs_per_thread {spec.max_regs_per_thread} "
+                   f"at {THREADS_PER_CTA} threads)")
+        else:
+            msg = (f"{what} does not fit in the registers (ptxas: {regs} registers, spills): "
+                   f"{gates * hidden} rows need {S} weight slots per thread ({R} rows per warp), "
+                   f"{counted} registers/thread by the kernel's count and {extra} more for "
+                   f"ptxas on {spec.arch} ({PTXAS_SOURCE}); {spec.name} allows {rlim} "
+                   f"(max_regs_per_thread {spec.max_regs_per_thread} at {THREADS_PER_CTA} "
+                   f"threads)")
+        return Fit(False, "registers", regs, rlim, smem, slim, S, R, msg, extra)
     if smem > slim:
         msg = (f"{what} does not fit in shared memory: h needs {smem} bytes/CTA, {spec.name} "
                f"allows {slim} (smem_bytes_per_cta)")
-        return Fit(False, "shared memory", regs, rlim, smem, slim, S, R, msg)
-    return Fit(True, "", regs, rlim, smem, slim, S, R, "")
+        return Fit(False, "shared memory", regs, rlim, smem, slim, S, R, msg, extra)
+    return Fit(True, "", regs, rlim, smem, slim, S, R, "", extra)
 
 
 def check(spec, hidden: int, batch: int, density: float, **kw) -> Fit:
@@ -223,7 +289,8 @@ def check(spec, hidden: int, batch: int, density: float, **kw) -> Fit:
     f = fit(spec, hidden, batch, density, **kw)
     if not f.fits:
         best = max_hidden(spec, density, batch, cell=kw.get("cell", "rnn"),
-                          dtype=kw.get("dtype", "fp32"), dense=kw.get("dense", False))
+                          dtype=kw.get("dtype", "fp32"), dense=kw.get("dense", False),
+                          ptxas=kw.get("ptxas", True))
         raise CapacityError(f"{f.message}; the largest that fits is hidden={best.hidden} "
                             f"({best.limit})")
     return f
@@ -239,7 +306,8 @@ class MaxHidden:
 
 
 def max_hidden(spec, density: float, batch: int, *, cell: str = "rnn", dtype: str = "fp32",
-               dense: bool = False, upper: int = 1 << 20, exact: bool = True) -> MaxHidden:
+               dense: bool = False, upper: int = 1 << 20, exact: bool = True,
+               ptxas: bool = True) -> MaxHidden:
     """Largest hidden size N that fits, by bisection, and the binding limit at N + 1.
 
     ``exact=False`` uses the Cornish-Fisher quantiles (no ``scipy.stats`` import: fast).
@@ -250,7 +318,8 @@ def max_hidden(spec, density: float, batch: int, *, cell: str = "rnn", dtype: st
         raise InputError(f"batch={batch!r} must be a positive integer")
 
     def ok(n: int) -> Fit:
-        return fit(spec, n, batch, density, cell=cell, dtype=dtype, dense=dense, exact=exact)
+        return fit(spec, n, batch, density, cell=cell, dtype=dtype, dense=dense, exact=exact,
+                   ptxas=ptxas)
 
     if not ok(1).fits:
         f = ok(1)
@@ -274,8 +343,9 @@ def max_hidden(spec, density: float, batch: int, *, cell: str = "rnn", dtype: st
     good, bad = ok(lo), ok(lo + 1)
     kind = "dense weights" if dense else f"density {density:g}"
     if bad.limit == "registers":
-        msg = (f"registers: {bad.register_limit}/thread allow at most hidden={lo} at {kind} "
-               f"(batch {batch}, {cell}, {dtype})")
+        how = f" as ptxas allocates them on {spec.arch}" if ptxas else ""
+        msg = (f"registers: {bad.register_limit}/thread{how} allow at most hidden={lo} at "
+               f"{kind} (batch {batch}, {cell}, {dtype})")
     else:
         msg = (f"shared memory: {bad.smem_limit} bytes/CTA allow at most hidden={lo} at batch "
                f"{batch} ({dtype} h)")

@@ -36,7 +36,9 @@ def mapping_summary(mapping: Mapping, *, batch: int, wide_loads: bool, spec=None
 
     ``registers_per_thread`` is the kernel's count (weights, indices, row bookkeeping and scalars;
     :func:`kernels_ir.kernels.sparse_rnn.registers_needed`); with ``spec`` the budget
-    ``min(max_regs_per_thread, regs_per_sm // threads_per_cta)`` and whether it fits are added.
+    ``min(max_regs_per_thread, regs_per_sm // threads_per_cta)``, the registers ptxas needs
+    (``registers_ptxas``, :func:`~kernels_ir.kernels.sparse_rnn.ptxas_registers`) and whether
+    they fit are added.
     """
     from kernels_ir.kernels.sparse_rnn import registers_needed
 
@@ -77,8 +79,14 @@ def mapping_summary(mapping: Mapping, *, batch: int, wide_loads: bool, spec=None
     }
     if spec is not None:
         budget = min(spec.max_regs_per_thread, spec.regs_per_sm // threads)
+        from kernels_ir.kernels.sparse_rnn import ptxas_registers
+
+        # as ptxas allocates them (models.capacity: the count plus ptxas' measured excess)
+        need = ptxas_registers(mapping.total_slots, mapping.rows_per_warp, batch, mapping.dense,
+                               arch=spec.arch, kmax=max(mapping.slots))
         out["register_budget"] = int(budget)
-        out["fits_registers"] = bool(regs <= budget)
+        out["registers_ptxas"] = int(need)
+        out["fits_registers"] = bool(need <= budget)
         out["gpu"] = spec.name
     return out
 
@@ -290,14 +298,16 @@ def plot_capacity(specs, *, batch: int = 4, densities=None, hiddens=None,
         top = cap.max_hidden(spec, density, batch, dtype=dtype).hidden
         hiddens = sorted({int(x) for x in np.linspace(max(32, top // 6), top * 1.2, 6).round(-1)})
     parts = {"weight values": [], "column indices": [],
-             "bookkeeping (per row, per batch column, scalars)": []}
+             "bookkeeping (per row, per batch column, scalars)": [],
+             "ptxas beyond the count (measured)": []}
     for n in hiddens:
         f = cap.fit(spec, n, batch, density, dtype=dtype)
         per_value = 1 if dtype == "fp32" else 0.5
         parts["weight values"].append(f.slots * per_value)
         parts["column indices"].append(f.slots * per_value)
         parts["bookkeeping (per row, per batch column, scalars)"].append(
-            f.registers - 2 * f.slots * per_value)
+            f.registers - f.ptxas_extra - 2 * f.slots * per_value)
+        parts["ptxas beyond the count (measured)"].append(f.ptxas_extra)
     x = np.arange(len(hiddens))
     bottom = np.zeros(len(hiddens))
     for i, (name, vals) in enumerate(parts.items()):

@@ -425,15 +425,76 @@ def registers_needed(S: int, R: int, b: int, dense: bool, *, sync: str = "barrie
     registers a layer leaves over). Exact for the IR (a test compares it with every built
     kernel).
 
-    ptxas needs a few more for 64-bit address arithmetic: for sm_75, 3840/4/0.1 declares 220 and
-    compiles to 232 without spills, while 2304/4/0.3 declares 240 and compiles to 255 with a
-    156-byte spill. So a layer within a few registers of the limit fits the simulator's budget
-    but may spill on the real GPU; the codegen tests check representative layers with ptxas.
+    ptxas allocates its own registers: :func:`ptxas_registers` adds what it was measured to need
+    beyond this count (:data:`PTXAS_EXTRA_REGS`, dense row-slots: :func:`dense_reuse_registers`).
     """
     extra = (BARRIER_REGS if sync == "barrier" else 0) + \
         ((DENSE_REGS if dense_tail else 1) if dense else 0)
     return S * (1 if dense else 2) + REGS_PER_ROW * R + REGS_PER_BATCH * b + 4 * group + \
         SCALAR_REGS + extra + (prefetch - 1) * b
+
+
+def dense_reuse_registers(R: int, kmax: int, b: int) -> int:
+    """Registers ptxas may keep beyond the builder's count in a dense kernel of ``R >= 2``
+    row-slots: every row-slot of a dense tile reads the same words of ``h_s`` (the addresses
+    do not depend on the row, and nothing stores to ``h_s`` between them), so ptxas loads each
+    word once for all row-slots (the SASS has ``kmax`` shared loads per step, not ``R * kmax``)
+    and, at worst, keeps all ``kmax * b`` words live until the last row-slot has used them:
+    ``(kmax - 1) * b`` more than the one B-word set the builder counts at prefetch depth 1."""
+    return (int(kmax) - 1) * int(b) if R >= 2 else 0
+
+
+def counted_registers(program: RNNProgram, prefetch: int | None = None) -> int:
+    """:func:`registers_needed` of a built kernel (its variant, staging group, dense tail), with
+    the kernel's own prefetch depth or ``prefetch``."""
+    k, m = program.kernel, program.mapping
+    meta = dict(k.meta)
+    b, slot = program.batch, program.slot_words
+    hs_words = max(slot, WARP * max(m.slots) * b) if m.dense else slot
+    return registers_needed(m.total_slots, m.rows_per_warp, b, m.dense, sync=meta["sync"],
+                            group=min(STAGE_GROUP, -(-slot // (4 * k.block))),
+                            dense_tail=hs_words > slot,
+                            prefetch=meta["prefetch"] if prefetch is None else prefetch)
+
+
+# Registers ptxas allocates beyond the kernel's count at prefetch depth 1 (registers_needed;
+# dense kernels of R >= 2 row-slots: plus dense_reuse_registers), per architecture, kernel kind
+# and batch: the largest excess over the layers of measurements/ptxas_sweep.json (at the limits
+# before and after this correction; a kernel that spilled counts as needing 256), never below 0.
+# ptxas schedules the shared loads itself: its registers are the same whatever prefetch depth
+# the IR has (measured), so depth 1 is the reference. Written by that script's derive_extra;
+# tests/models/test_capacity_ptxas.py checks this table against the file.
+PTXAS_EXTRA_REGS: dict[str, dict[str, dict[int, int]]] = {
+    "sm_70": {"sparse": {1: 0, 2: 0, 4: 37, 8: 15}, "dense": {1: 0, 2: 0, 4: 11, 8: 0}},
+    "sm_90": {"sparse": {1: 0, 2: 0, 4: 34, 8: 12}, "dense": {1: 0, 2: 0, 4: 8, 8: 0}},
+}
+PTXAS_SOURCE = "measurements/ptxas_sweep.json"
+
+
+def ptxas_extra_regs(arch: str, dense: bool, b: int) -> int:
+    """:data:`PTXAS_EXTRA_REGS` of ``arch`` at batch ``b``: a batch not measured takes the
+    value of the next measured batch above it (beyond the largest, the table's largest value),
+    an architecture not measured the largest value any measured one has at that batch."""
+    kind = "dense" if dense else "sparse"
+    tables = [PTXAS_EXTRA_REGS[arch][kind]] if arch in PTXAS_EXTRA_REGS else \
+        [t[kind] for t in PTXAS_EXTRA_REGS.values()]
+    out = 0
+    for t in tables:
+        above = [m for m in sorted(t) if m >= b]
+        out = max(out, t[above[0]] if above else max(t.values(), default=0))
+    return out
+
+
+def ptxas_registers(S: int, R: int, b: int, dense: bool, *, arch: str, kmax: int | None = None,
+                    sync: str = "barrier", group: int = STAGE_GROUP,
+                    dense_tail: bool = True) -> int:
+    """Registers per thread ptxas is expected to need at most, at prefetch depth 1: the
+    kernel's count, plus (dense, ``R >= 2``) :func:`dense_reuse_registers`, plus
+    :func:`ptxas_extra_regs`. The layer compiles without spills when this is within the
+    per-thread limit (the builder refuses it otherwise; ``models.capacity`` counts the same)."""
+    reuse = dense_reuse_registers(R, S // max(1, R) if kmax is None else kmax, b) if dense else 0
+    return registers_needed(S, R, b, dense, sync=sync, group=group, dense_tail=dense_tail) + \
+        reuse + ptxas_extra_regs(arch, dense, b)
 
 
 PREFETCH_LOADS = 8  # shared loads a warp keeps in flight ahead of their FMAs (ptxas: 7-10)
@@ -443,7 +504,10 @@ PREFETCH_MARGIN = 16  # registers left to ptxas' own address arithmetic before p
 def _prefetch_depth(spec, *, b, S, R, dense, threads, sync, group, dense_tail,
                     loads_per_slot) -> int:
     """Slots whose shared loads are issued before the first of their FMAs: up to
-    :data:`PREFETCH_LOADS` loads, as far as the registers left over allow (B per slot)."""
+    :data:`PREFETCH_LOADS` loads, as far as the registers left over allow (B per slot). This
+    is the order the simulator issues; ptxas pipelines the loads on its own and allocates the
+    same registers whatever the depth (``measurements/ptxas_sweep.json``), so the depth never
+    decides whether a layer spills."""
     want = max(1, PREFETCH_LOADS // loads_per_slot)
     cap = min(spec.max_regs_per_thread, spec.regs_per_sm // threads)
     spare = cap - PREFETCH_MARGIN - registers_needed(S, R, b, dense, sync=sync, group=group,
@@ -454,13 +518,22 @@ def _prefetch_depth(spec, *, b, S, R, dense, threads, sync, group, dense_tail,
 def _check_capacity(spec, *, n, b, S, R, dense, threads, smem_bytes, density, sync, group,
                     dense_tail) -> None:
     regs = registers_needed(S, R, b, dense, sync=sync, group=group, dense_tail=dense_tail)
+    need = ptxas_registers(S, R, b, dense, arch=spec.arch, sync=sync, group=group,
+                           dense_tail=dense_tail)
     per_thread_cap = min(spec.max_regs_per_thread, spec.regs_per_sm // threads)
+    kind = "dense" if dense else f"density {density:.3g}"
     if regs > per_thread_cap:
-        kind = "dense" if dense else f"density {density:.3g}"
         raise CapacityError(
             f"hidden={n} ({kind}, batch {b}) does not fit in the registers: {S} weight slots per "
             f"thread need {regs} registers/thread, {spec.name} allows {per_thread_cap} at "
             f"{threads} threads/CTA; 'gpusim capacity' gives the largest layer that fits")
+    if need > per_thread_cap:
+        raise CapacityError(
+            f"hidden={n} ({kind}, batch {b}) does not fit in the registers (ptxas: {need} "
+            f"registers, spills): {S} weight slots per thread need {regs} registers/thread by "
+            f"the kernel's count and ptxas {need - regs} more on {spec.arch} ({PTXAS_SOURCE}); "
+            f"{spec.name} allows {per_thread_cap} at {threads} threads/CTA; 'gpusim capacity' "
+            f"gives the largest layer that fits")
     if smem_bytes > spec.smem_bytes_per_cta:
         raise CapacityError(
             f"hidden={n}, batch={b} does not fit in shared memory: h needs {smem_bytes} bytes, "
