@@ -27,12 +27,15 @@ C = 700          # hand-over cycles of the unit tests
 WORDS = 1024
 
 
-def _l2(handover: int = C) -> L2:
+def _l2(handover: int = C, polled: bool = True) -> L2:
     spec = dataclasses.replace(load_spec("h100"), l2_sector_handover_cycles=handover,
                                l2_partitions=1, l2_far_extra_cycles=0)
     # warps 0, 1 on SM 0; warps 2, 3 on SM 1
     l2 = L2(spec, WORDS, np.array([0, 0, 1, 1]))
     l2.warm(0, WORDS)
+    if polled:   # warp 3 polls sectors 2 and 5 long before the stores (the pollers' sectors)
+        for word in (16, 40):
+            _one(l2, 3, word, -1e6, False)
     return l2
 
 
@@ -66,6 +69,14 @@ def test_stores_of_one_sm_and_late_stores_pass_at_once():
     assert c == 2 * C + l2.half
     _, d = _one(l2, 2, 40, 0.0, True)                  # another sector: independent
     assert d == l2.half
+
+
+def test_sectors_nobody_polls_are_not_handed_over():
+    """Plain stores of several SMs into one sector (the CSR kernel's outputs) pass at once."""
+    l2 = _l2(polled=False)
+    _, a = _one(l2, 0, 16, 0.0, True)
+    _, b = _one(l2, 2, 17, 0.0, True)
+    assert b == a == l2.half
 
 
 def test_no_hand_over_when_the_spec_has_none():
