@@ -134,9 +134,10 @@ def test_simulator_gives_the_measured_l1_cost_and_the_record_is_todays(record):
         if n.startswith("gather_l1_") and LINES[n] >= 4:
             assert sim[n]["per_sm_cycles"] == pytest.approx(
                 record["results"][n]["per_sm_cycles"], rel=0.16), n
-    # the one-sector L2 requests are the known gap (measurements/README.md): L2 is slower
-    assert sim["gather_l2_32"]["per_sm_cycles"] < 0.8 * record["results"]["gather_l2_32"][
-        "per_sm_cycles"]
+    # L2-bound loads: the per-SM request limit (l2_request_cycles_per_sm) is their fit
+    for n in ("gather_l2_8", "gather_l2_32"):
+        assert sim[n]["per_sm_cycles"] == pytest.approx(record["results"][n]["per_sm_cycles"],
+                                                        rel=0.1), n
     today = simulated_cycles_per_op(H100, "gather_l1_8_s4", SIM_SIZES, {}) * H100.sm_count
     assert today == pytest.approx(sim["gather_l1_8_s4"]["per_sm_cycles"], rel=1e-9)
 
