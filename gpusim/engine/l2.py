@@ -52,6 +52,15 @@ Model (every number from the spec):
   kernel's output stores (several SMs per sector, nobody polling) run at the GPU's measured
   speed without it (``csr-h256-b1`` of the campaign). ``n`` SMs writing one sector at once make it
   complete ``(n - 1)`` hand-overs after the first; a sector written by one SM costs nothing.
+- Requests leaving an SM (``l2_request_cycles_per_sm``): the load requests an SM sends to L2
+  (L1 misses, bypassing loads, polls) leave it at most one every ``l2_request_cycles_per_sm``
+  cycles, in time order within 128-cycle buckets (a :class:`BucketServer` per SM, like the
+  L1TEX stages of ``smem.py``); a request reaches its slice half its round trip after it left.
+  Fitted to the L2-bound benchmarks of ``measurements/h100/gather.json`` / ``csr_mech.json``
+  (cycles per warp load per SM over the simulator's requests per load). Nsight counts fewer L2
+  requests than the simulator sends (about 2 cycles each), and every one of them is one
+  sector, so the records do not tell a request from a sector; the simulator charges one unit
+  per (warp, sector) request. Stores and atomics are not limited (not measured).
 """
 
 from __future__ import annotations
@@ -225,6 +234,10 @@ class L2:
         else:
             self.handover = 0.0
         self.held_any = False
+        rc = float(getattr(spec, "l2_request_cycles_per_sm", 0.0) or 0.0)
+        self.req_server = (BucketServer(int(self.sm_of_warp.max()) + 1, rc)
+                           if rc > 0 and self.sm_of_warp is not None and self.sm_of_warp.size
+                           else None)
         self.transactions = {"data": 0, "poll": 0, "atomic": 0, "store": 0}
 
     def half_trip(self, warp: np.ndarray, sector: np.ndarray) -> np.ndarray:
@@ -321,6 +334,13 @@ class L2:
         wait = (start >= ha) & (start < hv)
         return np.where(wait, hv, start)
 
+    def _leave(self, warp: np.ndarray, t: np.ndarray) -> np.ndarray:
+        """Cycle each load request of ``warp`` ready at ``t`` leaves its SM for L2 (at most one
+        per ``l2_request_cycles_per_sm`` per SM; ``t`` itself without the limit)."""
+        if self.req_server is None or not t.size:
+            return t
+        return self.req_server.serve(self.sm_of_warp[warp], t)
+
     def warm(self, lo_word: int, n_words: int) -> None:
         """Mark words ``[lo_word, lo_word + n_words)`` as resident in L2 (no DRAM on first use)."""
         sw = self.sector_words
@@ -340,7 +360,8 @@ class L2:
         half = self.half_trip(warps[rrow], rsec)
         if l1 is None or store or not rsec.size:
             self.transactions[kind] += int(rsec.size)
-            start = self._serve(rsec, issue[rrow] + half, store)
+            t0 = issue[rrow] if store else self._leave(warps[rrow], issue[rrow])
+            start = self._serve(rsec, t0 + half, store)
             if self.handover:
                 if store:
                     start = self._hand_over(rsec, start, self.sm_of_warp[warps[rrow]])
@@ -352,7 +373,8 @@ class L2:
             l1_served, go, key = l1.lookup(rwarp, rsec, t_issue)
             self.transactions[kind] += int(go.sum())
             done_req = np.full(rsec.size, np.nan)
-            got = self._serve(rsec[go], t_issue[go] + half[go], store)
+            t_go = self._leave(rwarp[go], t_issue[go])
+            got = self._serve(rsec[go], t_go + half[go], store)
             if self.held_any:
                 got = self._held(rsec[go], got)
             done_req[go] = got + half[go]

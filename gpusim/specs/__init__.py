@@ -93,6 +93,9 @@ PARAMS: dict[str, Param] = {
     "l2_sector_handover_cycles": Param("cycles", int, 0, 20000,
                                        "a store to a sector last written by another SM is "
                                        "performed this long after that store at the earliest"),
+    "l2_request_cycles_per_sm": Param("cycles/request", float, 0, 64,
+                                      "an SM sends at most one load request to L2 every this "
+                                      "many cycles (0: no limit)"),
     "dram_latency_cycles": Param("cycles", int, 10, 10000, "load round trip on an L2 miss"),
     "dram_bandwidth_bytes_per_s": Param("bytes/s", float, 1e9, 1e14, "sustained DRAM bandwidth"),
     "launch_overhead_s": Param("s", float, 1e-8, 1e-3, "extra time per back-to-back launch"),
@@ -167,6 +170,7 @@ class GPUSpec:
     fence_latency_cycles: int
     l2_store_visibility_cycles: int
     l2_sector_handover_cycles: int
+    l2_request_cycles_per_sm: float
     dram_latency_cycles: int
     dram_bandwidth_bytes_per_s: float
     launch_overhead_s: float
