@@ -138,8 +138,9 @@ written) whatever ``dtype``. Per round, cycles:
   held in L1 (:func:`_resident`, the simulator's smallest-first rule, for L1 and for L2 residency)
   are each SM's first touch of a sector only; with h not in L1 the padding lanes' requests for
   column 0 all queue at one slice; ``l2_sector_bytes / l2_bytes_per_cycle_per_slice`` each over
-  ``l2_slices``; and the busiest SM's share of those requests (``W / R`` of them) leaves the SM
-  at most one per ``l2_request_cycles_per_sm`` (``gpusim/engine/l2.py``), the slower of the two;
+  ``l2_slices``; and the busiest SM's share of those requests (``W / R`` of them, a request
+  being one 128-byte line of a warp-instruction) leaves the SM at most one per
+  ``l2_request_cycles_per_sm`` (``gpusim/engine/l2.py``), the slower of the two;
 - DRAM: values and indices not resident in L2 stream at ``dram_bandwidth_bytes_per_s``;
 - issue: the sub-partition's warps' instructions of a chunk (FFMAs at the FP32 pipe rate);
 - the critical warp's chain: IADD, ISETP, the value and index loads, the indices' round trip
@@ -1021,7 +1022,10 @@ def _csr_row_per_warp(spec, N, R, B, d):
     hot = np.where(col(h_l1), 0.0, col(Rf) * p_end * col(ng) * pad * svc)
     l2t = (req_vc + req_g) * svc / spec.l2_slices + hot
     # ... and the busiest SM sends its share of them at most one per l2_request_cycles_per_sm
-    l2t = np.maximum(l2t, (req_vc + req_g) * col(W) / np.maximum(col(Rf), 1.0)
+    # (a request is one 128-byte line of a warp-instruction: the coalesced value and index
+    # loads carry 128 / l2_sector_bytes sectors per request, a gather one)
+    lines_vc = req_vc / max(1.0, 128.0 / spec.l2_sector_bytes)
+    l2t = np.maximum(l2t, (lines_vc + req_g) * col(W) / np.maximum(col(Rf), 1.0)
                      * float(getattr(spec, "l2_request_cycles_per_sm", 0.0)))
     nz_bytes = col(Rf) * (p_full * WARP + p_end * m_end) * VEC * 4
     dram = (np.where(col(vals_dram), nz_bytes, 0.0)
