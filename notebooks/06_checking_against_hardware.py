@@ -127,7 +127,7 @@ if camp is not None and camp.ok_cases:
 summary = None
 if camp is not None and camp.ok_cases:
     try:
-        summary = run_crosscheck(DATA, every=EVERY)
+        summary = run_crosscheck(DATA, every=EVERY, include_fresh=False)
     except InputError as exc:  # e.g. a partial directory with no case the tools can predict
         print(f"cross-check not possible: {exc}")
 if summary is not None:

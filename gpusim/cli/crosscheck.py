@@ -224,8 +224,10 @@ def run_crosscheck(data: str | Path, *, every: int = 1, kinds: tuple[str, ...] |
                 row["conflicts_ld_match"] = row["conflicts_ld_measured"] == pred["conflicts_ld"]
             rows.append(row)
     if not rows:
+        first = next(iter(skipped.items()), None)
         raise InputError(f"no recorded case in {data} could be predicted (kinds={kinds}; "
-                         f"{len(stale)} stale)")
+                         f"{len(stale)} stale; {len(skipped)} not predicted"
+                         + (f", e.g. {first[0]}: {first[1]})" if first else ")"))
     summary = _summarise(rows, spearmanr)
     summary["samples"] = {}
     for label in (IN_SAMPLE, OUT_OF_SAMPLE):

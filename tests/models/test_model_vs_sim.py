@@ -91,10 +91,6 @@ def test_model_within_15_percent_of_simulator():
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="known gap since 2026-11-22: the kernels prefetch their "
-                   "shared loads (sparse_rnn.PREFETCH_LOADS) and the engine has L1TEX stages; "
-                   "models.analytical still charges one shared-load latency per slot, so dense "
-                   "and short-row layers are 19-70% slower in the model")
 def test_model_within_15_percent_of_simulator_on_full_gpus():
     # 5 steps: at full size steps 2-3 are still settling (poll phases, e.g. v100 1152/4/0.1
     # sparse-bank: 2545, 2816, then 2729-2896 cycles)
