@@ -27,11 +27,12 @@ L2 requests/sectors.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from measurements.probe import PerSMProbe  # noqa: E402
 
 NAMES = (["cmech_same_32", "cmech_spread_32", "cmech_spread4_32", "cmech_rand_32",
           "cmech_spread_8", "cmech_spread_32_w4", "gather_l1_32_w4",
@@ -52,78 +53,14 @@ METRICS = ("gpu__time_duration.sum", "sm__cycles_active.avg",
            "lts__t_requests_srcunit_tex_op_read.sum", "lts__t_sectors_srcunit_tex_op_read.sum")
 
 
-def measure(out: str, argv: list) -> dict:
-    from gpusim.backends.cupy_backend import Runner
-    from measurements.campaign import provenance
-    from measurements.probe import ClockSampler, time_microbench
-
-    runner = Runner()
-    prov = provenance(argv)
-    clocks = ClockSampler()
-    res = {"format_version": 1, "provenance": prov, "results": {}}
-    for name in NAMES:
-        r = time_microbench(runner, name, SIZES, {}, repeats=11, warmup=2)
-        if r["status"] == "ok":
-            r["benchmark"] = name
-            r["per_sm_cycles"] = r["per_op_s"] * prov["sm_count"] * prov["clock_rate_khz"] * 1e3
-        res["results"][name] = r
-    clocks.stop(prov)
-    path = os.path.join(out, "csr_mech.json")
-    with open(path, "w") as f:
-        json.dump(res, f, indent=1, default=float)
-    # the Nsight pass (its own process under ncu)
-    from measurements.exchange_ncu import run_ncu
-
-    try:
-        res["ncu"] = run_ncu(os.path.abspath(__file__), out, "csr_mech_ncu_raw.csv",
-                             "regex:mb_(cmech|gather)", (), METRICS)
-    except Exception as exc:  # the timings stand without it
-        res["ncu"] = {"error": f"{type(exc).__name__}: {exc}"}
-    with open(path, "w") as f:
-        json.dump(res, f, indent=1, default=float)
-    for name, rec in res["ncu"].get("cases", {}).items():
-        m = rec["metrics"]
-        print(name, {k: v for k, v in m.items() if k.startswith(("l1tex", "lts", "sm__"))
-                     and isinstance(v, float) and v})
-    return res
-
-
-def worker(order_path: str) -> int:
-    from gpusim.backends.cupy_backend import Runner
-    from kernels_ir.kernels import microbench as mb
-    from measurements.campaign import launch_jobs
-
-    jobs = [(n, mb.build(n, NCU_ROUNDS)) for n in NAMES]
-    launch_jobs(Runner(), jobs, order_path, check_grid=False)
-    return 0
-
-
-def simulate_into(path: str) -> None:
-    from gpusim.calibrate import simulated_cycles_per_op
-    from gpusim.specs import load_spec
-
-    with open(path) as f:
-        data = json.load(f)
-    spec = load_spec("h100")
-    sim = {"spec": "h100", "clock_hz": spec.clock_hz, "sizes": list(SIM_SIZES), "results": {}}
-    for name in NAMES:
-        cyc = simulated_cycles_per_op(spec, name, SIM_SIZES, {}) * spec.sm_count
-        meas = data.get("results", {}).get(name, {}).get("per_sm_cycles")
-        sim["results"][name] = {"per_sm_cycles": cyc, "measured_per_sm_cycles": meas}
-        print(f"{name:22s} sim {cyc:7.2f}  measured {meas if meas else float('nan'):7.2f} "
-              f"cycles per warp load per SM", flush=True)
-    data["simulated"] = sim
-    with open(path, "w") as f:
-        json.dump(data, f, indent=1, default=float)
+PROBE = PerSMProbe(script=__file__, record="csr_mech", names=NAMES, sizes=SIZES,
+                   sim_sizes=SIM_SIZES, ncu_rounds=NCU_ROUNDS, metrics=METRICS,
+                   kernel_regex="regex:mb_(cmech|gather)", format_version=1)
+measure, worker, simulate_into = PROBE.measure, PROBE.worker, PROBE.simulate_into
 
 
 def main(argv: list | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["--worker"]:
-        return worker(argv[1])
-    from measurements.probe import probe_main
-
-    return probe_main(argv, __doc__, "measurements/csr_mech.py", measure, simulate_into)
+    return PROBE.main(argv, __doc__)
 
 
 if __name__ == "__main__":

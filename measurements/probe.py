@@ -70,3 +70,90 @@ def probe_main(argv: list | None, doc: str, script: str, measure, simulate_into)
     else:
         ap.error("--out or --simulate")
     return 0
+
+
+class PerSMProbe:
+    """A one-call probe of full-occupancy load microbenchmarks whose cost is read per warp load
+    per SM (``gather.py``, ``csr_mech.py``): each benchmark timed at ``sizes`` rounds, then one
+    Nsight Compute pass (a ``--worker`` process launching each once at ``ncu_rounds``) with
+    ``metrics``; ``--simulate FILE`` adds the simulator's cycles at ``sim_sizes``."""
+
+    def __init__(self, *, script: str, record: str, names, sizes, sim_sizes, ncu_rounds: int,
+                 metrics, kernel_regex: str, format_version: int):
+        self.script, self.record, self.names = script, record, list(names)
+        self.sizes, self.sim_sizes, self.ncu_rounds = tuple(sizes), tuple(sim_sizes), ncu_rounds
+        self.metrics, self.kernel_regex = tuple(metrics), kernel_regex
+        self.format_version = format_version
+
+    def measure(self, out: str, argv: list) -> dict:
+        import json
+
+        from gpusim.backends.cupy_backend import Runner
+        from measurements.campaign import provenance
+        from measurements.exchange_ncu import run_ncu
+
+        runner = Runner()
+        prov = provenance(argv)
+        clocks = ClockSampler()
+        res = {"format_version": self.format_version, "provenance": prov, "results": {}}
+        for name in self.names:
+            r = time_microbench(runner, name, self.sizes, {}, repeats=11, warmup=2)
+            if r["status"] == "ok":
+                r["benchmark"] = name
+                r["per_sm_cycles"] = (r["per_op_s"] * prov["sm_count"] * prov["clock_rate_khz"]
+                                      * 1e3)
+            res["results"][name] = r
+        clocks.stop(prov)
+        path = os.path.join(out, f"{self.record}.json")
+        with open(path, "w") as f:
+            json.dump(res, f, indent=1, default=float)
+        try:   # the Nsight pass, in its own process under ncu
+            res["ncu"] = run_ncu(os.path.abspath(self.script), out, f"{self.record}_ncu_raw.csv",
+                                 self.kernel_regex, (), self.metrics)
+        except Exception as exc:  # the timings stand without it
+            res["ncu"] = {"error": f"{type(exc).__name__}: {exc}"}
+        with open(path, "w") as f:
+            json.dump(res, f, indent=1, default=float)
+        for name, rec in res["ncu"].get("cases", {}).items():
+            m = rec["metrics"]
+            print(name, {k: v for k, v in m.items() if k.startswith(("l1tex", "lts", "sm__"))
+                         and isinstance(v, float) and v})
+        return res
+
+    def worker(self, order_path: str) -> int:
+        from gpusim.backends.cupy_backend import Runner
+        from kernels_ir.kernels import microbench as mb
+        from measurements.campaign import launch_jobs
+
+        jobs = [(n, mb.build(n, self.ncu_rounds)) for n in self.names]
+        launch_jobs(Runner(), jobs, order_path, check_grid=False)
+        return 0
+
+    def simulate_into(self, path: str) -> None:
+        import json
+
+        from gpusim.calibrate import simulated_cycles_per_op
+        from gpusim.specs import load_spec
+
+        with open(path) as f:
+            data = json.load(f)
+        spec = load_spec("h100")
+        sim = {"spec": "h100", "clock_hz": spec.clock_hz, "sizes": list(self.sim_sizes),
+               "results": {}}
+        for name in self.names:
+            cyc = simulated_cycles_per_op(spec, name, self.sim_sizes, {}) * spec.sm_count
+            meas = data.get("results", {}).get(name, {}).get("per_sm_cycles")
+            sim["results"][name] = {"per_sm_cycles": cyc, "measured_per_sm_cycles": meas}
+            print(f"{name:22s} sim {cyc:7.2f}  measured {meas if meas else float('nan'):7.2f} "
+                  f"cycles per warp load per SM", flush=True)
+        data["simulated"] = sim
+        with open(path, "w") as f:
+            json.dump(data, f, indent=1, default=float)
+
+    def main(self, argv: list | None, doc: str) -> int:
+        argv = sys.argv[1:] if argv is None else argv
+        if argv[:1] == ["--worker"]:
+            return self.worker(argv[1])
+        rel = os.path.relpath(os.path.abspath(self.script),
+                              os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        return probe_main(argv, doc, rel, self.measure, self.simulate_into)
