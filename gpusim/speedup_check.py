@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["PREDICT_NAME", "measured_layers", "check_speedups"]
+__all__ = ["predict_name", "measured_layers", "check_speedups", "print_speedups"]
 
 
 def predict_name(case: dict) -> str | None:
@@ -30,7 +30,6 @@ def predict_name(case: dict) -> str | None:
     return {"csr": "csr-row-per-warp", "cublas": "cublas", "cusparse": "cusparse"}[kind]
 
 
-PREDICT_NAME = predict_name
 SPARSE = ("sparse-naive", "sparse-wide", "sparse-bank", "sparse-lamport")
 BASELINES = ("csr-row-per-warp", "cublas", "cusparse")
 

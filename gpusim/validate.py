@@ -50,7 +50,7 @@ __all__ = [
     "show", "density_value", "expand_list",
     "check_sequence", "check_nnz", "check_layer_fits", "check_output_path",
     "check_plot_backend", "check_scheduler", "read_file", "read_text", "load_json_text",
-    "check_values", "require_values", "check_program_values", "check_args",
+    "check_values", "require_values", "check_args",
     "Num", "Int", "Str", "Bool", "Any_", "Nullable", "OneOf", "Seq", "Map", "Obj", "check_schema",
 ]
 
@@ -592,23 +592,6 @@ def check_values(result, reference, what: str) -> float:
     err = max_rel_err(result, reference)
     require_values(err, what)
     return err
-
-
-def check_program_values(prog, res, what: str) -> float:
-    """:func:`check_values` for a program and the simulator's result of it: a persistent RNN
-    program (every simulated step, ``res.steps`` of them) or a one-step CSR program launched on
-    ``prog.layer.h0`` (its ``h_out``)."""
-    import numpy as np
-
-    if hasattr(prog, "step_inputs"):  # CSR baseline: one launch, step 0 -> 1
-        from models.reference import rnn_reference
-
-        layer = prog.layer
-        h1 = np.asarray(res.globals["h_out"]).reshape(prog.hidden, prog.batch)
-        ref = rnn_reference(layer.U, layer.x_proj[:1], layer.h0)
-        return check_values(np.stack([np.asarray(layer.h0, np.float64), h1]), ref, what)
-    k = int(res.steps) + 1
-    return check_values(prog.outputs(res.globals)[:k], prog.reference()[:k], what)
 
 
 # --- the command line ---------------------------------------------------------------------------

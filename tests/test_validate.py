@@ -17,7 +17,6 @@ from gpusim.validate import (
     DENSITY_MIN,
     LIST_MAX,
     check_output_path,
-    check_program_values,
     check_scheduler,
     check_values,
     expand_list,
@@ -441,21 +440,21 @@ def _small_programs():
     return spec, build_sparse_rnn(layer, spec, sync="lamport"), build_csr_baseline(layer)
 
 
-def test_check_program_values(monkeypatch):
-    """The check predict --engine sim and crosscheck call on each simulated program."""
-    from gpusim.engine import simulate
+def test_simulated_programs_are_value_checked(monkeypatch):
+    """The check predict --engine sim and crosscheck make on each program they simulate
+    (gpusim.pricing.price_program: every simulated step of a persistent program, the one launch
+    of a CSR program)."""
+    from gpusim.pricing import price_program
 
     spec, rnn, csr = _small_programs()
-    r_rnn = simulate(rnn.kernel, rnn.inputs, spec, sample_steps=2)
-    r_csr = simulate(csr.kernel, csr.step_inputs(0, csr.layer.h0), spec, l2_warm=True)
-    assert check_program_values(rnn, r_rnn, "rnn") < 1e-5
-    assert check_program_values(csr, r_csr, "csr") < 1e-5
+    assert price_program(rnn, spec, sample_steps=2, what="rnn").max_rel_err < 1e-5
+    assert price_program(csr, spec, what="csr").max_rel_err < 1e-5
     import models.reference as ref
 
     monkeypatch.setattr(ref, "np", _Perturbed())
-    for prog, res in ((rnn, r_rnn), (csr, r_csr)):
+    for prog in (rnn, csr):
         with pytest.raises(ValueMismatchError, match="values differ from the float64 reference"):
-            check_program_values(prog, res, "kernel")
+            price_program(prog, spec, sample_steps=2, what="kernel")
 
 
 def test_check_values_shapes_and_nan():

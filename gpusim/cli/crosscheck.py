@@ -237,7 +237,6 @@ def run_crosscheck(data: str | Path, *, every: int = 1, kinds: tuple[str, ...] |
     summary.update({"unscored": len(mismatched), "unscored_cases": mismatched,
                     "stale": len(stale), "stale_cases": stale,
                     "skipped": len(skipped), "skipped_cases": skipped,
-                    "values_mismatch_cases": mismatched,
                     "format_version": min(versions), "data": str(data),
                     "gpu": ", ".join(sorted(gpus)), "spec": ", ".join(sorted(specs)),
                     "draws": draw_info, "every": every, "rows": rows})
@@ -354,8 +353,6 @@ def main(args) -> int:
     print(f"bank conflicts: {s['bank_conflict_cases'] - s['bank_conflict_mismatches']} of "
           f"{s['bank_conflict_cases']} cases match Nsight Compute exactly (loads only: "
           f"{s['bank_conflict_cases'] - s['bank_conflict_ld_mismatches']})")
-    for cid, why in s["values_mismatch_cases"].items():
-        print(f"{cid:58s} not scored: {why}")
     print()
     for d in s["draws"]:
         print(f"  {d['draw']:28s} {d['sample']:14s} {d['cases']:4d} cases ({d['why']})")
