@@ -62,7 +62,8 @@ def _entries() -> dict:
     out = {}
     for name in lm.REGISTRY:
         fam = name.split("_")[1]
-        fam = {"watch": "watch", "x": "exchange", "xb": "exchange", "ws": "writers",
+        fam = {"watch": "watch", "x": "exchange", "xb": "exchange", "xp": "exchange",
+               "xq": "exchange", "ws": "writers",
                "split": "writers", "delay": "writers", "readers": "readers",
                "pollers": "pollers", "slot": "slots"}[fam]
         out[name] = (fam, (250, 1000) if fam == "watch" else EXCHANGE, SIM)
@@ -75,7 +76,8 @@ def _entries() -> dict:
 
 ENTRIES = _entries()
 FAMILIES = sorted({f for f, _, _ in ENTRIES.values()})
-NCU_NAMES = ("lmech_x_4096", "lmech_x_32768", "lmech_xb_4096", "lmech_xb_32768", "lmech_ws_1",
+NCU_NAMES = ("lmech_x_4096", "lmech_x_32768", "lmech_xb_4096", "lmech_xb_32768", "lmech_xp_4096",
+             "lmech_xp_32768", "lmech_xq_4096", "lmech_xq_32768", "lmech_ws_1",
              "lmech_ws_2", "lmech_ws_8", "lmech_split_16", "lmech_readers_16",
              "lmech_readers_132", "lmech_watch_1", "lmech_watch_131_w8", "lmech_slot_reset")
 NCU_METRICS = ("gpu__time_duration.sum", "smsp__inst_executed_op_global_ld.sum",

@@ -23,7 +23,9 @@ Families (name: what varies; what stays fixed):
   (Lamport, or the barrier variant's counter spin + plain loads; ``xb`` also does the kernel's
   fence + atomic arrive), the stores are the kernel's (warp ``w`` writes its rows' B = 4 words,
   owner-ordered positions from the kernel's deal, 32-bit stores of lanes < B). Varies the words
-  exchanged, Lamport against barrier.
+  exchanged, Lamport against barrier. ``lmech_xp_{words}`` / ``lmech_xq_{words}``: the same with
+  every slot written by the host before the launch (no CTA waits for another), polled with the
+  L2-coherent loads (``xp``) or read with plain loads (``xq``): the loads' own cost.
 - ``lmech_ws_{n}`` (:func:`writers`): every 32-byte sector of a 4096-word slot is written by ``n``
   = 1, 2, 4, 8 CTAs (pieces of 8/n words, dealt round-robin to the CTAs; one 32-bit store per lane
   of warp 0, one store instruction per CTA and round); ``lmech_ws_2_warp``: the two halves by two
@@ -172,19 +174,38 @@ def _owner_rows(rows: int, n_warps: int) -> np.ndarray:
 
 
 def exchange(rounds: int = 16, words: int = 4096, sync: str = "lamport", batch: int = 4,
-             ctas: int = 132, threads: int = 256) -> Microbench:
+             ctas: int = 132, threads: int = 256, present: bool = False,
+             rotate: bool = False) -> Microbench:
     """The persistent kernel's h exchange of ``words`` = N x ``batch`` words without the mat-vec.
 
     Round ``t``: ``_stage_h`` of slot ``t`` (the kernel's code: Lamport polls, or the barrier
     variant's wait + plain loads; STS into shared memory; ``__syncthreads``); every warp stores
     its rows of slot ``t + 1`` (lane ``b < batch`` of row ``j`` stores word ``pos*batch + b``,
     value ``t + 1``), as the kernel stores h after each row; the barrier variant then does the
-    kernel's ``__syncthreads`` + fence + atomic arrive. Op = one step of the exchange."""
+    kernel's ``__syncthreads`` + fence + atomic arrive. Op = one step of the exchange.
+
+    ``present=True`` (``lmech_xp_*``, Lamport polls) and ``sync="none"`` (``lmech_xq_*``, plain
+    loads, no barrier): the host writes every slot's final values before the launch, so every
+    poll succeeds at once and no CTA waits for another. The CTAs run free: a round costs the
+    group loads, the STS and the stores of one CTA under the load of all the others, without the
+    exchange's waiting. Against ``lmech_x_*`` this separates what the polling loads cost from
+    what waiting for the writers costs; ``xp`` against ``xq`` separates L2-coherent 128-bit
+    polls from plain 128-bit loads.
+
+    ``rotate=True`` (``..._rot`` names): CTA ``c`` takes its groups in the order
+    ``(g + c) % groups``, so that CTAs that start a round together read different sectors at
+    any moment instead of the same ones. Against the unrotated benchmark this tells whether
+    many SMs reading one sector at the same time costs more (one slice serves them all, the
+    simulator's rule) or less (requests merged) than reading different sectors."""
     rounds, words, batch, ctas, threads = (_positive(n, v) for n, v in (
         ("rounds", rounds), ("words", words), ("batch", batch), ("ctas", ctas),
         ("threads", threads)))
-    if sync not in ("lamport", "barrier"):
-        raise InputError(f"sync={sync!r} is unknown; accepted: lamport, barrier")
+    if sync not in ("lamport", "barrier", "none"):
+        raise InputError(f"sync={sync!r} is unknown; accepted: lamport, barrier, none")
+    if sync == "none":
+        present = True
+    if present and sync == "barrier":
+        raise InputError("present=True takes sync 'lamport' or 'none' (a barrier needs no data)")
     if threads % WARP:
         raise InputError(f"threads={threads} must be a multiple of 32")
     if words % (4 * threads) or words % batch:
@@ -196,13 +217,18 @@ def exchange(rounds: int = 16, words: int = 4096, sync: str = "lamport", batch: 
     n_warps = ctas * wpc
     table = _owner_rows(words // batch, n_warps)
     R = table.shape[1]
-    name = f"lmech_{'x' if sync == 'lamport' else 'xb'}_{words}"
+    tag = {"lamport": "xp" if present else "x", "barrier": "xb", "none": "xq"}[sync]
+    name = f"lmech_{tag}_{words}" + ("_rot" if rotate else "")
     b = Builder(f"mb_{name}", grid=ctas, block=threads, bench=name, rounds=rounds, sync=sync,
                 words=words, batch=batch)
     g_rows = b.global_buffer("row_ids", I32, n_warps * R)
     g_h = b.global_buffer("hseq", F32, (rounds + 1) * words, role="inout")
     g_cnt = b.global_buffer("counter", I32, 1, role="inout") if sync == "barrier" else None
     g_out = b.global_buffer("out", F32, ctas * threads, role="out")
+    # present: the stores go to a buffer of their own (same count, same positions), so that no
+    # poll can depend on them (the simulator's stale rule is value-blind: a store of the value a
+    # slot already holds would still make an earlier poll of it a replay)
+    g_dst = b.global_buffer("sink", F32, (rounds + 1) * words, role="inout") if present else g_h
     h_s = b.shared("h_s", F32, words)
     lane = b.sreg("lane", dst=b.reg(I32, "lane"))
     warp = b.sreg("warp", dst=b.reg(I32, "warp"))
@@ -225,13 +251,14 @@ def exchange(rounds: int = 16, words: int = 4096, sync: str = "lamport", batch: 
         b.pand(mine[j], lane_ok, dst=mine[j])
     val = b.reg(F32, "val")
     with b.loop("t", 0, rounds, kind="time") as t:
-        _stage_h(b, sync, g_h, g_cnt, h_s, t, tid, nctas, words, threads)
+        _stage_h(b, sync, g_h, g_cnt, h_s, t, tid, nctas, words, threads,
+                 rotate=cta if rotate else None)
         hoff = b.imad(t, words, words, dst=b.reg(I32, "hoff"))    # slot t+1
         b.i2f(b.iadd(t, 1, dst=b.reg(I32, "t1")), dst=val)
         for j in range(R):
             with b.if_(mine[j]):
                 b.iadd(hoff, addr[j], dst=tmp)
-                b.stg(g_h, tmp, val)
+                b.stg(g_dst, tmp, val)
         if sync == "barrier":
             b.bar()
             with b.if_(b.isetp("eq", tid, 0, dst=b.reg(PRED, "is_t0"))):
@@ -243,22 +270,33 @@ def exchange(rounds: int = 16, words: int = 4096, sync: str = "lamport", batch: 
     kernel = verify(b.build())
     hseq = np.full((rounds + 1, words), SENT, np.int32)
     hseq[0] = 0
+    if present:   # every slot already holds its round's value: no poll ever waits
+        hseq = np.broadcast_to(np.arange(rounds + 1, dtype=np.float32)[:, None],
+                               (rounds + 1, words)).view(np.int32).copy()
     inputs = {"row_ids": table.reshape(-1), "hseq": hseq.reshape(-1).view(np.float32).copy(),
               "out": np.full(ctas * threads, -1.0, np.float32)}
     if sync == "barrier":
         inputs["counter"] = np.zeros(1, np.int32)
         inputs["hseq"] = np.zeros((rounds + 1) * words, np.float32)
+    if present:
+        inputs["sink"] = np.zeros((rounds + 1) * words, np.float32)
     expect = np.arange(rounds + 1, dtype=np.float32)[:, None]
 
     def check(g) -> bool:
         h = np.asarray(g["hseq"]).view(np.float32).reshape(rounds + 1, words)
-        return bool(np.all(h == expect)
-                    and np.all(np.asarray(g["out"]).view(np.float32) == rounds - 1))
+        ok = np.all(h == expect)
+        if present:   # slot 0 of the sink is never written
+            sink = np.asarray(g["sink"]).view(np.float32).reshape(rounds + 1, words)
+            ok = ok and np.all(sink[1:] == expect[1:])
+        return bool(ok and np.all(np.asarray(g["out"]).view(np.float32) == rounds - 1))
 
+    what = {"x": "", "xb": "", "xp": ", data present (no wait)",
+            "xq": ", plain loads of present data (no sync)"}[tag]
     return Microbench(name, kernel, inputs, rounds,
-                      f"{sync} exchange of {words} words (the kernel's staging and stores)",
+                      f"{sync} exchange of {words} words (the kernel's staging and stores{what})",
                       {"rounds": rounds, "words": words, "sync": sync, "batch": batch,
-                       "ctas": ctas, "threads": threads, "rows_per_warp": R}, check)
+                       "ctas": ctas, "threads": threads, "rows_per_warp": R,
+                       "present": present, "rotate": rotate}, check)
 
 
 # --- the factor families: own staging (as _stage_h) with a poll counter ------------------------
@@ -599,6 +637,7 @@ def readers(rounds: int = 16, ctas: int = 132, writer_ctas: int = 16, words: int
 
 WATCH_POLLERS = (1, 8, 32, 131)
 X_WORDS = (1024, 2048, 4096, 9216, 16384, 32768)   # 9216: hidden 2304 x batch 4
+XP_WORDS = (1024, 4096, 9216, 32768)                # the free-running controls of X_WORDS
 REGISTRY: dict = {}
 for _p in WATCH_POLLERS:
     for _w in (1, 8):
@@ -610,6 +649,13 @@ for _wh in ("sector", "line", "unit"):
 for _n in X_WORDS:
     REGISTRY[f"lmech_x_{_n}"] = lambda _n=_n, **kw: exchange(words=_n, **kw)
     REGISTRY[f"lmech_xb_{_n}"] = lambda _n=_n, **kw: exchange(words=_n, sync="barrier", **kw)
+for _n in XP_WORDS:
+    REGISTRY[f"lmech_xp_{_n}"] = lambda _n=_n, **kw: exchange(words=_n, present=True, **kw)
+    REGISTRY[f"lmech_xq_{_n}"] = lambda _n=_n, **kw: exchange(words=_n, sync="none", **kw)
+for _n in (9216, 32768):   # several groups per thread: the rotation has something to rotate
+    for _s, _t in (("lamport", "x"), ("barrier", "xb"), ("none", "xq")):
+        REGISTRY[f"lmech_{_t}_{_n}_rot"] = (
+            lambda _n=_n, _s=_s, **kw: exchange(words=_n, sync=_s, rotate=True, **kw))
 for _n in (1, 2, 4, 8):
     REGISTRY[f"lmech_ws_{_n}"] = lambda _n=_n, **kw: writers(ws=_n, **kw)
 REGISTRY["lmech_ws_2_warp"] = lambda **kw: writers(ws=2, layout="warp", **kw)

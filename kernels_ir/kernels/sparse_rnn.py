@@ -281,13 +281,17 @@ def _build(layer, spec, *, sync, wide_loads, layout, threads_per_cta, seed, dens
 STAGE_GROUP = 4  # 128-bit chunks a thread loads back to back before it checks them
 
 
-def _stage_h(bld, sync, g_h, g_cnt, h_s, t, tid, nctas, slot, threads) -> None:
+def _stage_h(bld, sync, g_h, g_cnt, h_s, t, tid, nctas, slot, threads, rotate=None) -> None:
     """Copy slot t of hseq into h_s (see the module docstring, step 1).
 
     Each thread owns chunks ``tid + n * threads`` of 4 words. They are handled in groups of
     :data:`STAGE_GROUP`: the group's loads are issued back to back (memory-level parallelism:
     one L2 round trip per group, not per chunk); with Lamport the whole group is re-polled while
     any of its words is still the sentinel.
+
+    ``rotate`` (a register, e.g. the CTA index; microbenchmarks only, the kernel passes None):
+    the groups are taken in the order ``(g + rotate) % groups``, so that CTAs that start together
+    read different sectors at the same time.
     """
     if sync == "barrier":
         is0 = bld.isetp("eq", tid, 0, dst=bld.reg(PRED, "wait_t0"))
@@ -318,7 +322,11 @@ def _stage_h(bld, sync, g_h, g_cnt, h_s, t, tid, nctas, slot, threads) -> None:
     # kind "seq": group after group, as the IR says (unrolled, ptxas issues every group's loads
     # at once on the barrier kernel: more registers than counted, and a schedule the simulator
     # does not run)
-    with bld.loop("g", 0, -(-chunks // group), kind="seq") as g:
+    n_groups = -(-chunks // group)
+    with bld.loop("g", 0, n_groups, kind="seq") as g:
+        if rotate is not None:
+            grot = bld.reg(I32, "grot")
+            g = bld.irem(bld.iadd(g, rotate, dst=grot), n_groups, dst=grot)
         # chunk i of the group sits at first + 4*threads*i: one address register and constant
         # offsets (as the compiler would do), so the staging costs few registers
         first = bld.imad(g, 4 * threads * group, tid4, dst=bld.reg(I32, "first"))
