@@ -237,41 +237,71 @@ def _water_fill(counts, limit, m: int, caps, rule: str):
     Positions ``0 .. limit[r] - 1`` of row ``r`` form groups of ``m`` (group ``p // m``).
     rule "greedy": least used class in the current group, ties to the largest remaining.
     rule "optimal": largest remaining class whose count in the group is below ``caps[r, q]``.
+    (Ties between classes go to the lowest class index.)
+
+    The rules are position by position, but solved a group at a time: in a group, the ``t``-th
+    pick of class ``c`` (``t = 0, 1, ..``) happens when the class has ``rem_c - t`` left and
+    has been used ``t`` times, so each class offers a sequence of "tokens" whose score gets
+    strictly worse with ``t`` ("optimal": ``rem_c - t``, larger first, at most ``caps`` of
+    them; "greedy": ``t`` first, then larger ``rem_c - t``). Taking the best head every time
+    is then a merge: the group's picks are the ``m`` best tokens in the order (score, class),
+    which one sort per group gives for all rows, instead of ``m`` whole-array steps.
     """
     nr, C = counts.shape
     limit = np.asarray(limit, dtype=np.int64)
     npos = int(limit.max(initial=0))
-    rem = counts.astype(np.int32).copy()
+    rem = counts.astype(np.int64)
     taken = np.zeros_like(rem)
-    used = np.zeros_like(rem)
     picks = np.full((nr, npos), -1, dtype=np.int8)
     ranks = np.zeros((nr, npos), dtype=np.int32)
-    ar = np.arange(nr)
+    cls = np.arange(C, dtype=np.int64)
     big = int(counts.max(initial=0)) + 1
-    for p in range(npos):
-        if p % m == 0:
-            used[:] = 0
-            live = limit > p
-            if not live.any():
-                break
-            if caps is not None:
-                cap = caps[:, p // m][:, None]
-        avail = rem > 0
+    for p0 in range(0, npos, m):
+        width = min(m, npos - p0)                  # positions of this group
+        live = limit > p0
+        n_live = int(np.count_nonzero(live))
+        if n_live == 0:
+            break
+        # live rows: usually a prefix (rows come longest first), else an index array
+        rows = slice(0, n_live) if live[:n_live].all() else np.flatnonzero(live)
+        r = rem[rows]                              # (live rows, C) left at the group's start
         if caps is None:
-            score = np.where(avail, used * big - rem, np.iinfo(np.int32).max)
-            c = score.argmin(axis=1)
+            # tokens beyond the first `width` of a row are never taken; greedy takes all its
+            # t-th tokens before any (t+1)-th one, so t < T where sum_c min(r_c, T) >= width
+            need = np.full(n_live, width, dtype=np.int64)
+            for t_max in range(1, width + 1):
+                need = np.where((need == width) & (np.minimum(r, t_max).sum(axis=1) >= width),
+                                t_max, need)
+            n_tok = np.minimum(r, need[:, None])
         else:
-            avail &= used < cap
-            c = np.where(avail, rem, -1).argmax(axis=1)
-        ok = avail[ar, c] & live
-        rows = ar[ok]
-        cc = c[ok]
-        picks[rows, p] = cc
-        ranks[rows, p] = taken[rows, cc]
-        taken[rows, cc] += 1
-        rem[rows, cc] -= 1
-        used[rows, cc] += 1
-    return picks, ranks, rem
+            n_tok = np.minimum(np.minimum(r, caps[rows, p0 // m][:, None]), width)
+        T = int(n_tok.max(initial=0))
+        if T == 0:
+            continue
+        t = np.arange(T, dtype=np.int64)
+        # one integer per token: (score, class, t) in lexicographic order, so a plain sort is
+        # the merge; class and t are decoded from the low digits. score = -r + t * ds, so the
+        # key is a per-class base plus a per-t step (one broadcast add on the big array).
+        ds = big + 1 if caps is None else 1       # greedy: t (rem <= big - 1) before rem - t
+        step = t * (ds * C * T + 1)
+        hi = (big * C + C) * T + int(step[-1]) + 1  # bounds |key| of every token
+        dt = np.int32 if hi < np.iinfo(np.int32).max else np.int64   # int32 sorts faster
+        done = np.iinfo(dt).max
+        tokens = ((cls - r * C) * T).astype(dt)[:, :, None] + step.astype(dt)
+        tokens[t >= n_tok[:, :, None]] = done
+        key = np.sort(tokens.reshape(n_live, C * T), axis=1)[:, :width]
+        ok = key != done
+        cc = np.where(ok, (key // T) % C, 0)
+        tt = key % T
+        w = key.shape[1]                           # < width when a row offers fewer tokens
+        picks[rows, p0:p0 + w] = np.where(ok, cc, -1)
+        ranks[rows, p0:p0 + w] = np.where(ok, np.take_along_axis(taken[rows], cc, 1) + tt, 0)
+        # picks per class: the row's tokens up to its last pick (keys are distinct)
+        last = np.where(ok, key, np.iinfo(dt).min).max(axis=1)
+        got = np.count_nonzero((tokens <= last[:, None, None]) & (tokens != done), axis=2)
+        taken[rows] += got
+        rem[rows] -= got
+    return picks, ranks, rem.astype(np.int32)
 
 
 def _flow_picks(n_g: np.ndarray, L: np.ndarray, m: int, npos: int):

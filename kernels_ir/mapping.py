@@ -20,7 +20,7 @@ builder, the simulator and the bank analyser use the same addresses.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,8 +29,8 @@ import scipy.sparse as sp
 from .banks import WARP
 from .errors import InputError
 
-__all__ = ["Mapping", "map_matrix", "access_pattern", "slot_word_addresses", "apply_mapping",
-           "WIDE_BATCHES", "MAX_BATCH"]
+__all__ = ["Mapping", "map_matrix", "map_matrix_layouts", "access_pattern",
+           "slot_word_addresses", "apply_mapping", "WIDE_BATCHES", "MAX_BATCH"]
 
 WIDE_BATCHES = (1, 2, 4, 8)  # batches one or two wide (<= 128-bit) loads per column cover
 MAX_BATCH = 32               # scalar loads: one lane per batch column in the epilogue
@@ -115,10 +115,14 @@ def access_pattern(batch: int, wide_loads: bool) -> list[tuple[int, int]]:
     return [(1, b) for b in range(batch)]
 
 
-def slot_word_addresses(mapping: Mapping, batch: int, wide_loads: bool) -> list[np.ndarray]:
-    """One int64 array ``(n_warps, S, 32)`` of first-word addresses per load of a slot."""
+def slot_word_addresses(mapping: Mapping, batch: int, wide_loads: bool,
+                        loads: Sequence[int] | None = None) -> list[np.ndarray]:
+    """One int64 array ``(n_warps, S, 32)`` of first-word addresses per load of a slot
+    (``loads``: the indices into :func:`access_pattern` of the loads wanted; default all)."""
     base = mapping.cols.astype(np.int64) * int(batch)
-    return [base + off for _, off in access_pattern(batch, wide_loads)]
+    pattern = access_pattern(batch, wide_loads)
+    chosen = pattern if loads is None else [pattern[i] for i in loads]
+    return [base + off for _, off in chosen]
 
 
 def _as_csr(U, dense: bool) -> sp.csr_matrix | np.ndarray:
@@ -271,10 +275,61 @@ def map_matrix(U, *, n_ctas: int, warps_per_cta: int, batch: int, wide_loads: bo
         return _freeze(Mapping(n_rows, n_cols, n_ctas, warps_per_cta, len(K), K, row_ids,
                                values, cols, pad, True, "naive"))
 
+    hook, name = _hook(layout)
+    return _place(_deal_sparse(M, n_ctas, warps_per_cta, owner_order), hook, name, batch,
+                  wide_loads, seed)
+
+
+def map_matrix_layouts(U, layouts, *, n_ctas: int, warps_per_cta: int, batch: int,
+                       seed: int = 0, owner_order: bool = True) -> list[Mapping]:
+    """:func:`map_matrix` of one sparse ``U`` for several ``(layout, wide_loads)`` pairs.
+
+    Returns the same Mappings as one ``map_matrix(U, ..., layout=layout,
+    wide_loads=wide_loads)`` call per pair, but sorts and deals the rows and applies the owner
+    order once: that work does not depend on the layout, and for the largest layers
+    ``gpusim predict`` prices it is a good part of a mapping's time.
+    """
+    n_ctas = _positive("n_ctas", n_ctas)
+    warps_per_cta = _positive("warps_per_cta", warps_per_cta)
+    pairs = [(*_hook(layout), bool(wide)) for layout, wide in layouts]
+    for *_, wide in pairs:
+        access_pattern(batch, wide)
+    M = _as_csr(U, False)
+    if M.shape[0] < 1 or M.shape[1] < 1:
+        raise InputError(f"U has shape {M.shape}; both sides must be at least 1")
+    dealt = _deal_sparse(M, n_ctas, warps_per_cta, owner_order)
+    return [_place(dealt, hook, name, batch, wide, seed) for hook, name, wide in pairs]
+
+
+def _hook(layout) -> tuple[Callable, str]:
+    """The layout hook and its name, for a name from ``LAYOUTS`` or a hook."""
     from .layouts import get_layout  # layouts import this module
 
-    hook = get_layout(layout) if isinstance(layout, str) else layout
-    name = layout if isinstance(layout, str) else getattr(layout, "name", "custom")
+    if isinstance(layout, str):
+        return get_layout(layout), layout
+    return layout, getattr(layout, "name", "custom")
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class _Dealt:
+    """A sparse matrix's rows sorted and dealt onto the warps: everything of a mapping that
+    does not depend on the layout (see :func:`map_matrix`)."""
+
+    n_rows: int
+    n_cols: int
+    n_ctas: int
+    warps_per_cta: int
+    row_ids: np.ndarray
+    K: tuple[int, ...]
+    ks: np.ndarray                 # row-slot's K of every row, in `order`
+    positions: np.ndarray | None
+    Ms: sp.csr_matrix              # the rows in `order`, columns as h positions, sorted
+
+
+def _deal_sparse(M: sp.csr_matrix, n_ctas: int, warps_per_cta: int,
+                 owner_order: bool) -> _Dealt:
+    n_warps = n_ctas * warps_per_cta
+    n_rows, n_cols = M.shape
     nnz = np.diff(M.indptr)
     order, row_ids, K = _deal(nnz, n_warps)
     R = len(K)
@@ -288,8 +343,19 @@ def map_matrix(U, *, n_ctas: int, warps_per_cta: int, batch: int, wide_loads: bo
         positions[owned] = np.arange(owned.size, dtype=np.int32)
         M = sp.csr_matrix((M.data.copy(), positions[M.indices], M.indptr.copy()), shape=M.shape)
         M.sort_indices()                         # "naive" = order of the positions
-    Ms = M[order]
-    idx = _layout_indices(Ms, ks, hook, batch, wide_loads, np.random.default_rng(seed))
+    for a in (row_ids, ks, positions):           # shared by every layout's Mapping
+        if a is not None:
+            a.setflags(write=False)
+    return _Dealt(n_rows, n_cols, n_ctas, warps_per_cta, row_ids, K, ks, positions, M[order])
+
+
+def _place(dealt: _Dealt, hook: Callable, name: str, batch: int, wide_loads: bool,
+           seed: int) -> Mapping:
+    """The Mapping of ``dealt`` with one layout (the rest of :func:`map_matrix`)."""
+    n_rows, K, Ms = dealt.n_rows, dealt.K, dealt.Ms
+    n_warps = dealt.n_ctas * dealt.warps_per_cta
+    R = len(K)
+    idx = _layout_indices(Ms, dealt.ks, hook, batch, wide_loads, np.random.default_rng(seed))
 
     S = sum(K)
     cols = np.zeros((n_warps, S, WARP), dtype=np.int32)
@@ -311,8 +377,8 @@ def map_matrix(U, *, n_ctas: int, warps_per_cta: int, batch: int, wide_loads: bo
         values[w, sl] = data[glob]
         pad[w, sl] = ~real
     _fill_padding_columns(cols, pad)
-    return _freeze(Mapping(n_rows, n_cols, n_ctas, warps_per_cta, R, K, row_ids, values, cols,
-                           pad, False, str(name), positions))
+    return _freeze(Mapping(n_rows, dealt.n_cols, dealt.n_ctas, dealt.warps_per_cta, R, K,
+                           dealt.row_ids, values, cols, pad, False, str(name), dealt.positions))
 
 
 def _freeze(m: Mapping) -> Mapping:

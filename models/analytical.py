@@ -1249,9 +1249,20 @@ def mapping_wavefronts(mapping, batch: int, wide_loads: bool) -> np.ndarray:
     from kernels_ir.mapping import slot_word_addresses
 
     loads = access_pattern(int(batch), wide_loads)
-    words = slot_word_addresses(mapping, int(batch), wide_loads)
-    return np.stack([banks.wavefronts(w, width)
-                     for w, (width, _) in zip(words, loads, strict=True)], axis=-1)
+    # The loads of a slot read the same columns at offsets that are multiples of their width
+    # (col * B + offset, all >= 0): the offset only renames the bank groups and keeps which lanes
+    # read equal words, so every load of one width costs what the first one does (the proof is
+    # in kernels_ir.layouts' docstring). One banks.wavefronts call per width, not per load (a
+    # batch of 8 without wide loads has 8 loads).
+    first: dict[int, int] = {}
+    for i, (width, off) in enumerate(loads):
+        if off % width:   # never for access_pattern's loads; banks.wavefronts rejects them
+            raise InputError(f"load offset {off} is not aligned to its width {width}")
+        first.setdefault(width, i)
+    words = slot_word_addresses(mapping, int(batch), wide_loads, loads=list(first.values()))
+    per_width = {width: banks.wavefronts(w, width)
+                 for width, w in zip(first, words, strict=True)}
+    return np.stack([per_width[width] for width, _ in loads], axis=-1)
 
 
 def predict_mapping(spec, variant: str | Variant, mapping, batch: int, *, dtype: str = "fp32",
@@ -1442,11 +1453,21 @@ def predict_layer(spec, hidden: int, batch: int, density: float, *, timesteps: i
     mappings: dict = {}
     wavefronts: dict = {}
     if use_exact:
-        from kernels_ir.mapping import map_matrix
+        from kernels_ir.mapping import map_matrix_layouts
 
         from .sparse import random_sparse
 
         U = random_sparse(gates * hidden, hidden, density, np.random.default_rng(seed))
+        # every mapping the loop below prices, made together: they share the sorted, dealt rows
+        want: dict = {}
+        for name, kt in fast.items():
+            v = VARIANTS[name]
+            if v.family == "persistent" and v.sparse and int(kt.reason[0]) not in (3, 4):
+                want.setdefault(_mapping_key(v), (v.layout, v.wide_loads))
+        made = map_matrix_layouts(U, list(want.values()), n_ctas=spec.sm_count,
+                                  warps_per_cta=cap.THREADS_PER_CTA // cap.WARP, batch=batch,
+                                  seed=seed)
+        mappings = dict(zip(want, made, strict=True))
     rows = []
     notes = []
     to_simulate: list[str] = []
@@ -1461,12 +1482,7 @@ def predict_layer(spec, hidden: int, batch: int, density: float, *, timesteps: i
         bd = {k: _f(val[0]) for k, val in kt.breakdown.items()}
         slots = None
         if v.family == "persistent" and v.sparse and U is not None and code not in (3, 4):
-            key = (v.layout, v.wide_loads if v.layout != "naive" else None)
-            if key not in mappings:
-                mappings[key] = map_matrix(U, n_ctas=spec.sm_count,
-                                           warps_per_cta=cap.THREADS_PER_CTA // cap.WARP,
-                                           batch=batch, wide_loads=v.wide_loads,
-                                           layout=v.layout, seed=seed)
+            key = _mapping_key(v)
             m = mappings[key]
             slots = m.slots
             f = cap.fit(spec, hidden, batch, density, cell=cell, dtype=dtype, slots=m.slots)
@@ -1519,6 +1535,11 @@ def predict_layer(spec, hidden: int, batch: int, density: float, *, timesteps: i
     return Report(spec.name, int(hidden), int(batch), float(density), int(timesteps), cell,
                   dtype, engine, tuple(rows), best_p.name if best_p else None,
                   nxt.name if nxt else None, speed, "; ".join(notes))
+
+
+def _mapping_key(v: Variant) -> tuple:
+    """Variants with equal keys share one mapping (the naive layout ignores wide loads)."""
+    return (v.layout, v.wide_loads if v.layout != "naive" else None)
 
 
 def _best(rows):

@@ -7,6 +7,7 @@ not saturate over many steps (the spectral radius of such a matrix is about 1).
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -18,7 +19,7 @@ from kernels_ir.errors import InputError
 __all__ = ["prune_magnitude", "random_sparse", "random_layer", "Layer", "check_density", "GATES"]
 
 GATES = {"rnn": 1, "gru": 3, "lstm": 4}  # recurrent matrix rows = GATES[cell] * N
-_ROW_CHUNK_ELEMS = 1 << 24  # random keys drawn per chunk of rows (memory bound, not hardware)
+_ROW_CHUNK_ELEMS = 1 << 20  # random keys drawn per chunk of rows (sized to stay in cache)
 
 
 def check_density(density) -> float:
@@ -55,6 +56,65 @@ def prune_magnitude(dense, density) -> sp.csr_matrix:
     return sp.csr_matrix((a.ravel()[mask], (rows, cols)), shape=a.shape)
 
 
+def _uniform_below(rng: np.random.Generator, n: int, d: float) -> np.ndarray:
+    """``rng.random(n, dtype=np.float32) < d`` (bool, flat), leaving ``rng`` in the same state.
+
+    The largest exact layers draw 67 M uniforms, most of ``gpusim predict``'s time for them.
+    NumPy makes a float32 uniform from one 32-bit half of a 64-bit PCG64 output (low half first,
+    the high half kept for the next draw) as ``(u >> 8) * 2**-24``, so ``value < d`` is the
+    integer test ``u >> 8 < ceil(d' * 2**24)`` (``d'``: ``d`` in the comparison's dtype; the
+    scaling by a power of two is exact). Drawing the raw 64-bit outputs and testing the halves
+    skips the float conversion: the same mask and the same generator state after, a third
+    faster. Any other bit generator, or a NumPy whose stream :func:`_raw_uniforms_match` finds
+    different, takes ``rng.random`` itself.
+    """
+    bg = rng.bit_generator
+    if type(bg) is not np.random.PCG64 or not _raw_uniforms_match():
+        return rng.random(n, dtype=np.float32) < d
+    u = _raw_uint32(bg, n)
+    x = float(np.result_type(np.float32, d).type(d)) * 2.0 ** 24
+    c = math.ceil(x)
+    if c >= 1 << 24:                 # every uniform is below d
+        return np.ones(n, dtype=bool)
+    return u < np.uint32(c << 8)     # u >> 8 < c  <=>  u < c * 256
+
+
+def _raw_uint32(bg: np.random.PCG64, n: int) -> np.ndarray:
+    """The next ``n`` 32-bit draws of ``bg`` as NumPy's float32 uniforms consume them (uint32),
+    with the generator's state (its kept high half included) left as those draws leave it."""
+    st = bg.state
+    head = np.zeros(0, dtype=np.uint32)
+    if st["has_uint32"] and n > 0:   # a high half kept by an earlier draw comes first
+        head = np.array([st["uinteger"]], dtype=np.uint32)
+        bg.state = {**st, "has_uint32": 0}
+        n -= 1
+    raw = bg.random_raw((n + 1) // 2)
+    halves = raw.astype("<u8", copy=False).view("<u4")   # low half, then high half
+    st = bg.state
+    if n % 2:                        # an odd count keeps the last high half for later
+        bg.state = {**st, "has_uint32": 1, "uinteger": int(halves[n])}
+    elif n:                          # the last high half was used: NumPy keeps its value
+        bg.state = {**st, "has_uint32": 0, "uinteger": int(halves[n - 1])}
+    return np.concatenate([head, halves[:n]]) if head.size else halves[:n]
+
+
+@functools.cache
+def _raw_uniforms_match() -> bool:
+    """Whether :func:`_raw_uint32` reproduces ``Generator.random(dtype=float32)`` on this NumPy:
+    values and state after, for odd and even counts, with and without a kept half."""
+    for seed, pre, n in ((1, 0, 1001), (2, 1, 1000), (3, 1, 1), (4, 3, 64), (5, 0, 0)):
+        a, b = np.random.default_rng(seed), np.random.default_rng(seed)
+        a.random(pre, dtype=np.float32)
+        b.random(pre, dtype=np.float32)
+        want = a.random(n, dtype=np.float32)
+        got = (_raw_uint32(b.bit_generator, n) >> 8).astype(np.float32) * np.float32(2.0 ** -24)
+        if not np.array_equal(want, got) or a.bit_generator.state != b.bit_generator.state:
+            return False
+        if a.standard_normal(3).tolist() != b.standard_normal(3).tolist():
+            return False
+    return True
+
+
 def random_sparse(n_rows: int, n_cols: int, density, rng: np.random.Generator, *,
                   scale: float | None = None, dtype=np.float32) -> sp.csr_matrix:
     """Each position is nonzero independently with probability ``density`` (seeded by ``rng``).
@@ -76,9 +136,13 @@ def random_sparse(n_rows: int, n_cols: int, density, rng: np.random.Generator, *
         if d >= 1.0:
             mask = np.ones((r1 - r0, n_cols), dtype=bool)
         else:
-            mask = rng.random((r1 - r0, n_cols), dtype=np.float32) < d
-        counts = mask.sum(axis=1)
-        indices.append(np.nonzero(mask)[1].astype(np.int32))
+            mask = _uniform_below(rng, (r1 - r0) * n_cols, d)
+        # flat positions are row-major, as np.nonzero(mask) gives them, but 1-D nonzero is
+        # several times faster than 2-D (which builds both index arrays)
+        flat = np.flatnonzero(mask)
+        rows = flat // n_cols
+        counts = np.bincount(rows, minlength=r1 - r0)
+        indices.append((flat - rows * n_cols).astype(np.int32))
         indptr.append(total + np.cumsum(counts))
         total += int(counts.sum())
     indptr = np.concatenate(indptr)

@@ -146,3 +146,25 @@ def test_bands_and_annotation():
     assert annotate(rep, {}).rows == {}
     with pytest.raises(ValueError, match="no out-of-sample"):
         bands_from({**cc, "rows": []}, sp, "x")
+
+
+def test_fingerprint_meaning_cache_is_only_a_cache(tmp_path, monkeypatch):
+    import gpusim.measurements as gm
+
+    src = tmp_path / "src"
+    (src / "models").mkdir(parents=True)
+    (src / "models/m.py").write_text('"""doc"""\nX = 1  # note\n')
+    monkeypatch.setenv("GPUSIM_CACHE_DIR", str(tmp_path / "cache"))
+    gm._fingerprint.cache_clear()
+    cold = model_fingerprint(src)
+    cache = gm._meaning_cache_file()
+    assert cache.exists()
+    gm._fingerprint.cache_clear()
+    assert model_fingerprint(src) == cold                  # read back from the cache
+    cache.write_text("{not json")
+    gm._fingerprint.cache_clear()
+    assert model_fingerprint(src) == cold                  # a broken cache is recomputed
+    (src / "models/m.py").write_text('"""doc"""\nX = 2  # note\n')
+    gm._fingerprint.cache_clear()
+    assert model_fingerprint(src) != cold                  # keyed by the file's text
+    gm._fingerprint.cache_clear()

@@ -359,3 +359,52 @@ def test_optimal_falls_back_to_max_flow(monkeypatch):
     m = map_matrix(U, n_ctas=2, warps_per_cta=2, batch=4, wide_loads=True, layout="optimal")
     rep = analyse(m, 4, True)
     assert rep.gap_wavefronts == 0
+
+
+def _water_fill_by_position(counts, limit, m, caps, rule):
+    """The rules of ``_water_fill`` applied literally, one position at a time (reference)."""
+    nr, C = counts.shape
+    npos = int(np.max(limit, initial=0))
+    rem = counts.astype(np.int32).copy()
+    taken = np.zeros_like(rem)
+    used = np.zeros_like(rem)
+    picks = np.full((nr, npos), -1, dtype=np.int8)
+    ranks = np.zeros((nr, npos), dtype=np.int32)
+    ar = np.arange(nr)
+    big = int(counts.max(initial=0)) + 1
+    for p in range(npos):
+        if p % m == 0:
+            used[:] = 0
+            live = limit > p
+            if caps is not None:
+                cap = caps[:, p // m][:, None]
+        avail = rem > 0
+        if caps is None:
+            c = np.where(avail, used * big - rem, np.iinfo(np.int32).max).argmin(axis=1)
+        else:
+            avail &= used < cap
+            c = np.where(avail, rem, -1).argmax(axis=1)
+        ok = avail[ar, c] & live
+        rows, cc = ar[ok], c[ok]
+        picks[rows, p], ranks[rows, p] = cc, taken[rows, cc]
+        taken[rows, cc] += 1
+        rem[rows, cc] -= 1
+        used[rows, cc] += 1
+    return picks, ranks, rem
+
+
+@pytest.mark.parametrize("m", [8, 16, 32])
+def test_water_fill_by_groups_equals_by_positions(m):
+    import kernels_ir.layouts as lay
+
+    rng = np.random.default_rng(m)
+    for _ in range(20):
+        nr = int(rng.integers(1, 60))
+        counts = rng.integers(0, rng.integers(1, 12), (nr, m))
+        groups = rng.integers(1, 8, nr)
+        caps = rng.integers(0, 5, (nr, int(groups.max())))
+        for rule, cap in (("greedy", None), ("optimal", caps)):
+            want = _water_fill_by_position(counts, groups * m, m, cap, rule)
+            got = lay._water_fill(counts, groups * m, m, cap, rule)
+            for a, b in zip(got, want, strict=True):
+                assert a.dtype == b.dtype and np.array_equal(a, b)

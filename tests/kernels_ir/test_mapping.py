@@ -182,3 +182,20 @@ def test_owner_order_gives_every_cta_a_contiguous_block_of_h():
         rows = m.row_ids[cta * 4:(cta + 1) * 4]
         p = np.sort(pos[rows[rows >= 0]])
         assert p.size and np.all(np.diff(p) == 1), cta
+
+
+def test_map_matrix_layouts_equals_one_map_matrix_per_layout():
+    # predict builds its mappings together (shared row dealing); they must be map_matrix's own
+    from kernels_ir.mapping import map_matrix_layouts
+
+    U = random_sparse(300, 300, 0.1, np.random.default_rng(5))
+    pairs = [("naive", False), ("optimal", True), ("greedy", True), ("random", False)]
+    many = map_matrix_layouts(U, pairs, n_ctas=5, warps_per_cta=4, batch=4, seed=3)
+    for (layout, wide), got in zip(pairs, many, strict=True):
+        want = map_matrix(U, n_ctas=5, warps_per_cta=4, batch=4, wide_loads=wide,
+                          layout=layout, seed=3)
+        assert got.slots == want.slots and got.layout == want.layout
+        for name in ("row_ids", "values", "cols", "pad", "positions"):
+            assert np.array_equal(getattr(got, name), getattr(want, name)), name
+    with pytest.raises(InputError, match="layout"):
+        map_matrix_layouts(U, [("nope", False)], n_ctas=5, warps_per_cta=4, batch=4)

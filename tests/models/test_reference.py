@@ -119,3 +119,20 @@ def test_random_layer_errors(kw, msg):
     args = {"hidden": 4, "batch": 1, "density": 0.5, "timesteps": 1, "seed": 0} | kw
     with pytest.raises(InputError, match=msg):
         random_layer(**args)
+
+
+@pytest.mark.parametrize("pre", [0, 1, 2])
+def test_random_sparse_draws_what_generator_random_draws(pre):
+    # random_sparse tests raw PCG64 bits instead of float32 uniforms (faster); the matrix and
+    # the generator's state after must be those of `rng.random(dtype=float32) < density`
+    from models.sparse import _raw_uniforms_match, _uniform_below
+
+    assert _raw_uniforms_match()
+    for n, d in ((1, 0.5), (999, 0.3), (1000, 0.01), (4097, 2.0 ** -24), (64, 0.999999999)):
+        a, b = np.random.default_rng(n), np.random.default_rng(n)
+        a.random(pre, dtype=np.float32)
+        b.random(pre, dtype=np.float32)
+        want = a.random(n, dtype=np.float32) < d
+        assert np.array_equal(_uniform_below(b, n, d), want)
+        assert a.bit_generator.state == b.bit_generator.state
+        assert a.random(3, dtype=np.float32).tolist() == b.random(3, dtype=np.float32).tolist()
