@@ -41,6 +41,11 @@ SMALL = {
     "slot_ring": lambda r: lm.writers(rounds=r, slots="ring", words=256, ctas=8, threads=64),
     "slot_reset": lambda r: lm.writers(rounds=r, slots="reset", words=256, ctas=8, threads=64),
     "readers": lambda r: lm.readers(rounds=r, ctas=8, writer_ctas=4, words=256, threads=64),
+    "xp": lambda r: lm.exchange(rounds=r, words=512, ctas=4, threads=64, present=True),
+    "xq": lambda r: lm.exchange(rounds=r, words=512, sync="none", ctas=4, threads=64),
+    "x_rot": lambda r: lm.exchange(rounds=r, words=1024, ctas=4, threads=64, rotate=True),
+    "xb_rot": lambda r: lm.exchange(rounds=r, words=1024, sync="barrier", ctas=4, threads=64,
+                                    rotate=True),
 }
 
 
@@ -129,10 +134,42 @@ def test_round_cost_grows_with_the_words_exchanged():
     assert per_round(2048) > per_round(256) > 0
 
 
+def test_free_running_exchanges_never_wait():
+    """``present`` / ``sync="none"``: every slot holds its values before the launch and the
+    stores go to their own buffer, so the simulator never replays a poll (its stale rule is
+    value-blind), while the Lamport exchange of the same size does replay polls."""
+    for words in (512, 1024):
+        x, xp, xq = (lm.exchange(rounds=4, words=words, ctas=4, threads=64, **kw)
+                     for kw in ({}, {"present": True}, {"sync": "none"}))
+        assert xp.name == f"lmech_xp_{words}" and xq.name == f"lmech_xq_{words}"
+        assert "sink" in xp.inputs and "counter" not in xq.inputs
+        runs = {m.name: simulate(m.kernel, m.inputs, SPEC) for m in (x, xp, xq)}
+        for m in (x, xp, xq):
+            assert m.verify_result(runs[m.name].globals), m.name
+        assert runs[xp.name].l2_transactions["poll"] == 0
+        assert runs[xq.name].l2_transactions["poll"] == 0
+        assert runs[x.name].l2_transactions["poll"] > 0      # the exchange itself waits
+
+
+def test_rotation_changes_the_order_not_the_data():
+    """``rotate``: CTA ``c`` stages its groups from group ``c`` on; the staged values and the
+    loads issued are the same, only their order differs."""
+    a = lm.exchange(rounds=3, words=1024, ctas=4, threads=64)
+    b = lm.exchange(rounds=3, words=1024, ctas=4, threads=64, rotate=True)
+    assert b.name == "lmech_x_1024_rot" and b.params["rotate"]
+    ga, gb = execute(a.kernel, a.inputs).globals, execute(b.kernel, b.inputs).globals
+    assert a.verify_result(ga) and b.verify_result(gb)
+    for k in ga:
+        assert np.array_equal(np.asarray(ga[k]), np.asarray(gb[k])), k
+    from kernels_ir.printer import format_kernel
+    assert "irem" in format_kernel(b.kernel) and "irem" not in format_kernel(a.kernel)
+
+
 def test_bad_sizes_are_refused_naming_the_value():
     cases = [
         (lambda: lm.exchange(words=1000), "words=1000"),
         (lambda: lm.exchange(sync="fence"), "sync='fence'"),
+        (lambda: lm.exchange(sync="barrier", present=True), "present=True"),
         (lambda: lm.exchange(batch=3, words=4096), "batch=3"),
         (lambda: lm.watch(where="near"), "where='near'"),
         (lambda: lm.watch(warps=9), "warps=9"),
