@@ -339,9 +339,10 @@ def _assemble(indptr, order, start, picks, ranks, ks):
     indptr = np.asarray(indptr, dtype=np.int64)
     nr = indptr.size - 1
     real = picks >= 0
-    r = np.broadcast_to(np.arange(nr)[:, None], picks.shape)
-    glob = indptr[r] + start[r, np.where(real, picks, 0)] + ranks
-    local = np.where(real, order[np.minimum(glob, max(order.size - 1, 0))] - indptr[r]
+    # per-row values broadcast along the row (cheaper than gathering them per position)
+    first = indptr[:nr, None]
+    glob = first + np.take_along_axis(start, np.where(real, picks, 0), axis=1) + ranks
+    local = np.where(real, order[np.minimum(glob, max(order.size - 1, 0))] - first
                      if order.size else -1, -1)
     keep = np.arange(picks.shape[1])[None, :] < (np.asarray(ks) * WARP)[:, None]
     return local[keep].reshape(-1, WARP)

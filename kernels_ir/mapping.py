@@ -177,6 +177,23 @@ def _fill_padding_columns(cols: np.ndarray, pad: np.ndarray) -> None:
     so it costs nothing. A slot with no real lane reads column 0 in every lane: one wavefront
     per phase, the minimum for an executed load.
     """
+    if not (cols.flags.c_contiguous and pad.flags.c_contiguous):
+        _fill_padding_slots(cols, pad)
+        return
+    # every slot (32 lanes) is filled on its own: only the slots with a padding lane need work
+    # (often a small part of a large mapping)
+    flat_cols, flat_pad = cols.reshape(-1, WARP), pad.reshape(-1, WARP)
+    sel = np.flatnonzero(flat_pad.any(axis=1))
+    if sel.size == flat_pad.shape[0]:
+        _fill_padding_slots(cols, pad)
+        return
+    some = flat_cols[sel]
+    _fill_padding_slots(some, flat_pad[sel])
+    flat_cols[sel] = some
+
+
+def _fill_padding_slots(cols: np.ndarray, pad: np.ndarray) -> None:
+    """:func:`_fill_padding_columns` on every slot of ``cols`` (in place)."""
     todo = pad.copy()
     partner = np.arange(WARP) ^ 1
     real = ~pad

@@ -1489,7 +1489,8 @@ def predict_layer(spec, hidden: int, batch: int, density: float, *, timesteps: i
             ok = f.fits
             code = 0 if ok else REASONS.index(f.limit)
             if ok:
-                wkey = (key, v.wide_loads)
+                # keyed by the loads, not by wide_loads: at batch 1 both read one 32-bit word
+                wkey = (key, tuple(access_pattern(batch, v.wide_loads)))
                 if wkey not in wavefronts:
                     wavefronts[wkey] = mapping_wavefronts(m, batch, v.wide_loads)
                 ex = predict_mapping(spec, name, m, batch, dtype=dtype,
