@@ -36,7 +36,9 @@ def test_two_way_bank_conflict_costs_one_extra_wavefront():
     assert _wave(_lds_kernel(0)) == (1, 0)    # broadcast of one word
 
 
-def test_128_bit_load_costs_at_least_four_wavefronts():
+def test_contiguous_wide_loads_cost_one_wavefront_per_128_bytes():
+    # 32 lanes x 16 bytes of consecutive words = 512 bytes: 4 wavefronts, no conflict (a 128-bit
+    # load whose lanes share words is return-packed and can cost fewer: tests/test_bank_rule.py)
     wf, bc = _wave(_lds_kernel(4, width=4))
     assert wf == 4 and bc == 0
     wf2, _ = _wave(_lds_kernel(2, width=2))
