@@ -18,6 +18,7 @@ not match the reference on the GPU (``values_ok: false``) are loaded but never s
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -430,14 +431,30 @@ def _read_meaning_cache(path: Path) -> dict:
 
 
 def _write_meaning_cache(path: Path, cache: dict) -> None:
+    import threading
+
     keep = dict(list(cache.items())[-_MEANING_CACHE_ENTRIES:])   # newest entries last
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
         tmp.write_text(json.dumps(keep))
         os.replace(tmp, path)   # atomic: a concurrent reader sees the old or the new file
     except OSError:
-        pass
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+
+
+@functools.cache
+def _meaning_salt() -> bytes:
+    """What the cached meanings were computed by: the source of the meaning functions and the
+    keys they drop. Part of every cache key, so that a change to how a meaning is computed
+    misses the cache everywhere instead of mixing old and new meanings (which would give the
+    same sources two fingerprints on two machines)."""
+    import inspect
+
+    parts = [inspect.getsource(_python_meaning), inspect.getsource(_spec_meaning),
+             repr(sorted(_SPEC_TEXT_KEYS)), repr(_STATEMENT_FIELDS)]
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest().encode()
 
 
 @functools.lru_cache(maxsize=8)
@@ -451,7 +468,8 @@ def _fingerprint(root: Path, stamp: tuple) -> str:
         rel = f.relative_to(root).as_posix()
         text = f.read_text()
         # the kind of file is part of the key: the same text means different things as TOML
-        key = hashlib.sha256(f.suffix.encode() + b"\0" + text.encode()).hexdigest()
+        key = hashlib.sha256(_meaning_salt() + b"\0" + f.suffix.encode() + b"\0"
+                             + text.encode()).hexdigest()
         meaning = cache.get(key)
         if meaning is None:
             meaning = _spec_meaning(text) if f.suffix == ".toml" else _python_meaning(text)

@@ -44,10 +44,13 @@ def cta_dispatch(per_sm: int = 1, sms: int = 132, threads: int = 256):
     from kernels_ir.verify import verify
 
     for n, v in (("per_sm", per_sm), ("sms", sms), ("threads", threads)):
-        if int(v) < 1:
-            raise InputError(f"{n}={v} must be >= 1")
+        if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < 1:
+            raise InputError(f"{n}={v!r}: accepted whole numbers >= 1")
     if threads % 32 or threads > 1024:
         raise InputError(f"threads={threads} must be a multiple of 32 up to 1024")
+    if per_sm * threads > 2048:
+        raise InputError(f"per_sm={per_sm} x threads={threads} exceeds the 2048 threads an SM "
+                         f"holds at once: accepted per_sm up to {2048 // threads}")
     grid = per_sm * sms
     name = "cta_dispatch" + ("" if threads == 256 else f"_t{threads}")
     b = Builder(f"mb_{name}", grid=grid, block=threads, bench=name, per_sm=per_sm)
@@ -65,6 +68,8 @@ def cta_dispatch(per_sm: int = 1, sms: int = 132, threads: int = 256):
 
 def build(name: str, per_sm: int):
     return cta_dispatch(per_sm=per_sm, threads=THREADS[name])
+
+
 REPEATS, WARMUP = 15, 2
 LAUNCHES = (64, 8)       # graphs of back-to-back launches: cost per launch = the difference / 56
 
@@ -179,7 +184,7 @@ def main(argv: list | None = None) -> int:
         simulate_into(args.simulate)
     elif args.out:
         os.makedirs(args.out, exist_ok=True)
-        measure(args.out, ["python3", "measurements/cta_dispatch.py", *argv])
+        measure(args.out, [os.path.relpath(__file__), *argv])
     else:
         ap.error("give --out DIR (GPU) or --simulate FILE")
     return 0

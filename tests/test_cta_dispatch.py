@@ -29,7 +29,9 @@ def test_every_cta_stores_its_index(per_sm):
 
 def test_bad_sizes_are_refused_naming_the_value():
     for kw, text in (({"per_sm": 0}, "per_sm=0"), ({"threads": 100}, "threads=100"),
-                     ({"sms": -1}, "sms=-1")):
+                     ({"sms": -1}, "sms=-1"), ({"per_sm": 1.5}, "per_sm=1.5"),
+                     ({"per_sm": "2"}, "per_sm='2'"), ({"per_sm": True}, "per_sm=True"),
+                     ({"per_sm": 9}, "per_sm=9 x threads=256")):
         with pytest.raises(InputError, match=text):
             cd.cta_dispatch(**kw)
 

@@ -161,6 +161,18 @@ def test_fingerprint_meaning_cache_is_only_a_cache(tmp_path, monkeypatch):
     assert cache.exists()
     gm._fingerprint.cache_clear()
     assert model_fingerprint(src) == cold                  # read back from the cache
+    # the cache is really read: a poisoned entry (same key, other meaning) changes the answer
+    entries = json.loads(cache.read_text())
+    assert len(entries) == 1
+    cache.write_text(json.dumps({k: "X = 999" for k in entries}))
+    gm._fingerprint.cache_clear()
+    assert model_fingerprint(src) != cold
+    # ... and its keys name how meanings are computed: another meaning function misses them
+    monkeypatch.setattr(gm, "_meaning_salt", lambda: b"another meaning function")
+    gm._fingerprint.cache_clear()
+    assert model_fingerprint(src) == cold
+    monkeypatch.undo()
+    monkeypatch.setenv("GPUSIM_CACHE_DIR", str(tmp_path / "cache"))
     cache.write_text("{not json")
     gm._fingerprint.cache_clear()
     assert model_fingerprint(src) == cold                  # a broken cache is recomputed
