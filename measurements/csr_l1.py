@@ -16,8 +16,6 @@ finds it).
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import sys
 
@@ -65,6 +63,7 @@ def worker(order_path: str) -> int:
 def measure(out: str, argv: list) -> dict:
     from measurements.campaign import provenance
     from measurements.exchange_ncu import run_ncu
+    from measurements.probe import save_record
 
     res = {"format_version": 2, "provenance": provenance(argv), "layers": LAYERS}
     res["ncu"] = run_ncu(os.path.abspath(__file__), out, "csr_l1_ncu_raw.csv",
@@ -72,51 +71,38 @@ def measure(out: str, argv: list) -> dict:
     for name, rec in res["ncu"].get("cases", {}).items():
         m = rec.get("metrics", {})
         print(name, {k.split("__")[1]: m.get(k) for k in METRICS}, flush=True)
-    with open(os.path.join(out, "csr_l1.json"), "w") as f:
-        json.dump(res, f, indent=1)
+    save_record(os.path.join(out, "csr_l1.json"), res)
     return res
 
 
-def simulate_into(path: str, gpu: str = "h100") -> dict:
+def _simulated(spec, rec) -> dict:
     from gpusim.engine import simulate
-    from gpusim.specs import load_spec
 
-    spec = load_spec(gpu)
-    with open(path) as f:
-        rec = json.load(f)
-    sim = {"spec": gpu, "l2_warm": True, "results": {}}
+    out = {}
     for h, b, d, s in LAYERS:
         st = step(h, b, d, s)
         r = simulate(st.kernel, st.inputs, spec, l2_warm=True)
         name = case_name(h, b, d)
-        sim["results"][name] = {"l2_transactions": r.l2_transactions, "cycles": r.cycles}
+        out[name] = {"l2_transactions": r.l2_transactions, "cycles": r.cycles}
         m = rec.get("ncu", {}).get("cases", {}).get(name, {}).get("metrics", {})
         miss = m.get("l1tex__t_sectors_pipe_lsu_mem_global_op_ld_lookup_miss.sum")
         ratio = f"; GPU L1 misses / simulator L2 loads {miss / r.l2_transactions['data']:.2f}" \
             if miss else ""
         print(f"{name}: simulator L2 loads {r.l2_transactions['data']}{ratio}", flush=True)
-    rec["simulated"] = sim
-    with open(path, "w") as f:
-        json.dump(rec, f, indent=1)
-    return rec
+    return out
+
+
+def simulate_into(path: str, gpu: str = "h100") -> dict:
+    from measurements.probe import add_simulated
+
+    return add_simulated(path, _simulated, gpu, l2_warm=True)
 
 
 def main(argv: list | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["--worker"]:
-        return worker(argv[1])
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", help="GPU run: write csr_l1.json (+ the raw Nsight CSV) here")
-    ap.add_argument("--simulate", metavar="FILE", help="add the simulator's values to FILE")
-    args = ap.parse_args(argv)
-    if args.simulate:
-        simulate_into(args.simulate)
-    elif args.out:
-        os.makedirs(args.out, exist_ok=True)
-        measure(args.out, [os.path.relpath(__file__), *argv])
-    else:
-        ap.error("give --out DIR (GPU) or --simulate FILE")
-    return 0
+    from measurements.probe import probe_main
+
+    return probe_main(argv, __doc__, os.path.relpath(__file__), measure, simulate_into,
+                      worker=worker)
 
 
 if __name__ == "__main__":

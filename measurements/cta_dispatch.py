@@ -17,8 +17,6 @@ medians and the least-squares slope over ``per_sm`` (ns per extra CTA per SM), f
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import sys
 import time
@@ -83,8 +81,8 @@ def _slope(xs, ys) -> float:
 def measure(out: str, argv: list) -> dict:
     from gpusim.backends.cupy_backend import Runner, _summary
     from gpusim.measurements import kernel_fingerprint
-    from kernels_ir.errors import InputError
     from measurements.campaign import provenance
+    from measurements.probe import launch_checked, save_record
 
     runner = Runner()
     cp = runner.cp
@@ -96,12 +94,7 @@ def measure(out: str, argv: list) -> dict:
         rec = {"benchmark": name, "sizes": {}}
         for size in sizes:
             m = build(name, size)
-            comp = runner.compile(m.kernel, cooperative=False)
-            bufs = runner.device_buffers(comp, m.inputs)
-            runner.launch(comp, bufs)
-            cp.cuda.Device().synchronize()
-            if not m.verify_result({k: cp.asnumpy(v) for k, v in bufs.items()}):
-                raise InputError(f"{name} (per_sm {size}): wrong result")
+            comp, bufs = launch_checked(runner, m, f"{name} (per_sm {size})")
 
             def capture(count, comp=comp, bufs=bufs):
                 with stream:
@@ -142,19 +135,14 @@ def measure(out: str, argv: list) -> dict:
         print(f"{name}: per graph node (us) {[round(x * 1e6, 3) for x in med]}; "
               f"slope {rec['slope_s_per_cta_per_sm'] * 1e9:.1f} ns per CTA per SM", flush=True)
     res["timing_s"] = time.time() - t0
-    with open(os.path.join(out, "cta_dispatch.json"), "w") as f:
-        json.dump(res, f, indent=1)
+    save_record(os.path.join(out, "cta_dispatch.json"), res)
     return res
 
 
-def simulate_into(path: str, gpu: str = "h100") -> dict:
+def _simulated(spec, rec) -> dict:
     from gpusim.engine import simulate
-    from gpusim.specs import load_spec
 
-    spec = load_spec(gpu)
-    with open(path) as f:
-        rec = json.load(f)
-    sim = {"spec": gpu, "clock_hz": spec.clock_hz, "results": {}}
+    out = {}
     for name, sizes in SIZES.items():
         cyc = []
         for size in sizes:
@@ -164,30 +152,24 @@ def simulate_into(path: str, gpu: str = "h100") -> dict:
                 raise AssertionError(f"{name} (per_sm {size}): the simulator's values fail")
             cyc.append(r.cycles)
         slope = _slope(sizes, cyc)
-        sim["results"][name] = {"cycles": dict(zip(map(str, sizes), cyc, strict=True)),
-                                "slope_cycles_per_cta_per_sm": slope,
-                                "slope_s_per_cta_per_sm": slope / spec.clock_hz}
+        out[name] = {"cycles": dict(zip(map(str, sizes), cyc, strict=True)),
+                     "slope_cycles_per_cta_per_sm": slope,
+                     "slope_s_per_cta_per_sm": slope / spec.clock_hz}
         print(f"{name}: simulated slope {slope / spec.clock_hz * 1e9:.1f} ns per CTA per SM")
-    rec["simulated"] = sim
-    with open(path, "w") as f:
-        json.dump(rec, f, indent=1)
-    return rec
+    return out
+
+
+def simulate_into(path: str, gpu: str = "h100") -> dict:
+    from gpusim.specs import load_spec
+    from measurements.probe import add_simulated
+
+    return add_simulated(path, _simulated, gpu, clock_hz=load_spec(gpu).clock_hz)
 
 
 def main(argv: list | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", help="GPU run: write cta_dispatch.json here")
-    ap.add_argument("--simulate", metavar="FILE", help="add the simulator's values to FILE")
-    args = ap.parse_args(argv)
-    if args.simulate:
-        simulate_into(args.simulate)
-    elif args.out:
-        os.makedirs(args.out, exist_ok=True)
-        measure(args.out, [os.path.relpath(__file__), *argv])
-    else:
-        ap.error("give --out DIR (GPU) or --simulate FILE")
-    return 0
+    from measurements.probe import probe_main
+
+    return probe_main(argv, __doc__, os.path.relpath(__file__), measure, simulate_into)
 
 
 if __name__ == "__main__":

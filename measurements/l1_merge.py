@@ -22,8 +22,6 @@ the two cost the same.
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import sys
 
@@ -105,21 +103,15 @@ def worker(order_path: str) -> int:
 def measure(out: str, argv: list) -> dict:
     from gpusim.backends.cupy_backend import Runner
     from gpusim.measurements import kernel_fingerprint
-    from kernels_ir.errors import InputError
     from measurements.campaign import provenance
     from measurements.exchange_ncu import run_ncu
+    from measurements.probe import launch_checked, save_record
 
     runner = Runner()
-    cp = runner.cp
     res = {"format_version": 2, "provenance": provenance(argv), "results": {}}
     for mode in MODES:                          # values first, on a plain launch
         m = probe(mode)
-        comp = runner.compile(m.kernel, cooperative=False)
-        bufs = runner.device_buffers(comp, m.inputs)
-        runner.launch(comp, bufs)
-        cp.cuda.Device().synchronize()
-        if not m.verify_result({k: cp.asnumpy(v) for k, v in bufs.items()}):
-            raise InputError(f"{m.name}: wrong result")
+        launch_checked(runner, m, m.name)
         res["results"][m.name] = {"params": m.params, "kernel": kernel_fingerprint(m.kernel),
                                   "values_ok": True}
     res["ncu"] = run_ncu(os.path.abspath(__file__), out, "l1_merge_ncu_raw.csv",
@@ -127,48 +119,35 @@ def measure(out: str, argv: list) -> dict:
     for name, rec in res["ncu"].get("cases", {}).items():
         m = rec.get("metrics", {})
         print(name, {k: m.get(k) for k in METRICS}, flush=True)
-    with open(os.path.join(out, "l1_merge.json"), "w") as f:
-        json.dump(res, f, indent=1)
+    save_record(os.path.join(out, "l1_merge.json"), res)
     return res
 
 
-def simulate_into(path: str, gpu: str = "h100") -> dict:
+def _simulated(spec, rec) -> dict:
     from gpusim.engine import simulate
-    from gpusim.specs import load_spec
 
-    spec = load_spec(gpu)
-    with open(path) as f:
-        rec = json.load(f)
-    sim = {"spec": gpu, "l2_warm": True, "results": {}}
+    out = {}
     for mode in MODES:
         m = probe(mode)
         r = simulate(m.kernel, m.inputs, spec, l2_warm=True)
         if not m.verify_result(r.globals):
             raise AssertionError(f"{m.name}: the simulator's values fail the check")
-        sim["results"][m.name] = {"l2_transactions": r.l2_transactions, "cycles": r.cycles}
+        out[m.name] = {"l2_transactions": r.l2_transactions, "cycles": r.cycles}
         print(m.name, "simulated L2", r.l2_transactions, flush=True)
-    rec["simulated"] = sim
-    with open(path, "w") as f:
-        json.dump(rec, f, indent=1)
-    return rec
+    return out
+
+
+def simulate_into(path: str, gpu: str = "h100") -> dict:
+    from measurements.probe import add_simulated
+
+    return add_simulated(path, _simulated, gpu, l2_warm=True)
 
 
 def main(argv: list | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["--worker"]:
-        return worker(argv[1])
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", help="GPU run: write l1_merge.json (+ the raw Nsight CSV) here")
-    ap.add_argument("--simulate", metavar="FILE", help="add the simulator's values to FILE")
-    args = ap.parse_args(argv)
-    if args.simulate:
-        simulate_into(args.simulate)
-    elif args.out:
-        os.makedirs(args.out, exist_ok=True)
-        measure(args.out, [os.path.relpath(__file__), *argv])
-    else:
-        ap.error("give --out DIR (GPU) or --simulate FILE")
-    return 0
+    from measurements.probe import probe_main
+
+    return probe_main(argv, __doc__, os.path.relpath(__file__), measure, simulate_into,
+                      worker=worker)
 
 
 if __name__ == "__main__":

@@ -54,13 +54,17 @@ def time_microbench(runner, name: str, sizes: tuple, kw: dict | None = None, *,
     return r
 
 
-def probe_main(argv: list | None, doc: str, script: str, measure, simulate_into) -> int:
+def probe_main(argv: list | None, doc: str, script: str, measure, simulate_into,
+               worker=None) -> int:
     """``script --out DIR`` runs ``measure(DIR, argv)`` (on the GPU); ``script --simulate FILE``
-    runs ``simulate_into(FILE)``."""
+    runs ``simulate_into(FILE)``; ``script --worker ORDER`` runs ``worker(ORDER)`` (the
+    launches an Nsight pass profiles), for scripts that have one."""
     argv = sys.argv[1:] if argv is None else argv
+    if worker is not None and argv[:1] == ["--worker"] and len(argv) == 2:
+        return worker(argv[1])
     ap = argparse.ArgumentParser(description=doc.splitlines()[0])
-    ap.add_argument("--out")
-    ap.add_argument("--simulate")
+    ap.add_argument("--out", help="GPU run: write the record (and any Nsight files) here")
+    ap.add_argument("--simulate", metavar="FILE", help="add the simulator's values to FILE")
     a = ap.parse_args(argv)
     if a.simulate:
         simulate_into(a.simulate)
@@ -70,6 +74,44 @@ def probe_main(argv: list | None, doc: str, script: str, measure, simulate_into)
     else:
         ap.error("--out or --simulate")
     return 0
+
+
+def launch_checked(runner, m, what: str):
+    """Compile microbenchmark ``m`` (non-cooperative), launch it once and check its values:
+    ``(compiled, device buffers)``; a wrong result raises naming ``what``."""
+    from kernels_ir.errors import InputError
+
+    cp = runner.cp
+    comp = runner.compile(m.kernel, cooperative=False)
+    bufs = runner.device_buffers(comp, m.inputs)
+    runner.launch(comp, bufs)
+    cp.cuda.Device().synchronize()
+    if not m.verify_result({k: cp.asnumpy(v) for k, v in bufs.items()}):
+        raise InputError(f"{what}: wrong result")
+    return comp, bufs
+
+
+def save_record(path: str, rec: dict) -> None:
+    """Write a probe's record (JSON, indented)."""
+    import json
+
+    with open(path, "w") as f:
+        json.dump(rec, f, indent=1)
+
+
+def add_simulated(path: str, results, gpu: str = "h100", **meta) -> dict:
+    """Read the record at ``path``, add ``{"spec": gpu, **meta, "results": results(spec, rec)}``
+    under ``"simulated"`` (``results`` runs the simulator on the record's probes) and write it
+    back."""
+    import json
+
+    from gpusim.specs import load_spec
+
+    with open(path) as f:
+        rec = json.load(f)
+    rec["simulated"] = {"spec": gpu, **meta, "results": results(load_spec(gpu), rec)}
+    save_record(path, rec)
+    return rec
 
 
 class PerSMProbe:
