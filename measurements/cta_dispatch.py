@@ -159,17 +159,13 @@ def _simulated(spec, rec) -> dict:
     return out
 
 
-def simulate_into(path: str, gpu: str = "h100") -> dict:
-    from gpusim.specs import load_spec
-    from measurements.probe import add_simulated
-
-    return add_simulated(path, _simulated, gpu, clock_hz=load_spec(gpu).clock_hz)
-
-
 def main(argv: list | None = None) -> int:
-    from measurements.probe import probe_main
+    from gpusim.specs import load_spec
+    from measurements.probe import add_simulated, probe_main
 
-    return probe_main(argv, __doc__, os.path.relpath(__file__), measure, simulate_into)
+    return probe_main(argv, __doc__, os.path.relpath(__file__), measure,
+                      lambda path: add_simulated(path, _simulated,
+                                                 clock_hz=load_spec("h100").clock_hz))
 
 
 if __name__ == "__main__":

@@ -124,16 +124,11 @@ def _simulated(spec, rec) -> dict:
             "bandwidth_bytes_per_s": CTAS * REGION / per}
 
 
-def simulate_into(path: str, gpu: str = "h100") -> dict:
-    from measurements.probe import add_simulated
-
-    return add_simulated(path, _simulated, gpu, l2_warm=True)
-
-
 def main(argv: list | None = None) -> int:
-    from measurements.probe import probe_main
+    from measurements.probe import add_simulated, probe_main
 
-    return probe_main(argv, __doc__, os.path.relpath(__file__), measure, simulate_into)
+    return probe_main(argv, __doc__, os.path.relpath(__file__), measure,
+                      lambda path: add_simulated(path, _simulated, l2_warm=True))
 
 
 if __name__ == "__main__":
