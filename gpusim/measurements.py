@@ -452,8 +452,12 @@ def _meaning_salt() -> bytes:
     same sources two fingerprints on two machines)."""
     import inspect
 
-    parts = [inspect.getsource(_python_meaning), inspect.getsource(_spec_meaning),
-             repr(sorted(_SPEC_TEXT_KEYS)), repr(_STATEMENT_FIELDS)]
+    fns = (_python_meaning, _spec_meaning)
+    try:
+        parts = [inspect.getsource(f) for f in fns]
+    except (OSError, TypeError):   # no source file (a frozen or zipped install): the bytecode
+        parts = [repr((f.__code__.co_code, f.__code__.co_consts)) for f in fns]
+    parts += [repr(sorted(_SPEC_TEXT_KEYS)), repr(_STATEMENT_FIELDS)]
     return hashlib.sha256("\0".join(parts).encode()).hexdigest().encode()
 
 

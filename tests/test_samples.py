@@ -173,6 +173,19 @@ def test_fingerprint_meaning_cache_is_only_a_cache(tmp_path, monkeypatch):
     assert model_fingerprint(src) == cold
     monkeypatch.undo()
     monkeypatch.setenv("GPUSIM_CACHE_DIR", str(tmp_path / "cache"))
+    # without source files (a zipped install) the salt falls back to the bytecode
+    import inspect
+
+    def no_source(obj):
+        raise OSError("could not get source code")
+
+    gm._meaning_salt.cache_clear()
+    monkeypatch.setattr(inspect, "getsource", no_source)
+    gm._fingerprint.cache_clear()
+    assert model_fingerprint(src) == cold
+    monkeypatch.undo()
+    monkeypatch.setenv("GPUSIM_CACHE_DIR", str(tmp_path / "cache"))
+    gm._meaning_salt.cache_clear()
     cache.write_text("{not json")
     gm._fingerprint.cache_clear()
     assert model_fingerprint(src) == cold                  # a broken cache is recomputed
