@@ -24,7 +24,10 @@ round trips, polls that must be served after the data reached L2, CTA barrier la
   all SMs read h through the L2 slices.
 - ``row_j`` = max(one warp's chain, issue, FP32 pipe, INT pipe, the SM's shared wavefronts):
   the chain is B MOVs, per slot the loads, ``smem_latency`` + wavefronts, B FFMAs one FP32
-  occupancy apart; the interleaved butterfly (:func:`_reduction_cycles`: per xor mask one
+  occupancy apart, where a warp keeps the loads of ``D`` slots in flight ahead of their FFMAs
+  (the kernel's prefetch depth, :func:`prefetch_depths`: up to 8 loads as far as the spare
+  registers allow), so after a row's first slot a slot costs its chain / ``D`` or the SM's
+  batch of wavefronts, whichever is longer; the interleaved butterfly (:func:`_reduction_cycles`: per xor mask one
   shuffle latency + B FADDs); the epilogue (:func:`_epilogue_cycles`). Shared-pipe queueing
   (FIFO): with L > 1 loads per slot a slot waits for the batch of all warps' loads (the warps
   stay in step); with one load the warps leave the barrier clustered, the first slot queues
@@ -179,7 +182,7 @@ import numpy as np
 
 from kernels_ir.errors import InputError
 from kernels_ir.kernels.csr_baseline import CHUNK, DEFAULT_THREADS, VEC, gather_loads
-from kernels_ir.kernels.sparse_rnn import STAGE_GROUP
+from kernels_ir.kernels.sparse_rnn import STAGE_GROUP, _prefetch_depth
 from kernels_ir.mapping import MAX_BATCH, WIDE_BATCHES, access_pattern
 
 from . import capacity as cap
@@ -417,7 +420,9 @@ def _csr_tail_cycles(spec, B):
 
 
 def _row_chain(spec, K, W, B, L):
-    """One warp's row-slot as a dependent chain (cycles), from its first MOV to the next row's.
+    """One warp's row-slot as a dependent chain (cycles), from its first MOV to the next row's,
+    with one slot's loads in flight at a time (prefetch depth 1; :func:`_persistent_from_slots`
+    shortens the later slots for the kernel's real depth).
 
     B MOVs (INT pipe) then per slot: L shared loads issued back to back, the data
     ``smem_latency`` after the warp's own ``W / K`` wavefronts; B FFMAs one FP32 occupancy apart
@@ -428,6 +433,26 @@ def _row_chain(spec, K, W, B, L):
     own = W / c["wf"]
     slots = K * (spec.smem_latency_cycles + 1) + own + K * (B // L - 1) * c["pipe"]
     return (B - 1) * c["occ_i"] + 1 + slots + _tail_cycles(spec, B)
+
+
+def prefetch_depths(spec, v: Variant, N, B, K, R, S):
+    """Slots whose shared loads a warp has in flight ahead of their FFMAs, per configuration:
+    the kernel's own rule (``kernels_ir.kernels.sparse_rnn._prefetch_depth``: up to
+    ``PREFETCH_LOADS`` loads, as far as the registers the layer leaves over allow, B per slot)
+    for the staging group and dense tail the builder derives from ``N`` and ``B``."""
+    L = len(access_pattern(int(B), v.wide_loads))
+    threads = cap.THREADS_PER_CTA
+    kmax = np.asarray(K, dtype=np.float64).max(axis=-1) if np.ndim(K) else K
+    N, R, S, kmax = (np.atleast_1d(np.asarray(x)) for x in (N, R, S, kmax))
+    slot = -(-(N.astype(np.int64) * int(B)) // 4) * 4
+    group = np.minimum(STAGE_GROUP, -(-slot // (4 * threads)))
+    hs_words = np.maximum(slot, WARP * kmax.astype(np.int64) * int(B)) if not v.sparse else slot
+    depth = [_prefetch_depth(spec, b=int(B), S=int(s), R=int(r), dense=not v.sparse,
+                             threads=threads, sync=v.sync, group=int(g), dense_tail=bool(t),
+                             loads_per_slot=L)
+             for s, r, g, t in zip(*np.broadcast_arrays(S, R, group, hs_words > slot),
+                                   strict=True)]
+    return np.asarray(depth, dtype=np.float64)
 
 
 def _row_throughput(spec, K, wf_sm, B, L):
@@ -643,6 +668,10 @@ def _persistent_from_slots(spec, v: Variant, N, B, K, wf_sm, wf_warp, mask, R, S
     # wavefronts of the slot and the warps stay in step; with one load per slot only the first
     # slot after the CTA barrier queues (stagger below) and the warps drift apart
     chain = _row_chain(spec, Kf, wf_sm if L > 1 else wf_warp, B, L)
+    # software pipelining (the kernel's prefetch depth D): slot i + D's loads issue right after
+    # slot i's FFMAs, so a slot's own chain (latency + wavefronts + FFMAs) is paid once per D
+    # slots; the first slot of a row still waits for its whole chain
+    D = prefetch_depths(spec, v, N, B, Kf, R, S).reshape(-1, 1)
     if L > 1:
         # the pipe serves all warps' load 0 of a slot, then all load 1, ...: the first warp's
         # last load is served after (L - 1) / L of the slot's wavefronts, it then issues the
@@ -653,17 +682,19 @@ def _persistent_from_slots(spec, v: Variant, N, B, K, wf_sm, wf_warp, mask, R, S
         first = batch * (L - 1) / L + wf_warp / (k1 * L * c["wf"]) + \
             spec.smem_latency_cycles + (B // L - 1) * c["pipe"] + 1
         slot_chain = spec.smem_latency_cycles + batch + (B // L - 1) * c["pipe"] + 1
-        chain = chain - Kf * (slot_chain - np.maximum(batch, first)) + 0 * chain
+        chain = chain - Kf * slot_chain + np.minimum(Kf, 1) * np.maximum(batch, first) + \
+            np.maximum(Kf - 1, 0) * np.maximum(batch, first / D)
     if L == 1:
         # the CTA's warps leave the barrier together and stay clustered (a row's chain is much
         # longer than the FIFO's stagger): the pipe serves the slot-k loads of all warps as one
         # batch, so each later slot of a row takes the batch's wavefronts when that exceeds the
-        # warp's own slot chain (latency + own wavefronts + FFMAs + the next issue)
+        # warp's own slot chain (latency + own wavefronts + FFMAs + the next issue) over D
         k1 = np.maximum(Kf, 1)
         own_slot = spec.smem_latency_cycles + wf_warp / (k1 * c["wf"]) + \
             (B - 1) * c["pipe"] + 1
         batch = wf_sm / (k1 * c["wf"])
-        chain = chain + np.maximum(Kf - 1, 0) * np.maximum(0.0, batch - own_slot)
+        chain = chain - np.maximum(Kf - 1, 0) * own_slot + \
+            np.maximum(Kf - 1, 0) * np.maximum(own_slot / D, batch)
     thr = _row_throughput(spec, Kf, wf_sm, B, L)
     bounds = np.concatenate([chain[None], thr])
     bounds = np.where(mask[None], bounds, 0.0)
