@@ -350,6 +350,16 @@ class L2:
         dep = self.req_server.serve(self.sm_of_warp[warp[first]], t[first])
         return dep[inv.reshape(-1)]
 
+    def mark_polled(self, lo_word: int, n_words: int) -> None:
+        """Words ``[lo_word, lo_word + n_words)`` belong to a buffer the kernel polls (reads
+        with L2-coherent loads): their sectors are handed over between writer SMs. A property of
+        the buffer, not of the order in which the executor happens to take stores and polls:
+        in lockstep every CTA's stores of a round are taken before any CTA's polls of it, while
+        on the GPU the early CTAs already poll the sectors the late ones still write."""
+        if self.handover:
+            sw = self.sector_words
+            self.polled[lo_word // sw:-(-(lo_word + n_words) // sw)] = True
+
     def warm(self, lo_word: int, n_words: int) -> None:
         """Mark words ``[lo_word, lo_word + n_words)`` as resident in L2 (no DRAM on first use)."""
         sw = self.sector_words
@@ -364,8 +374,6 @@ class L2:
         inactive lanes).
         """
         rsec, rrow, lane_req, act = self.requests(warps, flat, active)
-        if self.handover and kind == "poll":
-            self.polled[rsec] = True
         half = self.half_trip(warps[rrow], rsec)
         if l1 is None or store or not rsec.size:
             self.transactions[kind] += int(rsec.size)

@@ -160,6 +160,9 @@ class _Timing:
             for name in resident_buffers(kernel, [b.name for b in kernel.global_buffers],
                                          spec.l2_size_bytes):
                 self.l2.warm(gspace.bases[name], gspace.buffers[name].size)
+        for name in {i.srcs[0].buffer.name for i in instructions(kernel)
+                     if i.op is Op.LDG_VOLATILE}:
+            self.l2.mark_polled(gspace.bases[name], gspace.buffers[name].size)
         l1 = L1(spec, kernel, gspace, sm, self.n_sms, -(-n_ctas // spec.sm_count))
         self.l1 = l1 if l1.active else None
         self.whiles = [s for s in walk(kernel.body) if isinstance(s, While)]
