@@ -1,0 +1,294 @@
+"""Who waits for whom in an all-to-all Lamport exchange: per-CTA, per-round GPU timestamps.
+
+    PYTHONPATH=. python3 measurements/lamport_clock.py --out $OUT      # GPU: lamport_clock.json
+
+The simulator's Lamport exchange waits 150-800 ns less per round than the GPU's, and the GPU's
+wait grows with the number of SMs that write (``lmech_ws_1``, 132 writers, against
+``lmech_readers_132``, 16 writers: 300-400 ns apart on the GPU, 48 ns in the simulator). Round
+times alone cannot say whether every CTA sees the data late (a latency the simulator lacks), or
+a few SMs are always last (SMs that differ), or the last writer is a different SM every round (a
+spread of detection times). This probe records it, on the GPU only (it reads the GPU's clocks,
+which the kernel IR has no instruction for, so the kernel is written here in CUDA; the
+simulator's counterpart is the IR's ``lmech_ws_1`` and ``lmech_readers_*``).
+
+The exchange, as the persistent kernel's (``kernels_ir/kernels/sparse_rnn.py``, ``_stage_h``):
+132 CTAs x 256 threads, slots of ``WORDS`` words, slot 0 written before the launch and the others
+holding the sentinel -0.0. Round ``r``: every thread polls its chunks of slot ``r`` (16-byte
+``ld.relaxed.gpu``, 4 chunks back to back per group, the group re-polled while any word is the
+sentinel), ``__syncthreads``, then the CTAs ``c < writers`` write their ``WORDS / writers``
+words of slot ``r + 1`` (``st.relaxed.gpu``, one word per thread). Recorded per CTA and round
+(``%globaltimer``, ns, one clock for the whole GPU but ticking in 256 ns steps on the H100,
+and ``clock64`` of the CTA's SM, placed on the common axis by :func:`aligned`): when the
+CTA had seen all of slot ``r`` (``seen``) and when its stores of slot ``r + 1`` were issued
+(``stored``); per CTA its SM (``%smid``); per thread its polls. ``writers`` = 132, 66, 33, 16.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+CTAS, THREADS, WORDS, ROUNDS = 132, 256, 4224, 64
+WRITERS = (132, 66, 33, 16)
+REPEATS = 5
+
+SOURCE = r"""
+__device__ __forceinline__ unsigned long long gtime() {
+    unsigned long long t; asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); return t;
+}
+__device__ __forceinline__ float4 ld_poll(const float* p) {
+    float4 v;
+    asm volatile("ld.relaxed.gpu.global.v4.f32 {%0,%1,%2,%3}, [%4];"
+                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(p) : "memory");
+    return v;
+}
+__device__ __forceinline__ void st_word(float* p, float v) {
+    asm volatile("st.relaxed.gpu.global.f32 [%0], %1;" :: "l"(p), "f"(v) : "memory");
+}
+__device__ __forceinline__ bool sent(float x) { return __float_as_uint(x) == 0x80000000u; }
+
+extern "C" __global__ void xch(float* h, int words, int rounds, int writers,
+                               unsigned long long* seen, unsigned long long* stored,
+                               long long* seen_clk, long long* stored_clk,
+                               int* smids, int* polls, float* out, long long* lat) {
+    const int cta = blockIdx.x, tid = threadIdx.x, nt = blockDim.x, nc = gridDim.x;
+    const int chunks = words / 4, per = words / writers;
+    int npoll = 0;
+    long long lat_sum = 0;
+    float acc = 0.f;
+    if (tid == 0) { unsigned s; asm volatile("mov.u32 %0, %%smid;" : "=r"(s)); smids[cta] = s; }
+    for (int r = 0; r < rounds; r++) {
+        const float* slot = h + (size_t)r * words;
+        for (int g0 = tid; g0 < chunks; g0 += 4 * nt) {
+            bool done = false;
+            while (!done) {
+                float4 v[4];
+                long long t0 = clock64();
+                #pragma unroll
+                for (int k = 0; k < 4; k++) {
+                    int ch = g0 + k * nt;
+                    v[k] = ch < chunks ? ld_poll(slot + 4 * ch) : make_float4(0.f, 0.f, 0.f, 0.f);
+                }
+                npoll++;
+                done = true;
+                #pragma unroll
+                for (int k = 0; k < 4; k++)
+                    done = done && !sent(v[k].x) && !sent(v[k].y) && !sent(v[k].z) && !sent(v[k].w);
+                lat_sum += clock64() - t0;
+                if (done) {
+                    #pragma unroll
+                    for (int k = 0; k < 4; k++) acc += v[k].x + v[k].y + v[k].z + v[k].w;
+                }
+            }
+        }
+        __syncthreads();
+        if (tid == 0) { seen[r * nc + cta] = gtime(); seen_clk[r * nc + cta] = clock64(); }
+        if (cta < writers) {
+            for (int w = tid; w < per; w += nt)
+                st_word(h + (size_t)(r + 1) * words + cta * per + w, (float)(r + 1));
+        }
+        __syncthreads();
+        if (tid == 0) { stored[r * nc + cta] = gtime(); stored_clk[r * nc + cta] = clock64(); }
+    }
+    polls[cta * nt + tid] = npoll;
+    out[cta * nt + tid] = acc;
+    lat[cta * nt + tid] = lat_sum;
+}
+
+// every CTA polls a slot written before the launch, ``rounds`` times: the poll's latency with
+// ``gridDim.x`` CTAs polling and nobody waiting (1 CTA: unloaded)
+extern "C" __global__ void free_polls(const float* h, int words, int rounds, long long* lat,
+                                      int* polls, float* out) {
+    const int tid = threadIdx.x, nt = blockDim.x, chunks = words / 4;
+    long long lat_sum = 0;
+    int n = 0;
+    float acc = 0.f;
+    for (int r = 0; r < rounds; r++) {
+        for (int g0 = tid; g0 < chunks; g0 += 4 * nt) {
+            float4 v[4];
+            long long t0 = clock64();
+            #pragma unroll
+            for (int k = 0; k < 4; k++) {
+                int ch = g0 + k * nt;
+                v[k] = ch < chunks ? ld_poll(h + 4 * ch) : make_float4(0.f, 0.f, 0.f, 0.f);
+            }
+            bool ok = true;
+            #pragma unroll
+            for (int k = 0; k < 4; k++)
+                ok = ok && !sent(v[k].x) && !sent(v[k].y) && !sent(v[k].z) && !sent(v[k].w);
+            lat_sum += clock64() - t0;
+            n++;
+            if (ok) acc += v[0].x + v[1].x + v[2].x + v[3].x;
+        }
+        __syncthreads();
+    }
+    lat[blockIdx.x * nt + tid] = lat_sum;
+    polls[blockIdx.x * nt + tid] = n;
+    out[blockIdx.x * nt + tid] = acc;
+}
+"""
+
+
+def run(cp, kern, writers: int) -> dict:
+    """One launch of the exchange with ``writers`` writer CTAs: its timestamps, checked."""
+    import numpy as np
+
+    if WORDS % writers:
+        raise ValueError(f"writers={writers} must divide {WORDS}")
+    h = np.full((ROUNDS + 1, WORDS), -0.0, np.float32)
+    h[0] = 0.0
+    dh = cp.asarray(h)
+    n = ROUNDS * CTAS
+    bufs = [cp.zeros(n, cp.uint64), cp.zeros(n, cp.uint64), cp.zeros(n, cp.int64),
+            cp.zeros(n, cp.int64), cp.zeros(CTAS, cp.int32), cp.zeros(CTAS * THREADS, cp.int32),
+            cp.zeros(CTAS * THREADS, cp.float32), cp.zeros(CTAS * THREADS, cp.int64)]
+    start, stop = cp.cuda.Event(), cp.cuda.Event()
+    start.record()
+    kern((CTAS,), (THREADS,), (dh, np.int32(WORDS), np.int32(ROUNDS), np.int32(writers), *bufs))
+    stop.record()
+    stop.synchronize()
+    seen, stored, seen_clk, stored_clk, smids, polls, out, lat = (cp.asnumpy(b) for b in bufs)
+    got = cp.asnumpy(dh)
+    want = np.arange(ROUNDS + 1, dtype=np.float32)[:, None] * np.ones(WORDS, np.float32)
+    if not np.array_equal(got[:ROUNDS], want[:ROUNDS]):
+        raise AssertionError(f"writers={writers}: the slots hold wrong values")
+    # every thread summed the slots it polled: the chunks it owns, rounds 0..R-1
+    chunks = WORDS // 4
+    mine = np.array([len(range(t, chunks, THREADS)) for t in range(THREADS)], np.float32)
+    total = mine * 4 * float(sum(range(ROUNDS)))
+    if not np.allclose(out.reshape(CTAS, THREADS), total[None, :]):
+        raise AssertionError(f"writers={writers}: a thread staged wrong values")
+    g0 = int(min(seen.min(), stored.min()))
+    c0 = np.minimum(seen_clk.reshape(ROUNDS, CTAS)[0], stored_clk.reshape(ROUNDS, CTAS)[0])
+    return {"writers": writers, "kernel_s": cp.cuda.get_elapsed_time(start, stop) * 1e-3,
+            # globaltimer (ns) from the launch's first stamp; clock64 (cycles of the CTA's SM)
+            # from the CTA's own first stamp
+            "seen_ns": (seen.astype(np.int64) - g0).reshape(ROUNDS, CTAS).tolist(),
+            "stored_ns": (stored.astype(np.int64) - g0).reshape(ROUNDS, CTAS).tolist(),
+            "seen_clk": (seen_clk.reshape(ROUNDS, CTAS) - c0).tolist(),
+            "stored_clk": (stored_clk.reshape(ROUNDS, CTAS) - c0).tolist(),
+            "smid": smids.tolist(),
+            "polls_per_cta": polls.reshape(CTAS, THREADS).sum(axis=1).tolist(),
+            # cycles from a group poll's issue to its check, summed per CTA (over its threads)
+            "poll_cycles_per_cta": lat.reshape(CTAS, THREADS).sum(axis=1).tolist()}
+
+
+def free(cp, kern, ctas: int, rounds: int = 32) -> dict:
+    """Poll latency with ``ctas`` CTAs polling a written slot and nobody waiting."""
+    import numpy as np
+
+    h = cp.zeros(WORDS, cp.float32)
+    lat = cp.zeros(ctas * THREADS, cp.int64)
+    polls = cp.zeros(ctas * THREADS, cp.int32)
+    out = cp.zeros(ctas * THREADS, cp.float32)
+    kern((ctas,), (THREADS,), (h, np.int32(WORDS), np.int32(rounds), lat, polls, out))
+    cp.cuda.Device().synchronize()
+    lat, polls = cp.asnumpy(lat), cp.asnumpy(polls)
+    return {"ctas": ctas, "rounds": rounds, "poll_cycles_mean": float(lat.sum() / polls.sum())}
+
+
+def aligned(rec: dict):
+    """The CTAs' clock64 stamps on one time axis (ns): ``%globaltimer`` ticks in 256 ns steps on
+    the H100, too coarse alone, so each CTA's cycle counter is placed by the mean of its
+    (globaltimer - cycles / f) over its 2 x rounds stamps (the stamps fall at every phase of a
+    tick, so the quantisation averages out), with f the median over the CTAs of their
+    cycles-per-ns slope. Returns ``(seen, stored, f_ghz)``, arrays (rounds, ctas) in ns."""
+    import numpy as np
+
+    gs = np.asarray(rec["seen_ns"], np.float64)
+    gt = np.asarray(rec["stored_ns"], np.float64)
+    cs = np.asarray(rec["seen_clk"], np.float64)
+    ct = np.asarray(rec["stored_clk"], np.float64)
+    g = np.concatenate([gs, gt])
+    c = np.concatenate([cs, ct])
+    cm, gm = c - c.mean(axis=0), g - g.mean(axis=0)
+    f = float(np.median((cm * gm).sum(axis=0) / (gm * gm).sum(axis=0)))   # cycles per ns
+    off = (g - c / f).mean(axis=0)
+    return cs / f + off, ct / f + off, f
+
+
+def summary(rec: dict, skip: int = 8) -> dict:
+    """Per launch, on the aligned clocks: the round time, when each CTA saw a slot after its last
+    writer stored it (``lag``, ns, by CTA), how spread the stores were, which SMs were last."""
+    import numpy as np
+
+    seen, stored, f = aligned(rec)
+    w = rec["writers"]
+    last_store = stored[:-1, :w].max(axis=1)            # slot r+1 complete at the latest
+    lag = seen[1:] - last_store[:, None]                 # (rounds-1, ctas)
+    rounds = np.diff(last_store)
+    lag, rounds = lag[skip:], rounds[skip:]
+    smid = np.asarray(rec["smid"])
+    st = stored[skip:-1, :w]
+    last_writer = smid[np.argmax(st, axis=1)]
+    late = np.argsort(-lag.mean(axis=0))[:8]
+    polls = np.asarray(rec["polls_per_cta"], dtype=np.float64)
+    groups = sum(len(range(t, WORDS // 4, 4 * THREADS)) for t in range(THREADS))
+    return {"writers": w, "clock_ghz": f, "round_ns_median": float(np.median(rounds)),
+            "lag_ns_median": float(np.median(lag)), "lag_ns_p90": float(np.percentile(lag, 90)),
+            "first_seen_ns_median": float(np.median(lag.min(axis=1))),
+            "last_seen_ns_median": float(np.median(lag.max(axis=1))),
+            "store_spread_ns_median": float(np.median(st.max(axis=1) - st.min(axis=1))),
+            "seen_to_store_ns_median": float(np.median(stored[skip:] - seen[skip:])),
+            "last_writer_sms_distinct": int(len(set(last_writer.tolist()))),
+            "lag_by_sm_ns": {int(smid[c]): float(lag[:, c].mean()) for c in range(lag.shape[1])},
+            "latest_ctas_by_mean_lag": [{"cta": int(c), "sm": int(smid[c]),
+                                         "lag_ns": float(lag[:, c].mean())} for c in late],
+            "polls_per_group_round": float(polls.sum() / ROUNDS / (CTAS * groups)),
+            "poll_ns_mean": float(np.sum(rec["poll_cycles_per_cta"]) / polls.sum() / f)}
+
+
+def measure(out: str, argv: list) -> dict:
+    import cupy as cp
+
+    from measurements.campaign import provenance
+    from measurements.probe import ClockSampler, save_record
+
+    prov = provenance(argv)
+    clocks = ClockSampler()
+    kern = cp.RawKernel(SOURCE, "xch", options=("-std=c++17",))
+    rec = {"format_version": 1, "provenance": prov, "ctas": CTAS, "threads": THREADS,
+           "words": WORDS, "rounds": ROUNDS, "repeats": REPEATS, "runs": []}
+    t0 = time.time()
+    run(cp, kern, 132)                                  # warm-up (compile, first touch)
+    fk = cp.RawKernel(SOURCE, "free_polls", options=("-std=c++17",))
+    free(cp, fk, 1)
+    rec["free"] = [free(cp, fk, n) for n in (1, 132) for _ in range(3)]
+    for r in rec["free"]:
+        print(f"free polls, {r['ctas']:3d} CTAs: {r['poll_cycles_mean']:6.0f} cycles per group "
+              f"poll", flush=True)
+    for w in WRITERS:
+        for i in range(REPEATS):
+            r = run(cp, kern, w)
+            r["repeat"] = i
+            r["summary"] = summary(r)
+            rec["runs"].append(r)
+            s = r["summary"]
+            print(f"writers {w:3d} #{i}: round {s['round_ns_median']:6.0f} ns  lag median "
+                  f"{s['lag_ns_median']:5.0f} p90 {s['lag_ns_p90']:5.0f}  first "
+                  f"{s['first_seen_ns_median']:5.0f} last {s['last_seen_ns_median']:5.0f}  "
+                  f"store spread {s['store_spread_ns_median']:5.0f}  seen->stored "
+                  f"{s['seen_to_store_ns_median']:4.0f}  poll {s['poll_ns_mean']:4.0f} ns  polls/group "
+                  f"{s['polls_per_group_round']:.2f}  last writers on "
+                  f"{s['last_writer_sms_distinct']} SMs", flush=True)
+    clocks.stop(prov)
+    rec["timing_s"] = time.time() - t0
+    save_record(os.path.join(out, "lamport_clock.json"), rec)
+    return rec
+
+
+def main(argv: list | None = None) -> int:
+    import argparse
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True, help="GPU run: write lamport_clock.json here")
+    a = ap.parse_args(argv)
+    os.makedirs(a.out, exist_ok=True)
+    measure(a.out, [sys.argv[0]] + (argv if argv is not None else sys.argv[1:]))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

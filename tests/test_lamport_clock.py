@@ -1,0 +1,80 @@
+"""measurements/lamport_clock.py: the clock alignment recovers a known timeline; the record's
+launches are checked and complete, and measurements/README.md's table and claims are the
+record's (recomputed here from the raw stamps)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from measurements import lamport_clock as lc
+
+ROOT = Path(__file__).resolve().parents[1]
+RECORD = ROOT / "measurements" / "h100" / "lamport_clock.json.gz"
+
+
+def test_alignment_recovers_a_known_timeline():
+    rng = np.random.default_rng(1)
+    f, R, C = 1.98, lc.ROUNDS, lc.CTAS
+    stored = np.cumsum(np.full((R, C), 1000.0), axis=0) + rng.random((R, C)) * 300
+    seen = stored + 400 + rng.random((R, C)) * 200
+    off = rng.random(C) * 1e7                       # every SM's counter starts elsewhere
+    q = lambda t: np.floor(t / 256) * 256           # noqa: E731  (the 256 ns globaltimer tick)
+    rec = {"writers": C, "seen_ns": q(seen).tolist(), "stored_ns": q(stored).tolist(),
+           "seen_clk": ((seen + off) * f).tolist(), "stored_clk": ((stored + off) * f).tolist()}
+    a_seen, a_stored, fit = lc.aligned(rec)
+    assert fit == pytest.approx(f, rel=2e-3)
+    shift = np.median(a_seen - seen)                 # one common offset is allowed
+    assert np.percentile(np.abs(a_seen - seen - shift), 95) < 40
+    assert np.percentile(np.abs(a_stored - stored - shift), 95) < 40
+
+
+def _record():
+    with gzip.open(RECORD, "rt") as f:
+        return json.load(f)
+
+
+def test_record_is_complete():
+    rec = _record()
+    prov = rec["provenance"]
+    assert "H100" in prov["gpu_name"] and "lamport_clock.py" in prov["command"]
+    assert sorted({r["writers"] for r in rec["runs"]}) == sorted(lc.WRITERS)
+    assert len(rec["runs"]) == len(lc.WRITERS) * rec["repeats"]
+    for r in rec["runs"]:
+        assert np.asarray(r["seen_clk"]).shape == (lc.ROUNDS, lc.CTAS)
+        assert sorted(r["smid"]) == list(range(lc.CTAS))
+    assert {x["ctas"] for x in rec["free"]} == {1, 132}
+
+
+def test_readme_table_and_claims_are_the_records():
+    rec = _record()
+    text = (ROOT / "measurements" / "README.md").read_text()
+    sec = text[text.index("## Who waits for whom"):]
+    sec = sec[:sec.index("\n## ")]
+    keys = ("round_ns_median", "first_seen_ns_median", "lag_ns_median", "last_seen_ns_median",
+            "store_spread_ns_median", "poll_ns_mean")
+    for w in lc.WRITERS:
+        S = [lc.summary(r) for r in rec["runs"] if r["writers"] == w]
+        want = []
+        for k in keys:
+            v = [s[k] for s in S]
+            want += [round(min(v)), round(max(v))]
+        p = [s["polls_per_group_round"] for s in S]
+        want_p = [round(min(p), 2), round(max(p), 2)]
+        line = next(ln for ln in sec.splitlines() if ln.startswith(f"| {w} |"))
+        nums = re.findall(r"\d+\.\d+|\d+", line.split("|", 2)[2])
+        assert [int(x) for x in nums[:12]] == want, w
+        assert [float(x) for x in nums[12:14]] == want_p, w
+        # the first CTA sees the last store 630-670 ns after it; even and odd SMs alike
+        assert all(630 <= s["first_seen_ns_median"] <= 675 for s in S)
+        sms = np.array(sorted(S[0]["lag_by_sm_ns"]))
+        m = np.array([[s["lag_by_sm_ns"][k] for k in sms] for s in S]).mean(axis=0)
+        assert abs(m[sms % 2 == 0].mean() - m[sms % 2 == 1].mean()) < 1.5
+    free = {n: [x["poll_cycles_mean"] for x in rec["free"] if x["ctas"] == n] for n in (1, 132)}
+    assert round(min(free[1])) == round(max(free[1])) == 479
+    assert (round(min(free[132])), round(max(free[132]))) == (508, 510)
