@@ -20,7 +20,13 @@ words of slot ``r + 1`` (``st.relaxed.gpu``, one word per thread). Recorded per 
 (``%globaltimer``, ns, one clock for the whole GPU but ticking in 256 ns steps on the H100,
 and ``clock64`` of the CTA's SM, placed on the common axis by :func:`aligned`): when the
 CTA had seen all of slot ``r`` (``seen``) and when its stores of slot ``r + 1`` were issued
-(``stored``); per CTA its SM (``%smid``); per thread its polls. ``writers`` = 132, 66, 33, 16.
+(``stored``); per CTA its SM (``%smid``); per thread its polls and their cycles. ``writers`` =
+132, 66, 33, 16, and -1, -2, -4 (every CTA writes 4 whole sectors, every sector one writer,
+every 128-byte line 1, 2 or 4 writer SMs).
+
+Beside it: ``free_polls`` (a group poll of a written slot, 1 or 132 CTAs polling), ``pingload``
+(a two-CTA flag hand-over while the other CTAs load the L2 with polls or stores) and ``pingpos``
+(the hand-over at 16 random placements of the two flags, every round trip timed).
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 CTAS, THREADS, WORDS, ROUNDS = 132, 256, 4224, 64
 WRITERS = (132, 66, 33, 16)
+LINE_WRITERS = (-1, -2, -4)     # every sector one writer, every line 1, 2 or 4 (writers = -k)
 REPEATS = 5
 
 SOURCE = r"""
@@ -86,9 +93,15 @@ extern "C" __global__ void xch(float* h, int words, int rounds, int writers,
         }
         __syncthreads();
         if (tid == 0) { seen[r * nc + cta] = gtime(); seen_clk[r * nc + cta] = clock64(); }
-        if (cta < writers) {
+        if (writers > 0 && cta < writers) {
             for (int w = tid; w < per; w += nt)
                 st_word(h + (size_t)(r + 1) * words + cta * per + w, (float)(r + 1));
+        } else if (writers < 0 && tid < 32) {
+            // -k: every CTA writes 4 whole 32-byte sectors (warp 0, word i by lane i); sector q
+            // of line L is written by CTA (L + (q % k) * (nc / k)) % nc, so every sector has one
+            // writer and every 128-byte line k writers (words = 32 x nc)
+            const int k = -writers, q = tid >> 3, L = (cta - (q % k) * (nc / k) + nc) % nc;
+            st_word(h + (size_t)(r + 1) * words + L * 32 + tid, (float)(r + 1));
         }
         __syncthreads();
         if (tid == 0) { stored[r * nc + cta] = gtime(); stored_clk[r * nc + cta] = clock64(); }
@@ -96,6 +109,81 @@ extern "C" __global__ void xch(float* h, int words, int rounds, int writers,
     polls[cta * nt + tid] = npoll;
     out[cta * nt + tid] = acc;
     lat[cta * nt + tid] = lat_sum;
+}
+
+// CTA 0 and CTA 1 hand a flag back and forth ``rounds`` times (thread 0 of each: store, then
+// poll the other's word) while CTAs 2.. load the L2 until CTA 0 is done: ``mode`` 0 idle, 1
+// group polls of one written slot (all loaders the same data), 2 group polls of their own
+// regions, 3 16-byte stores to their own regions. flag[0] = ping, flag[32] = pong, flag[64] =
+// stop (each in its own 128-byte line). Returns CTA 0's cycles per round trip.
+extern "C" __global__ void pingload(float* flag, float* data, int words, int rounds, int mode,
+                                    long long* cyc, long long* work) {
+    const int cta = blockIdx.x, tid = threadIdx.x, nt = blockDim.x, chunks = words / 4;
+    if (cta < 2) {
+        if (tid != 0) return;
+        float* mine = flag + (cta == 0 ? 0 : 32);
+        float* other = flag + (cta == 0 ? 32 : 0);
+        long long t0 = clock64();
+        for (int r = 1; r <= rounds; r++) {
+            if (cta == 0) st_word(mine, (float)r);
+            while (ld_poll(other).x != (float)(r)) { }
+            if (cta == 1) st_word(mine, (float)r);
+        }
+        if (cta == 0) { cyc[0] = clock64() - t0; st_word(flag + 64, 1.f); }
+        return;
+    }
+    float* region = data + (size_t)(mode == 1 ? 0 : cta) * words;
+    float acc = 0.f;
+    long long n = 0;
+    if (mode == 0) { while (ld_poll(flag + 64).x == 0.f) { n++; } }
+    else {
+        while (true) {
+            bool stop = ld_poll(flag + 64).x != 0.f;
+            if (__syncthreads_or(stop)) break;
+            for (int g0 = tid; g0 < chunks; g0 += 4 * nt) {
+                if (mode == 3) {
+                    #pragma unroll
+                    for (int k = 0; k < 4; k++) {
+                        int ch = g0 + k * nt;
+                        if (ch < chunks) {
+                            float* q = region + 4 * ch;
+                            asm volatile("st.relaxed.gpu.global.v4.f32 [%0], {%1,%2,%3,%4};"
+                                         :: "l"(q), "f"(1.f), "f"(1.f), "f"(1.f), "f"(1.f)
+                                         : "memory");
+                        }
+                    }
+                } else {
+                    float4 v[4];
+                    #pragma unroll
+                    for (int k = 0; k < 4; k++) {
+                        int ch = g0 + k * nt;
+                        v[k] = ch < chunks ? ld_poll(region + 4 * ch)
+                                           : make_float4(0.f, 0.f, 0.f, 0.f);
+                    }
+                    acc += v[0].x + v[1].y + v[2].z + v[3].w;
+                }
+            }
+            n++;
+        }
+    }
+    if (tid == 0) work[cta] = n + (acc == 12345.f);
+}
+
+// CTA 0 and CTA 1 hand a flag back and forth: the ping at word ``at_ping`` and the pong at word
+// ``at_pong`` of ``flag``; thread 0 of CTA 0 records every round trip's cycles
+extern "C" __global__ void pingpos(float* flag, int at_ping, int at_pong, int rounds,
+                                   long long* each) {
+    const int cta = blockIdx.x;
+    if (threadIdx.x != 0 || cta > 1) return;
+    float* mine = flag + (cta == 0 ? at_ping : at_pong);
+    float* other = flag + (cta == 0 ? at_pong : at_ping);
+    long long t = clock64();
+    for (int r = 1; r <= rounds; r++) {
+        if (cta == 0) st_word(mine, (float)r);
+        while (ld_poll(other).x != (float)(r)) { }
+        if (cta == 1) st_word(mine, (float)r);
+        if (cta == 0) { long long u = clock64(); each[r - 1] = u - t; t = u; }
+    }
 }
 
 // every CTA polls a slot written before the launch, ``rounds`` times: the poll's latency with
@@ -136,8 +224,10 @@ def run(cp, kern, writers: int) -> dict:
     """One launch of the exchange with ``writers`` writer CTAs: its timestamps, checked."""
     import numpy as np
 
-    if WORDS % writers:
+    if writers > 0 and WORDS % writers:
         raise ValueError(f"writers={writers} must divide {WORDS}")
+    if writers < 0 and (WORDS != 32 * CTAS or CTAS % -writers or -writers not in (1, 2, 4)):
+        raise ValueError(f"writers={writers}: -1, -2 or -4 with {WORDS} = 32 x {CTAS} words")
     h = np.full((ROUNDS + 1, WORDS), -0.0, np.float32)
     h[0] = 0.0
     dh = cp.asarray(h)
@@ -216,7 +306,7 @@ def summary(rec: dict, skip: int = 8) -> dict:
     import numpy as np
 
     seen, stored, f = aligned(rec)
-    w = rec["writers"]
+    w = rec["writers"] if rec["writers"] > 0 else CTAS
     last_store = stored[:-1, :w].max(axis=1)            # slot r+1 complete at the latest
     lag = seen[1:] - last_store[:, None]                 # (rounds-1, ctas)
     rounds = np.diff(last_store)
@@ -227,7 +317,7 @@ def summary(rec: dict, skip: int = 8) -> dict:
     late = np.argsort(-lag.mean(axis=0))[:8]
     polls = np.asarray(rec["polls_per_cta"], dtype=np.float64)
     groups = sum(len(range(t, WORDS // 4, 4 * THREADS)) for t in range(THREADS))
-    return {"writers": w, "clock_ghz": f, "round_ns_median": float(np.median(rounds)),
+    return {"writers": rec["writers"], "clock_ghz": f, "round_ns_median": float(np.median(rounds)),
             "lag_ns_median": float(np.median(lag)), "lag_ns_p90": float(np.percentile(lag, 90)),
             "first_seen_ns_median": float(np.median(lag.min(axis=1))),
             "last_seen_ns_median": float(np.median(lag.max(axis=1))),
@@ -239,6 +329,52 @@ def summary(rec: dict, skip: int = 8) -> dict:
                                          "lag_ns": float(lag[:, c].mean())} for c in late],
             "polls_per_group_round": float(polls.sum() / ROUNDS / (CTAS * groups)),
             "poll_ns_mean": float(np.sum(rec["poll_cycles_per_cta"]) / polls.sum() / f)}
+
+
+LOAD_MODES = {0: "idle", 1: "polls, one shared slot", 2: "polls, own regions",
+              3: "stores, own regions"}
+
+
+def ping_under_load(cp, kern, mode: int, ctas: int, rounds: int = 2000) -> dict:
+    """Round trip of a flag between CTAs 0 and 1 while ``ctas - 2`` CTAs load the L2."""
+    import numpy as np
+
+    flag = cp.zeros(96, cp.float32)
+    data = cp.zeros(max(ctas, 2) * WORDS, cp.float32)
+    cyc = cp.zeros(1, cp.int64)
+    work = cp.zeros(ctas, cp.int64)
+    kern((ctas,), (THREADS,), (flag, data, np.int32(WORDS), np.int32(rounds), np.int32(mode),
+                               cyc, work))
+    cp.cuda.Device().synchronize()
+    c = float(cp.asnumpy(cyc)[0])
+    iters = cp.asnumpy(work)[2:]
+    return {"mode": mode, "load": LOAD_MODES[mode], "ctas": ctas, "rounds": rounds,
+            "cycles_per_round_trip": c / rounds,
+            "loader_iterations_mean": float(iters.mean()) if iters.size else 0.0}
+
+
+def ping_positions(cp, kern, n_pos: int = 16, rounds: int = 1000, seed: int = 0) -> list[dict]:
+    """Round-trip cycles of a two-CTA flag hand-over for ``n_pos`` random placements of the two
+    flags (each in its own 128-byte line of a 64 MiB buffer, so in different L2 slices and
+    partitions): per placement the median, 10th, 90th and 99th percentile of the rounds."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    lines = (64 << 20) // 128
+    flag = cp.zeros(lines * 32, cp.float32)
+    out = []
+    for _ in range(n_pos):
+        a, b = (int(x) * 32 for x in rng.choice(lines, 2, replace=False))
+        flag[a] = 0.0
+        flag[b] = 0.0
+        each = cp.zeros(rounds, cp.int64)
+        kern((2,), (32,), (flag, np.int32(a), np.int32(b), np.int32(rounds), each))
+        cp.cuda.Device().synchronize()
+        e = cp.asnumpy(each)[10:].astype(np.float64)
+        out.append({"ping_word": a, "pong_word": b, "median": float(np.median(e)),
+                    "p10": float(np.percentile(e, 10)), "p90": float(np.percentile(e, 90)),
+                    "p99": float(np.percentile(e, 99)), "max": float(e.max())})
+    return out
 
 
 def measure(out: str, argv: list) -> dict:
@@ -260,7 +396,24 @@ def measure(out: str, argv: list) -> dict:
     for r in rec["free"]:
         print(f"free polls, {r['ctas']:3d} CTAs: {r['poll_cycles_mean']:6.0f} cycles per group "
               f"poll", flush=True)
-    for w in WRITERS:
+    qk = cp.RawKernel(SOURCE, "pingpos", options=("-std=c++17",))
+    rec["ping_positions"] = ping_positions(cp, qk)
+    for r in rec["ping_positions"]:
+        print(f"ping-pong at words {r['ping_word']:9d} / {r['pong_word']:9d}: median "
+              f"{r['median']:5.0f} p10 {r['p10']:5.0f} p90 {r['p90']:5.0f} p99 {r['p99']:5.0f} "
+              f"max {r['max']:6.0f} cycles", flush=True)
+    pk = cp.RawKernel(SOURCE, "pingload", options=("-std=c++17",))
+    ping_under_load(cp, pk, 0, 2, 100)
+    rec["ping"] = []
+    for mode in LOAD_MODES:
+        for ctas in ((2, 132) if mode == 0 else (34, 66, 132)):
+            for _ in range(3):
+                r = ping_under_load(cp, pk, mode, ctas)
+                rec["ping"].append(r)
+                print(f"ping-pong, {ctas - 2:3d} loaders ({r['load']}): "
+                      f"{r['cycles_per_round_trip']:6.0f} cycles per round trip "
+                      f"({r['loader_iterations_mean']:.0f} loader passes)", flush=True)
+    for w in WRITERS + LINE_WRITERS:
         for i in range(REPEATS):
             r = run(cp, kern, w)
             r["repeat"] = i

@@ -43,8 +43,9 @@ def test_record_is_complete():
     rec = _record()
     prov = rec["provenance"]
     assert "H100" in prov["gpu_name"] and "lamport_clock.py" in prov["command"]
-    assert sorted({r["writers"] for r in rec["runs"]}) == sorted(lc.WRITERS)
-    assert len(rec["runs"]) == len(lc.WRITERS) * rec["repeats"]
+    configs = lc.WRITERS + lc.LINE_WRITERS
+    assert sorted({r["writers"] for r in rec["runs"]}) == sorted(configs)
+    assert len(rec["runs"]) == len(configs) * rec["repeats"]
     for r in rec["runs"]:
         assert np.asarray(r["seen_clk"]).shape == (lc.ROUNDS, lc.CTAS)
         assert sorted(r["smid"]) == list(range(lc.CTAS))
@@ -58,7 +59,7 @@ def test_readme_table_and_claims_are_the_records():
     sec = sec[:sec.index("\n## ")]
     keys = ("round_ns_median", "first_seen_ns_median", "lag_ns_median", "last_seen_ns_median",
             "store_spread_ns_median", "poll_ns_mean")
-    for w in lc.WRITERS:
+    for w in lc.WRITERS + lc.LINE_WRITERS:
         S = [lc.summary(r) for r in rec["runs"] if r["writers"] == w]
         want = []
         for k in keys:
@@ -70,11 +71,26 @@ def test_readme_table_and_claims_are_the_records():
         nums = re.findall(r"\d+\.\d+|\d+", line.split("|", 2)[2])
         assert [int(x) for x in nums[:12]] == want, w
         assert [float(x) for x in nums[12:14]] == want_p, w
-        # the first CTA sees the last store 630-670 ns after it; even and odd SMs alike
-        assert all(630 <= s["first_seen_ns_median"] <= 675 for s in S)
+        # the first CTA sees the last store 630-770 ns after it; even and odd SMs alike
+        assert all(630 <= s["first_seen_ns_median"] <= 770 for s in S)
         sms = np.array(sorted(S[0]["lag_by_sm_ns"]))
         m = np.array([[s["lag_by_sm_ns"][k] for k in sms] for s in S]).mean(axis=0)
         assert abs(m[sms % 2 == 0].mean() - m[sms % 2 == 1].mean()) < 1.5
     free = {n: [x["poll_cycles_mean"] for x in rec["free"] if x["ctas"] == n] for n in (1, 132)}
-    assert round(min(free[1])) == round(max(free[1])) == 479
-    assert (round(min(free[132])), round(max(free[132]))) == (508, 510)
+    assert (round(min(free[1])), round(max(free[1]))) == (488, 489)
+    assert (round(min(free[132])), round(max(free[132]))) == (503, 505)
+
+
+def test_the_l2_load_does_not_delay_a_hand_over():
+    rec = _record()
+    by = {}
+    for r in rec["ping"]:
+        by.setdefault((r["mode"], r["ctas"]), []).append(r["cycles_per_round_trip"])
+    alone = min(by[(0, 2)])
+    for (mode, ctas), v in by.items():
+        limit = 1.10 if mode == 3 else 1.0      # streaming stores: within 10%
+        assert max(v) <= limit * alone + 2, (mode, ctas)
+    pos = rec["ping_positions"]
+    # no heavy tail: at worst one more poll period (about 300 cycles) on the slow rounds
+    assert len(pos) == 16 and all(p["p99"] < p["median"] + 400 for p in pos)
+    assert round(max(p["p99"] for p in pos)) == 1394
