@@ -107,22 +107,13 @@ def _gpu_pair(runner, prog, spec) -> dict:
     """Per-step time of ``prog`` normal and prefilled (GPU)."""
     import numpy as np
 
-    from gpusim.backends.cupy_backend import _short_program, _summary, _time_launch
+    from gpusim.backends.cupy_backend import (_short_program, _summary, _time_launch,
+                                              launch_checked)
     cp = runner.cp
     progs = {"long": prog, "short": _short_program(prog, SHORT_STEPS, spec)}
     comps, bufs, pristine, filled = {}, {}, {}, {}
     for k, p in progs.items():
-        c = runner.compile(p.kernel)
-        runner.check_grid(c)
-        bb = runner.device_buffers(c, p.inputs)
-        runner.launch(c, bb)
-        cp.cuda.Device().synchronize()
-        runner.check_err(c, bb)
-        out = {n: cp.asnumpy(v) for n, v in bb.items()}
-        err = float(p.max_rel_err(out))
-        if not err <= 1e-3:
-            raise AssertionError(f"{k}: values differ from the reference ({err:.3g})")
-        comps[k], bufs[k] = c, bb
+        comps[k], bufs[k], out, _ = launch_checked(runner, p)
         pristine[k] = cp.asarray(p.inputs["hseq"])
         filled[k] = cp.asarray(out["hseq"])
         if np.any(out["hseq"].view(np.int32) == np.int32(-2 ** 31)):

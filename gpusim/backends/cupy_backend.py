@@ -207,6 +207,26 @@ def _short_program(program, steps: int, spec):
                             n_ctas=program.kernel.grid)
 
 
+def launch_checked(runner: Runner, program, tolerance: float = VALUE_TOLERANCE):
+    """Compile a persistent :class:`RNNProgram` (co-resident grid checked), launch it once on its
+    own inputs and check its values against the float64 reference: ``(compiled, device
+    buffers, host copies of the buffers, max_rel_err)``; wrong values raise
+    :class:`InputError`."""
+    cp = runner.cp
+    comp = runner.compile(program.kernel)
+    runner.check_grid(comp)
+    bufs = runner.device_buffers(comp, program.inputs)
+    runner.launch(comp, bufs)
+    cp.cuda.Device().synchronize()
+    runner.check_err(comp, bufs)
+    out = {k: cp.asnumpy(v) for k, v in bufs.items()}
+    err = float(program.max_rel_err(out))
+    if not err <= tolerance:
+        raise InputError(f"kernel {comp.source.name}: values differ from the float64 reference: "
+                         f"max_rel_err={err:.3g} > {tolerance}")
+    return comp, bufs, out, err
+
+
 def run_program(program, *, repeats: int = 10, warmup: int = 2, seed: int = 0,
                 short_steps: int | None = None, spec=None, runner: Runner | None = None,
                 tolerance: float = VALUE_TOLERANCE) -> dict:
@@ -226,17 +246,7 @@ def run_program(program, *, repeats: int = 10, warmup: int = 2, seed: int = 0,
     Ts = short_steps if short_steps is not None else max(1, T // 8)
     if not 1 <= Ts < T:
         raise InputError(f"short_steps={Ts} must be in 1..{T - 1}")
-    comp = runner.compile(program.kernel)
-    runner.check_grid(comp)
-    bufs = runner.device_buffers(comp, program.inputs)
-    runner.launch(comp, bufs)
-    cp.cuda.Device().synchronize()
-    runner.check_err(comp, bufs)
-    out = {k: cp.asnumpy(v) for k, v in bufs.items()}
-    err = float(program.max_rel_err(out))
-    if not err <= tolerance:
-        raise InputError(f"kernel {comp.source.name}: values differ from the float64 reference: "
-                         f"max_rel_err={err:.3g} > {tolerance}")
+    comp, bufs, _, err = launch_checked(runner, program, tolerance)
     short = _short_program(program, Ts, spec)
     comp_s = runner.compile(short.kernel)
     runner.check_grid(comp_s)
