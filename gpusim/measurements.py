@@ -334,8 +334,9 @@ def kernel_staleness(case: dict, spec) -> str | None:
 
 # What a prediction depends on: the simulator, the pricing path, the analytical and capacity
 # models, the kernels (IR, mappings, layouts, bank rule) and the GPU specs' values.
-MODEL_SOURCES = ("gpusim/engine/*.py", "gpusim/pricing.py", "models/*.py", "kernels_ir/*.py",
-                 "kernels_ir/kernels/*.py", "kernels_ir/kernels/*/*.py", "gpusim/specs/*.toml")
+MODEL_SOURCES = ("gpusim/engine/*.py", "gpusim/pricing.py", "models/*.py", "models/*/*.py",
+                 "kernels_ir/*.py", "kernels_ir/kernels/*.py", "kernels_ir/kernels/*/*.py",
+                 "gpusim/specs/*.toml")
 _SPEC_TEXT_KEYS = frozenset({"source", "calibration", "note", "unit", "type"})
 
 

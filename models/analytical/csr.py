@@ -1,0 +1,382 @@
+"""The CSR row-per-warp baseline (``kernels_ir/kernels/csr_baseline.py``), per step.
+
+CSR row-per-warp baseline (the quantity the cross-check prices: one step, layer in L2)
+-------------------------------------------------------------------------------------
+The kernel as written: one warp per row, rows sorted longest first, ``ceil(R / 8)`` CTAs of 256
+threads, all co-resident as the simulator runs them (CTA ``c`` on SM ``c % sm_count``; past
+``max_threads_per_sm`` the hardware would run waves, which changes only latency terms of layers
+that are bound by throughput anyway); a chunk loop of 128 nonzeros per round (32 lanes x 4, 128-bit
+loads of values and column indices, then the 4 nonzeros' gathers of h back to back, then their
+FFMAs); rows padded to a multiple of 4 with column 0. Rows are Bernoulli(d): a row's length is
+Binomial(N, d) (normal, continuity-corrected), so round ``i`` has every row longer than
+``128 (i + 1)`` full and the rows ending in it partial (their mean lanes from the truncated
+normal); the expected longest row sets the critical warp. The kernel is modelled in fp32 (as
+written) whatever ``dtype``. Per round, cycles:
+
+- L1TEX of the busiest SM (``W = 8 ceil(ceil(R / 8) / sm_count)`` warps), the slower of its two
+  stages (as ``gpusim/engine/smem.py``): the tag stage, 4 distinct 128-byte lines per cycle
+  (``(m + 7) / 8`` lines for a 16-byte-aligned load of ``m`` lanes; for a gather the distinct
+  lines of its lanes, :func:`_sorted_distinct`: lanes take every 4th nonzero of a sorted row, so
+  neighbours share a line with the probability their column gap allows; the padding lanes add
+  line 0), and the data stage, ``smem_wavefronts_per_cycle`` bank wavefronts per cycle
+  (``ceil(m / 8)`` for the 16-byte loads; for a gather the expected largest count of its lanes'
+  columns in one of ``32 / gcd(B, 32)`` bank groups, :func:`_gather_wavefronts`); perm, rowptr
+  and x add one line and one wavefront each per warp;
+- the L2 slices (all SMs): the value and index sectors, and the gathers' requests, which with h
+  held in L1 (:func:`_resident`, the simulator's smallest-first rule, for L1 and for L2 residency)
+  are each SM's first touch of a sector only; with h not in L1 the padding lanes' requests for
+  column 0 all queue at one slice; ``l2_sector_bytes / l2_bytes_per_cycle_per_slice`` each over
+  ``l2_slices``; and the busiest SM's share of those requests (``W / R`` of them, a request
+  being one 128-byte line of a warp-instruction) leaves the SM at most one per
+  ``l2_request_cycles_per_sm`` (``gpusim/engine/l2.py``), the slower of the two;
+- DRAM: values and indices not resident in L2 stream at ``dram_bandwidth_bytes_per_s``;
+- issue: the sub-partition's warps' instructions of a chunk (FFMAs at the FP32 pipe rate);
+- the critical warp's chain: IADD, ISETP, the value and index loads, the indices' round trip
+  (``l2_hit_latency_cycles``, + the DRAM latency when not resident; with both arrays in DRAM the
+  one FIFO serves every warp's values of the round first), its own value/index lines, the
+  gathers' issue, their round trip (``l1_hit_latency_cycles`` once the SM holds every lane's
+  sector, else :func:`l2_latency` over many partition units), its own gathers' L1TEX cycles, B
+  FFMAs.
+
+A round costs ``max(chain, L1TEX + the part of the next chunk's fill that the other warps'
+last gathers do not hide, L2 + the round trips of the full rows' warps, DRAM, issue)``: warps in
+step issue a round's requests together, so the slices' work adds to the round trips of the
+values/indices and of the gathers. The first round's fill is never hidden, and there the
+gathers' requests wait at the slices behind every warp's value and index loads (issued first);
+the tag stage (at issue) meanwhile takes the gathers of the warps whose indices are back, so the
+first round's L1TEX overlaps that queue: ``max(L1TEX + fill, queue + own gathers)``.
+Around the rounds: the prologue (SREG, IMAD, ISETP, IMIN through the INT pipe of the
+sub-partition's warps, the dependent perm and rowptr loads, B MOVs) and the epilogue
+(:func:`_csr_tail_cycles`: butterfly, x load, FADD and TANH at the SFU pipe rate, the stores'
+acknowledgement). Split L2 (``l2_partitions``): each of a warp's own round trips (perm, rowptr,
+indices per chain-bound round, x, store) is near or far with even odds; the step ends with the
+unluckiest of the warps that run the most rounds (``E[max]`` of binomials, normal approximation),
+and a first round bound by the data stage starts with the luckiest warps of the SM. Against the
+simulator (``tests/models/test_csr_model.py``): 40 random layers on the H100 and the V100 (80
+configurations), mean 2.7%, max 9.7%; against the 7 measured H100 CSR cases 16% (the simulator
+16%; the bandwidth stream this model replaces was 39-69% under).
+"""
+
+from __future__ import annotations
+
+import math
+from functools import cache
+
+import numpy as np
+
+from kernels_ir.kernels.csr_baseline import CHUNK, DEFAULT_THREADS, VEC, gather_loads
+
+from .. import capacity as cap
+from .l2 import l2_latency
+from .variants import REDUCTION_STEPS, WARP
+
+TAG_SETS_PER_CYCLE = 4   # the L1TEX tag stage's lines per cycle (gpusim/engine/smem.py)
+
+
+def _csr_tail_cycles(spec, B):
+    """CSR row-per-warp baseline (``kernels_ir/kernels/csr_baseline.py``), after its gathers.
+
+    Butterfly: the B batch columns one after another, per column 5 dependent SHFL_XOR -> FADD
+    pairs (``shfl + fma`` each; the next column's first shuffle issues one cycle after the last
+    FADD, it does not depend on it); ISETP lane 0 -> PAND store -> IMUL base (the ``if``) -> LDG
+    of x (ALU latency each, then one L2 round trip); per column FADD x -> TANH (FMA latency, then
+    the next column's FADD issues); the STG waits for the last TANH (SFU latency).
+    """
+    B = np.asarray(B, dtype=np.float64)
+    fma, alu = spec.fma_latency_cycles, spec.alu_latency_cycles
+    butterfly = B * (REDUCTION_STEPS * spec.shfl_latency_cycles
+                     + (REDUCTION_STEPS - 1) * fma + 1) + fma
+    x_load = 1 + 3 * alu + spec.l2_hit_latency_cycles
+    return butterfly + x_load + B * (fma + 1) + spec.sfu_latency_cycles
+
+
+def _csr_gathers(B):
+    """Per nonzero: (gather loads, words per load) of the CSR kernel (also its x loads and
+    h_out stores per row), from :func:`kernels_ir.kernels.csr_baseline.gather_loads`."""
+    ng, width = np.ones(np.shape(B)), np.ones(np.shape(B))
+    for b in np.unique(B):
+        loads = gather_loads(int(b))
+        ng[B == b], width[B == b] = len(loads), loads[0][0]
+    return ng, width
+
+
+def _sorted_distinct(group, d, m):
+    """Expected distinct groups of ``group`` consecutive columns (128-byte lines, 32-byte
+    sectors) that one gather of ``m`` lanes touches. Lane ``l`` takes nonzero ``4 l + e`` of the
+    chunk and a row's columns are sorted, so neighbouring lanes are 4 nonzeros apart: they share
+    a group only with each other, with probability ``E[(1 - G / group)^+]`` for the gap ``G``,
+    the sum of 4 geometric(d) column gaps of a Bernoulli(d) row (taken as the Gamma of the same
+    mean ``4 / d`` and variance ``4 (1 - d) / d^2``)."""
+    from scipy.special import gammainc
+
+    d = np.minimum(np.asarray(d, dtype=np.float64), 1.0 - 1e-6)
+    k, scale = 4.0 / (1.0 - d), (1.0 - d) / d
+    x = group / scale
+    same = gammainc(k, x) - (k * scale / group) * gammainc(k + 1.0, x)
+    m = np.asarray(m, dtype=np.float64)
+    return np.where(m > 0, m - np.maximum(m - 1.0, 0.0) * np.clip(same, 0.0, 1.0), 0.0)
+
+
+@cache
+def _max_bin_table(bins: int) -> np.ndarray:
+    """E[the largest bin's count] of ``m`` balls thrown uniformly into ``bins`` bins, for
+    ``m = 0 .. 32`` (exact: P(every bin < k) = m! [x^m] (sum_{j<k} x^j / j!)^bins / bins^m)."""
+    fact = np.array([math.factorial(j) for j in range(WARP + 1)], dtype=np.float64)
+    out = np.zeros(WARP + 1)
+    for k in range(1, WARP + 1):
+        base = np.where(np.arange(WARP + 1) < k, 1.0 / fact, 0.0)
+        poly = np.zeros(WARP + 1)
+        poly[0] = 1.0
+        for _ in range(bins):
+            poly = np.convolve(poly, base)[:WARP + 1]
+        below = poly * fact / float(bins) ** np.arange(WARP + 1)   # P(every bin < k), per m
+        out += 1.0 - np.minimum(below, 1.0)
+    return out
+
+
+def _gather_wavefronts(B, m):
+    """Expected L1TEX data-stage wavefronts of one gather load of ``m`` lanes (arrays
+    ``(configs, 1)`` and ``(configs, rounds)``): the bank rule of the lanes' first words
+    (``gpusim/engine/smem.py``), each lane a distinct column ``c`` at word ``B c + k``, so
+    ``32 / gcd(B, 32)`` bank groups, the columns' groups taken as uniform and independent (the
+    sorted columns' gaps spread neighbours over the banks; within ~7% of a Monte Carlo of
+    Bernoulli rows for B = 1..8, d = 0.02..0.5): the expected largest group count."""
+    Bi = np.broadcast_to(np.asarray(B, dtype=np.int64), np.shape(m))
+    m = np.asarray(m, dtype=np.float64)
+    out = np.zeros(np.shape(m))
+    for b in np.unique(Bi):
+        sel = Bi == b
+        table = _max_bin_table(WARP // math.gcd(int(b), WARP))
+        out[sel] = np.interp(m[sel], np.arange(WARP + 1), table)
+    return out
+
+
+def _resident(sizes: dict, names, capacity):
+    """Which of ``names`` a cache of ``capacity`` bytes holds: admitted smallest first (ties by
+    name) while they fit, as :func:`gpusim.engine.l1.resident_buffers` does (arrays)."""
+    keys = sorted(names)
+    size = np.stack([np.broadcast_to(sizes[k], np.shape(sizes[keys[0]])) for k in keys])
+    order = np.argsort(size, axis=0, kind="stable")      # stable: ties stay in name order
+    fits = np.cumsum(np.take_along_axis(size, order, axis=0), axis=0) <= capacity
+    held = np.empty_like(fits)
+    np.put_along_axis(held, order, fits, axis=0)
+    return dict(zip(keys, held, strict=True))
+
+
+def _max_normal_approx(n):
+    """E[max of n standard normals] (Blom's approximation, array-friendly), 0 for n <= 1."""
+    from scipy.special import ndtri
+
+    n = np.maximum(np.asarray(n, dtype=np.float64), 1.0)
+    return np.maximum(ndtri((n - 0.375) / (n + 0.25)), 0.0)
+
+
+def _csr_row_per_warp(spec, N, R, B, d):
+    """Cycles of one step of the CSR row-per-warp kernel (``kernels_ir/kernels/csr_baseline.py``)
+    for random Bernoulli(d) rows of ``N`` columns, ``R`` rows, batch ``B`` (arrays): a dict of
+    arrays ``prologue``, ``loop``, ``epilogue``, ``partition`` (cycles, summed) and the loop's
+    bounds ``l1tex``, ``l2``, ``dram``, ``chain`` (cycles, inside ``loop``). See the module
+    docstring for the mechanisms; every number is a spec field or an instruction count."""
+    from scipy.special import ndtr
+
+    Nf, Rf, Bf = (np.asarray(x, dtype=np.float64) for x in (N, R, B))
+    d = np.asarray(d, dtype=np.float64)
+    n_cfg = Nf.size
+    idx = np.arange(n_cfg)
+    wpc = DEFAULT_THREADS // WARP
+    alu, fma = spec.alu_latency_cycles, spec.fma_latency_cycles
+    pipe_f = max(1.0, WARP / spec.fp32_lanes_per_subpartition)
+    occ_i = max(1.0, WARP / spec.int32_lanes_per_subpartition)
+    occ_s = max(1.0, WARP / spec.sfu_lanes_per_subpartition)
+    wf = spec.smem_wavefronts_per_cycle           # L1TEX data stage: wavefronts per cycle
+    mean = float(spec.l2_hit_latency_cycles)
+    far = float(l2_latency(spec, np.inf))
+    far_extra = spec.l2_far_extra_cycles if spec.l2_partitions > 1 else 0
+    dram_extra = max(0.0, spec.dram_latency_cycles - spec.l2_hit_latency_cycles)
+    svc = spec.l2_sector_bytes / spec.l2_bytes_per_cycle_per_slice      # cycles per request
+    dram_bpc = spec.dram_bandwidth_bytes_per_s / spec.clock_hz
+    sector_words = spec.l2_sector_bytes / 4
+
+    # the grid: every CTA co-resident (as the simulator runs it), the busiest SM first
+    W = wpc * np.ceil(np.ceil(Rf / wpc) / spec.sm_count)      # warps on the busiest SM
+    wps = W / spec.subpartitions_per_sm
+    ig = np.maximum(wps * occ_i, 1.0)     # one INT instruction of all the sub-partition's warps
+    ia = np.maximum(alu, ig)
+    ng, width = _csr_gathers(Bf)
+    mu = Nf * d
+    sig = np.sqrt(np.maximum(mu * (1.0 - d), 1e-9))
+    pad = 1.5                             # padding nonzeros per row, (-r) mod 4, r mod 4 uniform
+    nnz = np.maximum(Rf * (mu + pad), VEC)
+    sizes = {"vals": 4 * nnz, "cols": 4 * nnz, "rowptr": 4 * (Rf + 1), "perm": 4 * Rf,
+             "h_in": 4 * Nf * Bf, "x": 4 * Rf * Bf, "h_out": 4 * Rf * Bf}
+    l1 = _resident(sizes, ("vals", "cols", "rowptr", "perm", "h_in", "x"),
+                   spec.l1_unified_bytes_per_sm)
+    l2 = _resident(sizes, sizes, spec.l2_size_bytes)
+    h_l1, vals_dram, cols_dram = l1["h_in"], ~l2["vals"], ~l2["cols"]
+    h_sectors = np.ceil(Nf * Bf * 4 / spec.l2_sector_bytes)
+    sectors_per_nz = np.maximum(Bf / sector_words, 1.0)      # h sectors of one column
+
+    def col(x):
+        return np.asarray(x).reshape(n_cfg, 1)
+
+    def g_lines(m):         # 128-byte lines of one gather load
+        return _sorted_distinct(col(np.maximum(WARP / Bf, 1.0)), col(d), m)
+
+    def g_sectors(m):       # L2 requests of one gather load
+        return (_sorted_distinct(col(np.maximum(sector_words / Bf, 1.0)), col(d), m)
+                * col(np.maximum(width / sector_words, 1.0)))
+
+    def vc_lines(m):        # one 128-bit load of m lanes, 16-byte aligned: lines, sectors
+        return np.where(m > 0, (m + 7) / 8.0, 0.0)
+
+    def tag(lines, m):      # tag-stage cycles of a load over `lines` lines (E[ceil(lines / 4)])
+        return np.where(m > 0, np.clip(lines / TAG_SETS_PER_CYCLE + 0.375, 1.0,
+                                       np.ceil(m / TAG_SETS_PER_CYCLE)), 0.0)
+
+    def vc_wf(m):           # data-stage wavefronts of a 128-bit load of m consecutive lanes
+        return np.where(m > 0, np.clip((m + 3.5) / 8.0, 1.0, np.ceil(m / 8.0)), 0.0)
+
+    def g_wf(m):            # data-stage wavefronts of one gather load
+        return _gather_wavefronts(col(Bf), m)
+
+    def g_stage(m):         # one gather load through L1TEX: the slower of its two stages
+        return np.maximum(tag(g_lines(m), m), g_wf(m) / wf)
+
+    def vc_sectors(m):
+        return np.where(m > 0, (m + 1) / 2.0, 0.0)
+
+    # rounds (chunk iterations): column 0 stands for the i0 rounds in which every row is still
+    # full (weight i0), then K rounds around the row-length distribution (weight 1 each)
+    i0 = np.floor(np.maximum(0.0, mu - 7.0 * sig) / CHUNK)
+    K = int(max(2, math.ceil((14.0 * float(sig.max(initial=0.0)) + 2 * CHUNK) / CHUNK)))
+    lo = CHUNK * (col(i0) + np.arange(K)[None, :])
+    Mu, Sg = col(mu), col(sig)
+    p_act = 1.0 - ndtr((lo + 0.5 - Mu) / Sg)                 # the row has nonzeros >= lo
+    p_act = np.where(lo == 0, 1.0 - (1.0 - col(d)) ** col(Nf), p_act)
+    p_full = 1.0 - ndtr((lo + CHUNK - 0.5 - Mu) / Sg)        # ... and a full chunk here
+    p_end = np.maximum(p_act - p_full, 0.0)
+    za, zb = (lo + 0.5 - Mu) / Sg, (lo + CHUNK - 0.5 - Mu) / Sg
+    phi = np.exp(-0.5 * za * za) - np.exp(-0.5 * zb * zb)
+    r_end = Mu + Sg * phi / math.sqrt(2 * math.pi) / np.maximum(ndtr(zb) - ndtr(za), 1e-300)
+    m_end = np.clip((np.clip(r_end, lo + 1, lo + CHUNK) - lo) / VEC + pad / VEC, 1.0, WARP)
+    p_any = 1.0 - (1.0 - p_act) ** col(Rf)                   # some row is still running
+    one = np.ones((n_cfg, 1))
+    wgt = np.concatenate([col(i0), np.ones_like(p_act)], axis=1)
+    p_full = np.concatenate([one, p_full], axis=1)
+    p_end = np.concatenate([0.0 * one, p_end], axis=1)
+    m_end = np.concatenate([WARP * one, m_end], axis=1)
+    p_any = np.concatenate([one, p_any], axis=1)
+    lo = np.concatenate([0.0 * one, lo], axis=1)
+    p_act = p_full + p_end
+    first = np.where(i0 > 0, 0, 1)                            # the column of the first round
+    is_first = np.arange(K + 1)[None, :] == col(first)
+    # the longest row: the critical warp's lanes in each round
+    r_max = cap._cf_quantile(1.0 - (1.0 - cap._MEDIAN_RANK[0]) / (Rf + cap._MEDIAN_RANK[1]),
+                             Nf, d)
+    m_crit = np.clip((VEC * np.ceil(col(r_max) / VEC) - lo) / VEC, 0.0, WARP)
+    m_crit = np.where(m_crit > 0, m_crit, WARP)
+    m_crit[:, 0] = WARP
+    full = WARP * one
+
+    # L1TEX of the busiest SM, its warps' loads per round (values, column indices, 4 nonzeros'
+    # gathers; the padding lanes read column 0, one more line; perm, rowptr twice and x once
+    # per warp in the first round, one line and one wavefront each): the tag stage in lines
+    # (TAG_SETS_PER_CYCLE a cycle) and the data stage in bank wavefronts, the slower one
+    tag_full = 2 * tag(vc_lines(full), full) + 4 * col(ng) * tag(g_lines(full), full)
+    tag_end = (2 * tag(vc_lines(m_end), m_end)
+               + 4 * col(ng) * tag(g_lines(m_end) + pad / VEC, m_end))
+    wf_full = 2 * vc_wf(full) + 4 * col(ng) * g_wf(full)
+    wf_end = 2 * vc_wf(m_end) + 4 * col(ng) * g_wf(m_end)
+    tags = col(W) * (p_full * tag_full + p_end * tag_end)
+    data = col(W) * (p_full * wf_full + p_end * wf_end)
+    once = W * (3 + ng) / np.maximum(wgt[idx, first], 1.0)
+    tags[idx, first] += once
+    data[idx, first] += once
+    ds = np.maximum(tags, data / wf)
+    # L2 slices (all SMs): values and indices, and the gathers' requests; with h held in L1
+    # only each SM's first touch of a sector goes to L2 (coverage of the SM's gathers so far)
+    req_vc = col(Rf) * (p_full * 2 * vc_sectors(full) + p_end * 2 * vc_sectors(m_end))
+    req_g = col(Rf) * 4 * col(ng) * (p_full * g_sectors(full) + p_end * g_sectors(m_end))
+    lanes_sm = col(W) * VEC * (p_full * WARP + p_end * m_end)  # nonzeros per SM and round
+    done = np.cumsum(lanes_sm * wgt, axis=1)
+    before = done - lanes_sm * wgt
+
+    def coverage(q):
+        return 1.0 - np.exp(-q * col(sectors_per_nz) / col(h_sectors))
+
+    touch = spec.sm_count * col(h_sectors) * (coverage(done) - coverage(before))
+    req_g = np.where(col(h_l1), touch / np.maximum(wgt, 1.0), req_g)
+    # ... and the padding lanes' loads of column 0 all wait at one slice when h is not in L1
+    hot = np.where(col(h_l1), 0.0, col(Rf) * p_end * col(ng) * pad * svc)
+    l2t = (req_vc + req_g) * svc / spec.l2_slices + hot
+    # ... and the busiest SM sends its share of them at most one per l2_request_cycles_per_sm
+    # (a request is one 128-byte line of a warp-instruction: the coalesced value and index
+    # loads carry 128 / l2_sector_bytes sectors per request, a gather one)
+    lines_vc = req_vc / max(1.0, 128.0 / spec.l2_sector_bytes)
+    l2t = np.maximum(l2t, (lines_vc + req_g) * col(W) / np.maximum(col(Rf), 1.0)
+                     * float(getattr(spec, "l2_request_cycles_per_sm", 0.0)))
+    nz_bytes = col(Rf) * (p_full * WARP + p_end * m_end) * VEC * 4
+    dram = (np.where(col(vals_dram), nz_bytes, 0.0)
+            + np.where(col(cols_dram), nz_bytes, 0.0)) / dram_bpc
+    issue = col(wps) * p_act * np.maximum(4 + 4 * col(ng) + 4 * col(Bf),
+                                          4 * col(Bf) * pipe_f)
+    # the critical warp's chain of one round: IADD -> ISETP -> LDG values, indices -> the
+    # indices' round trip (DRAM when not L2-resident; with both arrays in DRAM it serves every
+    # warp's values of the round first, in issue order) -> own value and index lines -> the
+    # gathers, back to back -> their round trip (an L1 hit once the SM holds all its lanes'
+    # sectors, else the far partition: the lanes span many units) -> own gather lines -> FFMAs
+    rt_cols = mean + col(np.where(cols_dram, dram_extra, 0.0))
+    rt_g = np.where(col(h_l1) & (lo > 0),
+                    spec.l1_hit_latency_cycles + (far - spec.l1_hit_latency_cycles)
+                    * (1.0 - coverage(before / np.maximum(wgt, 1.0)) ** m_crit), far)
+    fill = (2 * alu + 2 + rt_cols + np.where(col(vals_dram & cols_dram), nz_bytes / dram_bpc, 0.0)
+            + 2 * np.maximum(tag(vc_lines(m_crit), m_crit), vc_wf(m_crit) / wf)
+            + 4 * col(ng) + rt_g)
+    # the first round starts together: the slices serve every warp's value and index loads
+    # (issued first) before any gather's request, whose data come back half a trip later
+    vc_phase = np.where(col(vals_dram), req_vc / 2, req_vc) * svc / spec.l2_slices
+    queued = rt_cols / 2 + vc_phase / np.maximum(wgt, 1.0) + rt_g / 2
+    own = 4 * col(ng) * g_stage(m_crit) + col(Bf) * pipe_f + 1
+    # ... while the tag stage (at issue) takes the gathers of the warps whose indices are back:
+    # the SM's L1TEX work of the first round overlaps that queue
+    first_l1tex = np.maximum(ds + fill, queued + own)
+    fill = np.where(is_first, np.maximum(fill, queued), fill)
+    chain = p_any * (fill + own)
+    # a round of many warps: L1TEX is busy but for the part of the next round's fill that the
+    # other warps' last gathers (still in the stage) do not hide; the first round's fill is
+    # never hidden
+    drain = np.maximum(col(W) * p_act - 1.0, 0.0) * g_stage(np.where(p_full > 0.5, WARP,
+                                                                     m_end))
+    gap = np.where(is_first, fill, np.maximum(0.0, fill - drain))
+    busy = np.where(is_first, p_any * first_l1tex, ds + p_any * gap)
+    # warps in step (full rows): a round's requests reach the slices together, so the slices'
+    # work of a round adds to its round trips (values/indices, then the gathers) instead of
+    # hiding them
+    l2r = l2t + p_full * (rt_cols + rt_g)
+    rounds = np.maximum(chain, np.maximum(busy, np.maximum(l2r, np.maximum(dram, issue))))
+    loop = (rounds * wgt).sum(axis=1)
+
+    # prologue: 3 SREG, IMAD, ISETP, IMIN (INT, shared by the sub-partition's warps), LDG perm,
+    # LDG rowptr (two, back to back), IADD, B MOVs, the first ISETP
+    prologue = 3 * ig + 2 * ia + ig + 2 * (mean + 1) + ia + (Bf + 1) * ig + alu
+    # epilogue: butterfly, lane 0 loads x, FADD + TANH per column (the SFU pipe), the stores
+    # and their acknowledgement
+    epilogue = (_csr_tail_cycles(spec, Bf) - Bf * (fma + 1)
+                + Bf * np.maximum(fma + 1, occ_s) + (ng - 1) + mean + 1)
+    # near / far L2 partition: a round trip of a warp's own (perm, rowptr, indices of a round,
+    # x, store) is near or far with even odds. The step ends with the unluckiest of the warps
+    # that run the most rounds; a first round bound by the data stage starts with the luckiest
+    # warps of the SM instead
+    chain_bound = chain >= np.maximum(busy, np.maximum(l2r, np.maximum(dram, issue)))
+    n_chain = (p_any * wgt * chain_bound).sum(axis=1)
+    start_chain = ds[idx, first] < chain[idx, first]
+    n_crit = np.maximum(1.0, Rf * (1.0 - ndtr((CHUNK * np.maximum(np.ceil(r_max / CHUNK) - 1, 0)
+                                               + 0.5 - mu) / sig)))
+    k_end = 2.0 + n_chain + np.where(start_chain, 2.0, 0.0)
+    k_start = np.where(start_chain, 0.0, 3.0)
+    e_max = np.minimum(k_end, k_end / 2 + np.sqrt(k_end) / 2 * _max_normal_approx(n_crit))
+    e_min = np.maximum(0.0, k_start / 2 - np.sqrt(k_start) / 2 * _max_normal_approx(W))
+    partition = far_extra * ((e_max - k_end / 2) - (k_start / 2 - e_min))
+    return {"prologue": prologue, "loop": loop, "epilogue": epilogue, "partition": partition,
+            "l1tex": (ds * wgt).sum(axis=1), "l2": (l2t * wgt).sum(axis=1),
+            "dram": (dram * wgt).sum(axis=1), "chain": (chain * wgt).sum(axis=1)}

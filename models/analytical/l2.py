@@ -1,0 +1,211 @@
+"""The exchange of h through L2: staging, broadcast, polls, the grid barrier, shared sectors.
+
+The model's side of ``gpusim/engine/l2.py``: L2 round trips over near and far partitions
+(:func:`l2_latency`), polls that must be served after the data reached L2, the counter's
+same-address atomics, the slices' bandwidth, and the hand-over of a sector between SMs.
+The terms of the step (:mod:`.persistent` adds them up) that live here:
+
+- ``stage`` (:func:`_stage_parts`, ``_stage_h``): HBASE, TID4 and the chunk MOVs, then per group
+  of ``STAGE_GROUP`` 128-bit chunks the dependent index ops, the loads issued back to back (one
+  L2 round trip per group), for Lamport the dependent checks (BITCAST, ISETP, POR per word, and
+  PAND when the slot ends inside a group), the STS, and the CTA barrier. INT ops of the
+  sub-partition's two warps share the INT pipe after a barrier (``ig``/``ia``). ``broadcast``:
+  all SMs read h through the L2 slices.
+- ``sync``: Lamport: an extra poll round when the busiest warp's stores become visible
+  (``l2_store_visibility_cycles`` after the slice serves them) later than the idlest warp's
+  first poll (a poll's ``lead`` after its own store); ``spread`` = FIFO stagger + per-warp
+  wavefront difference of the mapping + the h broadcast (the slices serve the SMs' staging
+  loads over ``bw`` cycles, so the SMs start their rows that far apart). A warp's load of its
+  own pending store waits instead of re-polling (never longer than a re-poll). Sectors of the
+  exchanged h written by several SMs (:func:`shared_sectors`: where a CTA's words do not end on a
+  32-byte boundary) are complete only ``l2_sector_handover_cycles`` after the previous SM's
+  store (:func:`_handover_cycles`): the exchange waits for the last such sector when that comes
+  after the last store of the step.
+  Barrier (:func:`_barrier_cycles`): BAR, FENCE waiting for thread 0's store acknowledgement,
+  the atomic arrive (``l2_atomic_latency / 2``) behind what the counter's FIFO has not drained
+  of the other SMs' arrivals (``(sm_count - 1) * l2_atomic_same_address_cycles`` less the
+  spread of the arrivals: poll phases and the other CTAs' shorter work), then the last CTA to
+  notice: the slowest CTA's own polls or another CTA one poll phase late
+  (:func:`_poll_phases`), the reply, the CTA barrier. After the barrier the h broadcast only
+  costs what the slices have not drained while the CTAs were being released.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+import numpy as np
+
+from kernels_ir.kernels.sparse_rnn import STAGE_GROUP
+
+from .. import capacity as cap
+from .timing import _cyc, _prefetch_cycles
+
+
+def _stage_parts(spec, N, B, R, sync):
+    """h_t from L2 into shared memory (_stage_h), cycles: (setup, per-round, poll, rounds, bw).
+
+    setup: HBASE, TID4 and the 4 G chunk MOVs (INT, ``ig`` apart); per group round the IMAD and
+    IADD (dependent INT ops ``ia`` apart) and the G loads back to back; when the slot is not a
+    multiple of the group's words also G ISETPs (``inside``) and, for chunks 1..G-1, the
+    selected address (IADD, SEL); poll: the L2 round trip of the group's first load then
+    (Lamport) the dependent checks, 12 G (BITCAST, ISETP, POR per word) or 16 G with the
+    ``inside`` PAND; then G STS. bw: every SM reads all of h through the L2 slices
+    (``sm_count * slot * 4`` bytes at ``l2_slices * l2_bytes_per_cycle_per_slice``): the last
+    request of a slice waits behind the others. After the grid barrier the CTAs are released
+    over the range of their poll phases (:func:`_poll_phases`), and the slices drain the earlier
+    CTAs' requests meanwhile, so the last CTA waits only for the rest.
+    """
+    c = _cyc(spec)
+    slot = np.ceil(np.asarray(N) * np.asarray(B) / 4.0) * 4
+    chunks = np.ceil(slot / (4 * cap.THREADS_PER_CTA))
+    G = np.minimum(STAGE_GROUP, chunks)
+    rounds = np.ceil(chunks / G)
+    setup = (2 + 4 * G) * c["ig"]
+    aligned = np.mod(slot, 4 * cap.THREADS_PER_CTA * G) == 0
+    per_round = np.where(aligned, 2 * c["ia"] + G, 3 * G * c["ia"] + 2 * G)
+    check = (np.where(aligned, 12, 16) * G - 1) * c["ia"] + 1 if sync == "lamport" else 0 * G
+    poll = l2_latency(spec, G) + check   # the group's G loads lie in G partition units
+    bw = spec.sm_count * slot * 4 / c["l2_bpc"]
+    if sync == "barrier":
+        bw = np.maximum(0.0, bw - _poll_phases(spec)[1])
+    return setup, per_round, poll, rounds, bw
+
+
+def l2_latency(spec, units=1):
+    """Expected L2 round trip (cycles) of loads issued together over ``units`` independent
+    partition units (:mod:`gpusim.engine.l2`): the mean for one, the slowest of ``units`` draws of
+    near / far otherwise (``np.inf``: the far latency)."""
+    extra = spec.l2_far_extra_cycles if spec.l2_partitions > 1 else 0
+    k = np.asarray(units, dtype=np.float64)
+    return spec.l2_hit_latency_cycles + extra / 2.0 * (1.0 - 2.0 ** (1.0 - k))
+
+
+def _poll_phases(spec):
+    """Release of the CTAs after the grid barrier's last arrival (cycles): ``(lag, range)``.
+
+    Thread 0 of every CTA polls the counter every ``l2_hit_latency + 2`` cycles (LDG -> ISETP ->
+    branch) on its own phase, set by when its own atomic went out; the last arrival is seen by
+    each CTA at a phase taken as uniform over one period. With ``n = sm_count`` CTAs the latest
+    one sees it ``P (n - 1) / n`` late (largest of the other ``n - 1`` phases) and the releases
+    span ``P (n - 1) / (n + 1)`` (expected range of ``n`` uniform phases).
+    """
+    period = l2_latency(spec, np.inf) + 2   # the last CTAs to notice poll the far partition
+    n = spec.sm_count
+    return period * (n - 1) / n, period * (n - 1) / (n + 1)
+
+
+def _barrier_cycles(spec, R, cta_spread=0.0):
+    """Grid barrier, from the slowest warp's last store to the CTA barrier releasing step t+1.
+
+    BAR (all warps), thread 0's FENCE waits for its stores to be acknowledged (one L2 round trip
+    after its last store, taken as the slowest warp's), the atomic arrive reaches L2
+    (``l2_atomic_latency / 2``) and waits in the counter's FIFO (the slice performs one
+    same-address atomic every ``l2_atomic_same_address_cycles``, in order of arrival): the
+    ``sm_count - 1`` earlier arrivals only delay it by what they do not drain before it arrives,
+    ``max(0, (sm_count - 1) * same_address - spread)``, where ``spread`` is how far the arrivals
+    are apart (the CTAs' poll phases, :func:`_poll_phases`, plus ``cta_spread``, how much
+    earlier the other CTAs' work ends). The step then ends when the last CTA to notice is
+    released: either the slowest CTA itself, whose thread 0 prefetches x and polls every
+    ``l2_hit_latency + 2`` cycles from its own atomic (the poll served after the counter is
+    complete), or another CTA, one poll phase late (:func:`_poll_phases`); the poll's reply
+    returns half a round trip later and BAR releases the CTA.
+
+    Store visibility (``l2_store_visibility_cycles``) is not on this path: the FENCE waits for
+    the stores' acknowledgements, not their visibility, the counter is visible when the atomic
+    is performed, and the staging loads after the barrier are plain loads that come a fence,
+    an atomic and a poll (>= 2 L2 round trips) after the stores.
+    """
+    a = float(l2_latency(spec, np.inf))   # the counter and the slowest CTA's stores: far side
+    bar = spec.cta_barrier_latency_cycles
+    fence = max(2 + bar + 1, a) + spec.fence_latency_cycles
+    lag, phases = _poll_phases(spec)
+    queue = np.maximum(0.0, (spec.sm_count - 1) * spec.l2_atomic_same_address_cycles
+                       - phases - cta_spread)
+    ready = spec.l2_atomic_latency_cycles / 2 + queue
+    first = 3 + _prefetch_cycles(spec, R) + a / 2
+    period = a + 2
+    own = first + np.ceil(np.maximum(0.0, ready - first) / period) * period
+    return fence + np.maximum(own, ready + lag) + a / 2 + 1 + bar
+
+
+SECTOR_WORDS = 8  # 32-bit words of h per 32-byte L2 sector
+
+
+def shared_sectors(row_ids, positions, batch: int, warps_per_cta: int):
+    """Sectors of the exchanged h (slot of ``N x batch`` words) that rows of more than one CTA
+    write: ``(cta, j, ok)``, int arrays (sectors, writers): the CTA and row-slot of every row in
+    the sector (``ok`` False for padding). Row ``r`` of warp ``w``'s row-slot ``j`` stores its
+    ``batch`` words at ``positions[r] * batch`` (one sector, ``batch`` divides 8)."""
+    rid = np.asarray(row_ids)
+    w, j = np.nonzero(rid >= 0)
+    r = rid[w, j]
+    pos = r if positions is None else np.asarray(positions)[r]
+    sec = pos.astype(np.int64) * int(batch) // SECTOR_WORDS
+    cta = w // int(warps_per_cta)
+    order = np.lexsort((cta, sec))
+    sec, cta, j = sec[order], cta[order], j[order]
+    uniq, first, count = np.unique(sec, return_index=True, return_counts=True)
+    lo = np.minimum.reduceat(cta, first) if sec.size else cta
+    hi = np.maximum.reduceat(cta, first) if sec.size else cta
+    multi = np.flatnonzero(hi != lo)
+    m = int(count[multi].max()) if multi.size else 0
+    out_c = np.zeros((multi.size, m), np.int64)
+    out_j = np.zeros((multi.size, m), np.int64)
+    ok = np.zeros((multi.size, m), bool)
+    for i, k in enumerate(multi):
+        n = count[k]
+        out_c[i, :n] = cta[first[k]:first[k] + n]
+        out_j[i, :n] = j[first[k]:first[k] + n]
+        ok[i, :n] = True
+    return out_c, out_j, ok
+
+
+@cache
+def _deal_shared(n_rows: int, batch: int, n_warps: int, warps_per_cta: int):
+    """:func:`shared_sectors` of equal rows dealt as :func:`kernels_ir.mapping.map_matrix` deals
+    them (snake order, h in owner order), for the expectation path (no mapping): the distinct
+    writer patterns ``(cta, j, ok)`` with ``cta`` counted from the sector's first CTA (CTAs are
+    alike there)."""
+    from kernels_ir.mapping import _deal
+
+    _, row_ids, _ = _deal(np.zeros(n_rows, np.int64), n_warps)
+    owned = row_ids.reshape(-1)
+    owned = owned[owned >= 0]
+    pos = np.empty(n_rows, np.int64)
+    pos[owned] = np.arange(owned.size)
+    cta, j, ok = shared_sectors(row_ids, pos, batch, warps_per_cta)
+    if not cta.size:
+        return cta, j, ok
+    rel = np.where(ok, cta - cta[:, :1], 0)
+    _, keep = np.unique(np.concatenate([rel, j, ok], axis=1), axis=0, return_index=True)
+    return rel[keep], j[keep], ok[keep]
+
+
+_NO_SHARED = (np.zeros((0, 0), np.int64), np.zeros((0, 0), np.int64), np.zeros((0, 0), bool))
+
+
+def _handover_cycles(spec, T, cta, j, ok) -> np.ndarray:
+    """Cycles by which the multi-SM sectors (``cta``, ``j``, ``ok`` of :func:`shared_sectors`)
+    complete after the last store of the step: ``T`` (..., CTAs, R) the cycle each CTA stores
+    its row-slot ``j``. A sector's writers are taken in time order; each store from another CTA
+    is performed ``l2_sector_handover_cycles`` after the previous one at the earliest (the
+    engine's :mod:`gpusim.engine.l2` rule); the rows of one CTA pass at once."""
+    c = float(spec.l2_sector_handover_cycles)
+    T = np.asarray(T, dtype=np.float64)
+    last = T.max(axis=(-2, -1))
+    if not c or not np.size(cta):
+        return np.zeros(np.shape(last))
+    t = np.where(ok, T[..., cta, j], np.inf)              # (..., sectors, writers)
+    order = np.argsort(t, axis=-1, kind="stable")
+    t = np.take_along_axis(t, order, axis=-1)
+    who = np.take_along_axis(np.broadcast_to(cta, t.shape), order, axis=-1)
+    done = t[..., 0]
+    prev = who[..., 0]
+    for k in range(1, t.shape[-1]):
+        tk = t[..., k]
+        real = np.isfinite(tk)
+        step = np.where(who[..., k] != prev, np.maximum(tk, done + c), np.maximum(tk, done))
+        done = np.where(real, step, done)
+        prev = np.where(real, who[..., k], prev)
+    return np.maximum(0.0, done.max(axis=-1) - last)

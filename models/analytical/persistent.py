@@ -1,0 +1,287 @@
+"""A persistent kernel's step, assembled from the terms of :mod:`.timing` and :mod:`.l2`.
+
+Persistent kernels (one CTA of 256 threads = 8 warps per SM, 2 warps per sub-partition)
+----------------------------------------------------------------------------------------
+Per step (cycles), for the slowest warp; every term is a chain of the kernel's instructions timed
+by the simulator's mechanisms (in-order issue, one issue slot and ``32 / lanes`` pipe cycles per
+warp-instruction, dependent results after the unit's latency, a FIFO shared pipe per SM, L2
+round trips, polls that must be served after the data reached L2, CTA barrier latency):
+
+``step = prefetch + stage + broadcast + sum_j row_j + stagger + sync``
+
+- ``prefetch`` and ``row_j``: :mod:`.timing` (the chains of a row, its throughput bounds,
+  the prefetch depth).
+- ``stage``, ``broadcast`` and ``sync`` (Lamport polls, the sector hand-over, the grid
+  barrier): :mod:`.l2`.
+- ``stagger``, the shared-pipe queueing of a row's slots and the Lamport re-polls:
+  :func:`_persistent_from_slots`, here.
+- once per launch: ``launch_overhead_s`` + loading the weights from DRAM.
+
+Two ways in: the expectation over random layers (:func:`_persistent_fast`, vectorised over
+configurations, wavefronts from :mod:`.banks`) and a concrete mapping (:func:`predict_mapping`,
+exact wavefronts; the slowest SM sets the step).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kernels_ir.errors import InputError
+from kernels_ir.mapping import MAX_BATCH, WIDE_BATCHES, access_pattern
+
+from .. import capacity as cap
+from .banks import _dense_slot_wavefronts, _expected_row_wavefronts, mapping_wavefronts
+from .l2 import (
+    _NO_SHARED,
+    _barrier_cycles,
+    _deal_shared,
+    _handover_cycles,
+    _stage_parts,
+    l2_latency,
+    shared_sectors,
+)
+from .timing import (
+    _cyc,
+    _prefetch_cycles,
+    _row_chain,
+    _row_throughput,
+    _tail_cycles,
+    prefetch_depths,
+)
+from .variants import REASONS, VARIANTS, WARP, KernelTimes, Variant
+
+_BOUNDS = np.array(["latency", "issue", "fp32", "int", "smem"])
+
+
+def _persistent_from_slots(spec, v: Variant, N, B, K, wf_sm, wf_warp, mask, R, S, dtype,
+                           spread_wf=0.0, cta_spread=0.0, shared=None):
+    """Assemble per-step cycles from per-row-slot arrays (configs x Rmax).
+
+    ``spread_wf``: wavefronts by which the busiest warp's rows exceed the idlest warp's (exact
+    mapping; 0 for the expectation). ``cta_spread``: cycles by which the slowest CTA's work
+    exceeds the fastest's (exact mapping; 0 for the expectation), see :func:`_barrier_cycles`.
+    ``shared``: the multi-SM sectors of h, ``(cta, j, ok)`` of :func:`shared_sectors` with the
+    rows of ``wf_sm`` the CTAs (exact mapping), or a list with one :func:`_deal_shared` per
+    configuration (expectation: alike CTAs); None: not counted.
+    """
+    c = _cyc(spec)
+    L = len(access_pattern(int(B), v.wide_loads))
+    Kf = np.asarray(K, dtype=np.float64)
+    # FIFO shared pipe: with L > 1 loads per slot every warp's last load of a slot is queued
+    # behind all warps' earlier loads of the slot, so the slowest warp waits for the whole SM's
+    # wavefronts of the slot and the warps stay in step; with one load per slot only the first
+    # slot after the CTA barrier queues (stagger below) and the warps drift apart
+    chain = _row_chain(spec, Kf, wf_sm if L > 1 else wf_warp, B, L)
+    # software pipelining (the kernel's prefetch depth D): slot i + D's loads issue right after
+    # slot i's FFMAs, so a slot's own chain (latency + wavefronts + FFMAs) is paid once per D
+    # slots; the first slot of a row still waits for its whole chain
+    D = prefetch_depths(spec, v, N, B, Kf, R, S).reshape(-1, 1)
+    if L > 1:
+        # the pipe serves all warps' load 0 of a slot, then all load 1, ...: the first warp's
+        # last load is served after (L - 1) / L of the slot's wavefronts, it then issues the
+        # next slot's loads (latency, its FFMAs); when that comes before the batch is done the
+        # pipe never idles and a slot takes the batch's wavefronts, else the gap adds
+        k1 = np.maximum(Kf, 1)
+        batch = wf_sm / (k1 * c["wf"])
+        first = batch * (L - 1) / L + wf_warp / (k1 * L * c["wf"]) + \
+            spec.smem_latency_cycles + (B // L - 1) * c["pipe"] + 1
+        slot_chain = spec.smem_latency_cycles + batch + (B // L - 1) * c["pipe"] + 1
+        chain = chain - Kf * slot_chain + np.minimum(Kf, 1) * np.maximum(batch, first) + \
+            np.maximum(Kf - 1, 0) * np.maximum(batch, first / D)
+    if L == 1:
+        # the CTA's warps leave the barrier together and stay clustered (a row's chain is much
+        # longer than the FIFO's stagger): the pipe serves the slot-k loads of all warps as one
+        # batch, so each later slot of a row takes the batch's wavefronts when that exceeds the
+        # warp's own slot chain (latency + own wavefronts + FFMAs + the next issue) over D
+        k1 = np.maximum(Kf, 1)
+        own_slot = spec.smem_latency_cycles + wf_warp / (k1 * c["wf"]) + \
+            (B - 1) * c["pipe"] + 1
+        batch = wf_sm / (k1 * c["wf"])
+        chain = chain - np.maximum(Kf - 1, 0) * own_slot + \
+            np.maximum(Kf - 1, 0) * np.maximum(own_slot / D, batch)
+    thr = _row_throughput(spec, Kf, wf_sm, B, L)
+    bounds = np.concatenate([chain[None], thr])
+    bounds = np.where(mask[None], bounds, 0.0)
+    row = bounds.max(axis=0)
+    which = _BOUNDS[bounds.sum(axis=-1).argmax(axis=0)]
+    # after the CTA barrier every warp issues its first load together: the last one waits for
+    # the other warps' wavefronts of that slot in the shared pipe (FIFO); the B MOVs before it
+    # contend for the INT pipe with the sub-partition's other warps
+    k0 = np.maximum(Kf[..., 0], 1)
+    queue0 = 0.0 if L > 1 else (wf_sm[..., 0] - wf_warp[..., 0]) / (k0 * c["wf"])
+    stagger = queue0 + (c["wps"] - 1) * B * c["occ_i"]
+    compute = row.sum(axis=-1) + stagger
+    smem_total = np.where(mask, wf_sm, 0.0).sum(axis=-1) / c["wf"]
+    tail = _tail_cycles(spec, B) * R
+    Rf = np.asarray(R, dtype=np.float64)
+    setup_st, per_round, poll, rounds, bw = _stage_parts(spec, N, B, Rf, v.sync)
+    bar = spec.cta_barrier_latency_cycles
+    stage = setup_st + rounds * (per_round + poll) + 1 + bar
+    if v.sync == "lamport":
+        pre = _prefetch_cycles(spec, Rf)
+        # a warp polls as soon as its own rows are stored: when the busiest warp (anywhere)
+        # stores more than `lead` cycles after the idlest one, the idlest warp's first poll is
+        # served before that data reached L2 and it polls again; its CTA waits for it
+        lead = 1 + pre + setup_st + per_round
+        spread = stagger + spread_wf / c["wf"] + bw
+        # ... and its stores to the far partition reach L2 a quarter of the far extra later
+        vis = spec.l2_store_visibility_cycles + (l2_latency(spec, np.inf)
+                                                 - spec.l2_hit_latency_cycles) / 2
+        extra_polls = np.ceil(np.maximum(0.0, spread + vis - lead) / poll)
+        sync = np.maximum(0.0, extra_polls * poll - spread)
+        if shared is not None:
+            # each CTA stores row-slot j when its rows up to j are done
+            ends = np.cumsum(np.where(mask, row, 0.0), axis=-1) + np.asarray(stagger)[..., None]
+            if isinstance(shared, list):   # alike CTAs: one pattern set per configuration
+                hand = np.zeros(ends.shape[0])
+                for i, (cta, jj, ok) in enumerate(shared):
+                    if cta.size:
+                        T = np.broadcast_to(ends[i], (int(cta.max()) + 1, ends.shape[1]))
+                        hand[i] = _handover_cycles(spec, T, cta, jj, ok)
+            else:   # the CTAs of one mapping: the last sector against the step's last store
+                hand = _handover_cycles(spec, ends, *shared)
+            sync = sync + hand
+    else:
+        pre = 0.0 * Rf        # warp 0 prefetches while the atomic is in flight (in sync)
+        sync = _barrier_cycles(spec, Rf, cta_spread)
+    total = pre + stage + bw + compute + sync
+    cs = spec.cycle_s
+    breakdown = {
+        "compute_s": compute * cs,
+        "smem_wavefronts_s": smem_total * cs,   # the shared-pipe bound (inside compute_s)
+        "reduction_epilogue_s": np.broadcast_to(tail * cs, np.shape(total)).copy(),
+        "h_exchange_s": np.broadcast_to((pre + stage) * cs, np.shape(total)).copy(),
+        "h_broadcast_s": np.broadcast_to(bw * cs, np.shape(total)).copy(),
+        "sync_s": np.broadcast_to(sync * cs, np.shape(total)).copy(),
+    }
+    n_w = cap.n_warps(spec)
+    slot_bytes = 4 if v.sparse is False else 8
+    if dtype == "fp16":
+        slot_bytes //= 2
+    setup = (spec.launch_overhead_s + spec.dram_latency_cycles * cs
+             + S * WARP * n_w * slot_bytes / spec.dram_bandwidth_bytes_per_s)
+    return total * cs, setup, breakdown, which
+
+
+def _layer_arrays(hidden, batch, density):
+    N = np.atleast_1d(np.asarray(hidden, dtype=np.int64))
+    B = np.atleast_1d(np.asarray(batch, dtype=np.int64))
+    d = np.atleast_1d(np.asarray(density, dtype=np.float64))
+    N, B, d = np.broadcast_arrays(N, B, d)
+    if np.any(N < 1) or np.any(B < 1):
+        raise InputError("hidden and batch must be positive integers")
+    if np.any(~(d > 0)) or np.any(d > 1):
+        raise InputError("density must be in (0, 1]")
+    return N, B, d
+
+
+def _persistent_fast(spec, v: Variant, N, B, d, cell, dtype):
+    """Expected per-step time of a persistent variant for random layers (vectorised)."""
+    gates = cap.check_cell(cell)
+    nw = cap.n_warps(spec)
+    rows = gates * N
+    shape = N.shape
+    per = np.full(shape, np.nan)
+    setup = np.full(shape, np.nan)
+    fits = np.zeros(shape, bool)
+    reason = np.zeros(shape, np.int64)
+    which = np.full(shape, "", dtype=object)
+    bd: dict[str, np.ndarray] = {}
+    R_all = -(-rows // nw)
+    for b in np.unique(B):
+        b = int(b)
+        sel = B == b
+        if v.wide_loads and b not in WIDE_BATCHES:
+            reason[sel] = 3
+            continue
+        if not v.wide_loads and b > MAX_BATCH:
+            reason[sel] = 4
+            continue
+        n, dd, rr = N[sel], d[sel], rows[sel]
+        R = R_all[sel]
+        rmax = int(R.max())
+        if v.sparse:
+            longest, typical, mask = cap.row_slot_quantiles(n, rr, dd, nw, rmax)
+            K = np.where(mask, np.maximum(1, np.ceil(longest / WARP)), 0)
+            wf_warp = np.where(mask, _expected_row_wavefronts(typical, K, b, v.wide_loads,
+                                                              v.layout), 0.0)
+        else:
+            mask = np.arange(rmax)[None, :] < R[:, None]
+            K = np.where(mask, np.ceil(n / WARP)[:, None], 0)
+            wf_warp = K * _dense_slot_wavefronts(b, v.wide_loads)
+        S = K.sum(axis=-1)
+        regs = cap.registers_per_thread(S, R, b, dense=not v.sparse, dtype=dtype, arch=spec.arch)
+        smem = cap.smem_bytes(n, b, dense=not v.sparse, dtype=dtype,
+                              kmax=K.max(axis=-1) if not v.sparse else None)
+        ok_r = regs <= cap.reg_limit(spec)
+        ok_s = smem <= spec.smem_bytes_per_cta
+        r_code = np.where(~ok_r, 1, np.where(~ok_s, 2, 0))
+        wpc = _cyc(spec)["wpc"]
+        wf_sm = wf_warp * wpc
+        # h in owner order (square layers): the multi-SM sectors of the deal of equal rows
+        shared = ([_deal_shared(int(x), b, nw, wpc) if x == y else _NO_SHARED
+                   for x, y in zip(rr, n, strict=True)] if v.sync == "lamport" else None)
+        t, su, parts, wh = _persistent_from_slots(spec, v, n, b, K, wf_sm, wf_warp, mask, R, S,
+                                                  dtype, shared=shared)
+        ok = ok_r & ok_s
+        per[sel] = np.where(ok, t, np.nan)
+        setup[sel] = np.where(ok, su, np.nan)
+        fits[sel] = ok
+        reason[sel] = r_code
+        which[sel] = np.where(ok, wh, "")
+        for key, val in parts.items():
+            bd.setdefault(key, np.full(shape, np.nan))[sel] = np.where(ok, val, np.nan)
+    return KernelTimes(v.name, per, fits, reason, setup, bd, which)
+
+
+def predict_mapping(spec, variant: str | Variant, mapping, batch: int, *, dtype: str = "fp32",
+                    report=None, wavefronts=None) -> KernelTimes:
+    """Per-step time of a persistent variant for a concrete mapping (exact wavefronts).
+
+    ``variant``: a name of :data:`VARIANTS` or any :class:`Variant` (e.g. a recorded case's
+    sync / wide-loads / layout combination). ``report`` (:func:`kernels_ir.layouts.analyse` of
+    the mapping) or ``wavefronts`` (:func:`mapping_wavefronts`) may be given to avoid recomputing
+    them. The slowest SM sets the step.
+    """
+    v = variant if isinstance(variant, Variant) else VARIANTS[variant]
+    if v.family != "persistent":
+        raise InputError(f"{variant!r} is not a persistent kernel")
+    b = int(batch)
+    if wavefronts is not None:
+        wf = np.asarray(wavefronts)
+    elif report is not None:
+        wf = report.wavefronts  # (n_warps, S, n_loads)
+    else:
+        wf = mapping_wavefronts(mapping, b, v.wide_loads)
+    rs = mapping.slot_row_slot
+    R = len(mapping.slots)
+    per_rs = np.zeros((mapping.n_warps, R))
+    np.add.at(per_rs, (slice(None), rs), wf.sum(axis=-1))
+    wpc = mapping.warps_per_cta
+    per_cta = per_rs.reshape(mapping.n_ctas, wpc, R)
+    wf_sm = per_cta.sum(axis=1)                       # (n_ctas, R)
+    wf_warp = per_cta.max(axis=1)
+    K = np.broadcast_to(np.asarray(mapping.slots, dtype=np.float64), wf_sm.shape)
+    mask = np.ones(wf_sm.shape, bool)
+    N = mapping.n_cols
+    S = mapping.total_slots
+    tw = per_rs.sum(axis=1)                           # each warp's wavefronts per step
+    args = (spec, v, np.array([N]), b, K, wf_sm, wf_warp, mask, R, S, dtype)
+    shared = (shared_sectors(mapping.row_ids, mapping.positions, b, wpc)
+              if v.sync == "lamport" else None)
+    t, su, parts, which = _persistent_from_slots(*args, spread_wf=float(tw.max() - tw.min()),
+                                                 shared=shared)
+    if v.sync == "barrier":  # the other CTAs' atomics arrive earlier by their shorter work
+        work = t - parts["sync_s"] / spec.cycle_s
+        t, su, parts, which = _persistent_from_slots(
+            *args, spread_wf=float(tw.max() - tw.min()), cta_spread=float(work.max() - work.min()))
+    worst = int(np.argmax(t))
+    f = cap.fit(spec, N, b, 1.0, cell="rnn", dtype=dtype, dense=not v.sparse,
+                slots=mapping.slots)
+    ok = f.fits
+    parts = {k: np.atleast_1d(np.asarray(val))[worst if np.size(val) > 1 else 0]
+             for k, val in parts.items()}
+    return KernelTimes(v.name, np.array([t[worst] if ok else np.nan]), np.array([ok]),
+                       np.array([0 if ok else REASONS.index(f.limit)]), np.array([su]),
+                       {k: np.array([val]) for k, val in parts.items()},
+                       np.array([which[worst]], dtype=object))

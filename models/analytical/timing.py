@@ -1,0 +1,142 @@
+"""Per-SM resources and the instruction chains of a persistent kernel's rows (cycles).
+
+The model's side of ``gpusim/engine/timing.py``: in-order issue, one issue slot and
+``32 / lanes`` pipe cycles per warp-instruction, dependent results after the unit's latency,
+a FIFO shared pipe per SM. The terms of the step (:mod:`.persistent` adds them up) that
+live here:
+
+- ``prefetch`` (Lamport; the barrier kernel hides it behind the atomic): IMUL, then per row
+  IADD -> LDG of x_t (ALU latency each).
+- ``row_j`` = max(one warp's chain, issue, FP32 pipe, INT pipe, the SM's shared wavefronts):
+  the chain is B MOVs, per slot the loads, ``smem_latency`` + wavefronts, B FFMAs one FP32
+  occupancy apart, where a warp keeps the loads of ``D`` slots in flight ahead of their FFMAs
+  (the kernel's prefetch depth, :func:`prefetch_depths`: up to 8 loads as far as the spare
+  registers allow), so after a row's first slot a slot costs its chain / ``D`` or the SM's
+  batch of wavefronts, whichever is longer; the interleaved butterfly
+  (:func:`_reduction_cycles`: per xor mask one shuffle latency + B FADDs); the epilogue
+  (:func:`_epilogue_cycles`). Shared-pipe queueing (FIFO): with L > 1 loads per slot a slot
+  waits for the batch of all warps' loads (the warps stay in step); with one load the warps
+  leave the barrier clustered, the first slot queues once (``stagger``) and each later slot
+  of a row waits when the batch of all warps' loads exceeds the warp's own slot chain.
+
+The shared-pipe queueing and the prefetch depth's shortening of a row's later slots are
+applied where the step is assembled (:func:`.persistent._persistent_from_slots`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from kernels_ir.kernels.sparse_rnn import STAGE_GROUP, _prefetch_depth
+from kernels_ir.mapping import access_pattern
+
+from .. import capacity as cap
+from .variants import REDUCTION_STEPS, WARP, Variant
+
+
+def _cyc(spec):
+    """Per-SM resources of the persistent kernels (one CTA of THREADS_PER_CTA threads per SM)."""
+    wpc = cap.THREADS_PER_CTA // WARP
+    wps = math.ceil(wpc / spec.subpartitions_per_sm)
+    ipc = spec.issue_per_cycle_per_subpartition
+    occ_i = max(1.0, WARP / spec.int32_lanes_per_subpartition)
+    return {
+        "wps": wps,                                               # warps per sub-partition
+        "wpc": wpc,
+        "ipc": ipc,
+        "pipe": max(1.0, WARP / spec.fp32_lanes_per_subpartition),  # FP32 pipe cycles / instr
+        "occ_i": occ_i,                                           # INT32 pipe cycles / instr
+        # the sub-partition's warps issue the same INT instruction together (after a barrier):
+        # consecutive INT instructions of one warp are ig apart, dependent ones ia apart
+        "ig": max(wps * occ_i, wps / ipc),
+        "ia": max(spec.alu_latency_cycles, wps * occ_i, wps / ipc),
+        "wf": spec.smem_wavefronts_per_cycle,
+        "l2_bpc": spec.l2_slices * spec.l2_bytes_per_cycle_per_slice,
+    }
+
+
+def _reduction_cycles(spec, B):
+    """Butterfly: per xor mask B SHFL_XOR then B FADD (B chains interleaved), one warp.
+
+    A mask's first FADD waits ``shfl_latency`` for its shuffle; the B FADDs then issue one FP32
+    pipe occupancy apart; the next mask's first shuffle issues right after the last FADD (its
+    operand, the first FADD's result, is ready ``fma_latency`` after that FADD).
+    """
+    B = np.asarray(B, dtype=np.float64)
+    occ_f = max(1.0, WARP / spec.fp32_lanes_per_subpartition)
+    return REDUCTION_STEPS * (spec.shfl_latency_cycles
+                              + np.maximum((B - 1) * occ_f + 1, spec.fma_latency_cycles))
+
+
+def _epilogue_cycles(spec, B):
+    """MOV val, B - 1 dependent SELs and FADD x (each an ALU result), tanh (an FADD result),
+    FADD +0 (an SFU result), IADD (independent), STG (address: an ALU result), next instruction.
+    """
+    B = np.asarray(B, dtype=np.float64)
+    a = spec.alu_latency_cycles
+    return 3 + (B + 1) * a + spec.fma_latency_cycles + spec.sfu_latency_cycles
+
+
+def _tail_cycles(spec, B):
+    """Per row: reduction + epilogue of one warp of the persistent kernels."""
+    return _reduction_cycles(spec, B) + _epilogue_cycles(spec, B)
+
+
+def _row_chain(spec, K, W, B, L):
+    """One warp's row-slot as a dependent chain (cycles), from its first MOV to the next row's,
+    with one slot's loads in flight at a time (prefetch depth 1; :func:`_persistent_from_slots`
+    shortens the later slots for the kernel's real depth).
+
+    B MOVs (INT pipe) then per slot: L shared loads issued back to back, the data
+    ``smem_latency`` after the warp's own ``W / K`` wavefronts; B FFMAs one FP32 occupancy apart
+    (the last load's FFMAs wait for it); then the reduction and the epilogue.
+    """
+    c = _cyc(spec)
+    B = np.asarray(B, dtype=np.float64)
+    own = W / c["wf"]
+    slots = K * (spec.smem_latency_cycles + 1) + own + K * (B // L - 1) * c["pipe"]
+    return (B - 1) * c["occ_i"] + 1 + slots + _tail_cycles(spec, B)
+
+
+def prefetch_depths(spec, v: Variant, N, B, K, R, S):
+    """Slots whose shared loads a warp has in flight ahead of their FFMAs, per configuration:
+    the kernel's own rule (``kernels_ir.kernels.sparse_rnn._prefetch_depth``: up to
+    ``PREFETCH_LOADS`` loads, as far as the registers the layer leaves over allow, B per slot)
+    for the staging group and dense tail the builder derives from ``N`` and ``B``."""
+    L = len(access_pattern(int(B), v.wide_loads))
+    threads = cap.THREADS_PER_CTA
+    kmax = np.asarray(K, dtype=np.float64).max(axis=-1) if np.ndim(K) else K
+    N, R, S, kmax = (np.atleast_1d(np.asarray(x)) for x in (N, R, S, kmax))
+    slot = -(-(N.astype(np.int64) * int(B)) // 4) * 4
+    group = np.minimum(STAGE_GROUP, -(-slot // (4 * threads)))
+    hs_words = np.maximum(slot, WARP * kmax.astype(np.int64) * int(B)) if not v.sparse else slot
+    depth = [_prefetch_depth(spec, b=int(B), S=int(s), R=int(r), dense=not v.sparse,
+                             threads=threads, sync=v.sync, group=int(g), dense_tail=bool(t),
+                             loads_per_slot=L)
+             for s, r, g, t in zip(*np.broadcast_arrays(S, R, group, hs_words > slot),
+                                   strict=True)]
+    return np.asarray(depth, dtype=np.float64)
+
+
+def _row_throughput(spec, K, wf_sm, B, L):
+    """Per row-slot resource bounds of the sub-partition / SM (cycles), stacked.
+
+    issue: ``wps`` warps x the row's instructions (B MOV, K (L LDS + B FFMA), 5 B SHFL + 5 B
+    FADD, MOV + B - 1 SEL, FADD, TANH, FADD, IADD, STG); FP32 pipe: ``K B + 5 B + 2`` FP32
+    instructions; INT pipe: ``2 B + 1``; shared pipe: all warps' wavefronts of the SM.
+    """
+    c = _cyc(spec)
+    B = np.asarray(B, dtype=np.float64)
+    issue = c["wps"] * (12 * B + 5 + K * (L + B)) / c["ipc"]
+    fp32 = c["wps"] * c["pipe"] * (K * B + REDUCTION_STEPS * B + 2)
+    intp = c["wps"] * c["occ_i"] * (2 * B + 1) + 0 * K
+    smem = wf_sm / c["wf"]
+    return np.stack(np.broadcast_arrays(issue, fp32, intp, smem))
+
+
+def _prefetch_cycles(spec, R):
+    """IMUL xoff, then per row IADD -> LDG of x_t (dependent, ALU latency)."""
+    a = spec.alu_latency_cycles
+    return a + R * (a + 1)
