@@ -9,7 +9,7 @@ lane at word 0 of its line, every load an L1 hit, the loads in flight on differe
 CSR kernel's gathers put each lane at an arbitrary word of its line, its 4 gathers of a chunk on
 neighbouring columns (often the same lines), and miss L1 for a third of their sectors; at batch 1
 with rows of 230-415 nonzeros the simulator prices them 30-55% above the GPU. The ``cmech_*``
-family (:mod:`kernels_ir.kernels.microbench_csr`) varies one of these at a time:
+family (:mod:`kernels_ir.kernels.microbench.csr_gathers`) varies one of these at a time:
 
 - word position: ``cmech_same_32`` (control, = ``gather_l1_32``), ``cmech_spread_32`` (32 banks),
   ``cmech_spread4_32`` (8 banks x 4 lanes), ``cmech_rand_32`` (random words), ``cmech_spread_8``

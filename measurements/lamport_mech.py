@@ -7,7 +7,7 @@
     python measurements/lamport_mech.py --fit-handover measurements/h100/lamport_mech.json
 
 The persistent Lamport kernels are 19-25% slower on an H100 than the simulator says, the barrier
-kernels are not. The ``lmech_*`` microbenchmarks (:mod:`kernels_ir.kernels.microbench_lamport`)
+kernels are not. The ``lmech_*`` microbenchmarks (:mod:`kernels_ir.kernels.microbench.lamport`)
 each vary one factor of the exchange with the others fixed (families below); each is timed at
 two sizes (rounds), cost per round = slope of the medians, 11 repeats after 2 warm-ups, every
 repeat's time kept (``t.raw``), values checked on the first launch; then the whole set again
@@ -57,7 +57,7 @@ REPEATS, WARMUP = 11, 2
 
 def _entries() -> dict:
     """name -> (family, GPU sizes, simulator sizes)."""
-    from kernels_ir.kernels import microbench_lamport as lm
+    from kernels_ir.kernels.microbench import lamport as lm
 
     out = {}
     for name in lm.REGISTRY:

@@ -55,7 +55,7 @@ from ..builder import Builder
 from ..errors import InputError
 from ..ir import I32, PRED, Kernel
 from ..verify import verify
-from .microbench import Microbench
+from .microbench.core import Microbench
 
 __all__ = ["Pattern", "OPS", "NOISE_KINDS", "SMEM_WORDS", "NCU_REPEATS", "NOISE_REPEATS",
            "probe_kernel", "probe", "expected_out", "catalogue", "kernel_patterns",

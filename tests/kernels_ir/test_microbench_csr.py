@@ -14,7 +14,7 @@ from gpusim.engine.executor import execute
 from gpusim.specs import load_spec
 from kernels_ir.errors import InputError
 from kernels_ir.kernels import microbench as mb
-from kernels_ir.kernels import microbench_csr as cm
+from kernels_ir.kernels.microbench import csr_gathers as cm
 
 SPEC = dataclasses.replace(load_spec("h100"), sm_count=4)
 

@@ -18,7 +18,9 @@ from gpusim.specs import load_spec
 from kernels_ir.errors import InputError
 from kernels_ir.ir import Op, instructions
 from kernels_ir.kernels import microbench as mb
-from kernels_ir.kernels import microbench_lamport as lm
+from kernels_ir.kernels.microbench import lamport as lm
+from kernels_ir.kernels.microbench.lamport_kernel import _owner_rows
+from kernels_ir.kernels.microbench.lamport_writers import _layout_words
 
 SPEC = dataclasses.replace(load_spec("h100"), sm_count=8)
 PREDICTED = Path(__file__).resolve().parents[2] / "measurements" / "h100" / \
@@ -96,7 +98,7 @@ def test_the_executor_polls_every_group_once_per_round():
 
 def test_the_write_layouts_cover_the_slot_once():
     for layout, ws in (("ws", 1), ("ws", 2), ("ws", 4), ("ws", 8), ("warp", 2), ("split", 2)):
-        lay = lm._layout_words(layout, ws, 132, 4096, 8)
+        lay = _layout_words(layout, ws, 132, 4096, 8)
         words = lay[lay >= 0]
         assert np.array_equal(np.sort(words), np.arange(4096)), (layout, ws)
         # writers per sector: distinct (CTA, warp, store) per 32-byte sector
@@ -109,7 +111,7 @@ def test_the_write_layouts_cover_the_slot_once():
 
 def test_the_exchange_stores_like_the_kernel():
     """Owner-ordered rows: warp w writes its rows' words (rows per warp R), every position once."""
-    t = lm._owner_rows(2304, 1056)
+    t = _owner_rows(2304, 1056)
     assert t.shape == (1056, 3)
     pos = t[t >= 0]
     assert np.array_equal(np.sort(pos), np.arange(2304))

@@ -3,7 +3,7 @@
 The CSR row-per-warp kernel (:mod:`kernels_ir.kernels.csr_baseline`) gathers h with one warp load
 per nonzero slot of a chunk: lane ``l`` loads the columns of its 4 consecutive nonzeros with 4
 loads issued back to back, each warp load over up to 32 different 128-byte lines, one word per
-lane at an arbitrary position in its line. ``gather_l1_k`` (:func:`.microbench.gather`) showed
+lane at an arbitrary position in its line. ``gather_l1_k`` (:func:`.gathers.gather`) showed
 k cycles of the L1TEX data stage per warp load over k lines, but in that benchmark every lane reads
 the same word position of its line (one bank for all 32 lanes), each of the 4 loads in flight
 touches other lines, and every load hits L1. The CSR kernel's gathers differ in all three ways.
@@ -36,11 +36,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..builder import Builder
-from ..errors import InputError
-from ..ir import I32
-from ..verify import verify
-from .microbench import LINE_WORDS, MICROBENCHES, SIZE_ARG, WARP, Microbench, _positive
+from ...builder import Builder
+from ...errors import InputError
+from ...ir import I32
+from ...verify import verify
+from .core import LINE_WORDS, WARP, Microbench, _positive
 
 __all__ = ["csr_gather", "lane_words", "REGISTRY", "PATTERNS"]
 
@@ -161,6 +161,3 @@ for _pat in ("same", "rand"):
         lambda _pat=_pat, **kw: csr_gather(pattern=_pat, reuse=True, **kw))
     REGISTRY[f"cmech_miss_{_pat}_32"] = (
         lambda _pat=_pat, **kw: csr_gather(pattern=_pat, path="miss", **kw))
-
-MICROBENCHES.update(REGISTRY)
-SIZE_ARG.update({k: "rounds" for k in REGISTRY})

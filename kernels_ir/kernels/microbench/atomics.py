@@ -1,0 +1,99 @@
+"""L2 atomics and the grid barrier built on them (:mod:`gpusim.engine.l2`: atomics, fences).
+
+- :func:`atomic_throughput` - every warp of ``ctas`` CTAs (lane 0 only: one atomic per warp
+  instruction, no warp aggregation) adds 1 ``per_warp`` times to the same word (``same=True``) or
+  to its own word, one 128-byte line per warp (``same=False``). The returned old values are summed
+  and stored, so they are real atomics with return, not reductions. Op = one atomic.
+- :func:`grid_barrier` - ``ctas`` CTAs do ``rounds`` grid barriers: ``__syncthreads``; thread 0
+  fences, arrives with an atomic add on a counter and spins (volatile loads) until the counter
+  reaches ``(r + 1) * nctas``; ``__syncthreads``. The same mechanism as the persistent kernel's
+  ``sync="barrier"``. Op = one barrier.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...builder import Builder
+from ...ir import I32, PRED
+from ...verify import verify
+from .core import LINE_WORDS, WARP, Microbench, _positive
+
+__all__ = ["atomic_throughput", "grid_barrier"]
+
+
+def atomic_throughput(per_warp: int = 64, ctas: int = 132, threads: int = 256,
+                      same: bool = True) -> Microbench:
+    """``ctas * threads/32 * per_warp`` atomics with return, same word or one line per warp."""
+    per_warp, ctas, threads = (_positive(n, v) for n, v in
+                               (("per_warp", per_warp), ("ctas", ctas), ("threads", threads)))
+    wpc = threads // WARP
+    n_warps = ctas * wpc
+    words = LINE_WORDS if same else n_warps * LINE_WORDS
+    name = "atomic_same" if same else "atomic_distinct"
+    b = Builder(f"mb_{name}", grid=ctas, block=threads, bench=name, per_warp=per_warp)
+    g_cnt = b.global_buffer("counters", I32, words, role="inout")
+    g_out = b.global_buffer("out", I32, n_warps, role="out")
+    lane = b.sreg("lane", dst=b.reg(I32, "lane"))
+    warp = b.sreg("warp", dst=b.reg(I32, "warp"))
+    cta = b.sreg("cta", dst=b.reg(I32, "cta"))
+    gw = b.imad(cta, wpc, warp, dst=b.reg(I32, "gw"))
+    addr = b.mov(0, I32, dst=b.reg(I32, "addr")) if same else b.imul(gw, LINE_WORDS,
+                                                                     dst=b.reg(I32, "addr"))
+    acc = b.mov(0, I32, dst=b.reg(I32, "acc"))
+    old = b.reg(I32, "old")
+    first = b.isetp("eq", lane, 0, dst=b.reg(PRED, "first"))
+    with b.if_(first):
+        with b.loop("r", 0, per_warp):
+            b.atom_add(g_cnt, addr, 1, dst=old)
+            b.iadd(acc, old, dst=acc)
+        b.stg(g_out, gw, acc)
+    kernel = verify(b.build())
+    total = n_warps * per_warp
+
+    def check(g) -> bool:
+        c = np.asarray(g["counters"])
+        if same:
+            return int(c[0]) == total
+        return bool(np.all(c.reshape(n_warps, LINE_WORDS)[:, 0] == per_warp))
+
+    return Microbench(name, kernel, {"counters": np.zeros(words, np.int32),
+                                     "out": np.zeros(n_warps, np.int32)},
+                      total, "atomic add with return",
+                      {"per_warp": per_warp, "ctas": ctas, "threads": threads, "same": same},
+                      check)
+
+
+def grid_barrier(rounds: int = 64, ctas: int = 132, threads: int = 256,
+                 spin_limit: int = 1 << 22) -> Microbench:
+    """``rounds`` grid barriers (atomic arrive + volatile spin) over ``ctas`` CTAs."""
+    rounds, ctas, threads = (_positive(n, v) for n, v in
+                             (("rounds", rounds), ("ctas", ctas), ("threads", threads)))
+    b = Builder("mb_grid_barrier", grid=ctas, block=threads, bench="grid_barrier", rounds=rounds)
+    g_cnt = b.global_buffer("counter", I32, 1, role="inout")
+    g_out = b.global_buffer("out", I32, ctas, role="out")
+    tid = b.sreg("tid", dst=b.reg(I32, "tid"))
+    cta = b.sreg("cta", dst=b.reg(I32, "cta"))
+    nctas = b.sreg("nctas", dst=b.reg(I32, "nctas"))
+    is0 = b.isetp("eq", tid, 0, dst=b.reg(PRED, "is0"))
+    seen = b.mov(0, I32, dst=b.reg(I32, "seen"))
+    old = b.reg(I32, "old")
+    target = b.reg(I32, "target")
+    with b.loop("r", 1, rounds + 1) as r:
+        b.bar()
+        with b.if_(is0):
+            b.fence()
+            b.atom_add(g_cnt, 0, 1, dst=old)
+            b.imul(r, nctas, dst=target)
+            with b.while_(spin_limit=spin_limit, label="grid_barrier") as w:
+                b.ldg_volatile(g_cnt, 0, dst=seen)
+                w.cond = b.isetp("lt", seen, target, dst=b.reg(PRED, "behind"))
+        b.bar()
+    with b.if_(is0):
+        b.stg(g_out, cta, seen)
+    kernel = verify(b.build())
+    return Microbench("grid_barrier", kernel, {"counter": np.zeros(1, np.int32),
+                                               "out": np.zeros(ctas, np.int32)},
+                      rounds, "grid barrier", {"rounds": rounds, "ctas": ctas,
+                                               "threads": threads},
+                      lambda g: bool(np.all(np.asarray(g["out"]) >= rounds * ctas)))

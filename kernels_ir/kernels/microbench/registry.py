@@ -1,0 +1,89 @@
+"""The name table of every microbenchmark: :data:`MICROBENCHES` (name -> builder of keyword
+arguments), :data:`SIZE_ARG` (the argument each benchmark scales with: two values give the slope)
+and :func:`build`. The mechanism families (CSR gathers ``cmech_*``, Lamport exchange ``lmech_*``)
+bring their own tables (:data:`.csr_gathers.REGISTRY`, :data:`.lamport.REGISTRY`), merged here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ...errors import InputError
+from . import csr_gathers, lamport
+from .atomics import atomic_throughput, grid_barrier
+from .core import Microbench
+from .gathers import gather
+from .grid_exchange import LAMPORT_OWNERS, broadcast, lamport_exchange
+from .l2 import l2_latency, l2_latency_block, l2_latency_wide
+from .polls import flag_round_trip, poll_storm, store_visibility
+from .smem import smem_latency
+
+__all__ = ["MICROBENCHES", "SIZE_ARG", "build"]
+
+MICROBENCHES: dict[str, Callable[..., Microbench]] = {
+    "smem_latency": smem_latency,
+    "l2_latency": l2_latency,
+    "flag_round_trip": flag_round_trip,
+    "atomic_same": lambda **kw: atomic_throughput(same=True, **kw),
+    "atomic_distinct": lambda **kw: atomic_throughput(same=False, **kw),
+    "grid_barrier": grid_barrier,
+    "flag_round_trip_same_sm": lambda **kw: flag_round_trip(same_sm=True, **kw),
+    "flag_round_trip_delay16": lambda **kw: flag_round_trip(delay=16, **kw),
+    "store_visibility": store_visibility,
+    "poll_storm": poll_storm,
+    "l2_latency_sys": lambda **kw: l2_latency(poll="volatile_sys", **kw),
+    "flag_round_trip_sys": lambda **kw: flag_round_trip(poll="volatile_sys", **kw),
+    "store_visibility_sys": lambda **kw: store_visibility(poll="volatile_sys", **kw),
+    "poll_storm_sys": lambda **kw: poll_storm(load="volatile_sys", **kw),
+    "poll_storm_rot": lambda **kw: poll_storm(regions=32, **kw),
+    "poll_storm_plain": lambda **kw: poll_storm(load="plain", regions=32, **kw),
+}
+MICROBENCHES["store_visibility_8"] = lambda **kw: store_visibility(flags=8, **kw)
+for _k in (1, 2, 4, 8, 16, 32):   # the L2 partitions: max over k random lines
+    MICROBENCHES[f"l2_latency_wide_{_k}"] = lambda _k=_k, **kw: l2_latency_wide(lanes=_k, **kw)
+for _k in (1, 4, 8, 16, 32):      # the L2 partitions' interleave: one line .. a 4 KiB block
+    MICROBENCHES[f"l2_latency_block_{_k}"] = (
+        lambda _k=_k, **kw: l2_latency_block(block_lines=_k, **kw))
+for _k in (1, 2, 4, 8, 16, 32):   # L1TEX cost of a warp load over k lines (CSR gathers)
+    MICROBENCHES[f"gather_l1_{_k}"] = lambda _k=_k, **kw: gather(k=_k, **kw)
+MICROBENCHES["gather_l1_8_s4"] = lambda **kw: gather(k=8, sectors=4, **kw)
+MICROBENCHES["gather_l1_32_w4"] = lambda **kw: gather(k=32, width=4, **kw)
+MICROBENCHES["gather_l1_8_s4_w4"] = lambda **kw: gather(k=8, sectors=4, width=4, **kw)
+for _k in (1, 8, 32):
+    MICROBENCHES[f"gather_l2_{_k}"] = lambda _k=_k, **kw: gather(k=_k, path="l2", **kw)
+for _w in (4096, 16384):    # the exchange cost per word: fresh vs unchanged data
+    for _f in (True, False):
+        MICROBENCHES[f"broadcast_{'fresh' if _f else 'same'}_{_w}"] = (
+            lambda _w=_w, _f=_f, **kw: broadcast(words=_w, fresh=_f, **kw))
+for _st in ("none", "sts", "smem"):  # the persistent kernel's differences, at h8192-b4's size
+    MICROBENCHES["broadcast_fresh_32768" + ("" if _st == "none" else f"_{_st}")] = (
+        lambda _st=_st, **kw: broadcast(words=32768, stage=_st, **kw))
+for _o in LAMPORT_OWNERS:  # the Lamport exchange probes (H1: "one", H2: the other two)
+    for _d in (0, 16):
+        MICROBENCHES[f"lamport_{_o}" + (f"_delay{_d}" if _d else "")] = (
+            lambda _o=_o, _d=_d, **kw: lamport_exchange(owner=_o, delay=_d, **kw))
+
+# The size argument each benchmark scales with (two values give the slope).
+SIZE_ARG = {"smem_latency": "rounds", "l2_latency": "rounds", "flag_round_trip": "rounds",
+            "atomic_same": "per_warp", "atomic_distinct": "per_warp", "grid_barrier": "rounds",
+            "flag_round_trip_same_sm": "rounds", "flag_round_trip_delay16": "rounds",
+            "store_visibility": "rounds", "poll_storm": "rounds", "l2_latency_sys": "rounds",
+            "flag_round_trip_sys": "rounds", "store_visibility_sys": "rounds",
+            "poll_storm_sys": "rounds", "poll_storm_rot": "rounds", "poll_storm_plain": "rounds"}
+SIZE_ARG.update({k: "rounds" for k in MICROBENCHES
+                 if k.startswith(("lamport_", "broadcast_", "l2_latency_", "store_visibility",
+                                 "gather_"))})
+
+
+def build(name: str, size: int, **kwargs) -> Microbench:
+    """Microbenchmark ``name`` at ``size`` (its :data:`SIZE_ARG`)."""
+    if name not in MICROBENCHES:
+        raise InputError(f"microbenchmark {name!r} is unknown; accepted: "
+                         f"{', '.join(MICROBENCHES)}")
+    return MICROBENCHES[name](**{SIZE_ARG[name]: size}, **kwargs)
+
+
+# the CSR-gather (cmech_*) and Lamport-exchange (lmech_*) mechanism families
+for _family in (csr_gathers.REGISTRY, lamport.REGISTRY):
+    MICROBENCHES.update(_family)
+    SIZE_ARG.update({k: "rounds" for k in _family})
