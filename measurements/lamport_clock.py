@@ -1,6 +1,7 @@
 """Who waits for whom in an all-to-all Lamport exchange: per-CTA, per-round GPU timestamps.
 
     PYTHONPATH=. python3 measurements/lamport_clock.py --out $OUT      # GPU: lamport_clock.json
+    PYTHONPATH=. python3 measurements/lamport_clock.py --out $OUT --ring   # lamport_ring.json
 
 The simulator's Lamport exchange waits 150-800 ns less per round than the GPU's, and the GPU's
 wait grows with the number of SMs that write (``lmech_ws_1``, 132 writers, against
@@ -24,7 +25,9 @@ CTA had seen all of slot ``r`` (``seen``) and when its stores of slot ``r + 1`` 
 132, 66, 33, 16, and -1, -2, -4 (every CTA writes 4 whole sectors, every sector one writer,
 every 128-byte line 1, 2 or 4 writer SMs).
 
-Beside it: ``free_polls`` (a group poll of a written slot, 1 or 132 CTAs polling), ``pingload``
+Beside it: ``xring`` (every CTA writes its own line after seeing the lines of ``k`` other CTAs,
+k = 1 to 132: how the round grows with the breadth of what a CTA waits for), ``free_polls`` (a
+group poll of a written slot, 1 or 132 CTAs polling), ``pingload``
 (a two-CTA flag hand-over while the other CTAs load the L2 with polls or stores) and ``pingpos``
 (the hand-over at 16 random placements of the two flags, every round trip timed).
 """
@@ -184,6 +187,43 @@ extern "C" __global__ void pingpos(float* flag, int at_ping, int at_pong, int ro
         if (cta == 1) st_word(mine, (float)r);
         if (cta == 0) { long long u = clock64(); each[r - 1] = u - t; t = u; }
     }
+}
+
+// the exchange with narrower polling: every CTA writes its own line (32 words, warp 0) of slot
+// r + 1 once it has seen, in slot r, the ``k`` lines of CTAs c + 1 + i * (nc / k) (i < k; the
+// whole slot when k = nc); records each CTA's cycles per round (its own clock)
+extern "C" __global__ void xring(float* h, int rounds, int k, long long* per_round,
+                                 float* out) {
+    const int cta = blockIdx.x, tid = threadIdx.x, nc = gridDim.x, words = 32 * nc;
+    const int chunks = 8 * k, stride = nc / k;
+    float acc = 0.f;
+    long long t0 = 0;
+    for (int r = 0; r < rounds; r++) {
+        if (r == 8) t0 = clock64();
+        const float* slot = h + (size_t)r * words;
+        for (int g0 = tid; g0 < chunks; g0 += 4 * blockDim.x) {
+            bool done = false;
+            while (!done) {
+                float4 v[4];
+                #pragma unroll
+                for (int q = 0; q < 4; q++) {
+                    int ch = g0 + q * blockDim.x;
+                    int line = (cta + 1 + (ch >> 3) * stride) % nc;
+                    v[q] = ch < chunks ? ld_poll(slot + line * 32 + 4 * (ch & 7))
+                                       : make_float4(0.f, 0.f, 0.f, 0.f);
+                }
+                done = true;
+                #pragma unroll
+                for (int q = 0; q < 4; q++)
+                    done = done && !sent(v[q].x) && !sent(v[q].y) && !sent(v[q].z) && !sent(v[q].w);
+                if (done) acc += v[0].x;
+            }
+        }
+        __syncthreads();
+        if (tid < 32) st_word(h + (size_t)(r + 1) * words + cta * 32 + tid, (float)(r + 1));
+    }
+    if (tid == 0) per_round[cta] = (clock64() - t0) / (rounds - 8);
+    out[cta * blockDim.x + tid] = acc;
 }
 
 // every CTA polls a slot written before the launch, ``rounds`` times: the poll's latency with
@@ -377,6 +417,31 @@ def ping_positions(cp, kern, n_pos: int = 16, rounds: int = 1000, seed: int = 0)
     return out
 
 
+RING_LINES = (1, 4, 12, 33, 132)   # lines each CTA waits for per round (132: all of them)
+
+
+def ring(cp, kern, k: int, rounds: int = 200) -> dict:
+    """Every CTA writes its own line per round after seeing ``k`` other CTAs' lines: cycles per
+    round (median over the CTAs of each CTA's own clock) and the values check."""
+    import numpy as np
+
+    words = 32 * CTAS
+    h = np.full((rounds + 1, words), -0.0, np.float32)
+    h[0] = 0.0
+    dh = cp.asarray(h)
+    per = cp.zeros(CTAS, cp.int64)
+    out = cp.zeros(CTAS * THREADS, cp.float32)
+    kern((CTAS,), (THREADS,), (dh, np.int32(rounds), np.int32(k), per, out))
+    cp.cuda.Device().synchronize()
+    got = cp.asnumpy(dh)
+    if not np.array_equal(got, np.arange(rounds + 1, dtype=np.float32)[:, None]
+                          * np.ones(words, np.float32)):
+        raise AssertionError(f"ring k={k}: the slots hold wrong values")
+    p = cp.asnumpy(per).astype(np.float64)
+    return {"lines": k, "rounds": rounds, "cycles_per_round_median": float(np.median(p)),
+            "cycles_per_round_max": float(p.max())}
+
+
 def measure(out: str, argv: list) -> dict:
     import cupy as cp
 
@@ -433,13 +498,37 @@ def measure(out: str, argv: list) -> dict:
     return rec
 
 
+def measure_ring(out: str, argv: list) -> dict:
+    """``xring`` alone (``--ring``): lamport_ring.json."""
+    import cupy as cp
+
+    from measurements.campaign import provenance
+    from measurements.probe import ClockSampler, save_record
+
+    prov = provenance(argv)
+    clocks = ClockSampler()
+    rk = cp.RawKernel(SOURCE, "xring", options=("-std=c++17",))
+    ring(cp, rk, 1, 20)
+    rec = {"format_version": 1, "provenance": prov, "ctas": CTAS, "threads": THREADS,
+           "runs": [ring(cp, rk, k) for k in RING_LINES for _ in range(3)]}
+    for r in rec["runs"]:
+        print(f"ring, {r['lines']:3d} lines waited for: {r['cycles_per_round_median']:6.0f} "
+              f"cycles per round (max over CTAs {r['cycles_per_round_max']:.0f})", flush=True)
+    clocks.stop(prov)
+    save_record(os.path.join(out, "lamport_ring.json"), rec)
+    return rec
+
+
 def main(argv: list | None = None) -> int:
     import argparse
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True, help="GPU run: write lamport_clock.json here")
+    ap.add_argument("--ring", action="store_true",
+                    help="only the xring experiment (lamport_ring.json)")
     a = ap.parse_args(argv)
     os.makedirs(a.out, exist_ok=True)
-    measure(a.out, [sys.argv[0]] + (argv if argv is not None else sys.argv[1:]))
+    args = [sys.argv[0]] + (argv if argv is not None else sys.argv[1:])
+    (measure_ring if a.ring else measure)(a.out, args)
     return 0
 
 

@@ -94,3 +94,20 @@ def test_the_l2_load_does_not_delay_a_hand_over():
     # no heavy tail: at worst one more poll period (about 300 cycles) on the slow rounds
     assert len(pos) == 16 and all(p["p99"] < p["median"] + 400 for p in pos)
     assert round(max(p["p99"] for p in pos)) == 1394
+
+
+def test_ring_record_and_its_claims():
+    rec = json.loads((ROOT / "measurements" / "h100" / "lamport_ring.json").read_text())
+    assert "lamport_clock.py" in rec["provenance"]["command"] and "--ring" in rec["provenance"][
+        "command"]
+    by = {}
+    for r in rec["runs"]:
+        by.setdefault(r["lines"], []).append(r["cycles_per_round_median"])
+    assert sorted(by) == sorted(lc.RING_LINES) and all(len(v) == 3 for v in by.values())
+    text = (ROOT / "measurements" / "README.md").read_text()
+    for k, lo_hi in ((1, "921-924"), (4, "1075-1082"), (33, "1335-1355"), (132, "2972-2976")):
+        assert f"{round(min(by[k]))}-{round(max(by[k]))}" == lo_hi and lo_hi in text, k
+    assert round(min(by[12])) == round(max(by[12])) == 1132
+    # the round grows with the number of writers a CTA waits for
+    med = [sorted(by[k])[1] for k in sorted(by)]
+    assert med == sorted(med) and med[-1] / med[0] > 3
