@@ -1,0 +1,170 @@
+"""The exchange with narrower polling, in the kernel IR: the GPU and the simulator on the same
+curve of round time against the number of writers a CTA waits for.
+
+    PYTHONPATH=. python3 measurements/lamport_ring.py --out $OUT    # GPU: lamport_ring_ir.json
+    python measurements/lamport_ring.py --simulate measurements/h100/lamport_ring_ir.json
+
+``lamport_clock.py --ring`` (CUDA, GPU only) found that when every SM writes its own line and
+waits for the lines of ``k`` others, the round grows from 466 ns (k = 1) to 1505 ns (k = 132).
+This probe (built here, a probe: not one of the simulator's calibration benchmarks) is the same
+exchange written in the IR, so the simulator runs the very kernel the GPU runs: 132 CTAs x 256
+threads; slot ``r`` holds two copies of 132 lines (``2 x 4224`` words, so that a CTA's lines are
+one run of addresses without a modulo); round ``r``: thread ``t`` polls the 16-byte chunks
+``t + 256 q`` (q < 4 per group, groups back to back) of the ``8 k`` chunks of lines ``c + 1 + i
+* (132 / k)`` (i < k) with L2-coherent loads, re-polling a group while any word is the sentinel
+-0.0 (a chunk past the ``8 k`` polls chunk 0 again); ``__syncthreads``; warp 0 writes ``r + 1``
+into its line ``c`` of slot ``r + 1`` (both copies). k = 1, 4, 12, 33, 132. Op = one round.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+CTAS, THREADS, LINE = 132, 256, 32
+WORDS = 2 * CTAS * LINE            # one slot: two copies of the 132 lines
+LINES = (1, 4, 12, 33, 132)
+GPU_ROUNDS, SIM_ROUNDS = (64, 256), (4, 8)
+REPEATS, WARMUP = 9, 2
+
+
+def ring(rounds: int, k: int):
+    """The probe with ``k`` lines waited for, ``rounds`` rounds, as a checked Microbench."""
+    import numpy as np
+
+    from kernels_ir.builder import Builder
+    from kernels_ir.errors import InputError
+    from kernels_ir.ir import F32, I32, PRED
+    from kernels_ir.kernels.microbench import Microbench
+    from kernels_ir.kernels.microbench.lamport_kernel import SENT
+    from kernels_ir.verify import verify
+
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
+        raise InputError(f"rounds={rounds!r}: accepted whole numbers >= 1")
+    if k not in LINES:
+        raise InputError(f"k={k!r}: accepted {', '.join(map(str, LINES))}")
+    stride, chunks = CTAS // k, 8 * k
+    groups = -(-chunks // (4 * THREADS))
+    b = Builder(f"mb_ring_{k}", grid=CTAS, block=THREADS, bench=f"ring_{k}", rounds=rounds)
+    g_h = b.global_buffer("h", F32, (rounds + 1) * WORDS, role="inout")
+    tid = b.sreg("tid", dst=b.reg(I32, "tid"))
+    cta = b.sreg("cta", dst=b.reg(I32, "cta"))
+    warp = b.sreg("warp", dst=b.reg(I32, "warp"))
+    lane = b.sreg("lane", dst=b.reg(I32, "lane"))
+    # per group and chunk q: the chunk's word offset within a slot (fixed for the launch)
+    offs = []
+    for g in range(groups):
+        for q in range(4):
+            ch = b.iadd(tid, THREADS * (4 * g + q), dst=b.reg(I32, f"ch{g}_{q}"))
+            inside = b.isetp("lt", ch, chunks, dst=b.reg(PRED, f"in{g}_{q}"))
+            b.sel(inside, ch, b.mov(0, I32, dst=b.reg(I32, f"zero{g}_{q}")), dst=ch)
+            line = b.shr(ch, 3, dst=b.reg(I32, f"line{g}_{q}"))
+            b.imad(line, stride, cta, dst=line)
+            b.iadd(line, 1, dst=line)
+            word = b.and_(ch, 7, dst=b.reg(I32, f"w{g}_{q}"))
+            b.imul(word, 4, dst=word)
+            offs.append(b.imad(line, LINE, word, dst=b.reg(I32, f"off{g}_{q}")))
+    own = b.imad(cta, LINE, lane, dst=b.reg(I32, "own"))
+    writes = b.isetp("eq", warp, 0, dst=b.reg(PRED, "writes"))
+    v = [b.reg(F32, f"v{q}", 4) for q in range(4)]
+    bits = b.reg(I32, "bits")
+    waiting, one = b.reg(PRED, "waiting"), b.reg(PRED, "sent")
+    warp_waiting = b.reg(PRED, "warp_waiting")
+    base, addr = b.reg(I32, "base"), b.reg(I32, "addr")
+    val = b.reg(F32, "val")
+    with b.loop("r", 0, rounds, kind="time") as r:
+        b.imul(r, WORDS, dst=base)
+        for g in range(groups):
+            with b.while_(spin_limit=1 << 22, label="ring_poll") as poll:
+                for q in range(4):
+                    b.iadd(base, offs[4 * g + q], dst=addr)
+                    b.ldg_volatile(g_h, addr, width=4, dst=v[q])
+                b.mov(False, PRED, dst=waiting)
+                for q in range(4):
+                    for x in range(4):
+                        b.bitcast(v[q][x], I32, dst=bits)
+                        b.isetp("eq", bits, SENT, dst=one)
+                        b.por(waiting, one, dst=waiting)
+                poll.cond = b.vote_any(waiting, dst=warp_waiting)
+        b.bar()
+        r1 = b.iadd(r, 1, dst=b.reg(I32, "rnext"))
+        b.i2f(r1, dst=val)
+        with b.if_(writes):
+            b.imad(r1, WORDS, own, dst=addr)
+            b.stg(g_h, addr, val)
+            b.stg(g_h, addr, val, offset=CTAS * LINE)
+    kernel = verify(b.build())
+    h = np.full((rounds + 1, WORDS), SENT, np.int32)
+    h[0] = 0
+    want = np.arange(rounds + 1, dtype=np.float32)[:, None] * np.ones(WORDS, np.float32)
+
+    def check(g) -> bool:
+        return bool(np.array_equal(np.asarray(g["h"]).view(np.float32).reshape(rounds + 1, WORDS),
+                                   want))
+
+    return Microbench(f"ring_{k}", kernel, {"h": h.reshape(-1).view(np.float32).copy()},
+                      rounds, f"one round: every CTA writes its line after seeing {k} others'",
+                      {"rounds": rounds, "k": k, "ctas": CTAS, "threads": THREADS}, check)
+
+
+def measure(out: str, argv: list) -> dict:
+    from gpusim.backends.cupy_backend import Runner, run_microbench
+    from measurements.campaign import provenance
+    from measurements.probe import ClockSampler, save_record
+
+    runner = Runner()
+    prov = provenance(argv)
+    clocks = ClockSampler()
+    rec = {"format_version": 1, "provenance": prov, "repeats": REPEATS, "warmup": WARMUP,
+           "results": {}}
+    t0 = time.time()
+    for k in LINES:
+        r = run_microbench(GPU_ROUNDS, lambda s, k=k: ring(s, k), repeats=REPEATS,
+                           warmup=WARMUP, runner=runner)
+        rec["results"][str(k)] = r
+        print(f"ring_{k:3d}: {r['per_op_s'] * 1e9:7.1f} ns per round", flush=True)
+    clocks.stop(prov)
+    rec["timing_s"] = time.time() - t0
+    save_record(os.path.join(out, "lamport_ring_ir.json"), rec)
+    return rec
+
+
+def simulate_k(spec, k: int) -> dict:
+    """The simulator's ns per round (slope between the two round counts, buffers warm in L2,
+    both partition assignments averaged), values checked."""
+    from gpusim.engine import simulate
+
+    flips = (False, True) if spec.l2_partitions > 1 and spec.l2_far_extra_cycles else (False,)
+    cyc = []
+    for s in SIM_ROUNDS:
+        m = ring(s, k)
+        runs = [simulate(m.kernel, m.inputs, spec, l2_warm=True, l2_flip=f) for f in flips]
+        if not all(m.verify_result(x.globals) for x in runs):
+            raise AssertionError(f"ring_{k} (rounds {s}): the simulator's values fail the check")
+        cyc.append(sum(x.cycles for x in runs) / len(runs))
+    per = (cyc[1] - cyc[0]) / (SIM_ROUNDS[1] - SIM_ROUNDS[0]) / spec.clock_hz
+    return {"per_op_s": per, "cycles": dict(zip(map(str, SIM_ROUNDS), cyc, strict=True))}
+
+
+def _simulated(spec, rec) -> dict:
+    res = {}
+    for k in LINES:
+        res[str(k)] = simulate_k(spec, k)
+        g = rec.get("results", {}).get(str(k), {}).get("per_op_s")
+        print(f"ring_{k:3d}: simulated {res[str(k)]['per_op_s'] * 1e9:7.1f} ns per round"
+              + (f"   GPU {g * 1e9:7.1f}" if g else ""), flush=True)
+    return res
+
+
+def main(argv: list | None = None) -> int:
+    from measurements.probe import add_simulated, probe_main
+    return probe_main(argv, __doc__, "measurements/lamport_ring.py", measure,
+                      lambda path: add_simulated(path, _simulated, l2_warm=True))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
