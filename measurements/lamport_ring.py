@@ -13,7 +13,9 @@ one run of addresses without a modulo); round ``r``: thread ``t`` polls the 16-b
 ``t + 256 q`` (q < 4 per group, groups back to back) of the ``8 k`` chunks of lines ``c + 1 + i
 * (132 / k)`` (i < k) with L2-coherent loads, re-polling a group while any word is the sentinel
 -0.0 (a chunk past the ``8 k`` polls chunk 0 again); ``__syncthreads``; warp 0 writes ``r + 1``
-into its line ``c`` of slot ``r + 1`` (both copies). k = 1, 4, 12, 33, 132. Op = one round.
+into its line ``c`` of slot ``r + 1`` (both copies). k = 1, 4, 12, 33, 132, and a control at
+k = 132 in which every CTA polls the lines in the same order (from line 0), as the persistent
+kernel does. Op = one round.
 """
 
 from __future__ import annotations
@@ -28,12 +30,16 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CTAS, THREADS, LINE = 132, 256, 32
 WORDS = 2 * CTAS * LINE            # one slot: two copies of the 132 lines
 LINES = (1, 4, 12, 33, 132)
+# (key, k, order) of every experiment: the rotated curve and the same-order control at k = 132
+EXPERIMENTS = tuple((str(k), k, "rotated") for k in LINES) + (("132_same", 132, "same"),)
 GPU_ROUNDS, SIM_ROUNDS = (64, 256), (4, 8)
 REPEATS, WARMUP = 9, 2
 
 
-def ring(rounds: int, k: int):
-    """The probe with ``k`` lines waited for, ``rounds`` rounds, as a checked Microbench."""
+def ring(rounds: int, k: int, order: str = "rotated"):
+    """The probe with ``k`` lines waited for, ``rounds`` rounds, as a checked Microbench.
+    ``order="same"`` (k = 132 only): every CTA polls the lines from line 0 on, all in the same
+    order, as the persistent kernel's staging does; ``"rotated"``: CTA ``c`` from ``c + 1``."""
     import numpy as np
 
     from kernels_ir.builder import Builder
@@ -47,9 +53,14 @@ def ring(rounds: int, k: int):
         raise InputError(f"rounds={rounds!r}: accepted whole numbers >= 1")
     if k not in LINES:
         raise InputError(f"k={k!r}: accepted {', '.join(map(str, LINES))}")
+    if order not in ("rotated", "same") or (order == "same" and k != CTAS):
+        raise InputError(f"order={order!r} with k={k}: accepted 'rotated', or 'same' with "
+                         f"k={CTAS}")
+    first = 1 if order == "rotated" else 0
     stride, chunks = CTAS // k, 8 * k
     groups = -(-chunks // (4 * THREADS))
-    b = Builder(f"mb_ring_{k}", grid=CTAS, block=THREADS, bench=f"ring_{k}", rounds=rounds)
+    name = f"ring_{k}" + ("_same" if order == "same" else "")
+    b = Builder(f"mb_{name}", grid=CTAS, block=THREADS, bench=name, rounds=rounds)
     g_h = b.global_buffer("h", F32, (rounds + 1) * WORDS, role="inout")
     tid = b.sreg("tid", dst=b.reg(I32, "tid"))
     cta = b.sreg("cta", dst=b.reg(I32, "cta"))
@@ -63,8 +74,11 @@ def ring(rounds: int, k: int):
             inside = b.isetp("lt", ch, chunks, dst=b.reg(PRED, f"in{g}_{q}"))
             b.sel(inside, ch, b.mov(0, I32, dst=b.reg(I32, f"zero{g}_{q}")), dst=ch)
             line = b.shr(ch, 3, dst=b.reg(I32, f"line{g}_{q}"))
-            b.imad(line, stride, cta, dst=line)
-            b.iadd(line, 1, dst=line)
+            if order == "rotated":
+                b.imad(line, stride, cta, dst=line)
+                b.iadd(line, first, dst=line)
+            else:
+                b.imul(line, stride, dst=line)
             word = b.and_(ch, 7, dst=b.reg(I32, f"w{g}_{q}"))
             b.imul(word, 4, dst=word)
             offs.append(b.imad(line, LINE, word, dst=b.reg(I32, f"off{g}_{q}")))
@@ -106,9 +120,11 @@ def ring(rounds: int, k: int):
         return bool(np.array_equal(np.asarray(g["h"]).view(np.float32).reshape(rounds + 1, WORDS),
                                    want))
 
-    return Microbench(f"ring_{k}", kernel, {"h": h.reshape(-1).view(np.float32).copy()},
-                      rounds, f"one round: every CTA writes its line after seeing {k} others'",
-                      {"rounds": rounds, "k": k, "ctas": CTAS, "threads": THREADS}, check)
+    return Microbench(name, kernel, {"h": h.reshape(-1).view(np.float32).copy()},
+                      rounds, f"one round: every CTA writes its line after seeing {k} lines "
+                      f"({order} order)",
+                      {"rounds": rounds, "k": k, "order": order, "ctas": CTAS,
+                       "threads": THREADS}, check)
 
 
 def measure(out: str, argv: list) -> dict:
@@ -122,18 +138,18 @@ def measure(out: str, argv: list) -> dict:
     rec = {"format_version": 1, "provenance": prov, "repeats": REPEATS, "warmup": WARMUP,
            "results": {}}
     t0 = time.time()
-    for k in LINES:
-        r = run_microbench(GPU_ROUNDS, lambda s, k=k: ring(s, k), repeats=REPEATS,
+    for key, k, order in EXPERIMENTS:
+        r = run_microbench(GPU_ROUNDS, lambda s, k=k, o=order: ring(s, k, o), repeats=REPEATS,
                            warmup=WARMUP, runner=runner)
-        rec["results"][str(k)] = r
-        print(f"ring_{k:3d}: {r['per_op_s'] * 1e9:7.1f} ns per round", flush=True)
+        rec["results"][key] = r
+        print(f"ring_{key:8s}: {r['per_op_s'] * 1e9:7.1f} ns per round", flush=True)
     clocks.stop(prov)
     rec["timing_s"] = time.time() - t0
     save_record(os.path.join(out, "lamport_ring_ir.json"), rec)
     return rec
 
 
-def simulate_k(spec, k: int) -> dict:
+def simulate_k(spec, k: int, order: str = "rotated") -> dict:
     """The simulator's ns per round (slope between the two round counts, buffers warm in L2,
     both partition assignments averaged), values checked."""
     from gpusim.engine import simulate
@@ -141,7 +157,7 @@ def simulate_k(spec, k: int) -> dict:
     flips = (False, True) if spec.l2_partitions > 1 and spec.l2_far_extra_cycles else (False,)
     cyc = []
     for s in SIM_ROUNDS:
-        m = ring(s, k)
+        m = ring(s, k, order)
         runs = [simulate(m.kernel, m.inputs, spec, l2_warm=True, l2_flip=f) for f in flips]
         if not all(m.verify_result(x.globals) for x in runs):
             raise AssertionError(f"ring_{k} (rounds {s}): the simulator's values fail the check")
@@ -152,10 +168,10 @@ def simulate_k(spec, k: int) -> dict:
 
 def _simulated(spec, rec) -> dict:
     res = {}
-    for k in LINES:
-        res[str(k)] = simulate_k(spec, k)
-        g = rec.get("results", {}).get(str(k), {}).get("per_op_s")
-        print(f"ring_{k:3d}: simulated {res[str(k)]['per_op_s'] * 1e9:7.1f} ns per round"
+    for key, k, order in EXPERIMENTS:
+        res[key] = simulate_k(spec, k, order)
+        g = rec.get("results", {}).get(key, {}).get("per_op_s")
+        print(f"ring_{key:8s}: simulated {res[key]['per_op_s'] * 1e9:7.1f} ns per round"
               + (f"   GPU {g * 1e9:7.1f}" if g else ""), flush=True)
     return res
 
