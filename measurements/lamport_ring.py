@@ -15,7 +15,8 @@ one run of addresses without a modulo); round ``r``: thread ``t`` polls the 16-b
 -0.0 (a chunk past the ``8 k`` polls chunk 0 again); ``__syncthreads``; warp 0 writes ``r + 1``
 into its line ``c`` of slot ``r + 1`` (both copies). k = 1, 4, 12, 33, 132, and a control at
 k = 132 in which every CTA polls the lines in the same order (from line 0), as the persistent
-kernel does. Op = one round.
+kernel does; and both again with every line written by 4 SMs, one sector each (``writes=
+"sectors"``, the layout of ``lmech_ws_1``). Op = one round.
 """
 
 from __future__ import annotations
@@ -31,15 +32,20 @@ CTAS, THREADS, LINE = 132, 256, 32
 WORDS = 2 * CTAS * LINE            # one slot: two copies of the 132 lines
 LINES = (1, 4, 12, 33, 132)
 # (key, k, order) of every experiment: the rotated curve and the same-order control at k = 132
-EXPERIMENTS = tuple((str(k), k, "rotated") for k in LINES) + (("132_same", 132, "same"),)
+EXPERIMENTS = tuple((str(k), k, "rotated", "line") for k in LINES) + (
+    ("132_same", 132, "same", "line"), ("132_sec", 132, "rotated", "sectors"),
+    ("132_same_sec", 132, "same", "sectors"))
 GPU_ROUNDS, SIM_ROUNDS = (64, 256), (4, 8)
 REPEATS, WARMUP = 9, 2
 
 
-def ring(rounds: int, k: int, order: str = "rotated"):
+def ring(rounds: int, k: int, order: str = "rotated", writes: str = "line"):
     """The probe with ``k`` lines waited for, ``rounds`` rounds, as a checked Microbench.
     ``order="same"`` (k = 132 only): every CTA polls the lines from line 0 on, all in the same
-    order, as the persistent kernel's staging does; ``"rotated"``: CTA ``c`` from ``c + 1``."""
+    order, as the persistent kernel's staging does; ``"rotated"``: CTA ``c`` from ``c + 1``.
+    ``writes="sectors"``: warp 0 of CTA ``c`` writes sector ``q`` of line ``c - 33 q`` (mod 132)
+    instead of its own whole line, so that every line has 4 writer SMs, one per sector (as
+    ``lmech_ws_1`` deals them)."""
     import numpy as np
 
     from kernels_ir.builder import Builder
@@ -57,9 +63,12 @@ def ring(rounds: int, k: int, order: str = "rotated"):
         raise InputError(f"order={order!r} with k={k}: accepted 'rotated', or 'same' with "
                          f"k={CTAS}")
     first = 1 if order == "rotated" else 0
+    if writes not in ("line", "sectors"):
+        raise InputError(f"writes={writes!r}: accepted 'line', 'sectors'")
     stride, chunks = CTAS // k, 8 * k
     groups = -(-chunks // (4 * THREADS))
-    name = f"ring_{k}" + ("_same" if order == "same" else "")
+    name = f"ring_{k}" + ("_same" if order == "same" else "") + \
+        ("_sec" if writes == "sectors" else "")
     b = Builder(f"mb_{name}", grid=CTAS, block=THREADS, bench=name, rounds=rounds)
     g_h = b.global_buffer("h", F32, (rounds + 1) * WORDS, role="inout")
     tid = b.sreg("tid", dst=b.reg(I32, "tid"))
@@ -82,8 +91,15 @@ def ring(rounds: int, k: int, order: str = "rotated"):
             word = b.and_(ch, 7, dst=b.reg(I32, f"w{g}_{q}"))
             b.imul(word, 4, dst=word)
             offs.append(b.imad(line, LINE, word, dst=b.reg(I32, f"off{g}_{q}")))
-    own = b.imad(cta, LINE, lane, dst=b.reg(I32, "own"))
-    writes = b.isetp("eq", warp, 0, dst=b.reg(PRED, "writes"))
+    if writes == "line":
+        own = b.imad(cta, LINE, lane, dst=b.reg(I32, "own"))
+    else:   # sector q = lane / 8 of line (cta - 33 q) mod 132
+        q8 = b.shr(lane, 3, dst=b.reg(I32, "q8"))
+        wl = b.imad(q8, -(CTAS // 4), cta, dst=b.reg(I32, "wline"))
+        neg = b.isetp("lt", wl, 0, dst=b.reg(PRED, "wneg"))
+        b.sel(neg, b.iadd(wl, CTAS, dst=b.reg(I32, "wwrap")), wl, dst=wl)
+        own = b.imad(wl, LINE, lane, dst=b.reg(I32, "own"))
+    is_writer = b.isetp("eq", warp, 0, dst=b.reg(PRED, "writes"))
     v = [b.reg(F32, f"v{q}", 4) for q in range(4)]
     bits = b.reg(I32, "bits")
     waiting, one = b.reg(PRED, "waiting"), b.reg(PRED, "sent")
@@ -107,7 +123,7 @@ def ring(rounds: int, k: int, order: str = "rotated"):
         b.bar()
         r1 = b.iadd(r, 1, dst=b.reg(I32, "rnext"))
         b.i2f(r1, dst=val)
-        with b.if_(writes):
+        with b.if_(is_writer):
             b.imad(r1, WORDS, own, dst=addr)
             b.stg(g_h, addr, val)
             b.stg(g_h, addr, val, offset=CTAS * LINE)
@@ -121,9 +137,9 @@ def ring(rounds: int, k: int, order: str = "rotated"):
                                    want))
 
     return Microbench(name, kernel, {"h": h.reshape(-1).view(np.float32).copy()},
-                      rounds, f"one round: every CTA writes its line after seeing {k} lines "
+                      rounds, f"one round: every CTA writes ({writes}) after seeing {k} lines "
                       f"({order} order)",
-                      {"rounds": rounds, "k": k, "order": order, "ctas": CTAS,
+                      {"rounds": rounds, "k": k, "order": order, "writes": writes, "ctas": CTAS,
                        "threads": THREADS}, check)
 
 
@@ -138,9 +154,9 @@ def measure(out: str, argv: list) -> dict:
     rec = {"format_version": 1, "provenance": prov, "repeats": REPEATS, "warmup": WARMUP,
            "results": {}}
     t0 = time.time()
-    for key, k, order in EXPERIMENTS:
-        r = run_microbench(GPU_ROUNDS, lambda s, k=k, o=order: ring(s, k, o), repeats=REPEATS,
-                           warmup=WARMUP, runner=runner)
+    for key, k, order, writes in EXPERIMENTS:
+        r = run_microbench(GPU_ROUNDS, lambda s, k=k, o=order, w=writes: ring(s, k, o, w),
+                           repeats=REPEATS, warmup=WARMUP, runner=runner)
         rec["results"][key] = r
         print(f"ring_{key:8s}: {r['per_op_s'] * 1e9:7.1f} ns per round", flush=True)
     clocks.stop(prov)
@@ -149,7 +165,7 @@ def measure(out: str, argv: list) -> dict:
     return rec
 
 
-def simulate_k(spec, k: int, order: str = "rotated") -> dict:
+def simulate_k(spec, k: int, order: str = "rotated", writes: str = "line") -> dict:
     """The simulator's ns per round (slope between the two round counts, buffers warm in L2,
     both partition assignments averaged), values checked."""
     from gpusim.engine import simulate
@@ -157,7 +173,7 @@ def simulate_k(spec, k: int, order: str = "rotated") -> dict:
     flips = (False, True) if spec.l2_partitions > 1 and spec.l2_far_extra_cycles else (False,)
     cyc = []
     for s in SIM_ROUNDS:
-        m = ring(s, k, order)
+        m = ring(s, k, order, writes)
         runs = [simulate(m.kernel, m.inputs, spec, l2_warm=True, l2_flip=f) for f in flips]
         if not all(m.verify_result(x.globals) for x in runs):
             raise AssertionError(f"ring_{k} (rounds {s}): the simulator's values fail the check")
@@ -168,8 +184,8 @@ def simulate_k(spec, k: int, order: str = "rotated") -> dict:
 
 def _simulated(spec, rec) -> dict:
     res = {}
-    for key, k, order in EXPERIMENTS:
-        res[key] = simulate_k(spec, k, order)
+    for key, k, order, writes in EXPERIMENTS:
+        res[key] = simulate_k(spec, k, order, writes)
         g = rec.get("results", {}).get(key, {}).get("per_op_s")
         print(f"ring_{key:8s}: simulated {res[key]['per_op_s'] * 1e9:7.1f} ns per round"
               + (f"   GPU {g * 1e9:7.1f}" if g else ""), flush=True)
