@@ -489,8 +489,8 @@ def measure(out: str, argv: list) -> dict:
                   f"{s['lag_ns_median']:5.0f} p90 {s['lag_ns_p90']:5.0f}  first "
                   f"{s['first_seen_ns_median']:5.0f} last {s['last_seen_ns_median']:5.0f}  "
                   f"store spread {s['store_spread_ns_median']:5.0f}  seen->stored "
-                  f"{s['seen_to_store_ns_median']:4.0f}  poll {s['poll_ns_mean']:4.0f} ns  polls/group "
-                  f"{s['polls_per_group_round']:.2f}  last writers on "
+                  f"{s['seen_to_store_ns_median']:4.0f}  poll {s['poll_ns_mean']:4.0f} ns  "
+                  f"polls/group {s['polls_per_group_round']:.2f}  last writers on "
                   f"{s['last_writer_sms_distinct']} SMs", flush=True)
     clocks.stop(prov)
     rec["timing_s"] = time.time() - t0

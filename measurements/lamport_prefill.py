@@ -55,7 +55,7 @@ def redirect_stores(kernel, buffer: str = "hseq", sink: str = "hsink"):
     size (role ``out``); everything else unchanged."""
     import dataclasses
 
-    from kernels_ir.ir import Instr, Loop, MemRef, Op, While, If
+    from kernels_ir.ir import If, Instr, Loop, MemRef, Op, While
     from kernels_ir.verify import verify
 
     old = next(b for b in kernel.buffers if b.name == buffer)
@@ -107,13 +107,17 @@ def _gpu_pair(runner, prog, spec) -> dict:
     """Per-step time of ``prog`` normal and prefilled (GPU)."""
     import numpy as np
 
-    from gpusim.backends.cupy_backend import (_short_program, _summary, _time_launch,
-                                              launch_checked)
+    from gpusim.backends.cupy_backend import (
+        _short_program,
+        _summary,
+        _time_launch,
+        launch_program_checked,
+    )
     cp = runner.cp
     progs = {"long": prog, "short": _short_program(prog, SHORT_STEPS, spec)}
     comps, bufs, pristine, filled = {}, {}, {}, {}
     for k, p in progs.items():
-        comps[k], bufs[k], out, _ = launch_checked(runner, p)
+        comps[k], bufs[k], out, _ = launch_program_checked(runner, p)
         pristine[k] = cp.asarray(p.inputs["hseq"])
         filled[k] = cp.asarray(out["hseq"])
         if np.any(out["hseq"].view(np.int32) == np.int32(-2 ** 31)):

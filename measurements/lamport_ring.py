@@ -21,7 +21,6 @@ kernel does; and both again with every line written by 4 SMs, one sector each (`
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time

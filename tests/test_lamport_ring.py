@@ -47,7 +47,7 @@ def test_record_and_the_readme():
     flat = text.replace("\n  ", " ")
     labels = {"132_same": "same order, as the kernel's staging does: ",
               "132_sec": "at k = 132: rotated ", "132_same_sec": "same order "}
-    for key, k, order, writes in lr.EXPERIMENTS:
+    for key, k, _order, writes in lr.EXPERIMENTS:
         g, s = rec["results"][key]["per_op_s"] * 1e9, sim[key]["per_op_s"] * 1e9
         label = labels.get(key, f"{k}: ")
         assert f"{label}{round(g)} / {round(s)}" in flat, key

@@ -207,11 +207,12 @@ def _short_program(program, steps: int, spec):
                             n_ctas=program.kernel.grid)
 
 
-def launch_checked(runner: Runner, program, tolerance: float = VALUE_TOLERANCE):
+def launch_program_checked(runner: Runner, program, tolerance: float = VALUE_TOLERANCE):
     """Compile a persistent :class:`RNNProgram` (co-resident grid checked), launch it once on its
     own inputs and check its values against the float64 reference: ``(compiled, device
     buffers, host copies of the buffers, max_rel_err)``; wrong values raise
-    :class:`InputError`."""
+    :class:`InputError`. (Microbenchmarks, checked by their own ``verify_result``, use
+    ``measurements/probe.py``'s ``launch_checked``.)"""
     cp = runner.cp
     comp = runner.compile(program.kernel)
     runner.check_grid(comp)
@@ -246,7 +247,7 @@ def run_program(program, *, repeats: int = 10, warmup: int = 2, seed: int = 0,
     Ts = short_steps if short_steps is not None else max(1, T // 8)
     if not 1 <= Ts < T:
         raise InputError(f"short_steps={Ts} must be in 1..{T - 1}")
-    comp, bufs, _, err = launch_checked(runner, program, tolerance)
+    comp, bufs, _, err = launch_program_checked(runner, program, tolerance)
     short = _short_program(program, Ts, spec)
     comp_s = runner.compile(short.kernel)
     runner.check_grid(comp_s)
