@@ -7,6 +7,12 @@ lane ``l`` of warp ``w`` holds the pair ``(values[w, s, l], cols[w, s, l])``; th
 ``h[cols]`` from shared memory (layout ``[N][B]``, batch-interleaved), multiplies, accumulates
 per lane and reduces the row over the warp with shuffles.
 
+Gated cells (``gates`` > 1: GRU 3, LSTM 4): ``U`` has ``gates * N`` rows, gate ``g`` of unit ``u``
+being row ``g * N + u``. The gate rows of a unit are dealt together, to the same warp, as
+``gates`` consecutive row-slots ``j * gates + g``: the warp reduces each gate's dot product as a
+row and combines them in its epilogue, so the cell state never leaves the warp that owns the
+unit and only h is exchanged.
+
 Why rows are sorted: the instruction stream is the same for all warps, so ``slots[j]`` must cover
 the longest row of row-slot ``j`` over all warps. Dealing rows in order of decreasing nonzero
 count makes each row-slot hold rows of similar length (least padding); the snake order (direction
@@ -54,6 +60,7 @@ class Mapping:
     dense: bool
     layout: str
     positions: np.ndarray | None = None  # int32 (n_cols,): where h[c] lives in h_s / hseq
+    gates: int = 1        # gate rows per unit: row-slots j * gates .. j * gates + gates - 1
 
     @property
     def h_positions(self) -> np.ndarray:
@@ -164,6 +171,33 @@ def _deal(nnz: np.ndarray, n_warps: int):
     return order, row_ids, tuple(K)
 
 
+def _deal_units(nnz: np.ndarray, n_warps: int, gates: int):
+    """:func:`_deal` for a gated cell: units (not rows) sorted by their gate rows' total nonzeros
+    (descending, stable) and dealt in snake order; unit group ``j`` fills row-slots
+    ``j * gates + g`` (row ``g * N + u``) of the same warps.
+
+    Returns ``(order, row_ids, K, counts)``: ``order`` lists the rows row-slot by row-slot in
+    dealing order, ``counts[jj]`` how many rows row-slot ``jj`` holds.
+    """
+    n = nnz.size // gates
+    per_gate = nnz.reshape(gates, n)
+    units = np.argsort(-per_gate.sum(axis=0), kind="stable")
+    Ru = math.ceil(n / n_warps)
+    row_ids = np.full((n_warps, Ru * gates), -1, dtype=np.int32)
+    order, K, counts = [], [], []
+    for j in range(Ru):
+        grp = units[j * n_warps:(j + 1) * n_warps]
+        w = np.arange(grp.size)
+        w = w if j % 2 == 0 else n_warps - 1 - w
+        for g in range(gates):
+            rows = g * n + grp
+            row_ids[w, j * gates + g] = rows
+            order.append(rows)
+            counts.append(grp.size)
+            K.append(max(1, -(-int(per_gate[g, grp].max()) // WARP)))
+    return np.concatenate(order), row_ids, tuple(K), tuple(counts)
+
+
 def _fill_padding_columns(cols: np.ndarray, pad: np.ndarray) -> None:
     """Give every padding lane a column that adds no wavefront (in place).
 
@@ -242,7 +276,7 @@ def _layout_indices(csr: sp.csr_matrix, ks: np.ndarray, layout, batch: int, wide
 
 def map_matrix(U, *, n_ctas: int, warps_per_cta: int, batch: int, wide_loads: bool,
                layout: str | Callable = "naive", seed: int = 0, dense: bool = False,
-               owner_order: bool = True) -> Mapping:
+               owner_order: bool = True, gates: int = 1) -> Mapping:
     """Map ``U`` (n_rows x n_cols; scipy.sparse or ndarray) onto ``n_ctas x warps_per_cta`` warps.
 
     ``layout`` is a name from :data:`kernels_ir.layouts.LAYOUTS` or a hook
@@ -257,22 +291,33 @@ def map_matrix(U, *, n_ctas: int, warps_per_cta: int, batch: int, wide_loads: bo
     SM only: on an H100, sectors written by two SMs while 132 SMs poll them cost about 0.7 us
     more per exchange (measurements/h100/lamport_probe.json). With ``owner_order=False`` h keeps
     the units' natural order (rows are snake-dealt, so neighbouring units live on different SMs).
+
+    ``gates`` (1, or 3/4 for GRU/LSTM): ``U`` is ``gates * N x N`` and the gate rows of a unit
+    are dealt to one warp as consecutive row-slots (module docstring); the owner order is that
+    of the units.
     """
     n_ctas = _positive("n_ctas", n_ctas)
     warps_per_cta = _positive("warps_per_cta", warps_per_cta)
+    gates = _positive("gates", gates)
     access_pattern(batch, wide_loads)
     n_warps = n_ctas * warps_per_cta
     M = _as_csr(U, dense)
     n_rows, n_cols = M.shape
     if n_rows < 1 or n_cols < 1:
         raise InputError(f"U has shape {M.shape}; both sides must be at least 1")
+    if gates > 1 and n_rows != gates * n_cols:
+        raise InputError(f"U has shape {M.shape}; gates={gates} needs ({gates}*N, N) = "
+                         f"({gates * n_cols}, {n_cols})")
 
     if dense:
         name = layout if isinstance(layout, str) else getattr(layout, "name", "custom")
         if name != "naive":
             raise InputError(f"layout={name!r} is not available for dense tiles; accepted: naive")
         k = math.ceil(n_cols / WARP)
-        order, row_ids, K = _deal(np.full(n_rows, n_cols), n_warps)
+        if gates > 1:
+            _, row_ids, K, _ = _deal_units(np.full(n_rows, n_cols), n_warps, gates)
+        else:
+            order, row_ids, K = _deal(np.full(n_rows, n_cols), n_warps)
         S = sum(K)
         grid = np.arange(k * WARP).reshape(k, WARP)
         valid = grid < n_cols
@@ -290,10 +335,10 @@ def map_matrix(U, *, n_ctas: int, warps_per_cta: int, batch: int, wide_loads: bo
             values[w, sl] = tile.reshape(rows.size, k, WARP)
         _fill_padding_columns(cols, pad)
         return _freeze(Mapping(n_rows, n_cols, n_ctas, warps_per_cta, len(K), K, row_ids,
-                               values, cols, pad, True, "naive"))
+                               values, cols, pad, True, "naive", gates=gates))
 
     hook, name = _hook(layout)
-    return _place(_deal_sparse(M, n_ctas, warps_per_cta, owner_order), hook, name, batch,
+    return _place(_deal_sparse(M, n_ctas, warps_per_cta, owner_order, gates), hook, name, batch,
                   wide_loads, seed)
 
 
@@ -341,20 +386,28 @@ class _Dealt:
     ks: np.ndarray                 # row-slot's K of every row, in `order`
     positions: np.ndarray | None
     Ms: sp.csr_matrix              # the rows in `order`, columns as h positions, sorted
+    counts: tuple[int, ...]        # rows of every row-slot (consecutive in `order`)
+    reverse: tuple[bool, ...]      # row-slot dealt from the last warp down (snake order)
+    gates: int
 
 
 def _deal_sparse(M: sp.csr_matrix, n_ctas: int, warps_per_cta: int,
-                 owner_order: bool) -> _Dealt:
+                 owner_order: bool, gates: int = 1) -> _Dealt:
     n_warps = n_ctas * warps_per_cta
     n_rows, n_cols = M.shape
     nnz = np.diff(M.indptr)
-    order, row_ids, K = _deal(nnz, n_warps)
-    R = len(K)
+    if gates > 1:
+        order, row_ids, K, counts = _deal_units(nnz, n_warps, gates)
+    else:
+        order, row_ids, K = _deal(nnz, n_warps)
+        counts = tuple(min(n_warps, n_rows - j * n_warps) for j in range(len(K)))
+    reverse = tuple((j // gates) % 2 == 1 for j in range(len(K)))
     # row-slot of every row, in `order`
-    ks = np.repeat(np.asarray(K), [min(n_warps, n_rows - j * n_warps) for j in range(R)])
+    ks = np.repeat(np.asarray(K), counts)
     positions = None
-    if owner_order and n_rows == n_cols:
-        owned = row_ids.reshape(-1)              # warp-major = CTA by CTA
+    if owner_order and n_rows == gates * n_cols:
+        # warp-major = CTA by CTA; a gated cell's units are its gate-0 rows
+        owned = row_ids[:, ::gates].reshape(-1)
         owned = owned[owned >= 0]
         positions = np.empty(n_cols, dtype=np.int32)
         positions[owned] = np.arange(owned.size, dtype=np.int32)
@@ -363,7 +416,8 @@ def _deal_sparse(M: sp.csr_matrix, n_ctas: int, warps_per_cta: int,
     for a in (row_ids, ks, positions):           # shared by every layout's Mapping
         if a is not None:
             a.setflags(write=False)
-    return _Dealt(n_rows, n_cols, n_ctas, warps_per_cta, row_ids, K, ks, positions, M[order])
+    return _Dealt(n_rows, n_cols, n_ctas, warps_per_cta, row_ids, K, ks, positions, M[order],
+                  counts, reverse, gates)
 
 
 def _place(dealt: _Dealt, hook: Callable, name: str, batch: int, wide_loads: bool,
@@ -382,11 +436,12 @@ def _place(dealt: _Dealt, hook: Callable, name: str, batch: int, wide_loads: boo
     data = np.append(Ms.data, 0).astype(np.float32)
     start = 0
     for j in range(R):
-        lo, hi = j * n_warps, min(n_rows, (j + 1) * n_warps)
+        lo = sum(dealt.counts[:j])
+        hi = lo + dealt.counts[j]
         block = idx[start:start + (hi - lo) * K[j]].reshape(hi - lo, K[j], WARP)
         start += (hi - lo) * K[j]
         w = np.arange(hi - lo)
-        w = w if j % 2 == 0 else n_warps - 1 - w
+        w = n_warps - 1 - w if dealt.reverse[j] else w
         real = block >= 0
         glob = np.where(real, Ms.indptr[lo:hi, None, None] + block, Ms.nnz)  # nnz: sentinel
         sl = slice(sum(K[:j]), sum(K[:j + 1]))
@@ -395,7 +450,8 @@ def _place(dealt: _Dealt, hook: Callable, name: str, batch: int, wide_loads: boo
         pad[w, sl] = ~real
     _fill_padding_columns(cols, pad)
     return _freeze(Mapping(n_rows, dealt.n_cols, dealt.n_ctas, dealt.warps_per_cta, R, K,
-                           dealt.row_ids, values, cols, pad, False, str(name), dealt.positions))
+                           dealt.row_ids, values, cols, pad, False, str(name), dealt.positions,
+                           dealt.gates))
 
 
 def _freeze(m: Mapping) -> Mapping:
