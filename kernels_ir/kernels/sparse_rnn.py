@@ -45,6 +45,7 @@ from ._program import LayerProgram
 
 SENTINEL_BITS = np.int32(-(1 << 31))  # 0x80000000, the bit pattern of -0.0f
 SYNCS = ("lamport", "barrier")
+CELLS = {"rnn": 1, "gru": 3, "lstm": 4}  # gate rows per unit (models.sparse.GATES)
 DEFAULT_THREADS = 256
 WARP = 32
 
@@ -133,9 +134,9 @@ def build_dense_rnn(layer, spec, *, sync: str = "lamport", wide_loads: bool = Tr
 def _check_variant(layer, spec, sync, threads_per_cta) -> None:
     if sync not in SYNCS:
         raise InputError(f"sync={sync!r} is not supported; accepted: {', '.join(SYNCS)}")
-    if getattr(layer, "cell", "rnn") != "rnn":
-        raise InputError(f"cell={layer.cell!r}: the persistent kernels are built for the vanilla "
-                         f"RNN cell (rnn); gru and lstm are modelled analytically only")
+    cell = getattr(layer, "cell", "rnn")
+    if cell not in CELLS:
+        raise InputError(f"cell={cell!r} is not supported; accepted: {', '.join(CELLS)}")
     if threads_per_cta % WARP or not WARP <= threads_per_cta <= spec.max_threads_per_cta:
         raise InputError(f"threads_per_cta={threads_per_cta} must be a multiple of 32 in "
                          f"32..{spec.max_threads_per_cta}")
@@ -144,33 +145,41 @@ def _check_variant(layer, spec, sync, threads_per_cta) -> None:
 def _build(layer, spec, *, sync, wide_loads, layout, threads_per_cta, seed, dense,
            n_ctas) -> RNNProgram:
     _check_variant(layer, spec, sync, threads_per_cta)
+    cell = getattr(layer, "cell", "rnn")
+    gates = CELLS[cell]
     n, b, steps = layer.hidden, layer.batch, layer.timesteps
     loads = access_pattern(b, wide_loads)
     n_ctas = spec.sm_count if n_ctas is None else int(n_ctas)
     wpc = threads_per_cta // WARP
-    mapping = map_matrix(layer.U, n_ctas=n_ctas, warps_per_cta=wpc, batch=b,
-                         wide_loads=wide_loads, layout=layout, seed=seed, dense=dense)
+    if gates == 1:
+        mapping = map_matrix(layer.U, n_ctas=n_ctas, warps_per_cta=wpc, batch=b,
+                             wide_loads=wide_loads, layout=layout, seed=seed, dense=dense)
+    else:
+        mapping = map_matrix(layer.U, n_ctas=n_ctas, warps_per_cta=wpc, batch=b,
+                             wide_loads=wide_loads, layout=layout, seed=seed, dense=dense,
+                             gates=gates)
     n_warps, S, R = mapping.n_warps, mapping.total_slots, mapping.rows_per_warp
     nb = n * b
     slot = -(-nb // 4) * 4  # 128-bit staging chunks
     hs_words = max(slot, WARP * max(mapping.slots) * b) if dense else slot
     _check_capacity(spec, n=n, b=b, S=S, R=R, dense=dense, threads=threads_per_cta,
-                    smem_bytes=4 * hs_words, density=layer.U.nnz / max(1, n * n), sync=sync,
-                    group=min(STAGE_GROUP, -(-slot // (4 * threads_per_cta))),
-                    dense_tail=hs_words > slot)
+                    smem_bytes=4 * hs_words, density=layer.U.nnz / max(1, gates * n * n),
+                    sync=sync, group=min(STAGE_GROUP, -(-slot // (4 * threads_per_cta))),
+                    dense_tail=hs_words > slot, cell=cell)
 
     depth = _prefetch_depth(spec, b=b, S=S, R=R, dense=dense, threads=threads_per_cta,
                             sync=sync, group=min(STAGE_GROUP, -(-slot // (4 * threads_per_cta))),
-                            dense_tail=hs_words > slot, loads_per_slot=len(loads))
-    name = f"{'dense' if dense else 'sparse'}_rnn_{sync}_{'wide' if wide_loads else 'scalar'}"
+                            dense_tail=hs_words > slot, loads_per_slot=len(loads), cell=cell)
+    name = f"{'dense' if dense else 'sparse'}_{cell}_{sync}_{'wide' if wide_loads else 'scalar'}"
+    extra_meta = {} if gates == 1 else {"cell": cell}
     bld = Builder(name, grid=n_ctas, block=threads_per_cta, hidden=n, batch=b, timesteps=steps,
                   sync=sync, wide_loads=wide_loads, layout=mapping.layout, dense=dense,
                   nnz=int(layer.U.nnz), slots=S, rows_per_warp=R, prefetch=depth,
-                  h_order="owner" if mapping.positions is not None else "natural")
+                  h_order="owner" if mapping.positions is not None else "natural", **extra_meta)
     g_w = bld.global_buffer("w_vals", F32, n_warps * S * WARP)
     g_c = None if dense else bld.global_buffer("w_cols", I32, n_warps * S * WARP)
     g_rows = bld.global_buffer("row_ids", I32, n_warps * R)
-    g_x = bld.global_buffer("x_proj", F32, steps * nb)
+    g_x = bld.global_buffer("x_proj", F32, steps * gates * nb)
     g_h = bld.global_buffer("hseq", F32, (steps + 1) * slot, role="inout")
     g_cnt = bld.global_buffer("counter", I32, 1, role="inout") if sync == "barrier" else None
     h_s = bld.shared("h_s", F32, hs_words)
@@ -218,8 +227,15 @@ def _build(layer, spec, *, sync, wide_loads, layout, threads_per_cta, seed, dens
     xv = bld.reg(F32, "xv", R)
     val = bld.reg(F32, "val")
     sh = bld.reg(F32, "sh", b)
+    gv = cst = None
+    if gates > 1:
+        gv = bld.reg(F32, "gate", gates)                   # the unit's gate pre-activations
+        if cell == "lstm":
+            cst = bld.reg(F32, "cst", R // gates)          # cell state c of each unit (c0 = 0)
+            for u in range(R // gates):
+                bld.mov(0.0, dst=cst[u])
     with bld.loop("t", 0, steps, kind="time") as t:
-        xoff = bld.imul(t, nb, dst=bld.reg(I32, "xoff"))
+        xoff = bld.imul(t, gates * nb, dst=bld.reg(I32, "xoff"))
         for j in range(R):                                 # prefetch x_t for the rows
             bld.iadd(xoff, xaddr[j], dst=tmp)
             bld.ldg(g_x, tmp, dst=xv[j])
@@ -256,6 +272,15 @@ def _build(layer, spec, *, sync, wide_loads, layout, threads_per_cta, seed, dens
                     bld.shfl_xor(acc[k], m, dst=sh[k])
                 for k in range(b):
                     bld.fadd(acc[k], sh[k], dst=acc[k])
+            if gates > 1:                                  # gate j % gates of the unit
+                g = j % gates
+                bld.mov(acc[0], dst=gv[g])
+                for k in range(1, b):
+                    bld.sel(pick[k], acc[k], gv[g], dst=gv[g])
+                if g == gates - 1:
+                    _cell_epilogue(bld, cell, j - g, gv, xv, cst, val, mine, xaddr, hoff, tmp,
+                                   h_s, g_h)
+                continue
             bld.mov(acc[0], dst=val)
             for k in range(1, b):
                 bld.sel(pick[k], acc[k], val, dst=val)
@@ -276,6 +301,43 @@ def _build(layer, spec, *, sync, wide_loads, layout, threads_per_cta, seed, dens
     variant = {"sync": sync, "wide_loads": bool(wide_loads), "layout": mapping.layout,
                "dense": dense, "threads_per_cta": threads_per_cta}
     return RNNProgram(kernel, inputs, mapping, layer, variant, slot)
+
+
+def _cell_epilogue(bld, cell, j0, gv, xv, cst, val, mine, xaddr, hoff, tmp, h_s, g_h) -> None:
+    """Combine the gate pre-activations ``gv`` (``U h_{t-1}``, one per gate row, reduced and
+    selected for lane b) of the unit in row-slots ``j0 ..`` into ``h_t`` and store it (lanes
+    b < B of a real unit; see the module docstring for the forms).
+
+    LSTM (gates i, f, g, o; ``c`` in the register ``cst[j0 // 4]``): ``i, f, o = sigmoid(a +
+    x)``, ``g = tanh(a + x)``, ``c' = f c + i g``, ``h' = o tanh(c')``.
+    GRU (gates r, z, n; cuDNN form, r applied after the recurrent product): ``r, z = sigmoid(a +
+    x)``, ``n = tanh(x_n + r a_n)``, ``h' = (1 - z) n + z h = n + z (h - n)``, with ``h`` of the
+    unit read back from the staged ``h_s`` (its word is the gate-0 row's x address).
+    """
+    with bld.if_(mine[j0]):
+        if cell == "lstm":
+            c = cst[j0 // 4]
+            for g in (0, 1, 3):
+                bld.fadd(gv[g], xv[j0 + g], dst=gv[g])
+                bld.sigmoid(gv[g], dst=gv[g])
+            bld.fadd(gv[2], xv[j0 + 2], dst=gv[2])
+            bld.tanh(gv[2], dst=gv[2])
+            bld.fmul(gv[1], c, dst=c)                      # c' = f c + i g
+            bld.ffma(gv[0], gv[2], c, dst=c)
+            bld.tanh(c, dst=gv[2])
+            bld.fmul(gv[3], gv[2], dst=val)                # h' = o tanh(c')
+        else:
+            for g in (0, 1):
+                bld.fadd(gv[g], xv[j0 + g], dst=gv[g])
+                bld.sigmoid(gv[g], dst=gv[g])
+            bld.ffma(gv[0], gv[2], xv[j0 + 2], dst=gv[2])  # n = tanh(x_n + r a_n)
+            bld.tanh(gv[2], dst=gv[2])
+            bld.lds(h_s, xaddr[j0], dst=gv[0])             # h_{t-1} of (unit, b)
+            bld.fsub(gv[0], gv[2], dst=gv[0])
+            bld.ffma(gv[1], gv[0], gv[2], dst=val)         # h' = n + z (h - n)
+        bld.fadd(val, 0.0, dst=val)                        # -0.0 -> +0.0 (never the sentinel)
+        bld.iadd(hoff, xaddr[j0], dst=tmp)
+        bld.stg(g_h, tmp, val)
 
 
 STAGE_GROUP = 4  # 128-bit chunks a thread loads back to back before it checks them
@@ -394,10 +456,17 @@ def _inputs(mapping: Mapping, layer, slot: int, sync: str, dense: bool) -> dict:
     rows = np.asarray(mapping.row_ids)
     # every per-unit array in h's position order: the kernel's "row" is the unit's position
     x_pos = np.empty_like(np.asarray(layer.x_proj, dtype=np.float32))
-    x_pos[:, pos] = layer.x_proj
+    if mapping.gates == 1:
+        x_pos[:, pos] = layer.x_proj
+        row_pos = np.where(rows >= 0, pos[np.maximum(rows, 0)], -1)
+    else:   # row g * N + u of a gated cell: gate g of the unit at position pos[u]
+        gate_pos = (np.arange(mapping.gates)[:, None] * n + pos[None, :]).reshape(-1)
+        x_pos[:, gate_pos] = layer.x_proj
+        r = np.maximum(rows, 0)
+        row_pos = np.where(rows >= 0, gate_pos[r], -1)
     inputs = {
         "w_vals": np.ascontiguousarray(mapping.values, dtype=np.float32).reshape(-1),
-        "row_ids": np.where(rows >= 0, pos[np.maximum(rows, 0)], -1).astype(np.int32).reshape(-1),
+        "row_ids": row_pos.astype(np.int32).reshape(-1),
         "x_proj": np.ascontiguousarray(x_pos).reshape(-1),
     }
     if not dense:
@@ -423,12 +492,24 @@ DENSE_REGS = 3            # lane_addr and the zero-fill loop's two (dense tiles)
 FIXED_REGS = 4 * STAGE_GROUP + SCALAR_REGS + BARRIER_REGS
 
 
+def cell_registers(cell: str, R: int) -> int:
+    """Registers a gated cell's epilogue adds to the kernel (``R`` row-slots, ``gates`` per
+    unit): the unit's gate values, and for the LSTM the cell state of each unit the warp owns
+    (it stays in the registers for the whole launch); the vanilla cell adds none."""
+    gates = CELLS[cell]
+    if gates == 1:
+        return 0
+    return gates + (R // gates if cell == "lstm" else 0)
+
+
 def registers_needed(S: int, R: int, b: int, dense: bool, *, sync: str = "barrier",
-                     group: int = STAGE_GROUP, dense_tail: bool = True, prefetch: int = 1) -> int:
+                     group: int = STAGE_GROUP, dense_tail: bool = True, prefetch: int = 1,
+                     cell: str = "rnn") -> int:
     """32-bit registers per thread the kernel above declares (predicates excluded: the hardware
     keeps them in its predicate registers): w[S] and (sparse) c[S], rid/xaddr/xv per row,
     acc/hv/sh per batch column, the staging group's chunks (4 per chunk), the scalars, and the
-    variant's extras, and ``prefetch - 1`` more B-word sets of shared-load results in flight
+    variant's extras, a gated cell's (:func:`cell_registers`; ``R`` counts every gate row),
+    and ``prefetch - 1`` more B-word sets of shared-load results in flight
     (:func:`_prefetch_depth`; the capacity limit counts ``prefetch = 1``: prefetching only uses
     registers a layer leaves over). Exact for the IR (a test compares it with every built
     kernel).
@@ -439,7 +520,7 @@ def registers_needed(S: int, R: int, b: int, dense: bool, *, sync: str = "barrie
     extra = (BARRIER_REGS if sync == "barrier" else 0) + \
         ((DENSE_REGS if dense_tail else 1) if dense else 0)
     return S * (1 if dense else 2) + REGS_PER_ROW * R + REGS_PER_BATCH * b + 4 * group + \
-        SCALAR_REGS + extra + (prefetch - 1) * b
+        SCALAR_REGS + extra + (prefetch - 1) * b + cell_registers(cell, R)
 
 
 def dense_reuse_registers(R: int, kmax: int, b: int) -> int:
@@ -462,7 +543,8 @@ def counted_registers(program: RNNProgram, prefetch: int | None = None) -> int:
     return registers_needed(m.total_slots, m.rows_per_warp, b, m.dense, sync=meta["sync"],
                             group=min(STAGE_GROUP, -(-slot // (4 * k.block))),
                             dense_tail=hs_words > slot,
-                            prefetch=meta["prefetch"] if prefetch is None else prefetch)
+                            prefetch=meta["prefetch"] if prefetch is None else prefetch,
+                            cell=meta.get("cell", "rnn"))
 
 
 # Registers ptxas allocates beyond the kernel's count at prefetch depth 1 (registers_needed;
@@ -495,14 +577,14 @@ def ptxas_extra_regs(arch: str, dense: bool, b: int) -> int:
 
 def ptxas_registers(S: int, R: int, b: int, dense: bool, *, arch: str, kmax: int | None = None,
                     sync: str = "barrier", group: int = STAGE_GROUP,
-                    dense_tail: bool = True) -> int:
+                    dense_tail: bool = True, cell: str = "rnn") -> int:
     """Registers per thread ptxas is expected to need at most, at prefetch depth 1: the
     kernel's count, plus (dense, ``R >= 2``) :func:`dense_reuse_registers`, plus
     :func:`ptxas_extra_regs`. The layer compiles without spills when this is within the
     per-thread limit (the builder refuses it otherwise; ``models.capacity`` counts the same)."""
     reuse = dense_reuse_registers(R, S // max(1, R) if kmax is None else kmax, b) if dense else 0
-    return registers_needed(S, R, b, dense, sync=sync, group=group, dense_tail=dense_tail) + \
-        reuse + ptxas_extra_regs(arch, dense, b)
+    return registers_needed(S, R, b, dense, sync=sync, group=group, dense_tail=dense_tail,
+                            cell=cell) + reuse + ptxas_extra_regs(arch, dense, b)
 
 
 PREFETCH_LOADS = 8  # shared loads a warp keeps in flight ahead of their FMAs (ptxas: 7-10)
@@ -510,7 +592,7 @@ PREFETCH_MARGIN = 16  # registers left to ptxas' own address arithmetic before p
 
 
 def _prefetch_depth(spec, *, b, S, R, dense, threads, sync, group, dense_tail,
-                    loads_per_slot) -> int:
+                    loads_per_slot, cell="rnn") -> int:
     """Slots whose shared loads are issued before the first of their FMAs: up to
     :data:`PREFETCH_LOADS` loads, as far as the registers left over allow (B per slot). This
     is the order the simulator issues; ptxas pipelines the loads on its own and allocates the
@@ -519,17 +601,20 @@ def _prefetch_depth(spec, *, b, S, R, dense, threads, sync, group, dense_tail,
     want = max(1, PREFETCH_LOADS // loads_per_slot)
     cap = min(spec.max_regs_per_thread, spec.regs_per_sm // threads)
     spare = cap - PREFETCH_MARGIN - registers_needed(S, R, b, dense, sync=sync, group=group,
-                                                     dense_tail=dense_tail)
+                                                     dense_tail=dense_tail, cell=cell)
     return int(max(1, min(want, 1 + spare // b)))
 
 
 def _check_capacity(spec, *, n, b, S, R, dense, threads, smem_bytes, density, sync, group,
-                    dense_tail) -> None:
-    regs = registers_needed(S, R, b, dense, sync=sync, group=group, dense_tail=dense_tail)
+                    dense_tail, cell="rnn") -> None:
+    regs = registers_needed(S, R, b, dense, sync=sync, group=group, dense_tail=dense_tail,
+                            cell=cell)
     need = ptxas_registers(S, R, b, dense, arch=spec.arch, sync=sync, group=group,
-                           dense_tail=dense_tail)
+                           dense_tail=dense_tail, cell=cell)
     per_thread_cap = min(spec.max_regs_per_thread, spec.regs_per_sm // threads)
     kind = "dense" if dense else f"density {density:.3g}"
+    if cell != "rnn":
+        kind = f"{cell}, {kind}"
     if regs > per_thread_cap:
         raise CapacityError(
             f"hidden={n} ({kind}, batch {b}) does not fit in the registers: {S} weight slots per "

@@ -14,6 +14,7 @@ from gpusim.specs import load_spec
 from kernels_ir.kernels.sparse_rnn import build_dense_rnn, build_sparse_rnn, make_layer
 
 V100 = load_spec("v100")
+H100 = load_spec("h100")
 TOL = 1e-5  # fp32 accumulation over <= a few hundred terms, relative to the step's scale
 
 
@@ -76,4 +77,44 @@ def test_random_configurations(hidden, batch, density, steps, sms, sync, wide, s
     wide = wide and batch in (1, 2, 4, 8)  # wide loads cover B = 1, 2, 4, 8 only
     prog = build_sparse_rnn(make_layer(hidden, batch, density, steps, seed), spec, sync=sync,
                             wide_loads=wide)
+    _check(prog, spec)
+
+
+# gated cells: the gate rows of a unit in one warp, the cell update in its epilogue; the values
+# against models.reference.lstm_reference / gru_reference (program.reference() picks the cell's)
+@pytest.mark.parametrize("cell", ["lstm", "gru"])
+@pytest.mark.parametrize("sync", ["lamport", "barrier"])
+@pytest.mark.parametrize("wide,batch", [(True, 4), (False, 2)])
+def test_gated_sparse_cells_match_reference(cell, sync, wide, batch):
+    spec = dataclasses.replace(V100, sm_count=3)
+    prog = build_sparse_rnn(make_layer(100, batch, 0.1, 3, seed=7, cell=cell), spec, sync=sync,
+                            wide_loads=wide)
+    assert prog.kernel.name.startswith(f"sparse_{cell}_")
+    _check(prog, spec)
+
+
+@pytest.mark.parametrize("cell", ["lstm", "gru"])
+@pytest.mark.parametrize("sync", ["lamport", "barrier"])
+def test_gated_dense_cells_match_reference(cell, sync):
+    spec = dataclasses.replace(V100, sm_count=2)
+    prog = build_dense_rnn(make_layer(64, 2, 1.0, 3, seed=4, cell=cell), spec, sync=sync)
+    _check(prog, spec)
+
+
+@pytest.mark.parametrize("cell", ["lstm", "gru"])
+def test_gated_cells_on_a_full_h100_with_padding_units(cell):
+    # 132 CTAs x 8 warps for 256 units: most warps own one unit, the rest only padding
+    prog = build_sparse_rnn(make_layer(256, 1, 0.05, 2, seed=9, cell=cell), H100)
+    _check(prog, H100)
+
+
+@settings(max_examples=8, deadline=None)
+@given(hidden=st.integers(8, 90), batch=st.sampled_from([1, 2, 3, 4]),
+       density=st.floats(0.05, 1.0), steps=st.integers(1, 3), sms=st.integers(1, 3),
+       sync=st.sampled_from(["lamport", "barrier"]), cell=st.sampled_from(["lstm", "gru"]),
+       seed=st.integers(0, 1000))
+def test_random_gated_configurations(hidden, batch, density, steps, sms, sync, cell, seed):
+    spec = dataclasses.replace(V100, sm_count=sms)
+    prog = build_sparse_rnn(make_layer(hidden, batch, density, steps, seed, cell=cell), spec,
+                            sync=sync, wide_loads=batch != 3)
     _check(prog, spec)

@@ -199,3 +199,30 @@ def test_map_matrix_layouts_equals_one_map_matrix_per_layout():
             assert np.array_equal(getattr(got, name), getattr(want, name)), name
     with pytest.raises(InputError, match="layout"):
         map_matrix_layouts(U, [("nope", False)], n_ctas=5, warps_per_cta=4, batch=4)
+
+
+@pytest.mark.parametrize("gates,dense,layout", [(3, False, "naive"), (4, False, "optimal"),
+                                                (4, True, "naive"), (3, True, "naive")])
+def test_gated_cell_deals_the_gate_rows_of_a_unit_to_one_warp(gates, dense, layout):
+    n = 50
+    U = _U(gates * n, n, 0.3, seed=gates)
+    m = map_matrix(U, n_ctas=2, warps_per_cta=4, batch=2, wide_loads=True, layout=layout,
+                   dense=dense, gates=gates)
+    assert m.gates == gates and m.rows_per_warp % gates == 0
+    ids = m.row_ids.reshape(m.n_warps, -1, gates)            # (warp, unit slot, gate)
+    real = ids[..., 0] >= 0
+    assert np.all((ids >= 0) == real[..., None])             # a unit is padding in every gate
+    np.testing.assert_array_equal(ids[real], ids[real][:, :1] + n * np.arange(gates))
+    assert sorted(ids[real][:, 0]) == list(range(n))         # every unit exactly once
+    h = np.random.default_rng(1).standard_normal((n, 2)).astype(np.float32)
+    np.testing.assert_allclose(apply_mapping(m, h), U.toarray().astype(np.float64) @ h,
+                               rtol=1e-5, atol=1e-5)
+    if not dense:   # h in the owners' order: the units of warp 0, then warp 1, ...
+        owned = ids[..., 0].reshape(-1)
+        np.testing.assert_array_equal(m.h_positions[owned[owned >= 0]], np.arange(n))
+
+
+def test_gated_cell_shape_is_checked():
+    with pytest.raises(InputError, match=r"gates=4 needs \(4\*N, N\) = \(160, 40\)"):
+        map_matrix(_U(3 * 40, 40, 0.3), n_ctas=1, warps_per_cta=4, batch=2, wide_loads=True,
+                   gates=4)
