@@ -42,8 +42,9 @@ Registers as ptxas allocates them
       and may keep all ``K B`` live: ``(K - 1) B`` more (``sparse_rnn.dense_reuse_registers``;
       fp16: two per register, not measured).
 
-    The kernel builder refuses the same layers (``CapacityError`` naming ptxas). fp16 and the
-    gru / lstm cells, which the builder does not build, take the fp32 RNN's values.
+    The kernel builder refuses the same layers (``CapacityError`` naming ptxas). fp16, which
+    the builder does not build, takes the fp32 values; the gru / lstm cells take the vanilla
+    cell's measured ptxas excess (their epilogue's registers are in the count).
 Shared memory (per CTA)
     ``h`` is staged batch-interleaved ``[N][B]``, rounded up to whole 128-bit chunks: ``N * B``
     words of 4 bytes (fp32) or 2 bytes (fp16); dense tiles read up to ``32 * K`` columns, so the
@@ -119,10 +120,11 @@ def reg_limit(spec) -> int:
 
 
 def registers_per_thread(S, R, batch, *, dense: bool, dtype: str = "fp32", ptxas: bool = True,
-                         arch: str | None = None):
+                         arch: str | None = None, cell: str = "rnn"):
     """Registers per thread (array-friendly): weights + per-row + per-batch + scalar registers,
-    and with ``ptxas`` what ptxas needs beyond them on ``arch`` (see the module docstring;
-    ``arch=None``: the largest of the measured architectures).
+    a gated cell's epilogue registers (``sparse_rnn.cell_registers``: its gate values and, LSTM,
+    the cell state of each unit), and with ``ptxas`` what ptxas needs beyond them on ``arch``
+    (see the module docstring; ``arch=None``: the largest of the measured architectures).
 
     ``ptxas=False``, fp32, equals ``kernels_ir.kernels.sparse_rnn.registers_needed`` (tested).
     """
@@ -133,6 +135,9 @@ def registers_per_thread(S, R, batch, *, dense: bool, dtype: str = "fp32", ptxas
         weights = -(-S // 2) if dense else S
     counted = weights + REGS_PER_ROW * R + REGS_PER_BATCH * np.asarray(batch) + \
         FIXED_REGS + (DENSE_REGS if dense else 0)
+    if cell != "rnn":
+        gates = check_cell(cell)
+        counted = counted + gates + (R // gates if cell == "lstm" else 0)
     if not ptxas:
         return counted
     return counted + ptxas_extra(S, R, batch, dense=dense, dtype=dtype, arch=arch)
@@ -214,9 +219,22 @@ def row_slot_quantiles(hidden, rows, density, nw, rmax: int | None = None, exact
 
 def expected_slots(spec, hidden: int, density: float, cell: str = "rnn", *,
                    dense: bool = False, exact: bool = True) -> tuple[tuple[int, ...], int]:
-    """Expected ``(K_j per row-slot, R)`` of a random layer on ``spec`` (one CTA per SM)."""
-    rows = check_cell(cell) * int(hidden)
+    """Expected ``(K_j per row-slot, R)`` of a random layer on ``spec`` (one CTA per SM).
+
+    A gated cell's units are dealt with their ``gates`` rows together
+    (:func:`kernels_ir.mapping.map_matrix`): ``R = gates * ceil(N / n_warps)``, and the row-slots
+    of unit group ``j`` take the expected longest of ``N`` rows at that rank (the units are
+    sorted by their gates' total, so each gate's rows are only about as sorted)."""
+    gates = check_cell(cell)
+    rows = gates * int(hidden)
     nw = n_warps(spec)
+    if gates > 1:
+        Ru = -(-int(hidden) // nw)
+        if dense:
+            return (-(-int(hidden) // WARP),) * (gates * Ru), gates * Ru
+        longest, _, _ = row_slot_quantiles(hidden, hidden, density, nw, Ru, exact=exact)
+        K = np.maximum(1, np.ceil(longest[0] / WARP)).astype(int)
+        return tuple(int(k) for k in K for _ in range(gates)), gates * Ru
     R = -(-rows // nw)
     if dense:
         return (-(-int(hidden) // WARP),) * R, R
@@ -254,7 +272,8 @@ def fit(spec, hidden: int, batch: int, density: float, *, cell: str = "rnn", dty
     else:
         K, R = tuple(slots), len(slots)
     S = int(sum(K))
-    counted = int(registers_per_thread(S, R, batch, dense=dense, dtype=dtype, ptxas=False))
+    counted = int(registers_per_thread(S, R, batch, dense=dense, dtype=dtype, ptxas=False,
+                                       cell=cell))
     extra = int(ptxas_extra(S, R, batch, dense=dense, dtype=dtype, arch=spec.arch)) if ptxas \
         else 0
     regs = counted + extra

@@ -27,6 +27,25 @@ Each step ``t`` (``loop.time``):
 
 Padding rows (``rid = -1``) compute on zero weights and store nothing; padding slots hold zero
 weights whose columns were chosen by the mapping to add no shared-memory wavefront.
+
+Gated cells (``layer.cell``: ``"lstm"``, 4 gates i, f, g, o; ``"gru"``, 3 gates r, z, n; ``U``
+is ``gates*N x N``, gate ``g`` of unit ``u`` is row ``g*N + u``, as in
+:mod:`models.reference`). The mapping deals the gate rows of a unit to one warp as consecutive
+row-slots (:func:`kernels_ir.mapping.map_matrix`, ``gates``); each gate's dot product is reduced
+as a row above and lane b keeps its column in ``gate[g]``; after the unit's last gate the
+epilogue (lanes b < B of a real unit) computes, with ``a = U h_{t-1}`` and ``x = x_proj[t]``:
+
+- LSTM: ``i, f, o = sigmoid(a + x)``, ``g = tanh(a + x)``, ``c_t = f c_{t-1} + i g``,
+  ``h_t = o tanh(c_t)``; ``c`` (``c_0 = 0``) stays in a register of the lane for the whole
+  launch (``cst``, one per unit the warp owns), so only h is exchanged;
+- GRU, cuDNN form (the reset gate multiplies the recurrent product, the recurrent bias of n is
+  zero): ``r, z = sigmoid(a + x)``, ``n = tanh(x_n + r a_n)``,
+  ``h_t = (1 - z) n + z h_{t-1}``, computed as ``n + z (h_{t-1} - n)``; ``h_{t-1}`` of the unit
+  is read back from ``h_s``, where step 1 staged it.
+
+``x_proj`` holds ``gates*N x B`` words per step (gate g of the unit at position p at row
+``g*N + p``), ``rid`` of a gate row is that row, so its ``xaddr`` is the x address; the gate-0
+row's ``xaddr`` is also the unit's h address. The vanilla cell is ``gates = 1``.
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ import pytest
 
 from gpusim.specs import load_spec
 from kernels_ir import ptxas
+from kernels_ir.codegen_cuda import generate
 from kernels_ir.errors import CapacityError, InputError
 from kernels_ir.kernels.sparse_rnn import build_dense_rnn, build_sparse_rnn, make_layer
 
@@ -107,3 +108,29 @@ def test_dense_h1536_b4_on_the_h100_is_refused_or_does_not_spill():
         assert "ptxas" in str(exc) and "spills" in str(exc)
         return
     assert not ptxas.compile_kernel(prog.kernel, "sm_90").spills
+
+
+def _gated(cell: str, spec_name: str, dense: bool):
+    """A gated kernel near the builder's register limit on that GPU (the LSTM keeps its cell
+    state in registers: the epilogue must not push ptxas into spilling)."""
+    spec = load_spec(spec_name)
+    if dense:
+        return build_dense_rnn(make_layer(512, 4, 1.0, 2, 0, cell=cell), spec).kernel
+    hidden = {"v100": 1200, "h100": 2000}[spec_name]
+    return build_sparse_rnn(make_layer(hidden, 4, 0.1, 2, 0, cell=cell), spec,
+                            sync="lamport").kernel
+
+
+@pytest.mark.parametrize("arch,spec_name", [
+    pytest.param("sm_70", "v100", marks=needs("sm_70")),
+    pytest.param("sm_90", "h100", marks=needs("sm_90")),
+])
+@pytest.mark.parametrize("cell", ["lstm", "gru"])
+@pytest.mark.parametrize("dense", [False, True])
+def test_gated_cells_compile_without_spills(arch, spec_name, cell, dense):
+    k = _gated(cell, spec_name, dense)
+    assert k.name.startswith(f"{'dense' if dense else 'sparse'}_{cell}_")
+    code = generate(k).code                        # the epilogue: sigmoid gates and tanh
+    assert "expf(" in code and "tanhf(" in code
+    r = ptxas.compile_kernel(k, arch)
+    assert r.registers <= 255 and not r.spills and r.stack_frame == 0, r.as_dict()
