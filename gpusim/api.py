@@ -223,6 +223,7 @@ class Simulation:
     l2_transactions: dict = field(repr=False)
     wall_s: float = field(compare=False)
     result: Any = field(repr=False, compare=False)
+    cell: str = "rnn"
 
     @property
     def values_ok(self) -> bool:
@@ -248,7 +249,7 @@ class Simulation:
 def simulate(gpu="v100", hidden: int = 1152, batch: int = 4, density: float = 0.1,
              timesteps: int = 16, seed: int = 0, sync: str = "lamport", wide_loads: bool = True,
              layout: str = "naive", dense: bool = False, sample_steps: int | None = None,
-             progress: bool = False) -> Simulation:
+             progress: bool = False, cell: str = "rnn") -> Simulation:
     """Simulate the persistent RNN kernel for one layer cycle-approximately.
 
     ``gpu``: spec name, .toml path or spec; ``hidden``, ``batch``, ``density``, ``timesteps``,
@@ -256,7 +257,8 @@ def simulate(gpu="v100", hidden: int = 1152, batch: int = 4, density: float = 0.
     between steps; ``wide_loads``: one 64/128-bit shared load per nonzero; ``layout``: order of
     each row's nonzeros (naive, random, greedy, optimal); ``dense``: the dense persistent kernel
     instead. ``sample_steps``: simulate K steps in full and extrapolate the rest (None: all).
-    ``progress``: a progress bar on stderr.
+    ``progress``: a progress bar on stderr. ``cell``: rnn, gru or lstm (the values are checked
+    against :func:`models.reference.gru_reference` / ``lstm_reference``).
     """
     from gpusim.cli.common import BATCH_MAX, HIDDEN_MAX, TIMESTEPS_MAX
     from gpusim.cli.run import build_program
@@ -269,7 +271,7 @@ def simulate(gpu="v100", hidden: int = 1152, batch: int = 4, density: float = 0.
         timesteps=_int("timesteps", timesteps, 1, TIMESTEPS_MAX),
         seed=_int("seed", seed, 0), sync=_choice("sync", sync, SYNCS),
         wide_loads=bool(wide_loads), layout=_choice("layout", layout, LAYOUTS),
-        dense=bool(dense))
+        dense=bool(dense), cell=_choice("cell", cell, CELLS))
     if sample_steps is not None:
         sample_steps = _int("sample_steps", sample_steps)
     t0 = time.perf_counter()
@@ -289,7 +291,7 @@ def simulate(gpu="v100", hidden: int = 1152, batch: int = 4, density: float = 0.
         float(res.per_step_s), float(res.launch_overhead_s), int(res.steps),
         int(res.total_steps), bool(res.extrapolated), float(res.max_rel_err),
         int(res.warp_instructions), tuple(res.step_cycles), res.breakdown, res.smem_wavefronts,
-        res.bank_conflicts, res.l2_transactions, wall, res)
+        res.bank_conflicts, res.l2_transactions, wall, res, args.cell)
 
 
 # ----------------------------------------------------------------------------- capacity

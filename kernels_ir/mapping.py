@@ -343,7 +343,7 @@ def map_matrix(U, *, n_ctas: int, warps_per_cta: int, batch: int, wide_loads: bo
 
 
 def map_matrix_layouts(U, layouts, *, n_ctas: int, warps_per_cta: int, batch: int,
-                       seed: int = 0, owner_order: bool = True) -> list[Mapping]:
+                       seed: int = 0, owner_order: bool = True, gates: int = 1) -> list[Mapping]:
     """:func:`map_matrix` of one sparse ``U`` for several ``(layout, wide_loads)`` pairs.
 
     Returns the same Mappings as one ``map_matrix(U, ..., layout=layout,
@@ -353,13 +353,17 @@ def map_matrix_layouts(U, layouts, *, n_ctas: int, warps_per_cta: int, batch: in
     """
     n_ctas = _positive("n_ctas", n_ctas)
     warps_per_cta = _positive("warps_per_cta", warps_per_cta)
+    gates = _positive("gates", gates)
     pairs = [(*_hook(layout), bool(wide)) for layout, wide in layouts]
     for *_, wide in pairs:
         access_pattern(batch, wide)
     M = _as_csr(U, False)
     if M.shape[0] < 1 or M.shape[1] < 1:
         raise InputError(f"U has shape {M.shape}; both sides must be at least 1")
-    dealt = _deal_sparse(M, n_ctas, warps_per_cta, owner_order)
+    if gates > 1 and M.shape[0] != gates * M.shape[1]:
+        raise InputError(f"U has shape {M.shape}; gates={gates} needs ({gates}*N, N) = "
+                         f"({gates * M.shape[1]}, {M.shape[1]})")
+    dealt = _deal_sparse(M, n_ctas, warps_per_cta, owner_order, gates)
     return [_place(dealt, hook, name, batch, wide, seed) for hook, name, wide in pairs]
 
 

@@ -5,7 +5,9 @@ kernel that exists in the IR on the simulator (``gpusim.engine``): the sparse an
 kernels (sampled steps, extrapolated) and the CSR row-per-warp kernel, each values-checked against
 the float64 reference of the steps it simulated. Only the library baselines (cuBLAS, cuSPARSE:
 black boxes) keep their model. Every row names the engine that priced it. Layers that do not fit
-are reported with the binding limit, never with a time.
+are reported with the binding limit, never with a time. ``--cell gru|lstm`` with ``--engine sim``:
+the persistent kernels are simulated with that cell; the CSR kernel in the IR has the rnn cell
+only, so it keeps the model (which counts the cell's gate rows), and a note says so.
 """
 
 from __future__ import annotations
@@ -53,17 +55,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 PARALLEL_MIN_WORDS = 2048
 
 
-def _simulate_one(sample_steps, spec, variant, hidden, batch, density, seed):
+def _simulate_one(sample_steps, spec, variant, hidden, batch, density, seed, cell="rnn"):
     """One kernel simulated: (per_step_s, setup_s, breakdown); see :func:`simulator`."""
     from gpusim.pricing import price_program
+    from kernels_ir.errors import InputError
     from kernels_ir.kernels.csr_baseline import build_csr_baseline
     from kernels_ir.kernels.sparse_rnn import build_dense_rnn, build_sparse_rnn, make_layer
 
-    if variant.family == "baseline":   # the CSR kernel: one launch per step
+    if variant.family == "baseline":   # the CSR kernel: one launch per step (rnn cell only)
+        if cell != "rnn":
+            raise InputError(f"cell={cell!r}: the CSR kernel in the IR builds the rnn cell "
+                             f"only; accepted: rnn")
         prog = build_csr_baseline(make_layer(hidden, batch, density, 1, seed))
     else:
         layer = make_layer(hidden, batch, density if variant.sparse else 1.0,
-                           sample_steps + 2, seed)
+                           sample_steps + 2, seed, cell=cell)
         if variant.sparse:
             prog = build_sparse_rnn(layer, spec, sync=variant.sync,
                                     wide_loads=variant.wide_loads, layout=variant.layout,
@@ -91,10 +97,10 @@ def simulator(sample_steps: int, parallel: bool = True):
     parallel).
     """
 
-    def run(spec, variants, hidden, batch, density, seed):
+    def run(spec, variants, hidden, batch, density, seed, cell="rnn"):
         """{name: (per_step_s, setup_s, breakdown)}; the kernels are simulated in parallel, one
         process per core (each simulation is independent and deterministic)."""
-        jobs = [(sample_steps, spec, v, hidden, batch, density, seed) for v in variants]
+        jobs = [(sample_steps, spec, v, hidden, batch, density, seed, cell) for v in variants]
         workers = min(len(jobs), os.cpu_count() or 1) if parallel else 1
         if workers <= 1 or hidden * batch < PARALLEL_MIN_WORDS:
             return {v.name: _simulate_one(*job) for v, job in zip(variants, jobs, strict=True)}

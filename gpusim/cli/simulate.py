@@ -27,6 +27,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_layer_arguments(p)
     add_kernel_arguments(p)
     p.add_argument("--dense", action="store_true", help="the dense persistent kernel")
+    p.add_argument("--cell", choices=("rnn", "gru", "lstm"), default="rnn",
+                   help="recurrent cell (gru: 3 gates, lstm: 4 gates; the gate rows of a unit "
+                   "are computed by one warp, and only h is exchanged)")
     p.add_argument("--sample-steps", type=positive_int("sample-steps"), default=None,
                    metavar="K", help="simulate K steps in full and extrapolate the rest")
     add_output_arguments(p, plot="a per-SM timeline of the steps (stacked breakdown)",
@@ -41,7 +44,7 @@ def main(args) -> int:
     sim = simulate(args.gpu, hidden=args.hidden, batch=args.batch, density=args.density,
                    timesteps=args.timesteps, seed=args.seed, sync=args.sync,
                    wide_loads=args.wide_loads, layout=args.layout, dense=args.dense,
-                   sample_steps=args.sample_steps, progress=show_progress(args))
+                   sample_steps=args.sample_steps, progress=show_progress(args), cell=args.cell)
     res, wall = sim.result, sim.wall_s
     if args.plot:
         from gpusim.plots.timeline import plot_timeline
@@ -51,8 +54,9 @@ def main(args) -> int:
         emit_json(sim.to_dict())
         return check_values(res.max_rel_err, res.kernel)
     b = res.breakdown["total"]
+    cell = "" if args.cell == "rnn" else f" cell={args.cell}"
     print(f"{res.kernel} on {res.gpu}: N={args.hidden} B={args.batch} density={args.density} "
-          f"T={args.timesteps}, {sim.ctas} CTAs x {sim.threads_per_cta} threads")
+          f"T={args.timesteps}{cell}, {sim.ctas} CTAs x {sim.threads_per_cta} threads")
     if res.extrapolated:
         print(f"  simulated {res.steps} of {res.total_steps} steps: {res.simulated_cycles:,.0f} "
               f"cycles; extrapolated total {res.cycles:,.0f} cycles")

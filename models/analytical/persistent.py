@@ -267,7 +267,9 @@ def predict_mapping(spec, variant: str | Variant, mapping, batch: int, *, dtype:
     S = mapping.total_slots
     tw = per_rs.sum(axis=1)                           # each warp's wavefronts per step
     args = (spec, v, np.array([N]), b, K, wf_sm, wf_warp, mask, R, S, dtype)
-    shared = (shared_sectors(mapping.row_ids, mapping.positions, b, wpc)
+    # the rows whose warps store h: a gated cell's units are its gate-0 rows
+    units = mapping.row_ids[:, ::mapping.gates]
+    shared = (shared_sectors(units, mapping.positions, b, wpc)
               if v.sync == "lamport" else None)
     t, su, parts, which = _persistent_from_slots(*args, spread_wf=float(tw.max() - tw.min()),
                                                  shared=shared)

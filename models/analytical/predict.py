@@ -160,13 +160,19 @@ def predict_layer(spec, hidden: int, batch: int, density: float, *, timesteps: i
     when it has at most :data:`EXACT_NNZ_LIMIT` nonzeros (exact ``K_j`` and wavefronts from the
     layout analysis), else from the expectation. ``engine="sim"`` calls
     ``simulator(spec, variants, hidden, batch, density, seed) -> {name: (per_step_s, setup_s,
-    breakdown)}`` for every kernel of :data:`SIMULATED` that fits (fp32 RNN cells); this
-    package never imports the simulator: the CLI passes it in. Every row names the engine that
-    produced it.
+    breakdown)}`` for every kernel of :data:`SIMULATED` that fits (fp32 only: another dtype
+    with ``engine="sim"`` is refused); a gru / lstm cell is passed on as ``cell=`` for the
+    persistent kernels, while the CSR kernel (rnn cell only in the IR) keeps the model, with a
+    note. This package never imports the simulator: the CLI passes it in. Every row names the
+    engine that produced it.
     """
     _validate(hidden, batch, density, timesteps, cell, dtype, engine)
     if engine == "sim" and simulator is None:
         raise InputError("engine='sim' needs a simulator callable (see gpusim predict)")
+    if engine == "sim" and dtype != "fp32":
+        raise InputError(f"dtype={dtype!r} with engine='sim': the kernels in the IR are fp32 "
+                         f"only; accepted with engine='sim': fp32 (or engine='model' for "
+                         f"{dtype})")
     fast = predict_many(spec, hidden, batch, density, cell=cell, dtype=dtype)
     gates = cap.CELLS[cell]
     nnz_expected = gates * hidden * hidden * density
@@ -189,7 +195,7 @@ def predict_layer(spec, hidden: int, batch: int, density: float, *, timesteps: i
                 want.setdefault(_mapping_key(v), (v.layout, v.wide_loads))
         made = map_matrix_layouts(U, list(want.values()), n_ctas=spec.sm_count,
                                   warps_per_cta=cap.THREADS_PER_CTA // cap.WARP, batch=batch,
-                                  seed=seed)
+                                  seed=seed, **({} if gates == 1 else {"gates": gates}))
         mappings = dict(zip(want, made, strict=True))
     rows = []
     notes = []
@@ -223,8 +229,9 @@ def predict_layer(spec, hidden: int, batch: int, density: float, *, timesteps: i
                 bd = {k: _f(val[0]) for k, val in ex.breakdown.items()}
                 eng = "model (exact layout)"
         if ok and engine == "sim" and name in SIMULATED:
-            if cell != "rnn" or dtype != "fp32":
-                notes.append(f"the simulator builds fp32 rnn cells only: {name} from the model")
+            if cell != "rnn" and v.family != "persistent":
+                notes.append(f"{name}: the kernel in the IR has the rnn cell only; priced by the "
+                             f"model for the {cell} cell ({gates} gate rows per unit)")
             else:
                 to_simulate.append(name)
         if ok:
@@ -242,7 +249,7 @@ def predict_layer(spec, hidden: int, batch: int, density: float, *, timesteps: i
         notes.append("no sparse persistent kernel fits: the CSR baseline is priced by the model")
     if to_simulate:
         simulated = simulator(spec, [VARIANTS[n] for n in to_simulate], hidden, batch, density,
-                              seed)
+                              seed, **({} if cell == "rnn" else {"cell": cell}))
         for i, r in enumerate(rows):
             if r.name in simulated:
                 per, setup, bd = simulated[r.name]

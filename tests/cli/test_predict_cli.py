@@ -78,3 +78,27 @@ def test_engine_sim_small_layer(capsys, monkeypatch):
     rep = json.loads(out)
     engines = {k["name"]: k["engine"] for k in rep["kernels"] if k["fits"]}
     assert rc == 0 and engines["sparse-lamport"] == "sim" and engines["cublas"] == "model"
+
+
+def test_predict_sim_gated_cell_simulates_the_persistent_kernels(capsys):
+    rc, out, _ = _run(["predict", "--gpu", "v100", "--hidden", "256", "--batch", "2",
+                       "--density", "0.1", "--timesteps", "4", "--sample-steps", "1",
+                       "--engine", "sim", "--cell", "gru", "--json"], capsys)
+    assert rc == 0
+    rep = json.loads(out)
+    engines = {k["name"]: k["engine"] for k in rep["kernels"]}
+    assert rep["cell"] == "gru"
+    assert all(engines[n] == "sim" for n, v in VARIANTS.items()
+               if v.family == "persistent"), engines
+    # the CSR kernel in the IR has the rnn cell only: the model prices it, and says so
+    assert engines["csr-row-per-warp"] == "model"
+    assert "csr-row-per-warp: the kernel in the IR has the rnn cell only" in rep["note"]
+
+
+def test_api_predict_sim_refuses_fp16():
+    from gpusim.api import predict
+    from kernels_ir.errors import InputError
+
+    with pytest.raises(InputError, match=r"dtype='fp16' with engine='sim'.*accepted with "
+                                         r"engine='sim': fp32"):
+        predict("v100", hidden=256, timesteps=4, dtype="fp16", engine="sim")

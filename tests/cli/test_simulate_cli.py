@@ -37,3 +37,12 @@ def test_simulate_sample_steps_and_plot(tmp_path, capsys):
 def test_simulate_bad_input(capsys):
     assert main(["simulate", "--gpu", "x100"]) == 2
     assert "unknown GPU 'x100'" in capsys.readouterr().err
+
+
+def test_simulate_gated_cells(capsys):
+    for cell, extra in (("lstm", []), ("gru", ["--dense", "--density", "1", "--sync", "barrier"])):
+        rc = main(["simulate", "--hidden", "64", "--batch", "2", "--density", "0.2",
+                   "--timesteps", "3", "--cell", cell, *extra, "--json"])
+        out = json.loads(capsys.readouterr().out)
+        assert rc == 0 and f"_{cell}_" in out["kernel"]
+        assert out["max_rel_err"] < 1e-5 and out["cycles"] > 0
