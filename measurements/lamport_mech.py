@@ -4,7 +4,6 @@
     python measurements/lamport_mech.py --simulate measurements/h100/lamport_mech.json
     python measurements/lamport_mech.py --predict FILE     # the simulator alone, no GPU record
     python measurements/lamport_mech.py --compile-only     # nvcc sm_90: spills, SASS load order
-    python measurements/lamport_mech.py --fit-handover measurements/h100/lamport_mech.json
 
 The persistent Lamport kernels are 19-25% slower on an H100 than the simulator says, the barrier
 kernels are not. The ``lmech_*`` microbenchmarks (:mod:`kernels_ir.kernels.microbench.lamport`)
@@ -31,10 +30,9 @@ from the other L2 partition (``ltcfabric``). Files under ``--out``: ``lamport_me
 ``lamport_mech_ncu_raw.csv`` and ``order.json`` (the Nsight launch order).
 ``--simulate FILE`` adds the simulator's values (h100 spec, buffers warm in L2 as after the GPU
 runner's reset copies, both L2 partition assignments averaged) under ``"simulated"``.
-``--fit-handover FILE`` fits ``l2_sector_handover_cycles`` (:mod:`gpusim.engine.l2`): the value
-for which the simulated ``lmech_ws_8`` minus ``lmech_ws_1`` (8 SMs against one writing each
-sector) equals the measured difference (means of the two passes); the difference leaves out
-what the two share. It prints the value; write it into the spec by hand.
+The line hand-over (``l2_line_handover_cycles``, :mod:`gpusim.engine.l2`) is fitted to the IR
+ring exchange (``measurements/lamport_ring.py --fit-handover``); the ``lmech_ws`` family here is
+its check.
 """
 
 from __future__ import annotations
@@ -275,43 +273,6 @@ def _mean_passes(rec: dict, name: str) -> float:
     return sum(passes) / len(passes)
 
 
-HANDOVER_FIT = ("lmech_ws_8", "lmech_ws_1")
-
-
-def fit_handover(path: str, lo: float = 0.0, hi: float = 2000.0, tol: float = 4.0) -> dict:
-    """``l2_sector_handover_cycles`` whose simulated ``lmech_ws_8 - lmech_ws_1`` matches the
-    record (bisection; the simulated cost moves in steps of a poll pass, so the result is the
-    smallest value within ``tol`` cycles that reaches the measured difference)."""
-    import dataclasses
-
-    from gpusim.specs import load_spec
-
-    with open(path) as f:
-        rec = json.load(f)
-    many, one = HANDOVER_FIT
-    target = _mean_passes(rec, many) - _mean_passes(rec, one)
-    spec = load_spec("h100")
-    base = simulate_bench(dataclasses.replace(spec, l2_sector_handover_cycles=0), one,
-                          ENTRIES[one][2])["per_op_s"]
-
-    def diff(c: float) -> float:
-        s = dataclasses.replace(spec, l2_sector_handover_cycles=int(round(c)))
-        d = simulate_bench(s, many, ENTRIES[many][2])["per_op_s"] - base
-        print(f"  handover {int(round(c)):5d} cycles: simulated difference {d * 1e9:7.1f} ns "
-              f"(measured {target * 1e9:.1f})", flush=True)
-        return d
-
-    if diff(hi) < target:
-        raise AssertionError(f"{many} - {one}: even {hi} cycles stay below the record")
-    while hi - lo > tol:
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if diff(mid) < target else (lo, mid)
-    value = int(round(hi))
-    print(f"l2_sector_handover_cycles = {value} (measured {many} - {one} = "
-          f"{target * 1e9:.0f} ns)")
-    return {"value": value, "measured_difference_s": target, "benchmarks": list(HANDOVER_FIT)}
-
-
 def _simulated(names=None) -> dict:
     from gpusim.specs import load_spec
 
@@ -421,8 +382,6 @@ def main(argv: list | None = None) -> int:
     ap.add_argument("--simulate", metavar="FILE", help="add the simulator's values to FILE")
     ap.add_argument("--predict", metavar="FILE", help="write the simulator's values alone")
     ap.add_argument("--compile-only", action="store_true", help="nvcc sm_90 check, no GPU")
-    ap.add_argument("--fit-handover", metavar="FILE",
-                    help="fit l2_sector_handover_cycles to the lmech_ws family of FILE")
     ap.add_argument("--only", help="comma-separated benchmark names (default: all)")
     ap.add_argument("--no-ncu", action="store_true", help="skip the Nsight Compute pass")
     a = ap.parse_args(argv)
@@ -434,9 +393,6 @@ def main(argv: list | None = None) -> int:
                      f"{', '.join(ENTRIES)}")
     if a.compile_only:
         return compile_only(names=only)
-    if a.fit_handover:
-        fit_handover(a.fit_handover)
-        return 0
     if a.simulate:
         simulate_into(a.simulate, only)
     elif a.predict:

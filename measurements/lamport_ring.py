@@ -33,7 +33,12 @@ LINES = (1, 4, 12, 33, 132)
 # (key, k, order) of every experiment: the rotated curve and the same-order control at k = 132
 EXPERIMENTS = tuple((str(k), k, "rotated", "line") for k in LINES) + (
     ("132_same", 132, "same", "line"), ("132_sec", 132, "rotated", "sectors"),
-    ("132_same_sec", 132, "same", "sectors"))
+    ("132_same_sec", 132, "same", "sectors"), ("4_sec", 4, "rotated", "sectors"),
+    ("132_warps", 132, "rotated", "warps"), ("132_rows", 132, "rotated", "rows"),
+    ("4_rows", 4, "rotated", "rows"), ("132_same_rows", 132, "same", "rows")) + tuple(
+    (f"132_sec{m}", 132, "rotated", f"sectors{m}") for m in (4, 12, 32))
+WRITES = {"line": "", "sectors": "_sec", "warps": "_warps", "rows": "_rows",
+          "sectors4": "_sec4", "sectors12": "_sec12", "sectors32": "_sec32"}
 GPU_ROUNDS, SIM_ROUNDS = (64, 256), (4, 8)
 REPEATS, WARMUP = 9, 2
 
@@ -44,7 +49,15 @@ def ring(rounds: int, k: int, order: str = "rotated", writes: str = "line"):
     order, as the persistent kernel's staging does; ``"rotated"``: CTA ``c`` from ``c + 1``.
     ``writes="sectors"``: warp 0 of CTA ``c`` writes sector ``q`` of line ``c - 33 q`` (mod 132)
     instead of its own whole line, so that every line has 4 writer SMs, one per sector (as
-    ``lmech_ws_1`` deals them)."""
+    ``lmech_ws_1`` deals them). ``writes="warps"``: lanes 0-3 of every warp of CTA ``c`` write
+    words ``4 w + l`` of its own line ``c`` (one line, one SM, 8 warps, 32 one-word stores).
+    ``writes="rows"``: lane ``l < 4`` of warp ``w`` of CTA ``c`` writes word ``4 w + l`` of line
+    ``c + 33 l`` (mod 132), so every line has 4 writer SMs whose words alternate (word ``j``
+    from the SM of ``j mod 4``), each word its own warp's store: the way the persistent kernel
+    at batch 1 deals its rows to warps and so its h lines to SMs. ``writes="sectors<m>"`` (m =
+    4, 12, 32): only the lines of the first ``m / 4`` groups ``{g, g + 33, g + 66, g + 99}`` are
+    dealt by sectors (their 4 CTAs swap sectors), the others are written whole: ``m``
+    lines with 4 writer SMs among 132, every line still polled by every CTA."""
     import numpy as np
 
     from kernels_ir.builder import Builder
@@ -62,12 +75,11 @@ def ring(rounds: int, k: int, order: str = "rotated", writes: str = "line"):
         raise InputError(f"order={order!r} with k={k}: accepted 'rotated', or 'same' with "
                          f"k={CTAS}")
     first = 1 if order == "rotated" else 0
-    if writes not in ("line", "sectors"):
-        raise InputError(f"writes={writes!r}: accepted 'line', 'sectors'")
+    if writes not in WRITES:
+        raise InputError(f"writes={writes!r}: accepted {', '.join(map(repr, WRITES))}")
     stride, chunks = CTAS // k, 8 * k
     groups = -(-chunks // (4 * THREADS))
-    name = f"ring_{k}" + ("_same" if order == "same" else "") + \
-        ("_sec" if writes == "sectors" else "")
+    name = f"ring_{k}" + ("_same" if order == "same" else "") + WRITES[writes]
     b = Builder(f"mb_{name}", grid=CTAS, block=THREADS, bench=name, rounds=rounds)
     g_h = b.global_buffer("h", F32, (rounds + 1) * WORDS, role="inout")
     tid = b.sreg("tid", dst=b.reg(I32, "tid"))
@@ -92,13 +104,27 @@ def ring(rounds: int, k: int, order: str = "rotated", writes: str = "line"):
             offs.append(b.imad(line, LINE, word, dst=b.reg(I32, f"off{g}_{q}")))
     if writes == "line":
         own = b.imad(cta, LINE, lane, dst=b.reg(I32, "own"))
+    elif writes in ("warps", "rows"):   # word 4 warp + lane of line cta (+ 33 lane: rows)
+        wl = cta
+        if writes == "rows":
+            wl = b.imad(lane, CTAS // 4, cta, dst=b.reg(I32, "wline"))
+            over = b.isetp("ge", wl, CTAS, dst=b.reg(PRED, "wover"))
+            b.sel(over, b.iadd(wl, -CTAS, dst=b.reg(I32, "wwrap")), wl, dst=wl)
+        own = b.imad(wl, LINE, b.imad(warp, 4, lane, dst=b.reg(I32, "wword")),
+                     dst=b.reg(I32, "own"))
     else:   # sector q = lane / 8 of line (cta - 33 q) mod 132
         q8 = b.shr(lane, 3, dst=b.reg(I32, "q8"))
         wl = b.imad(q8, -(CTAS // 4), cta, dst=b.reg(I32, "wline"))
         neg = b.isetp("lt", wl, 0, dst=b.reg(PRED, "wneg"))
         b.sel(neg, b.iadd(wl, CTAS, dst=b.reg(I32, "wwrap")), wl, dst=wl)
+        if writes != "sectors":   # only the first m / 4 groups: cta mod 33 < m / 4
+            grp = b.irem(cta, CTAS // 4, dst=b.reg(I32, "grp"))
+            dealt = b.isetp("lt", grp, int(writes[len("sectors"):]) // 4,
+                            dst=b.reg(PRED, "dealt"))
+            b.sel(dealt, wl, cta, dst=wl)
         own = b.imad(wl, LINE, lane, dst=b.reg(I32, "own"))
-    is_writer = b.isetp("eq", warp, 0, dst=b.reg(PRED, "writes"))
+    is_writer = (b.isetp("lt", lane, 4, dst=b.reg(PRED, "writes")) if writes in ("warps", "rows")
+                 else b.isetp("eq", warp, 0, dst=b.reg(PRED, "writes")))
     v = [b.reg(F32, f"v{q}", 4) for q in range(4)]
     bits = b.reg(I32, "bits")
     waiting, one = b.reg(PRED, "waiting"), b.reg(PRED, "sent")
@@ -191,8 +217,49 @@ def _simulated(spec, rec) -> dict:
     return res
 
 
+# the experiments whose lines have several writer SMs: l2_line_handover_cycles is fitted to them
+HANDOVER_FIT = ("132_sec", "132_sec12", "132_sec32", "132_rows", "4_sec", "4_rows")
+HANDOVER_GRID = (1.0, 1.25, 1.5, 1.75, 2.0, 2.5)
+
+
+def fit_handover(path: str, grid=HANDOVER_GRID) -> dict:
+    """``l2_line_handover_cycles`` (:mod:`gpusim.engine.l2`) from the record ``path``: the value
+    of ``grid`` whose simulated ns per round of :data:`HANDOVER_FIT` have the smallest mean
+    absolute log error against the GPU's (every other parameter as in the h100 spec)."""
+    import dataclasses
+    import json
+    import math
+
+    from gpusim.specs import load_spec
+
+    with open(path) as f:
+        rec = json.load(f)
+    spec = load_spec("h100")
+    exps = {e[0]: e for e in EXPERIMENTS}
+    rows = []
+    for value in grid:
+        s = dataclasses.replace(spec, l2_line_handover_cycles=float(value))
+        sims = {key: simulate_k(s, *exps[key][1:])["per_op_s"] for key in HANDOVER_FIT}
+        err = sum(abs(math.log(sims[k] / rec["results"][k]["per_op_s"])) for k in HANDOVER_FIT)
+        rows.append({"value": value, "mean_abs_log_error": err / len(HANDOVER_FIT),
+                     "simulated_s": sims})
+        print(f"  {value:5.2f} cycles: mean |log error| {err / len(HANDOVER_FIT):.3f}  "
+              + "  ".join(f"{k} {sims[k] * 1e9:.0f}/{rec['results'][k]['per_op_s'] * 1e9:.0f}"
+                          for k in HANDOVER_FIT), flush=True)
+    best = min(rows, key=lambda r: r["mean_abs_log_error"])
+    print(f"l2_line_handover_cycles = {best['value']}")
+    return {"value": best["value"], "grid": rows, "benchmarks": list(HANDOVER_FIT)}
+
+
 def main(argv: list | None = None) -> int:
     from measurements.probe import add_simulated, probe_main
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["--fit-handover"]:
+        if len(argv) != 2:
+            print("usage: lamport_ring.py --fit-handover RECORD.json", file=sys.stderr)
+            return 2
+        fit_handover(argv[1])
+        return 0
     return probe_main(argv, __doc__, "measurements/lamport_ring.py", measure,
                       lambda path: add_simulated(path, _simulated, l2_warm=True))
 

@@ -40,18 +40,24 @@ Model (every number from the spec):
   served no earlier than that store's ``arrival`` (a thread always observes its own earlier store;
   the hardware serves same-address requests in order), so it never needs a poll replay.
   ``writer[word]`` is the warp of the last store (-1 after an atomic or never stored).
-- Sector hand-over between SMs (``l2_sector_handover_cycles``, microbenchmarks ``lmech_ws_*``
-  of ``measurements/h100/lamport_mech.json``): a store to a sector whose previous store came
-  from another SM is performed no earlier than ``l2_sector_handover_cycles`` after that store
-  was performed; stores from the SM that wrote the sector last pass at once (two warps or two
-  store instructions of one SM cost nothing: ``lmech_ws_2_warp``, ``lmech_split_*``). A store
-  that waits is a pending write of its sector: the slice serves the sector's requests in order,
-  so a load that reaches the sector after such a store arrived is served once that store is
-  visible (it never returns the older value). Only sectors that an L2-coherent poll has read
-  are handed over: every ``lmech_ws_*`` benchmark has pollers on its sectors, while the CSR
-  kernel's output stores (several SMs per sector, nobody polling) run at the GPU's measured
-  speed without it (``csr-h256-b1`` of the campaign). ``n`` SMs writing one sector at once make it
-  complete ``(n - 1)`` hand-overs after the first; a sector written by one SM costs nothing.
+- Line hand-over between SMs (``l2_line_handover_cycles``, the IR ring exchange of
+  ``measurements/lamport_ring.py``, record ``measurements/h100/lamport_ring_ir.json``): a
+  128-byte line that the kernel polls is taken at once by the first SM that writes it; every
+  other SM that writes it is handed the line once, by one GPU-wide server that performs a
+  hand-over every ``l2_line_handover_cycles`` (first come, first served, in time buckets like
+  the slices); the SM's stores to the line are performed once it holds the line, and further
+  stores of SMs that hold it pass at once. What the record says: lines whose four sectors
+  four SMs write cost the GPU +376 ns a round when all 132 lines are so written, the same
+  when the four SMs' words alternate (32 stores a line), nothing measurable when 4 of the 132
+  lines are (so the cost is not a latency per line: each line would then delay the round by
+  it), +42 and +148 ns for 12 and 32 such lines: a shared server. A store that waits is a
+  pending write of its line: the slice serves the line's requests in order, so a load that
+  reaches the line after such a store arrived is served once that store is visible (it never
+  returns the older value). Only lines that an L2-coherent poll reads are handed over: the
+  CSR kernel's output stores (several SMs per line, nobody polling) run at the GPU's measured
+  speed without it (``csr-h256-b1`` of the campaign). Holders are never released (the
+  Lamport slots are written once per launch); a slot reused round after round by the same
+  SMs (``lmech_slot_ring``) pays its hand-overs in the first round only (not measured).
 - Requests leaving an SM (``l2_request_cycles_per_sm``): the load requests an SM sends to L2
   (L1 misses, bypassing loads, polls) leave it at most one every ``l2_request_cycles_per_sm``
   cycles, in time order within 128-cycle buckets (a :class:`BucketServer` per SM, like the
@@ -222,21 +228,28 @@ class L2:
         self.writer = np.full(total_words + 4, -1, dtype=np.int64)  # warp of the last store
         self.visibility = float(spec.l2_store_visibility_cycles)
         self.atomic_free: dict[int, float] = {}
-        # sector hand-over: SM of each sector's last store (-1: none yet), the cycle that store
-        # was performed, and the slice arrival / visible cycle of the sector's last store that
-        # had to wait for a hand-over (loads reaching the sector after it wait for it)
-        self.handover = float(getattr(spec, "l2_sector_handover_cycles", 0))
+        # line hand-over: the SMs that have written each polled 128-byte line (a line's first
+        # writer takes it at once, every other SM through the GPU-wide hand-over server), and
+        # the slice arrival / visible cycle of the line's last store that waited for a
+        # hand-over (loads reaching the line after it wait for it)
+        self.sectors_per_line = max(1, 128 // int(spec.l2_sector_bytes))
+        self.handover = float(getattr(spec, "l2_line_handover_cycles", 0))
         self.sm_of_warp = None if sm_of_warp is None else np.asarray(sm_of_warp, dtype=np.int64)
         if self.handover > 0 and self.sm_of_warp is not None:
-            self.sec_sm = np.full(n_sectors, -1, dtype=np.int64)
-            self.sec_done = np.full(n_sectors, -np.inf)
-            self.held_arr = np.full(n_sectors, np.inf)
-            self.held_vis = np.full(n_sectors, -np.inf)
-            self.polled = np.zeros(n_sectors, dtype=bool)   # sectors an L2-coherent poll read
+            n_lines = -(-n_sectors // self.sectors_per_line) + 1
+            self.n_sms = int(self.sm_of_warp.max()) + 1 if self.sm_of_warp.size else 1
+            self.holders: set[int] = set()                  # line * n_sms + SM
+            self.acquired: dict[int, float] = {}   # cycle each (line, SM) was handed over
+            self.line_written = np.zeros(n_lines, dtype=bool)
+            self.line_done = np.full(n_lines, -np.inf)
+            self.held_arr = np.full(n_lines, np.inf)
+            self.held_vis = np.full(n_lines, -np.inf)
+            self.polled = np.zeros(n_lines, dtype=bool)   # lines an L2-coherent poll reads
+            self.handover_server = BucketServer(1, self.handover)
         else:
             self.handover = 0.0
         self.held_any = False
-        self.sectors_per_line = max(1, 128 // int(spec.l2_sector_bytes))
+        self.handovers = 0
         rc = float(getattr(spec, "l2_request_cycles_per_sm", 0.0) or 0.0)
         self.req_server = (BucketServer(int(self.sm_of_warp.max()) + 1, rc)
                            if rc > 0 and self.sm_of_warp is not None and self.sm_of_warp.size
@@ -299,41 +312,53 @@ class L2:
 
     def _hand_over(self, rsec: np.ndarray, start: np.ndarray, sm: np.ndarray) -> np.ndarray:
         """Cycle each store request (sector ``rsec``, from SM ``sm``, served by its slice at
-        ``start``) is performed: a sector that SMs poll (an L2-coherent load has read it), last
-        written by another SM, is handed over ``l2_sector_handover_cycles`` after that store was
-        performed. Every ``lmech_ws_*`` benchmark that measured the hand-over has pollers on
-        the sector; plain stores of several SMs into one sector without pollers (the CSR
-        kernel's outputs) are not slowed on the GPU, so they pay nothing here. Requests to one
-        sector are taken in order of ``start`` (then position)."""
-        n = rsec.size
+        ``start``) is performed. A 128-byte line that SMs poll (an L2-coherent load reads it)
+        is taken at once by its first writer SM; every other SM that writes it is handed the
+        line once, by one GPU-wide server that performs a hand-over every
+        ``l2_line_handover_cycles`` (first come, first served); the SM's stores to the line
+        are performed once it holds the line. Lines nobody polls (the CSR kernel's outputs)
+        pay nothing: several SMs storing into them are not slowed on the GPU."""
         out = start.copy()
-        order = np.lexsort((np.arange(n), start, rsec))
-        s_sorted = rsec[order]
-        head = np.ones(n, dtype=bool)
-        head[1:] = s_sorted[1:] != s_sorted[:-1]
-        first = np.maximum.accumulate(np.where(head, np.arange(n), 0))
-        rank = np.arange(n) - first
-        sec_sm, sec_done, c = self.sec_sm, self.sec_done, self.handover
-        for k in range(int(rank.max()) + 1 if n else 0):
-            idx = order[rank == k]
-            s, t, m = rsec[idx], start[idx], sm[idx]
-            prev, pdone = sec_sm[s], sec_done[s]
-            wait = (prev >= 0) & (prev != m) & (t < pdone + c) & self.polled[s]
-            p = np.where(wait, pdone + c, t)
-            out[idx] = p
-            sec_done[s] = np.maximum(pdone, p)
-            sec_sm[s] = m
-            if wait.any():
-                w = s[wait]
-                self.held_arr[w] = t[wait]
-                self.held_vis[w] = p[wait] + self.visibility
-                self.held_any = True
+        ln = rsec // self.sectors_per_line
+        polled = self.polled[ln]
+        if not polled.any():
+            return out
+        idx = np.nonzero(polled)[0]
+        idx = idx[np.lexsort((idx, start[idx]))]          # in time order
+        key = ln[idx] * self.n_sms + sm[idx]
+        _, first = np.unique(key, return_index=True)
+        first.sort()
+        need = np.zeros(idx.size, dtype=bool)              # the request that takes the line
+        for j, k in zip(first.tolist(), key[first].tolist(), strict=True):
+            if k not in self.holders:
+                self.holders.add(k)
+                line = k // self.n_sms
+                if self.line_written[line]:
+                    need[j] = True
+                self.line_written[line] = True
+        if need.any():
+            j = np.nonzero(need)[0]
+            t = start[idx[j]]
+            got = self.handover_server.serve(np.zeros(j.size, dtype=np.int64), t) \
+                + self.handover
+            self.handovers += int(j.size)
+            self.acquired.update(zip(key[j].tolist(), got.tolist(), strict=True))
+        done = np.array([self.acquired.get(k, -np.inf) for k in key.tolist()])
+        p = np.maximum(start[idx], done)
+        out[idx] = p
+        wait = p > start[idx]
+        if wait.any():
+            w = ln[idx[wait]]
+            self.held_arr[w] = start[idx[wait]]
+            self.held_vis[w] = p[wait] + self.visibility
+            self.held_any = True
         return out
 
     def _held(self, rsec: np.ndarray, start: np.ndarray) -> np.ndarray:
-        """Load requests served in order behind a sector's held store: served when it is
-        visible if they reach the sector after it arrived and before that."""
-        ha, hv = self.held_arr[rsec], self.held_vis[rsec]
+        """Load requests served in order behind a line's held store: served when it is
+        visible if they reach the line after it arrived and before that."""
+        ln = rsec // self.sectors_per_line
+        ha, hv = self.held_arr[ln], self.held_vis[ln]
         wait = (start >= ha) & (start < hv)
         return np.where(wait, hv, start)
 
@@ -357,8 +382,8 @@ class L2:
         in lockstep every CTA's stores of a round are taken before any CTA's polls of it, while
         on the GPU the early CTAs already poll the sectors the late ones still write."""
         if self.handover:
-            sw = self.sector_words
-            self.polled[lo_word // sw:-(-(lo_word + n_words) // sw)] = True
+            lw = self.sector_words * self.sectors_per_line
+            self.polled[lo_word // lw:-(-(lo_word + n_words) // lw)] = True
 
     def warm(self, lo_word: int, n_words: int) -> None:
         """Mark words ``[lo_word, lo_word + n_words)`` as resident in L2 (no DRAM on first use)."""

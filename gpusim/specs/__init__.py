@@ -90,9 +90,9 @@ PARAMS: dict[str, Param] = {
     "l2_store_visibility_cycles": Param("cycles", int, 0, 2000,
                                         "extra cycles, beyond half the L2 round trip, until a "
                                         "global store is visible at L2 to a strong load"),
-    "l2_sector_handover_cycles": Param("cycles", int, 0, 20000,
-                                       "a store to a sector last written by another SM is "
-                                       "performed this long after that store at the earliest"),
+    "l2_line_handover_cycles": Param("cycles", float, 0, 1000,
+                                     "the GPU-wide server hands a polled 128-byte line to one "
+                                     "more writer SM every this many cycles"),
     "l2_request_cycles_per_sm": Param("cycles/request", float, 0, 64,
                                       "an SM sends at most one load request to L2 every this "
                                       "many cycles (0: no limit)"),
@@ -169,7 +169,7 @@ class GPUSpec:
     l2_atomic_same_address_cycles: float
     fence_latency_cycles: int
     l2_store_visibility_cycles: int
-    l2_sector_handover_cycles: int
+    l2_line_handover_cycles: float
     l2_request_cycles_per_sm: float
     dram_latency_cycles: int
     dram_bandwidth_bytes_per_s: float

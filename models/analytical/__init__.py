@@ -48,14 +48,14 @@ from .csr import (  # noqa: F401 (re-exports)
     _csr_tail_cycles,
 )
 from .l2 import (  # noqa: F401 (re-exports)
-    SECTOR_WORDS,
+    LINE_WORDS,
     _barrier_cycles,
-    _deal_shared,
+    _deal_handovers,
     _handover_cycles,
     _poll_phases,
     _stage_parts,
     l2_latency,
-    shared_sectors,
+    shared_lines,
 )
 from .libraries import (  # noqa: F401 (re-exports)
     LIBRARY_NODES,

@@ -2,7 +2,7 @@
 
 The model's side of ``gpusim/engine/l2.py``: L2 round trips over near and far partitions
 (:func:`l2_latency`), polls that must be served after the data reached L2, the counter's
-same-address atomics, the slices' bandwidth, and the hand-over of a sector between SMs.
+same-address atomics, the slices' bandwidth, and the hand-over of a line between SMs.
 The terms of the step (:mod:`.persistent` adds them up) that live here:
 
 - ``stage`` (:func:`_stage_parts`, ``_stage_h``): HBASE, TID4 and the chunk MOVs, then per group
@@ -16,11 +16,11 @@ The terms of the step (:mod:`.persistent` adds them up) that live here:
   first poll (a poll's ``lead`` after its own store); ``spread`` = FIFO stagger + per-warp
   wavefront difference of the mapping + the h broadcast (the slices serve the SMs' staging
   loads over ``bw`` cycles, so the SMs start their rows that far apart). A warp's load of its
-  own pending store waits instead of re-polling (never longer than a re-poll). Sectors of the
-  exchanged h written by several SMs (:func:`shared_sectors`: where a CTA's words do not end on a
-  32-byte boundary) are complete only ``l2_sector_handover_cycles`` after the previous SM's
-  store (:func:`_handover_cycles`): the exchange waits for the last such sector when that comes
-  after the last store of the step.
+  own pending store waits instead of re-polling (never longer than a re-poll). Lines of the
+  exchanged h written by several SMs (:func:`shared_lines`: where a CTA's words do not fill
+  whole 128-byte lines) are handed to each further writer SM by one GPU-wide server, one every
+  ``l2_line_handover_cycles`` (:func:`_handover_cycles`): the exchange waits for the last
+  hand-over when the server is still busy after the last store of the step.
   Barrier (:func:`_barrier_cycles`): BAR, FENCE waiting for thread 0's store acknowledgement,
   the atomic arrive (``l2_atomic_latency / 2``) behind what the counter's FIFO has not drained
   of the other SMs' arrivals (``(sm_count - 1) * l2_atomic_same_address_cycles`` less the
@@ -129,44 +129,29 @@ def _barrier_cycles(spec, R, cta_spread=0.0):
     return fence + np.maximum(own, ready + lag) + a / 2 + 1 + bar
 
 
-SECTOR_WORDS = 8  # 32-bit words of h per 32-byte L2 sector
+LINE_WORDS = 32  # 32-bit words of h per 128-byte L2 line
 
 
-def shared_sectors(row_ids, positions, batch: int, warps_per_cta: int):
-    """Sectors of the exchanged h (slot of ``N x batch`` words) that rows of more than one CTA
-    write: ``(cta, j, ok)``, int arrays (sectors, writers): the CTA and row-slot of every row in
-    the sector (``ok`` False for padding). Row ``r`` of warp ``w``'s row-slot ``j`` stores its
-    ``batch`` words at ``positions[r] * batch`` (one sector, ``batch`` divides 8)."""
+def shared_lines(row_ids, positions, batch: int, warps_per_cta: int) -> int:
+    """Line hand-overs of one step's exchange: the 128-byte lines of the exchanged h (slot of
+    ``N x batch`` words) summed over their writer CTAs less one (a line's first writer takes it
+    at once, every other CTA is handed it, the engine's :mod:`gpusim.engine.l2` rule). Row
+    ``r`` of warp ``w`` stores its ``batch`` words at ``positions[r] * batch`` (one line:
+    ``batch`` divides 8); ``positions`` None: row ``r`` at ``r``."""
     rid = np.asarray(row_ids)
     w, j = np.nonzero(rid >= 0)
     r = rid[w, j]
     pos = r if positions is None else np.asarray(positions)[r]
-    sec = pos.astype(np.int64) * int(batch) // SECTOR_WORDS
-    cta = w // int(warps_per_cta)
-    order = np.lexsort((cta, sec))
-    sec, cta, j = sec[order], cta[order], j[order]
-    uniq, first, count = np.unique(sec, return_index=True, return_counts=True)
-    lo = np.minimum.reduceat(cta, first) if sec.size else cta
-    hi = np.maximum.reduceat(cta, first) if sec.size else cta
-    multi = np.flatnonzero(hi != lo)
-    m = int(count[multi].max()) if multi.size else 0
-    out_c = np.zeros((multi.size, m), np.int64)
-    out_j = np.zeros((multi.size, m), np.int64)
-    ok = np.zeros((multi.size, m), bool)
-    for i, k in enumerate(multi):
-        n = count[k]
-        out_c[i, :n] = cta[first[k]:first[k] + n]
-        out_j[i, :n] = j[first[k]:first[k] + n]
-        ok[i, :n] = True
-    return out_c, out_j, ok
+    line = pos.astype(np.int64) * int(batch) // LINE_WORDS
+    cta = (w // int(warps_per_cta)).astype(np.int64)
+    pairs = np.unique(line * (int(cta.max()) + 1 if cta.size else 1) + cta).size
+    return int(pairs - np.unique(line).size)
 
 
 @cache
-def _deal_shared(n_rows: int, batch: int, n_warps: int, warps_per_cta: int):
-    """:func:`shared_sectors` of equal rows dealt as :func:`kernels_ir.mapping.map_matrix` deals
-    them (snake order, h in owner order), for the expectation path (no mapping): the distinct
-    writer patterns ``(cta, j, ok)`` with ``cta`` counted from the sector's first CTA (CTAs are
-    alike there)."""
+def _deal_handovers(n_rows: int, batch: int, n_warps: int, warps_per_cta: int) -> int:
+    """:func:`shared_lines` of equal rows dealt as :func:`kernels_ir.mapping.map_matrix` deals
+    them (snake order, h in owner order), for the expectation path (no mapping)."""
     from kernels_ir.mapping import _deal
 
     _, row_ids, _ = _deal(np.zeros(n_rows, np.int64), n_warps)
@@ -174,38 +159,13 @@ def _deal_shared(n_rows: int, batch: int, n_warps: int, warps_per_cta: int):
     owned = owned[owned >= 0]
     pos = np.empty(n_rows, np.int64)
     pos[owned] = np.arange(owned.size)
-    cta, j, ok = shared_sectors(row_ids, pos, batch, warps_per_cta)
-    if not cta.size:
-        return cta, j, ok
-    rel = np.where(ok, cta - cta[:, :1], 0)
-    _, keep = np.unique(np.concatenate([rel, j, ok], axis=1), axis=0, return_index=True)
-    return rel[keep], j[keep], ok[keep]
+    return shared_lines(row_ids, pos, batch, warps_per_cta)
 
 
-_NO_SHARED = (np.zeros((0, 0), np.int64), np.zeros((0, 0), np.int64), np.zeros((0, 0), bool))
-
-
-def _handover_cycles(spec, T, cta, j, ok) -> np.ndarray:
-    """Cycles by which the multi-SM sectors (``cta``, ``j``, ``ok`` of :func:`shared_sectors`)
-    complete after the last store of the step: ``T`` (..., CTAs, R) the cycle each CTA stores
-    its row-slot ``j``. A sector's writers are taken in time order; each store from another CTA
-    is performed ``l2_sector_handover_cycles`` after the previous one at the earliest (the
-    engine's :mod:`gpusim.engine.l2` rule); the rows of one CTA pass at once."""
-    c = float(spec.l2_sector_handover_cycles)
-    T = np.asarray(T, dtype=np.float64)
-    last = T.max(axis=(-2, -1))
-    if not c or not np.size(cta):
-        return np.zeros(np.shape(last))
-    t = np.where(ok, T[..., cta, j], np.inf)              # (..., sectors, writers)
-    order = np.argsort(t, axis=-1, kind="stable")
-    t = np.take_along_axis(t, order, axis=-1)
-    who = np.take_along_axis(np.broadcast_to(cta, t.shape), order, axis=-1)
-    done = t[..., 0]
-    prev = who[..., 0]
-    for k in range(1, t.shape[-1]):
-        tk = t[..., k]
-        real = np.isfinite(tk)
-        step = np.where(who[..., k] != prev, np.maximum(tk, done + c), np.maximum(tk, done))
-        done = np.where(real, step, done)
-        prev = np.where(real, who[..., k], prev)
-    return np.maximum(0.0, done.max(axis=-1) - last)
+def _handover_cycles(spec, handovers, spread) -> np.ndarray:
+    """Cycles by which the exchange's last line completes after the step's last store: the
+    GPU-wide server performs one hand-over every ``l2_line_handover_cycles`` from the first
+    CTA's stores on, ``spread`` cycles before the last CTA's (the model's spread of the CTAs'
+    stores), so the ``handovers`` of one step delay the exchange by what is left after that."""
+    c = float(spec.l2_line_handover_cycles)
+    return np.maximum(0.0, np.asarray(handovers, dtype=np.float64) * c - np.asarray(spread))

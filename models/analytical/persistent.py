@@ -32,13 +32,12 @@ from kernels_ir.mapping import MAX_BATCH, WIDE_BATCHES, access_pattern
 from .. import capacity as cap
 from .banks import _dense_slot_wavefronts, _expected_row_wavefronts, mapping_wavefronts
 from .l2 import (
-    _NO_SHARED,
     _barrier_cycles,
-    _deal_shared,
+    _deal_handovers,
     _handover_cycles,
     _stage_parts,
     l2_latency,
-    shared_sectors,
+    shared_lines,
 )
 from .timing import (
     _cyc,
@@ -60,9 +59,9 @@ def _persistent_from_slots(spec, v: Variant, N, B, K, wf_sm, wf_warp, mask, R, S
     ``spread_wf``: wavefronts by which the busiest warp's rows exceed the idlest warp's (exact
     mapping; 0 for the expectation). ``cta_spread``: cycles by which the slowest CTA's work
     exceeds the fastest's (exact mapping; 0 for the expectation), see :func:`_barrier_cycles`.
-    ``shared``: the multi-SM sectors of h, ``(cta, j, ok)`` of :func:`shared_sectors` with the
-    rows of ``wf_sm`` the CTAs (exact mapping), or a list with one :func:`_deal_shared` per
-    configuration (expectation: alike CTAs); None: not counted.
+    ``shared``: the line hand-overs of one step's exchange, an int (:func:`shared_lines` of the
+    mapping, whose CTAs are the rows of ``wf_sm``) or an array with one :func:`_deal_handovers`
+    per configuration (expectation: alike CTAs); None: not counted.
     """
     c = _cyc(spec)
     L = len(access_pattern(int(B), v.wide_loads))
@@ -130,16 +129,8 @@ def _persistent_from_slots(spec, v: Variant, N, B, K, wf_sm, wf_warp, mask, R, S
         extra_polls = np.ceil(np.maximum(0.0, spread + vis - lead) / poll)
         sync = np.maximum(0.0, extra_polls * poll - spread)
         if shared is not None:
-            # each CTA stores row-slot j when its rows up to j are done
-            ends = np.cumsum(np.where(mask, row, 0.0), axis=-1) + np.asarray(stagger)[..., None]
-            if isinstance(shared, list):   # alike CTAs: one pattern set per configuration
-                hand = np.zeros(ends.shape[0])
-                for i, (cta, jj, ok) in enumerate(shared):
-                    if cta.size:
-                        T = np.broadcast_to(ends[i], (int(cta.max()) + 1, ends.shape[1]))
-                        hand[i] = _handover_cycles(spec, T, cta, jj, ok)
-            else:   # the CTAs of one mapping: the last sector against the step's last store
-                hand = _handover_cycles(spec, ends, *shared)
+            # the hand-over server starts with the first CTA's stores, `spread` before the last
+            hand = _handover_cycles(spec, shared, spread)
             sync = sync + hand
     else:
         pre = 0.0 * Rf        # warp 0 prefetches while the atomic is in flight (in sync)
@@ -218,9 +209,10 @@ def _persistent_fast(spec, v: Variant, N, B, d, cell, dtype):
         r_code = np.where(~ok_r, 1, np.where(~ok_s, 2, 0))
         wpc = _cyc(spec)["wpc"]
         wf_sm = wf_warp * wpc
-        # h in owner order (square layers): the multi-SM sectors of the deal of equal rows
-        shared = ([_deal_shared(int(x), b, nw, wpc) if x == y else _NO_SHARED
-                   for x, y in zip(rr, n, strict=True)] if v.sync == "lamport" else None)
+        # h in owner order (square layers): the line hand-overs of the deal of equal rows
+        shared = (np.array([_deal_handovers(int(x), b, nw, wpc) if x == y else 0
+                            for x, y in zip(rr, n, strict=True)]) if v.sync == "lamport"
+                  else None)
         t, su, parts, wh = _persistent_from_slots(spec, v, n, b, K, wf_sm, wf_warp, mask, R, S,
                                                   dtype, shared=shared)
         ok = ok_r & ok_s
@@ -269,7 +261,7 @@ def predict_mapping(spec, variant: str | Variant, mapping, batch: int, *, dtype:
     args = (spec, v, np.array([N]), b, K, wf_sm, wf_warp, mask, R, S, dtype)
     # the rows whose warps store h: a gated cell's units are its gate-0 rows
     units = mapping.row_ids[:, ::mapping.gates]
-    shared = (shared_sectors(units, mapping.positions, b, wpc)
+    shared = (shared_lines(units, mapping.positions, b, wpc)
               if v.sync == "lamport" else None)
     t, su, parts, which = _persistent_from_slots(*args, spread_wf=float(tw.max() - tw.min()),
                                                  shared=shared)

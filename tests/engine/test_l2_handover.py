@@ -1,11 +1,14 @@
-"""Sector hand-over between SMs (``l2_sector_handover_cycles``) against the recorded H100
-microbenchmarks of the Lamport exchange (``measurements/h100/lamport_mech.json``).
+"""Line hand-over between SMs (``l2_line_handover_cycles``) against the recorded H100
+microbenchmarks: the IR ring exchange (``measurements/h100/lamport_ring_ir.json``), whose
+lines have 1 or 4 writer SMs, and the Lamport writers family
+(``measurements/h100/lamport_mech.json``).
 
 The mechanism alone on the :class:`gpusim.engine.l2.L2` unit (exact cycles), then the simulator
-against the record: the writers family (``lmech_ws_{1,2,4,8}``: 1..8 SMs write every sector;
-``lmech_ws_2_warp`` / ``lmech_split_16`` / ``lmech_delay_16``: several stores of ONE SM), and,
-as strict expected failures, what the engine still misses (the Lamport exchange without
-multi-SM sectors is too fast: the x / xb crossover and the GPU's two polls per group).
+against the records: the ring's multi-writer lines (the fit) and the writers family
+(``lmech_ws_{1,2,4,8}``: 1..8 SMs write every sector; ``lmech_ws_2_warp`` / ``lmech_split_16``
+/ ``lmech_delay_16``: several stores of ONE SM), and, as strict expected failures, what the
+engine still misses (the Lamport exchange is too fast: the x / xb crossover and the GPU's two
+polls per group).
 """
 
 from __future__ import annotations
@@ -23,15 +26,16 @@ from gpusim.specs import load_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORD = ROOT / "measurements" / "h100" / "lamport_mech.json"
-C = 700          # hand-over cycles of the unit tests
+RING = ROOT / "measurements" / "h100" / "lamport_ring_ir.json"
+C = 100.0        # cycles per hand-over of the unit tests
 WORDS = 1024
 
 
-def _l2(handover: int = C, polled: bool = True) -> L2:
-    spec = dataclasses.replace(load_spec("h100"), l2_sector_handover_cycles=handover,
+def _l2(handover: float = C, polled: bool = True) -> L2:
+    spec = dataclasses.replace(load_spec("h100"), l2_line_handover_cycles=handover,
                                l2_partitions=1, l2_far_extra_cycles=0)
-    # warps 0, 1 on SM 0; warps 2, 3 on SM 1
-    l2 = L2(spec, WORDS, np.array([0, 0, 1, 1]))
+    # warps 0, 1 on SM 0; warps 2, 3 on SM 1; warps 4, 5 on SM 2
+    l2 = L2(spec, WORDS, np.array([0, 0, 1, 1, 2, 2]))
     l2.warm(0, WORDS)
     if polled:   # the words belong to a buffer the kernel polls (as the executor marks them)
         l2.mark_polled(0, WORDS)
@@ -40,38 +44,50 @@ def _l2(handover: int = C, polled: bool = True) -> L2:
 
 def _one(l2: L2, warp: int, word: int, t: float, store: bool):
     """Warp ``warp``'s lane 0 alone accesses ``word`` at cycle ``t``: (done, served)."""
-    flat = np.zeros((4, 32), dtype=np.int64)
+    flat = np.zeros((6, 32), dtype=np.int64)
     flat[warp, 0] = word
-    active = np.zeros((4, 32), dtype=bool)
+    active = np.zeros((6, 32), dtype=bool)
     active[warp, 0] = True
     done, served = l2.access(np.array([float(t)]), np.array([warp]), flat, active, 1,
                              "store" if store else "poll", store)
     return float(done[0]), float(served[0, 0])
 
 
-def test_store_from_another_sm_waits_for_the_hand_over():
+def test_a_line_is_handed_to_each_further_sm_once():
     l2 = _l2()
-    _, a = _one(l2, 0, 16, 0.0, True)                  # SM 0, sector 2
-    _, b = _one(l2, 2, 17, 0.0, True)                  # SM 1, same sector, same time
-    assert a == l2.half and b == a + C                 # performed one hand-over later
-    assert l2.arrival[17] == b + l2.visibility
-    _, c = _one(l2, 0, 18, 0.0, True)                  # back to SM 0: another hand-over
-    assert c == b + C
+    _, a = _one(l2, 0, 32, 0.0, True)                  # SM 0 takes line 1 at once
+    _, b = _one(l2, 2, 40, 0.0, True)                  # SM 1, another sector of the line
+    assert a == l2.half and b == a + C                 # one hand-over later
+    assert l2.arrival[40] == b + l2.visibility
+    _, c = _one(l2, 0, 33, 0.0, True)                  # SM 0 again: it holds the line
+    assert c == a
+    _, d = _one(l2, 3, 41, 0.0, True)                  # SM 1's other warp: after its hand-over
+    assert d == b
+    assert l2.handovers == 1
 
 
-def test_stores_of_one_sm_and_late_stores_pass_at_once():
+def test_hand_overs_of_all_lines_queue_at_one_server():
+    c = 32.0                                           # four hand-overs per 128-cycle bucket
+    l2 = _l2(c)
+    for line in range(4):                              # SM 0 first on lines 0..3
+        _one(l2, 0, 32 * line, 0.0, True)
+    done = [_one(l2, w, 32 * line + 8, 0.0, True)[1] for line in range(4) for w in (2, 4)]
+    # eight hand-overs (SMs 1 and 2 on four lines), all arriving at l2.half, served by one
+    # server in its buckets: the k-th begins at max(arrival, bucket start + position x c)
+    begin = [max(l2.half, 128 * (1 + k // 4) + c * (k % 4)) for k in range(8)]
+    assert sorted(done) == [b + c for b in begin]
+    assert l2.handovers == 8
+
+
+def test_late_hand_overs_do_not_queue():
     l2 = _l2()
-    _, a = _one(l2, 0, 16, 0.0, True)
-    _, b = _one(l2, 1, 17, 0.0, True)                  # another warp of the same SM
-    assert b == a
-    _, c = _one(l2, 2, 18, 2 * C, True)                # another SM, long after: no wait
-    assert c == 2 * C + l2.half
-    _, d = _one(l2, 2, 40, 0.0, True)                  # another sector: independent
-    assert d == l2.half
+    _one(l2, 0, 32, 0.0, True)
+    _, b = _one(l2, 2, 33, 5 * C, True)                # another SM, long after: one hand-over
+    assert b == 5 * C + l2.half + C
 
 
-def test_sectors_nobody_polls_are_not_handed_over():
-    """Plain stores of several SMs into one sector (the CSR kernel's outputs) pass at once."""
+def test_lines_nobody_polls_are_not_handed_over():
+    """Plain stores of several SMs into one line (the CSR kernel's outputs) pass at once."""
     l2 = _l2(polled=False)
     _, a = _one(l2, 0, 16, 0.0, True)
     _, b = _one(l2, 2, 17, 0.0, True)
@@ -79,7 +95,7 @@ def test_sectors_nobody_polls_are_not_handed_over():
 
 
 def test_no_hand_over_when_the_spec_has_none():
-    l2 = _l2(0)
+    l2 = _l2(0.0)
     _one(l2, 0, 16, 0.0, True)
     _, b = _one(l2, 2, 17, 0.0, True)
     assert b == l2.half
@@ -89,9 +105,9 @@ def test_loads_behind_a_held_store_are_served_in_order():
     l2 = _l2()
     _one(l2, 0, 16, 0.0, True)
     _, held = _one(l2, 2, 17, 0.0, True)               # arrives at l2.half, held until `held`
-    # a load reaching the sector after the held store arrived sees it (no stale value) ...
-    _, s = _one(l2, 1, 17, 10.0, False)
-    assert s == held + l2.visibility == l2.arrival[17]
+    # a load reaching the line after the held store arrived sees it (no stale value) ...
+    _, s = _one(l2, 1, 20, 10.0, False)
+    assert s == held + l2.visibility
     # ... a load that reached it before returns the old value (timing._stale re-polls it)
     _, s0 = _one(l2, 1, 17, -50.0, False)
     assert s0 == -50.0 + l2.half < l2.arrival[17]
@@ -124,8 +140,8 @@ def test_record_has_provenance_and_the_families():
         assert r["status"] == "ok" and len(r["per_op_s_passes"]) == 2, name
     assert set(rec["families"]["writers"]) >= {"lmech_ws_1", "lmech_ws_8"}
     # the spec value names the record it was fitted to
-    src = load_spec("h100").source("l2_sector_handover_cycles")
-    assert "measurements/h100/lamport_mech.json" in src and src.startswith("[C]")
+    src = load_spec("h100").source("l2_line_handover_cycles")
+    assert "measurements/h100/lamport_ring_ir.json" in src and src.startswith("[C]")
     # what the writers family says: each SM per sector costs, several stores of one SM do not
     m = {n: _measured(rec, n) for n in ("lmech_ws_1", "lmech_ws_2", "lmech_ws_4", "lmech_ws_8",
                                         "lmech_ws_2_warp", "lmech_split_16", "lmech_delay_16")}
@@ -150,22 +166,46 @@ def _simulated(names) -> dict:
 
 @pytest.mark.slow
 def test_simulator_reproduces_the_writers_family():
-    """ws_8 - ws_1 (the fitted difference) within 10%, ws_4 - ws_1 within 30%, ws_2 above
-    ws_1; one SM's two warps or two stores cost what one store does (5%)."""
+    """The check of the fit (not fitted to it): with 2, 4, 8 SMs per sector (8, 16, 32 per
+    line) the simulator is within 25% of the GPU and in its order; one SM's two warps cost
+    what one does (5%), and two stores of one warp 16 loads apart no more than one store after
+    the same loads (GPU 0.99x; the engine 0.94x: the first store takes the line early).
+    ws_1 itself is the Lamport exchange's known gap (every line has 4 writers there, as in
+    the ring's 132_sec, but the wait is too short)."""
     rec = _record()
     names = ("lmech_ws_1", "lmech_ws_2", "lmech_ws_4", "lmech_ws_8", "lmech_ws_2_warp",
              "lmech_split_16", "lmech_delay_16")
     sim = {n: r["per_op_s"] for n, r in _simulated(names).items()}
     meas = {n: _measured(rec, n) for n in names}
-
-    def extra(d, n):
-        return d[n] - d["lmech_ws_1"]
-
-    assert abs(extra(sim, "lmech_ws_8") / extra(meas, "lmech_ws_8") - 1) < 0.10
-    assert abs(extra(sim, "lmech_ws_4") / extra(meas, "lmech_ws_4") - 1) < 0.30
+    for n in ("lmech_ws_2", "lmech_ws_4", "lmech_ws_8"):
+        assert abs(sim[n] / meas[n] - 1) < 0.25, n
     assert sim["lmech_ws_1"] < sim["lmech_ws_2"] < sim["lmech_ws_4"] < sim["lmech_ws_8"]
     assert abs(sim["lmech_ws_2_warp"] / sim["lmech_ws_1"] - 1) < 0.05
-    assert abs(sim["lmech_split_16"] / sim["lmech_delay_16"] - 1) < 0.05
+    assert 0.9 < sim["lmech_split_16"] / sim["lmech_delay_16"] < 1.05
+
+
+def _ring():
+    spec = importlib.util.spec_from_file_location("lamport_ring",
+                                                  ROOT / "measurements" / "lamport_ring.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_ring_record_isolates_the_line_hand_over():
+    """What the record says, and the simulator's values stored in it (by today's engine):
+    multi-writer lines cost per writer SM and share one server (few of them cost nothing),
+    and the fitted experiments are within 15% of the GPU."""
+    rec = json.loads(RING.read_text())
+    g = {k: v["per_op_s"] * 1e9 for k, v in rec["results"].items()}
+    sim = {k: v["per_op_s"] * 1e9 for k, v in rec["simulated"]["results"].items()}
+    assert g["132_sec"] - g["132"] > 300                  # 4 SMs a line: +376 ns a round
+    assert abs(g["132_rows"] / g["132_sec"] - 1) < 0.1    # 32 alternating stores: the same
+    assert abs(g["132_warps"] / g["132"] - 1) < 0.05      # 8 warps of one SM: free
+    assert g["132_sec4"] < g["132_sec12"] < g["132_sec32"] < g["132_sec"]
+    assert abs(g["132_sec4"] / g["132"] - 1) < 0.05       # 4 such lines among 132: free
+    for key in _ring().HANDOVER_FIT:
+        assert abs(sim[key] / g[key] - 1) < 0.15, key
 
 
 @pytest.mark.slow
