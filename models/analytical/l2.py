@@ -151,15 +151,28 @@ def shared_lines(row_ids, positions, batch: int, warps_per_cta: int) -> int:
 @cache
 def _deal_handovers(n_rows: int, batch: int, n_warps: int, warps_per_cta: int) -> int:
     """:func:`shared_lines` of equal rows dealt as :func:`kernels_ir.mapping.map_matrix` deals
-    them (snake order, h in owner order), for the expectation path (no mapping)."""
-    from kernels_ir.mapping import _deal
-
-    _, row_ids, _ = _deal(np.zeros(n_rows, np.int64), n_warps)
-    owned = row_ids.reshape(-1)
-    owned = owned[owned >= 0]
-    pos = np.empty(n_rows, np.int64)
-    pos[owned] = np.arange(owned.size)
-    return shared_lines(row_ids, pos, batch, warps_per_cta)
+    them, for the expectation path (no mapping), in closed form: every warp gets one row per
+    full group of ``n_warps`` rows and the last group goes to the first (even group) or last
+    (odd group) warps, snake order; h is in owner order, so CTA ``c``'s words are one run and
+    it touches the lines of that run (``tests/models/test_analytical.py`` checks it against
+    :func:`shared_lines` of the deal itself)."""
+    R = -(-int(n_rows) // int(n_warps))
+    if R == 0:
+        return 0
+    q = int(n_rows) - (R - 1) * int(n_warps)      # rows of the last group
+    per_warp = np.full(int(n_warps), R - 1, np.int64)
+    if (R - 1) % 2 == 0:
+        per_warp[:q] += 1
+    else:
+        per_warp[int(n_warps) - q:] += 1
+    n_ctas = -(-int(n_warps) // int(warps_per_cta))
+    per_warp = np.pad(per_warp, (0, n_ctas * int(warps_per_cta) - int(n_warps)))
+    words = per_warp.reshape(n_ctas, int(warps_per_cta)).sum(axis=1) * int(batch)
+    end = np.cumsum(words)
+    start = end - words
+    has = words > 0
+    touched = ((end[has] - 1) // LINE_WORDS - start[has] // LINE_WORDS + 1).sum()
+    return int(touched - (-(-int(end[-1]) // LINE_WORDS)))
 
 
 def _handover_cycles(spec, handovers, spread) -> np.ndarray:

@@ -6,11 +6,12 @@ import dataclasses
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import given, reject, settings
 from hypothesis import strategies as st
 
 from gpusim.engine import execute
 from gpusim.specs import load_spec
+from kernels_ir.errors import CapacityError
 from kernels_ir.kernels.sparse_rnn import build_dense_rnn, build_sparse_rnn, make_layer
 
 V100 = load_spec("v100")
@@ -114,7 +115,12 @@ def test_gated_cells_on_a_full_h100_with_padding_units(cell):
        sync=st.sampled_from(["lamport", "barrier"]), cell=st.sampled_from(["lstm", "gru"]),
        seed=st.integers(0, 1000))
 def test_random_gated_configurations(hidden, batch, density, steps, sms, sync, cell, seed):
+    """Values of every gated layer that fits (a layer the registers refuse is the capacity
+    tests' business: one SM holds 8 warps, so dense LSTMs from hidden ~50 do not fit)."""
     spec = dataclasses.replace(V100, sm_count=sms)
-    prog = build_sparse_rnn(make_layer(hidden, batch, density, steps, seed, cell=cell), spec,
-                            sync=sync, wide_loads=batch != 3)
+    try:
+        prog = build_sparse_rnn(make_layer(hidden, batch, density, steps, seed, cell=cell), spec,
+                                sync=sync, wide_loads=batch != 3)
+    except CapacityError:
+        reject()
     _check(prog, spec)

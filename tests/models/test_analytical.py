@@ -238,3 +238,25 @@ def test_fitted_library_model_charges_each_small_node_and_streams_the_weights():
     v100 = load_spec("v100")
     assert v100.library_from == "h100" and v100.source("library.node_s").startswith("[I]")
     assert v100.library_params["node_s"] == lib["node_s"]
+
+
+def test_deal_hand_overs_closed_form_equals_the_deal():
+    """The expectation path's line hand-overs (closed form) equal those of the mapping's own
+    deal of equal rows, h in owner order, for every size tried."""
+    from kernels_ir.mapping import _deal
+    from models.analytical.l2 import _deal_handovers, shared_lines
+
+    rng = np.random.default_rng(0)
+    for nw, wpc in ((1056, 8), (640, 8), (24, 8), (12, 4)):
+        for rows in [*range(1, 200, 13), *rng.integers(1, 9000, 6).tolist()]:
+            for b in (1, 2, 4, 8):
+                _, row_ids, _ = _deal(np.zeros(int(rows), np.int64), nw)
+                owned = row_ids.reshape(-1)
+                owned = owned[owned >= 0]
+                pos = np.empty(int(rows), np.int64)
+                pos[owned] = np.arange(owned.size)
+                want = shared_lines(row_ids, pos, b, wpc)
+                assert _deal_handovers(int(rows), b, nw, wpc) == want, (nw, wpc, rows, b)
+    # whole lines per CTA (8 warps x 4 rows x batch 1 = 32 words): no hand-over; 3 words: many
+    assert _deal_handovers(32 * 12, 1, 96, 8) == 0
+    assert _deal_handovers(3 * 12, 1, 12, 1) == 11
