@@ -54,6 +54,7 @@ from .l2 import (  # noqa: F401 (re-exports)
     _handover_cycles,
     _poll_phases,
     _stage_parts,
+    deal_handovers,
     l2_latency,
     shared_lines,
 )

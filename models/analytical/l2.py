@@ -32,8 +32,6 @@ The terms of the step (:mod:`.persistent` adds them up) that live here:
 
 from __future__ import annotations
 
-from functools import cache
-
 import numpy as np
 
 from kernels_ir.kernels.sparse_rnn import STAGE_GROUP
@@ -148,31 +146,32 @@ def shared_lines(row_ids, positions, batch: int, warps_per_cta: int) -> int:
     return int(pairs - np.unique(line).size)
 
 
-@cache
-def _deal_handovers(n_rows: int, batch: int, n_warps: int, warps_per_cta: int) -> int:
+def deal_handovers(n_rows, batch, n_warps: int, warps_per_cta: int) -> np.ndarray:
     """:func:`shared_lines` of equal rows dealt as :func:`kernels_ir.mapping.map_matrix` deals
-    them, for the expectation path (no mapping), in closed form: every warp gets one row per
-    full group of ``n_warps`` rows and the last group goes to the first (even group) or last
-    (odd group) warps, snake order; h is in owner order, so CTA ``c``'s words are one run and
-    it touches the lines of that run (``tests/models/test_analytical.py`` checks it against
-    :func:`shared_lines` of the deal itself)."""
-    R = -(-int(n_rows) // int(n_warps))
-    if R == 0:
-        return 0
-    q = int(n_rows) - (R - 1) * int(n_warps)      # rows of the last group
-    per_warp = np.full(int(n_warps), R - 1, np.int64)
-    if (R - 1) % 2 == 0:
-        per_warp[:q] += 1
-    else:
-        per_warp[int(n_warps) - q:] += 1
-    n_ctas = -(-int(n_warps) // int(warps_per_cta))
-    per_warp = np.pad(per_warp, (0, n_ctas * int(warps_per_cta) - int(n_warps)))
-    words = per_warp.reshape(n_ctas, int(warps_per_cta)).sum(axis=1) * int(batch)
-    end = np.cumsum(words)
+    them, for the expectation path (no mapping), in closed form and vectorised over ``n_rows``
+    and ``batch`` (arrays): every warp gets one row per full group of ``n_warps`` rows and the
+    last group goes to the first (even group) or last (odd group) warps, snake order; h is in
+    owner order, so CTA ``c``'s words are one run and it touches the lines of that run
+    (``tests/models/test_analytical.py`` checks it against :func:`shared_lines` of the deal)."""
+    n = np.atleast_1d(np.asarray(n_rows, dtype=np.int64))
+    b = np.broadcast_to(np.asarray(batch, dtype=np.int64), n.shape)
+    nw, wpc = int(n_warps), int(warps_per_cta)
+    R = -(-n // nw)
+    q = n - np.maximum(R - 1, 0) * nw                   # rows of the last group
+    lo = np.where((R - 1) % 2 == 0, 0, nw - q)[:, None]  # its warps: [lo, lo + q)
+    first = np.arange(0, nw, wpc)[None, :]              # each CTA's first warp
+    last = np.minimum(first + wpc, nw)
+    extra = np.clip(np.minimum(lo + q[:, None], last) - np.maximum(lo, first), 0, None)
+    words = ((np.maximum(R - 1, 0)[:, None] * (last - first) + extra) * b[:, None])
+    end = np.cumsum(words, axis=1)
     start = end - words
-    has = words > 0
-    touched = ((end[has] - 1) // LINE_WORDS - start[has] // LINE_WORDS + 1).sum()
-    return int(touched - (-(-int(end[-1]) // LINE_WORDS)))
+    touched = np.where(words > 0, (end - 1) // LINE_WORDS - start // LINE_WORDS + 1, 0).sum(1)
+    return touched - (-(-end[:, -1] // LINE_WORDS))
+
+
+def _deal_handovers(n_rows: int, batch: int, n_warps: int, warps_per_cta: int) -> int:
+    """:func:`deal_handovers` of one layer."""
+    return int(deal_handovers(n_rows, batch, n_warps, warps_per_cta)[0])
 
 
 def _handover_cycles(spec, handovers, spread) -> np.ndarray:

@@ -33,9 +33,9 @@ from .. import capacity as cap
 from .banks import _dense_slot_wavefronts, _expected_row_wavefronts, mapping_wavefronts
 from .l2 import (
     _barrier_cycles,
-    _deal_handovers,
     _handover_cycles,
     _stage_parts,
+    deal_handovers,
     l2_latency,
     shared_lines,
 )
@@ -60,7 +60,7 @@ def _persistent_from_slots(spec, v: Variant, N, B, K, wf_sm, wf_warp, mask, R, S
     mapping; 0 for the expectation). ``cta_spread``: cycles by which the slowest CTA's work
     exceeds the fastest's (exact mapping; 0 for the expectation), see :func:`_barrier_cycles`.
     ``shared``: the line hand-overs of one step's exchange, an int (:func:`shared_lines` of the
-    mapping, whose CTAs are the rows of ``wf_sm``) or an array with one :func:`_deal_handovers`
+    mapping, whose CTAs are the rows of ``wf_sm``) or an array with one :func:`deal_handovers`
     per configuration (expectation: alike CTAs); None: not counted.
     """
     c = _cyc(spec)
@@ -210,9 +210,8 @@ def _persistent_fast(spec, v: Variant, N, B, d, cell, dtype):
         wpc = _cyc(spec)["wpc"]
         wf_sm = wf_warp * wpc
         # h in owner order (square layers): the line hand-overs of the deal of equal rows
-        shared = (np.array([_deal_handovers(int(x), b, nw, wpc) if x == y else 0
-                            for x, y in zip(rr, n, strict=True)]) if v.sync == "lamport"
-                  else None)
+        shared = (np.where(rr == n, deal_handovers(rr, b, nw, wpc), 0)
+                  if v.sync == "lamport" else None)
         t, su, parts, wh = _persistent_from_slots(spec, v, n, b, K, wf_sm, wf_warp, mask, R, S,
                                                   dtype, shared=shared)
         ok = ok_r & ok_s
