@@ -1,0 +1,134 @@
+"""The gated cells (LSTM, GRU) and multi-head layers on the GPU: values against the float64
+references, per-step time, and the simulator's prediction of the same kernels.
+
+    PYTHONPATH=. python3 measurements/cells_check.py --out $OUT      # GPU: cells_check.json
+    python measurements/cells_check.py --simulate measurements/h100/cells_check.json
+
+The layers are a random draw (:func:`draw`, seed :data:`SEED`; no mechanism of the simulator was
+developed against a gated or multi-head kernel, so every case is out of sample): cells lstm/gru,
+hidden 192-1536 log-uniform (a gated layer has 3-4x the rows of a vanilla one), batch 1/2/4/8,
+density 0.01-0.3 log-uniform, sparse (wide loads, optimal layout) or dense, Lamport or barrier;
+then multi-head vanilla layers with 4-64 heads, some whose heads fit in one CTA (the exchange
+stays in the CTA) and some that do not (grid-wide exchange). A case the registers refuse is
+recorded as skipped with the reason. GPU: :func:`gpusim.backends.cupy_backend.run_program`
+(values checked against the float64 reference before any timing; per-step time = slope between
+``STEPS`` and ``SHORT_STEPS`` steps, median of interleaved repeats). Simulator:
+:func:`gpusim.pricing.price_program` of the same layer with ``SIM_STEPS`` steps (values checked).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+SEED = 19
+N_CELLS = 12
+STEPS, SHORT_STEPS, SIM_STEPS = 128, 16, 4
+REPEATS, WARMUP = 9, 2
+# (hidden, heads, batch, density): multi-head vanilla layers; hidden / heads units per head
+HEADS = ((1024, 16, 4, 0.1), (2048, 64, 2, 0.2), (4096, 32, 1, 0.05), (1536, 4, 4, 0.1))
+
+
+def draw(seed: int = SEED, n: int = N_CELLS) -> list[dict]:
+    """The cases: ``n`` random gated layers, then the multi-head layers of :data:`HEADS`."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        cell = ("lstm", "gru")[int(rng.random() < 0.5)]
+        hidden = int(round(math.exp(rng.uniform(math.log(192), math.log(1536))) / 8) * 8)
+        batch = int(rng.choice([1, 2, 4, 8]))
+        density = float(f"{math.exp(rng.uniform(math.log(0.01), math.log(0.3))):.3g}")
+        dense = bool(rng.random() < 0.25)
+        sync = ("lamport", "barrier")[int(rng.random() < 0.5)]
+        out.append({"cell": cell, "heads": 1, "hidden": hidden, "batch": batch,
+                    "density": 1.0 if dense else density, "kind": "dense" if dense else "sparse",
+                    "sync": sync})
+    for hidden, heads, batch, density in HEADS:
+        for sync in ("lamport", "barrier"):
+            out.append({"cell": "rnn", "heads": heads, "hidden": hidden, "batch": batch,
+                        "density": density, "kind": "sparse", "sync": sync})
+    return out
+
+
+def key(c: dict) -> str:
+    return (f"{c['kind']}-{c['cell']}-h{c['hidden']}-H{c['heads']}-b{c['batch']}-"
+            f"d{c['density']}-{c['sync']}")
+
+
+def build(c: dict, steps: int, spec):
+    """The case's program (sparse: wide loads, optimal layout, as the campaign builds them)."""
+    from kernels_ir.kernels.sparse_rnn import build_dense_rnn, build_sparse_rnn, make_layer
+
+    kw = {"heads": c["heads"]} if c["heads"] > 1 else {}
+    layer = make_layer(c["hidden"], c["batch"], c["density"], steps, SEED, cell=c["cell"], **kw)
+    if c["kind"] == "dense":
+        return build_dense_rnn(layer, spec, sync=c["sync"], wide_loads=True)
+    return build_sparse_rnn(layer, spec, sync=c["sync"], wide_loads=True, layout="optimal")
+
+
+def measure(out: str, argv: list) -> dict:
+    from gpusim.backends.cupy_backend import Runner, run_program
+    from gpusim.specs import load_spec
+    from kernels_ir.errors import CapacityError
+    from measurements.campaign import provenance
+    from measurements.probe import ClockSampler, save_record
+
+    spec = load_spec("h100")
+    runner = Runner()
+    prov = provenance(argv)
+    clocks = ClockSampler()
+    rec = {"format_version": 1, "provenance": prov, "seed": SEED, "steps": [STEPS, SHORT_STEPS],
+           "repeats": REPEATS, "results": {}}
+    t0 = time.time()
+    for c in draw():
+        k = key(c)
+        try:
+            prog = build(c, STEPS, spec)
+            r = run_program(prog, repeats=REPEATS, warmup=WARMUP, short_steps=SHORT_STEPS,
+                            spec=spec, runner=runner)
+            r = {"status": "ok", "exchange": prog.variant.get("exchange", "grid"), **r}
+            print(f"{k:52s} {r['per_step_s'] * 1e6:7.2f} us/step  max_rel_err "
+                  f"{r['max_rel_err']:.2g}", flush=True)
+        except CapacityError as exc:
+            r = {"status": "skipped", "reason": str(exc)}
+            print(f"{k}: skipped ({exc})", flush=True)
+        except Exception as exc:   # record and go on
+            r = {"status": "error", "error": f"{type(exc).__name__}: {exc}"}
+            print(f"{k}: FAILED {r['error']}", flush=True)
+        rec["results"][k] = {**c, **r}
+    clocks.stop(prov)
+    rec["timing_s"] = time.time() - t0
+    save_record(os.path.join(out, "cells_check.json"), rec)
+    return rec
+
+
+def _simulated(spec, rec) -> dict:
+    from gpusim.pricing import price_program
+
+    res = {}
+    for k, r in rec["results"].items():
+        if r.get("status") != "ok":
+            continue
+        c = {f: r[f] for f in ("cell", "heads", "hidden", "batch", "density", "kind", "sync")}
+        p = price_program(build(c, SIM_STEPS, spec), spec, what=k)
+        res[k] = {"per_step_s": p.per_step_s, "max_rel_err": p.max_rel_err}
+        g = r["per_step_s"]
+        print(f"{k:52s} sim {p.per_step_s * 1e6:7.2f} us  GPU {g * 1e6:7.2f} us  "
+              f"{100 * (p.per_step_s / g - 1):+5.1f}%", flush=True)
+    return res
+
+
+def main(argv: list | None = None) -> int:
+    from measurements.probe import add_simulated, probe_main
+    return probe_main(argv, __doc__, "measurements/cells_check.py", measure,
+                      lambda path: add_simulated(path, _simulated, steps=SIM_STEPS))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
