@@ -6,11 +6,12 @@ import dataclasses
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from gpusim.engine import execute
 from gpusim.specs import load_spec
+from kernels_ir.errors import CapacityError
 from kernels_ir.kernels.sparse_rnn import build_dense_rnn, build_sparse_rnn, make_layer
 
 V100 = load_spec("v100")
@@ -115,6 +116,9 @@ def test_gated_cells_on_a_full_h100_with_padding_units(cell):
        seed=st.integers(0, 1000))
 def test_random_gated_configurations(hidden, batch, density, steps, sms, sync, cell, seed):
     spec = dataclasses.replace(V100, sm_count=sms)
-    prog = build_sparse_rnn(make_layer(hidden, batch, density, steps, seed, cell=cell), spec,
-                            sync=sync, wide_loads=batch != 3)
+    try:
+        prog = build_sparse_rnn(make_layer(hidden, batch, density, steps, seed, cell=cell),
+                                spec, sync=sync, wide_loads=batch != 3)
+    except CapacityError:      # e.g. a dense-ish LSTM of ~60 units on one SM: 29 rows a warp
+        assume(False)
     _check(prog, spec)
