@@ -31,7 +31,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="recurrent cell (gru: 3 gates, lstm: 4 gates; the gate rows of a unit "
                    "are computed by one warp, and only h is exchanged)")
     p.add_argument("--heads", type=int, default=1, metavar="H",
-                   help="independent recurrences (block-diagonal U, xLSTM/sLSTM-style heads of N/H units; H must divide N); when a CTA holds whole heads h is exchanged inside it, with no grid-wide sync")
+                   help="independent recurrences (block-diagonal U, heads of N/H units; H must "
+                   "divide N); when a CTA holds whole heads, h is exchanged inside it "
+                   "with no grid-wide sync")
     p.add_argument("--sample-steps", type=positive_int("sample-steps"), default=None,
                    metavar="K", help="simulate K steps in full and extrapolate the rest")
     add_output_arguments(p, plot="a per-SM timeline of the steps (stacked breakdown)",
