@@ -116,6 +116,8 @@ class Prediction:
     note: str
     report: Any = field(repr=False, compare=False)
     uncertainty: Any = field(repr=False, compare=False, default=None)
+    heads: int = 1
+    heads_note: str = ""     # heads > 1: where the grid-wide exchange disappears (heads_note)
 
     def kernel(self, name: str):
         """The row of kernel ``name`` (e.g. ``"sparse-lamport"``, ``"cublas"``)."""
@@ -128,7 +130,10 @@ class Prediction:
     def to_dict(self) -> dict:
         """Exactly ``gpusim predict --json``."""
         unc = None if self.uncertainty is None else self.uncertainty.as_dict()
-        return {**self.report.as_dict(), "uncertainty": unc}
+        out = {**self.report.as_dict(), "uncertainty": unc}
+        if self.heads > 1:
+            out.update(heads=self.heads, heads_note=self.heads_note)
+        return out
 
     def to_frame(self):
         """One row per kernel, indexed by name; breakdown terms as ``breakdown.<term>`` columns
@@ -143,7 +148,8 @@ class Prediction:
 
 def predict(gpu="v100", hidden: int = 2304, batch: int = 4, density: float = 0.1,
             timesteps: int = 256, cell: str = "rnn", dtype: str = "fp32", engine: str = "model",
-            sample_steps: int = 3, seed: int = 0, exact: bool = True) -> Prediction:
+            sample_steps: int = 3, seed: int = 0, exact: bool = True,
+            heads: int = 1) -> Prediction:
     """Per-step and total time of every kernel and baseline for one layer.
 
     ``gpu``: spec name (``"v100"``, ``"h100"``, ``"h200"``), .toml path or spec object.
@@ -157,17 +163,27 @@ def predict(gpu="v100", hidden: int = 2304, batch: int = 4, density: float = 0.1
     layer's mapping (exact wavefronts and row lengths) when it has at most
     :data:`models.analytical.EXACT_NNZ_LIMIT` nonzeros, as ``gpusim predict`` does; ``False``
     uses the expectation over random layers (:func:`models.analytical.predict_many`, what a
-    sweep uses), which differs by a few percent.
+    sweep uses), which differs by a few percent. ``heads`` H (a divisor of ``hidden``):
+    H independent recurrences of N/H units (block-diagonal U, ``density`` within each head's
+    block, docs/heads.md); engine ``"sim"`` only (the model prices one recurrence and refuses
+    H > 1). ``heads_note`` says which persistent kernels exchange h inside a CTA.
     """
     from models.analytical import predict_layer
+    from models.sparse import check_heads
 
     spec = _spec(gpu)
     _choice("engine", engine, ("model", "sim"))
+    heads = check_heads(heads, _int("hidden", hidden))
+    if heads > 1 and engine != "sim":
+        raise InputError(f"heads={heads} needs engine 'sim' (--engine sim): the analytical "
+                         f"model prices the grid-wide exchange of one recurrence and does not "
+                         f"model the CTA-local exchange of whole heads; accepted with engine "
+                         f"'model': heads=1")
     sim = None
     if engine == "sim":
         from gpusim.cli.predict import simulator
 
-        sim = simulator(_int("sample_steps", sample_steps))
+        sim = simulator(_int("sample_steps", sample_steps), heads=heads)
     seed = _int("seed", seed, minimum=0)
     from gpusim.uncertainty import annotate
 
@@ -176,7 +192,38 @@ def predict(gpu="v100", hidden: int = 2304, batch: int = 4, density: float = 0.1
     return Prediction(rep.gpu, spec.full_name, rep.hidden, rep.batch, rep.density,
                       rep.timesteps, rep.cell, rep.dtype, rep.engine, seed, tuple(rep.rows),
                       rep.best_persistent, rep.next_best, rep.speedup, rep.note, rep,
-                      annotate(rep))
+                      annotate(rep), heads,
+                      heads_note(spec, hidden, batch, density, cell, seed, heads))
+
+
+def heads_note(spec, hidden: int, batch: int, density: float, cell: str, seed: int,
+               heads: int) -> str:
+    """One line on a multi-head layer's exchange: which persistent kernels (the default
+    variant of each, sparse and dense) hold whole heads per CTA and so exchange h inside the
+    CTA with no grid-wide sync, which keep the grid-wide exchange; "" for ``heads`` 1."""
+    if heads == 1:
+        return ""
+    from kernels_ir.errors import CapacityError
+    from kernels_ir.kernels.sparse_rnn import build_dense_rnn, build_sparse_rnn, make_layer
+
+    local, grid = [], []
+    for kind, build, d in (("sparse", build_sparse_rnn, density), ("dense", build_dense_rnn, 1.0)):
+        try:
+            prog = build(make_layer(hidden, batch, d, 1, seed, cell=cell, heads=heads), spec)
+        except CapacityError:
+            continue
+        if prog.mapping.cta_local:
+            local.append(f"{kind} ({prog.mapping.heads_per_cta} per CTA)")
+        else:
+            grid.append(kind)
+    parts = [f"heads={heads} of {hidden // heads} units"]
+    if local:
+        parts.append(f"heads fit in one CTA for {', '.join(local)}: no grid-wide exchange "
+                     f"(h through shared memory, CTA barriers)")
+    if grid:
+        parts.append(f"a CTA cannot hold whole heads for {', '.join(grid)}: grid-wide exchange")
+    parts.append("cuBLAS/cuSPARSE rows are the model's, for this density over the full N x N")
+    return "; ".join(parts)
 
 
 # ----------------------------------------------------------------------------- simulate
@@ -224,6 +271,8 @@ class Simulation:
     wall_s: float = field(compare=False)
     result: Any = field(repr=False, compare=False)
     cell: str = "rnn"
+    heads: int = 1
+    heads_note: str = ""     # heads > 1: the step's exchange (CTA-local or grid-wide)
 
     @property
     def values_ok(self) -> bool:
@@ -235,6 +284,8 @@ class Simulation:
     def to_dict(self) -> dict:
         """Exactly ``gpusim simulate --json``."""
         out = self.result.to_json()
+        if self.heads > 1:
+            out.update(heads=self.heads, heads_note=self.heads_note)
         out["wall_s"] = self.wall_s
         return out
 
@@ -249,7 +300,7 @@ class Simulation:
 def simulate(gpu="v100", hidden: int = 1152, batch: int = 4, density: float = 0.1,
              timesteps: int = 16, seed: int = 0, sync: str = "lamport", wide_loads: bool = True,
              layout: str = "naive", dense: bool = False, sample_steps: int | None = None,
-             progress: bool = False, cell: str = "rnn") -> Simulation:
+             progress: bool = False, cell: str = "rnn", heads: int = 1) -> Simulation:
     """Simulate the persistent RNN kernel for one layer cycle-approximately.
 
     ``gpu``: spec name, .toml path or spec; ``hidden``, ``batch``, ``density``, ``timesteps``,
@@ -258,7 +309,9 @@ def simulate(gpu="v100", hidden: int = 1152, batch: int = 4, density: float = 0.
     each row's nonzeros (naive, random, greedy, optimal); ``dense``: the dense persistent kernel
     instead. ``sample_steps``: simulate K steps in full and extrapolate the rest (None: all).
     ``progress``: a progress bar on stderr. ``cell``: rnn, gru or lstm (the values are checked
-    against :func:`models.reference.gru_reference` / ``lstm_reference``).
+    against :func:`models.reference.gru_reference` / ``lstm_reference``). ``heads`` H (a
+    divisor of ``hidden``): a multi-head layer (block-diagonal U, docs/heads.md); ``heads_note``
+    says whether h is exchanged inside the CTAs or grid-wide.
     """
     from gpusim.cli.common import BATCH_MAX, HIDDEN_MAX, TIMESTEPS_MAX
     from gpusim.cli.run import build_program
@@ -272,6 +325,9 @@ def simulate(gpu="v100", hidden: int = 1152, batch: int = 4, density: float = 0.
         seed=_int("seed", seed, 0), sync=_choice("sync", sync, SYNCS),
         wide_loads=bool(wide_loads), layout=_choice("layout", layout, LAYOUTS),
         dense=bool(dense), cell=_choice("cell", cell, CELLS))
+    from models.sparse import check_heads
+
+    args.heads = check_heads(heads, args.hidden)
     if sample_steps is not None:
         sample_steps = _int("sample_steps", sample_steps)
     t0 = time.perf_counter()
@@ -291,7 +347,20 @@ def simulate(gpu="v100", hidden: int = 1152, batch: int = 4, density: float = 0.
         float(res.per_step_s), float(res.launch_overhead_s), int(res.steps),
         int(res.total_steps), bool(res.extrapolated), float(res.max_rel_err),
         int(res.warp_instructions), tuple(res.step_cycles), res.breakdown, res.smem_wavefronts,
-        res.bank_conflicts, res.l2_transactions, wall, res, args.cell)
+        res.bank_conflicts, res.l2_transactions, wall, res, args.cell, args.heads,
+        _exchange_note(prog, args.heads))
+
+
+def _exchange_note(prog, heads: int) -> str:
+    """:attr:`Simulation.heads_note` of a built program."""
+    if heads == 1:
+        return ""
+    m = prog.mapping
+    if m.cta_local:
+        return (f"heads={heads} of {m.n_cols // heads} units, {m.heads_per_cta} per CTA: heads "
+                f"fit in one CTA: no grid-wide exchange (h through shared memory, CTA barriers)")
+    return (f"heads={heads} of {m.n_cols // heads} units: a CTA cannot hold whole heads: "
+            f"grid-wide exchange ({prog.variant['sync']})")
 
 
 # ----------------------------------------------------------------------------- capacity

@@ -18,6 +18,15 @@ the longest row of row-slot ``j`` over all warps. Dealing rows in order of decre
 count makes each row-slot hold rows of similar length (least padding); the snake order (direction
 alternating with ``j``) balances the total load across warps and SMs.
 
+Multi-head layers (``heads`` H > 1: ``U`` block-diagonal, H independent recurrences of N/H
+units, every gate block of a gated cell block-diagonal too): the heads are dealt to the CTAs
+whole, ``heads_per_cta = ceil(H / n_ctas)`` consecutive heads per CTA, and inside a CTA its
+heads' rows (units, for a gated cell) are sorted and snake-dealt over its warps as above; a
+row-slot's K is the longest of its rows over all CTAs. Every row then reads only h of units
+its own CTA computes, so the kernel exchanges h through shared memory inside the CTA
+(:mod:`kernels_ir.kernels.sparse_rnn`). Whether the registers hold a CTA's heads is the
+kernel's decision; ``heads=1`` is the ordinary deal over all warps.
+
 The shared-memory access of slot ``s`` is given by :func:`access_pattern` (one or more loads of
 ``width`` words at ``cols * B + offset``); :func:`slot_word_addresses` applies it, so the kernel
 builder, the simulator and the bank analyser use the same addresses.
@@ -61,6 +70,13 @@ class Mapping:
     layout: str
     positions: np.ndarray | None = None  # int32 (n_cols,): where h[c] lives in h_s / hseq
     gates: int = 1        # gate rows per unit: row-slots j * gates .. j * gates + gates - 1
+    heads: int = 1        # independent recurrences (block-diagonal U), see the module docstring
+    heads_per_cta: int = 0  # heads > 1: whole heads per CTA (0: heads dealt over all warps)
+
+    @property
+    def cta_local(self) -> bool:
+        """Every CTA holds whole heads: no row reads h computed by another CTA."""
+        return self.heads_per_cta > 0
 
     @property
     def h_positions(self) -> np.ndarray:
@@ -198,6 +214,69 @@ def _deal_units(nnz: np.ndarray, n_warps: int, gates: int):
     return np.concatenate(order), row_ids, tuple(K), tuple(counts)
 
 
+def _deal_heads(nnz: np.ndarray, n_ctas: int, warps_per_cta: int, gates: int, heads: int,
+                n_cols: int):
+    """Whole heads per CTA (module docstring): ``heads_per_cta`` consecutive heads to each
+    CTA, their rows dealt over its warps by :func:`_deal` / :func:`_deal_units`.
+
+    Returns ``(order, row_ids, K, counts, warps, heads_per_cta)``: ``order`` lists the rows
+    row-slot by row-slot (in warp order), ``counts[j]`` how many, ``warps[j]`` their warps.
+    """
+    size = n_cols // heads
+    hpc = math.ceil(heads / n_ctas)
+    parts, ks = [], []
+    for cta in range(n_ctas):
+        units = np.arange(min(heads, cta * hpc) * size, min(heads, (cta + 1) * hpc) * size)
+        rows = (np.arange(gates)[:, None] * n_cols + units[None, :]).reshape(-1)
+        if rows.size == 0:
+            parts.append(np.full((warps_per_cta, 0), -1, dtype=np.int32))
+            continue
+        if gates > 1:
+            _, local, K, _ = _deal_units(nnz[rows], warps_per_cta, gates)
+        else:
+            _, local, K = _deal(nnz[rows], warps_per_cta)
+        parts.append(np.where(local >= 0, rows[np.maximum(local, 0)], -1).astype(np.int32))
+        ks.append(K)
+    R = max(p.shape[1] for p in parts)
+    row_ids = np.full((n_ctas * warps_per_cta, R), -1, dtype=np.int32)
+    for cta, p in enumerate(parts):
+        row_ids[cta * warps_per_cta:(cta + 1) * warps_per_cta, :p.shape[1]] = p
+    K = tuple(max([k[j] for k in ks if j < len(k)] or [1]) for j in range(R))
+    order, counts, warps = [], [], []
+    for j in range(R):
+        w = np.flatnonzero(row_ids[:, j] >= 0)
+        order.append(row_ids[w, j])
+        counts.append(w.size)
+        warps.append(w)
+    return np.concatenate(order), row_ids, K, tuple(counts), tuple(warps), hpc
+
+
+def _check_heads(M, heads, n_rows: int, n_cols: int, gates: int) -> int:
+    """``heads`` as an int, after checking it divides N and that ``U`` is block-diagonal."""
+    heads = _positive("heads", heads)
+    if heads == 1:
+        return 1
+    if n_cols % heads or n_rows != gates * n_cols:
+        raise InputError(f"heads={heads} must divide N={n_cols} of a square (gates*N x N) U; "
+                         f"U has shape {(n_rows, n_cols)}")
+    size = n_cols // heads
+    if sp.issparse(M):
+        rows = np.repeat(np.arange(n_rows), np.diff(M.indptr))
+        bad = np.flatnonzero((rows % n_cols) // size != M.indices // size)
+        if bad.size:
+            r, c = int(rows[bad[0]]), int(M.indices[bad[0]])
+    else:
+        r_head = (np.arange(n_rows) % n_cols) // size
+        off = (np.asarray(M) != 0) & (r_head[:, None] != (np.arange(n_cols) // size)[None, :])
+        bad = np.argwhere(off)
+        if bad.size:
+            r, c = (int(x) for x in bad[0])
+    if bad.size:
+        raise InputError(f"U is not block-diagonal with heads={heads}: row {r} (head "
+                         f"{(r % n_cols) // size}) has a weight in column {c} (head {c // size})")
+    return heads
+
+
 def _fill_padding_columns(cols: np.ndarray, pad: np.ndarray) -> None:
     """Give every padding lane a column that adds no wavefront (in place).
 
@@ -276,7 +355,7 @@ def _layout_indices(csr: sp.csr_matrix, ks: np.ndarray, layout, batch: int, wide
 
 def map_matrix(U, *, n_ctas: int, warps_per_cta: int, batch: int, wide_loads: bool,
                layout: str | Callable = "naive", seed: int = 0, dense: bool = False,
-               owner_order: bool = True, gates: int = 1) -> Mapping:
+               owner_order: bool = True, gates: int = 1, heads: int = 1) -> Mapping:
     """Map ``U`` (n_rows x n_cols; scipy.sparse or ndarray) onto ``n_ctas x warps_per_cta`` warps.
 
     ``layout`` is a name from :data:`kernels_ir.layouts.LAYOUTS` or a hook
@@ -295,6 +374,9 @@ def map_matrix(U, *, n_ctas: int, warps_per_cta: int, batch: int, wide_loads: bo
     ``gates`` (1, or 3/4 for GRU/LSTM): ``U`` is ``gates * N x N`` and the gate rows of a unit
     are dealt to one warp as consecutive row-slots (module docstring); the owner order is that
     of the units.
+
+    ``heads`` (a divisor of N; ``U`` must be block-diagonal): whole heads per CTA (module
+    docstring); the Mapping's ``heads_per_cta`` says how many.
     """
     n_ctas = _positive("n_ctas", n_ctas)
     warps_per_cta = _positive("warps_per_cta", warps_per_cta)
@@ -308,13 +390,18 @@ def map_matrix(U, *, n_ctas: int, warps_per_cta: int, batch: int, wide_loads: bo
     if gates > 1 and n_rows != gates * n_cols:
         raise InputError(f"U has shape {M.shape}; gates={gates} needs ({gates}*N, N) = "
                          f"({gates * n_cols}, {n_cols})")
+    heads = _check_heads(M, heads, n_rows, n_cols, gates)
+    hpc = 0
 
     if dense:
         name = layout if isinstance(layout, str) else getattr(layout, "name", "custom")
         if name != "naive":
             raise InputError(f"layout={name!r} is not available for dense tiles; accepted: naive")
         k = math.ceil(n_cols / WARP)
-        if gates > 1:
+        if heads > 1:
+            _, row_ids, K, _, _, hpc = _deal_heads(np.full(n_rows, n_cols), n_ctas,
+                                                  warps_per_cta, gates, heads, n_cols)
+        elif gates > 1:
             _, row_ids, K, _ = _deal_units(np.full(n_rows, n_cols), n_warps, gates)
         else:
             order, row_ids, K = _deal(np.full(n_rows, n_cols), n_warps)
@@ -335,15 +422,17 @@ def map_matrix(U, *, n_ctas: int, warps_per_cta: int, batch: int, wide_loads: bo
             values[w, sl] = tile.reshape(rows.size, k, WARP)
         _fill_padding_columns(cols, pad)
         return _freeze(Mapping(n_rows, n_cols, n_ctas, warps_per_cta, len(K), K, row_ids,
-                               values, cols, pad, True, "naive", gates=gates))
+                               values, cols, pad, True, "naive", gates=gates, heads=heads,
+                               heads_per_cta=hpc))
 
     hook, name = _hook(layout)
-    return _place(_deal_sparse(M, n_ctas, warps_per_cta, owner_order, gates), hook, name, batch,
-                  wide_loads, seed)
+    return _place(_deal_sparse(M, n_ctas, warps_per_cta, owner_order, gates, heads), hook, name,
+                  batch, wide_loads, seed)
 
 
 def map_matrix_layouts(U, layouts, *, n_ctas: int, warps_per_cta: int, batch: int,
-                       seed: int = 0, owner_order: bool = True, gates: int = 1) -> list[Mapping]:
+                       seed: int = 0, owner_order: bool = True, gates: int = 1,
+                       heads: int = 1) -> list[Mapping]:
     """:func:`map_matrix` of one sparse ``U`` for several ``(layout, wide_loads)`` pairs.
 
     Returns the same Mappings as one ``map_matrix(U, ..., layout=layout,
@@ -363,7 +452,8 @@ def map_matrix_layouts(U, layouts, *, n_ctas: int, warps_per_cta: int, batch: in
     if gates > 1 and M.shape[0] != gates * M.shape[1]:
         raise InputError(f"U has shape {M.shape}; gates={gates} needs ({gates}*N, N) = "
                          f"({gates * M.shape[1]}, {M.shape[1]})")
-    dealt = _deal_sparse(M, n_ctas, warps_per_cta, owner_order, gates)
+    heads = _check_heads(M, heads, *M.shape, gates)
+    dealt = _deal_sparse(M, n_ctas, warps_per_cta, owner_order, gates, heads)
     return [_place(dealt, hook, name, batch, wide, seed) for hook, name, wide in pairs]
 
 
@@ -393,14 +483,21 @@ class _Dealt:
     counts: tuple[int, ...]        # rows of every row-slot (consecutive in `order`)
     reverse: tuple[bool, ...]      # row-slot dealt from the last warp down (snake order)
     gates: int
+    heads: int = 1
+    heads_per_cta: int = 0
+    warps: tuple | None = None     # heads > 1: the warps of every row-slot's rows, in `order`
 
 
 def _deal_sparse(M: sp.csr_matrix, n_ctas: int, warps_per_cta: int,
-                 owner_order: bool, gates: int = 1) -> _Dealt:
+                 owner_order: bool, gates: int = 1, heads: int = 1) -> _Dealt:
     n_warps = n_ctas * warps_per_cta
     n_rows, n_cols = M.shape
     nnz = np.diff(M.indptr)
-    if gates > 1:
+    warps, hpc = None, 0
+    if heads > 1:
+        order, row_ids, K, counts, warps, hpc = _deal_heads(nnz, n_ctas, warps_per_cta, gates,
+                                                            heads, n_cols)
+    elif gates > 1:
         order, row_ids, K, counts = _deal_units(nnz, n_warps, gates)
     else:
         order, row_ids, K = _deal(nnz, n_warps)
@@ -421,7 +518,7 @@ def _deal_sparse(M: sp.csr_matrix, n_ctas: int, warps_per_cta: int,
         if a is not None:
             a.setflags(write=False)
     return _Dealt(n_rows, n_cols, n_ctas, warps_per_cta, row_ids, K, ks, positions, M[order],
-                  counts, reverse, gates)
+                  counts, reverse, gates, heads, hpc, warps)
 
 
 def _place(dealt: _Dealt, hook: Callable, name: str, batch: int, wide_loads: bool,
@@ -444,8 +541,11 @@ def _place(dealt: _Dealt, hook: Callable, name: str, batch: int, wide_loads: boo
         hi = lo + dealt.counts[j]
         block = idx[start:start + (hi - lo) * K[j]].reshape(hi - lo, K[j], WARP)
         start += (hi - lo) * K[j]
-        w = np.arange(hi - lo)
-        w = n_warps - 1 - w if dealt.reverse[j] else w
+        if dealt.warps is not None:
+            w = dealt.warps[j]
+        else:
+            w = np.arange(hi - lo)
+            w = n_warps - 1 - w if dealt.reverse[j] else w
         real = block >= 0
         glob = np.where(real, Ms.indptr[lo:hi, None, None] + block, Ms.nnz)  # nnz: sentinel
         sl = slice(sum(K[:j]), sum(K[:j + 1]))
@@ -455,7 +555,7 @@ def _place(dealt: _Dealt, hook: Callable, name: str, batch: int, wide_loads: boo
     _fill_padding_columns(cols, pad)
     return _freeze(Mapping(n_rows, dealt.n_cols, dealt.n_ctas, dealt.warps_per_cta, R, K,
                            dealt.row_ids, values, cols, pad, False, str(name), dealt.positions,
-                           dealt.gates))
+                           dealt.gates, dealt.heads, dealt.heads_per_cta))
 
 
 def _freeze(m: Mapping) -> Mapping:

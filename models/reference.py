@@ -4,6 +4,11 @@ All functions take the recurrent matrix ``U`` (a dense ndarray or any ``scipy.sp
 the precomputed input projections ``x_proj[t] = W x_t + b`` of shape ``(T, rows, B)`` and the
 initial state ``h0`` of shape ``(N, B)``, and compute in float64 whatever dtype they are given.
 Biases are part of ``x_proj`` (one GEMM before the recurrent kernel, as in the papers).
+
+Multi-head layers (H independent recurrences of N/H units, ``U`` block-diagonal in every gate
+block) need nothing special: the references above take the block-diagonal ``U`` as it is.
+:func:`multihead_reference` computes the same thing head by head, from the diagonal blocks
+alone, as an independent check that the heads do not interact.
 """
 
 from __future__ import annotations
@@ -13,7 +18,8 @@ import scipy.sparse as sp
 
 from kernels_ir.errors import InputError
 
-__all__ = ["rnn_reference", "lstm_reference", "gru_reference"]
+__all__ = ["rnn_reference", "lstm_reference", "gru_reference", "multihead_reference",
+           "head_block"]
 
 
 def _matmul64(U) -> callable:
@@ -106,4 +112,43 @@ def gru_reference(U, x_proj, h0) -> np.ndarray:
         z = _sigmoid(x[n:2 * n] + a[n:2 * n])
         cand = np.tanh(x[2 * n:] + r * a[2 * n:])
         H[t + 1] = (1.0 - z) * cand + z * H[t]
+    return H
+
+
+_REFERENCES = {"rnn": (1, rnn_reference), "lstm": (4, lstm_reference), "gru": (3, gru_reference)}
+
+
+def head_block(U, heads: int, head: int, gates: int = 1):
+    """The rows and columns of head ``head`` of ``U`` (``gates*N x N``): a ``gates*n x n``
+    matrix, ``n = N / heads``, gate ``g`` of local unit ``u`` at row ``g*n + u``."""
+    n_all = U.shape[1]
+    if heads < 1 or n_all % heads:
+        raise InputError(f"heads={heads} must be a positive divisor of N={n_all}")
+    n = n_all // heads
+    units = np.arange(head * n, (head + 1) * n)
+    rows = (np.arange(gates)[:, None] * n_all + units[None, :]).reshape(-1)
+    M = sp.csr_matrix(U) if sp.issparse(U) else np.asarray(U)
+    return M[rows][:, units]
+
+
+def multihead_reference(cell: str, U, x_proj, h0, heads: int) -> np.ndarray:
+    """``H`` (T+1, N, B) of a multi-head layer computed head by head: the cell's reference on
+    each diagonal block of ``U`` (:func:`head_block`) with that head's inputs. Weights outside
+    the diagonal blocks are ignored (for a block-diagonal ``U`` this equals the cell's reference
+    on the whole ``U``)."""
+    if cell not in _REFERENCES:
+        raise InputError(f"cell={cell!r} is not supported; accepted: {', '.join(_REFERENCES)}")
+    gates, ref = _REFERENCES[cell]
+    U, x_proj, h0 = _check(U, x_proj, h0, gates, cell)
+    n_all = h0.shape[0]
+    if isinstance(heads, bool) or not isinstance(heads, (int, np.integer)) or heads < 1 \
+            or n_all % heads:
+        raise InputError(f"heads={heads!r} must be a positive integer that divides N={n_all}")
+    n = n_all // heads
+    H = np.empty((x_proj.shape[0] + 1, *h0.shape))
+    for k in range(heads):
+        units = np.arange(k * n, (k + 1) * n)
+        rows = (np.arange(gates)[:, None] * n_all + units[None, :]).reshape(-1)
+        out = ref(head_block(U, heads, k, gates), x_proj[:, rows], h0[units])
+        H[:, units] = out[0] if isinstance(out, tuple) else out
     return H

@@ -16,7 +16,8 @@ import scipy.sparse as sp
 
 from kernels_ir.errors import InputError
 
-__all__ = ["prune_magnitude", "random_sparse", "random_layer", "Layer", "check_density", "GATES"]
+__all__ = ["prune_magnitude", "random_sparse", "random_layer", "Layer", "check_density", "GATES",
+           "check_heads", "block_diagonal"]
 
 GATES = {"rnn": 1, "gru": 3, "lstm": 4}  # recurrent matrix rows = GATES[cell] * N
 _ROW_CHUNK_ELEMS = 1 << 20  # random keys drawn per chunk of rows (sized to stay in cache)
@@ -158,12 +159,18 @@ def random_sparse(n_rows: int, n_cols: int, density, rng: np.random.Generator, *
 
 @dataclass(frozen=True, slots=True, eq=False)
 class Layer:
-    """One recurrent layer's data: ``U`` (csr, float32), ``x_proj`` (T, rows, B), ``h0`` (N, B)."""
+    """One recurrent layer's data: ``U`` (csr, float32), ``x_proj`` (T, rows, B), ``h0`` (N, B).
+
+    ``heads`` H: ``U`` is block-diagonal, H independent recurrences of N/H units each (every
+    gate block of a gated cell is block-diagonal: unit ``u`` of head ``u // (N/H)`` only reads
+    the h of that head's units).
+    """
 
     cell: str
     U: sp.csr_matrix
     x_proj: np.ndarray
     h0: np.ndarray
+    heads: int = 1
 
     @property
     def hidden(self) -> int:
@@ -178,23 +185,48 @@ class Layer:
         return self.x_proj.shape[0]
 
 
+def check_heads(heads, hidden: int) -> int:
+    """``heads`` as an int: a positive divisor of ``hidden`` (InputError otherwise)."""
+    if isinstance(heads, bool) or not isinstance(heads, (int, np.integer)) or heads < 1 \
+            or hidden % heads:
+        raise InputError(f"heads={heads!r} must be a positive integer that divides "
+                         f"hidden={hidden} (accepted: 1 and the divisors of {hidden})")
+    return int(heads)
+
+
+def block_diagonal(blocks_of_rows: sp.csr_matrix, hidden: int, heads: int) -> sp.csr_matrix:
+    """``gates*N x N`` block-diagonal matrix from ``gates*N x N/H`` rows: row ``r`` (unit
+    ``r % N``) keeps its columns, shifted into its head's block ``(r % N) // (N/H)``."""
+    m = sp.csr_matrix(blocks_of_rows)
+    size = hidden // heads
+    rows = np.repeat(np.arange(m.shape[0]), np.diff(m.indptr))
+    indices = (m.indices + ((rows % hidden) // size) * size).astype(np.int32)
+    return sp.csr_matrix((m.data, indices, m.indptr), shape=(m.shape[0], hidden))
+
+
 def random_layer(hidden: int, batch: int, density, timesteps: int, seed: int,
-                 cell: str = "rnn") -> Layer:
+                 cell: str = "rnn", heads: int = 1) -> Layer:
     """A fresh random layer (never zeros): sparse ``U``, inputs and initial state, float32.
 
     ``x_proj`` and ``h0`` are normal with standard deviation 0.5, so pre-activations stay in the
-    range where ``tanh``/``sigmoid`` have useful slope.
+    range where ``tanh``/``sigmoid`` have useful slope. ``heads`` H (a divisor of ``hidden``):
+    ``U`` is block-diagonal (:class:`Layer`), each row drawn over its head's N/H columns with
+    the same ``density`` (the weights' scale follows the head's width).
     """
     hidden = _check_positive("hidden", hidden)
     batch = _check_positive("batch", batch)
     timesteps = _check_positive("timesteps", timesteps)
+    heads = check_heads(heads, hidden)
     if cell not in GATES:
         raise InputError(f"cell={cell!r} is not supported; accepted: {', '.join(GATES)}")
     rng = np.random.default_rng(seed)
     rows = GATES[cell] * hidden
-    U = random_sparse(rows, hidden, density, rng)
+    if heads == 1:
+        U = random_sparse(rows, hidden, density, rng)
+    else:
+        U = block_diagonal(random_sparse(rows, hidden // heads, density, rng), hidden, heads)
     x_proj = (0.5 * rng.standard_normal((timesteps, rows, batch))).astype(np.float32)
     h0 = (0.5 * rng.standard_normal((hidden, batch))).astype(np.float32)
     for a in (x_proj, h0):
         a.setflags(write=False)
-    return Layer(cell, U, x_proj, h0)
+    return Layer(cell, U, x_proj, h0, heads)

@@ -44,6 +44,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--engine", choices=("model", "sim"), default="model",
                    help="analytical model (fast) or the simulator for every kernel in the IR "
                    "(persistent, dense, CSR); cuBLAS/cuSPARSE always use the model")
+    p.add_argument("--heads", type=int, default=1, metavar="H",
+                   help="independent recurrences (block-diagonal U, heads of N/H units; H must "
+                   "divide N); when a CTA holds whole heads, h is exchanged inside it "
+                   "with no grid-wide sync"
+                   "; --engine sim only: the model prices one recurrence")
     p.add_argument("--sample-steps", type=positive_int("sample-steps"), default=3,
                    help="--engine sim: steps simulated in full before extrapolating")
     p.add_argument("--seed", type=nonnegative_int("seed"), default=0,
@@ -55,21 +60,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 PARALLEL_MIN_WORDS = 2048
 
 
-def _simulate_one(sample_steps, spec, variant, hidden, batch, density, seed, cell="rnn"):
+def _simulate_one(sample_steps, spec, variant, hidden, batch, density, seed, cell="rnn",
+                  heads=1):
     """One kernel simulated: (per_step_s, setup_s, breakdown); see :func:`simulator`."""
     from gpusim.pricing import price_program
     from kernels_ir.errors import InputError
     from kernels_ir.kernels.csr_baseline import build_csr_baseline
     from kernels_ir.kernels.sparse_rnn import build_dense_rnn, build_sparse_rnn, make_layer
 
+    kw = {} if heads == 1 else {"heads": heads}
     if variant.family == "baseline":   # the CSR kernel: one launch per step (rnn cell only)
         if cell != "rnn":
             raise InputError(f"cell={cell!r}: the CSR kernel in the IR builds the rnn cell "
                              f"only; accepted: rnn")
-        prog = build_csr_baseline(make_layer(hidden, batch, density, 1, seed))
+        prog = build_csr_baseline(make_layer(hidden, batch, density, 1, seed, **kw))
     else:
         layer = make_layer(hidden, batch, density if variant.sparse else 1.0,
-                           sample_steps + 2, seed, cell=cell)
+                           sample_steps + 2, seed, cell=cell, **kw)
         if variant.sparse:
             prog = build_sparse_rnn(layer, spec, sync=variant.sync,
                                     wide_loads=variant.wide_loads, layout=variant.layout,
@@ -85,7 +92,7 @@ def _simulate_one(sample_steps, spec, variant, hidden, batch, density, seed, cel
     return p.per_step_s, p.setup_s, bd
 
 
-def simulator(sample_steps: int, parallel: bool = True):
+def simulator(sample_steps: int, parallel: bool = True, heads: int = 1):
     """The simulator callable that models.analytical.predict_layer asks for (engine sim).
 
     Every kernel that exists in the IR is priced by :func:`gpusim.pricing.price_program`: the
@@ -94,13 +101,14 @@ def simulator(sample_steps: int, parallel: bool = True):
     CUDA graph. The float64 reference is computed only for the steps simulated, and a value
     mismatch raises :class:`kernels_ir.errors.ValueMismatchError`. ``parallel``: the kernels of a
     layer in worker processes, one per core (off where the caller already runs layers in
-    parallel).
+    parallel). ``heads``: the layers are multi-head (block-diagonal U, :mod:`models.sparse`).
     """
 
     def run(spec, variants, hidden, batch, density, seed, cell="rnn"):
         """{name: (per_step_s, setup_s, breakdown)}; the kernels are simulated in parallel, one
         process per core (each simulation is independent and deterministic)."""
-        jobs = [(sample_steps, spec, v, hidden, batch, density, seed, cell) for v in variants]
+        jobs = [(sample_steps, spec, v, hidden, batch, density, seed, cell, heads)
+                for v in variants]
         workers = min(len(jobs), os.cpu_count() or 1) if parallel else 1
         if workers <= 1 or hidden * batch < PARALLEL_MIN_WORDS:
             return {v.name: _simulate_one(*job) for v, job in zip(variants, jobs, strict=True)}
@@ -126,7 +134,8 @@ def main(args) -> int:
     # gpusim.api.predict: models.analytical.predict_layer with simulator(args.sample_steps)
     pred = predict(spec, hidden=args.hidden, batch=args.batch, density=args.density,
                    timesteps=args.timesteps, cell=args.cell, dtype=args.dtype,
-                   engine=args.engine, sample_steps=args.sample_steps, seed=args.seed)
+                   engine=args.engine, sample_steps=args.sample_steps, seed=args.seed,
+                   heads=args.heads)
     rep, unc = pred.report, pred.uncertainty
     if args.json:
         emit_json(pred.to_dict())
@@ -153,6 +162,8 @@ def main(args) -> int:
                                 else "no alternative fits"))
     if rep.note:
         print(f"note: {rep.note}")
+    if pred.heads_note:
+        print(f"note: {pred.heads_note}")
     for n in unc.notes:
         print(f"note: {n}")
     if unc.basis:

@@ -45,8 +45,10 @@ def build_program(args, timesteps: int | None = None):
     spec = load_spec(str(args.gpu)) if isinstance(args.gpu, str | Path) else args.gpu
     check_layer_fits(spec, args, dense=getattr(args, "dense", False))
     steps = args.timesteps if timesteps is None else timesteps
+    heads = getattr(args, "heads", 1)
+    kw = {} if heads == 1 else {"heads": heads}
     layer = make_layer(args.hidden, args.batch, args.density, steps, args.seed,
-                       cell=getattr(args, "cell", "rnn"))
+                       cell=getattr(args, "cell", "rnn"), **kw)
     if getattr(args, "dense", False):
         prog = build_dense_rnn(layer, spec, sync=args.sync, wide_loads=args.wide_loads)
     else:

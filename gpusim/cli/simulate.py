@@ -30,6 +30,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cell", choices=("rnn", "gru", "lstm"), default="rnn",
                    help="recurrent cell (gru: 3 gates, lstm: 4 gates; the gate rows of a unit "
                    "are computed by one warp, and only h is exchanged)")
+    p.add_argument("--heads", type=int, default=1, metavar="H",
+                   help="independent recurrences (block-diagonal U, heads of N/H units; H must "
+                   "divide N); when a CTA holds whole heads, h is exchanged inside it "
+                   "with no grid-wide sync")
     p.add_argument("--sample-steps", type=positive_int("sample-steps"), default=None,
                    metavar="K", help="simulate K steps in full and extrapolate the rest")
     add_output_arguments(p, plot="a per-SM timeline of the steps (stacked breakdown)",
@@ -44,7 +48,8 @@ def main(args) -> int:
     sim = simulate(args.gpu, hidden=args.hidden, batch=args.batch, density=args.density,
                    timesteps=args.timesteps, seed=args.seed, sync=args.sync,
                    wide_loads=args.wide_loads, layout=args.layout, dense=args.dense,
-                   sample_steps=args.sample_steps, progress=show_progress(args), cell=args.cell)
+                   sample_steps=args.sample_steps, progress=show_progress(args), cell=args.cell,
+                   heads=args.heads)
     res, wall = sim.result, sim.wall_s
     if args.plot:
         from gpusim.plots.timeline import plot_timeline
@@ -69,6 +74,8 @@ def main(args) -> int:
           f"{res.bank_conflicts['total']:,} bank conflicts")
     print("  L2 transactions: " + ", ".join(f"{k} {v:,}" for k, v in
                                            res.l2_transactions.items()))
+    if sim.heads > 1:
+        print(f"  note: {sim.heads_note}")
     print(f"  max_rel_err vs float64 reference: {res.max_rel_err:.3e}")
     print(f"  wall time: {wall:.2f} s ({res.warp_instructions:,} warp-instructions)")
     return check_values(res.max_rel_err, res.kernel)

@@ -46,6 +46,18 @@ epilogue (lanes b < B of a real unit) computes, with ``a = U h_{t-1}`` and ``x =
 ``x_proj`` holds ``gates*N x B`` words per step (gate g of the unit at position p at row
 ``g*N + p``), ``rid`` of a gate row is that row, so its ``xaddr`` is the x address; the gate-0
 row's ``xaddr`` is also the unit's h address. The vanilla cell is ``gates = 1``.
+
+Multi-head layers (``layer.heads`` H > 1, ``U`` block-diagonal: H independent recurrences of
+N/H units). The mapping puts whole heads in each CTA (:func:`kernels_ir.mapping.map_matrix`,
+``heads``) when the registers of a CTA hold them; then no row reads h of another CTA and the
+exchange stays in the CTA (``exchange="cta"``, kernel ``*_local_*``): h_0 is staged into
+``h_s`` once before the time loop (plain loads), and each step keeps the rows' results in
+``xv`` (the x prefetched for the row, used up by then), stores them to ``hseq`` (the output
+only: nothing polls it), and after a CTA barrier writes them into ``h_s`` (the words of the
+CTA's own units), then a second CTA barrier: no grid-wide synchronisation, no polling, no
+atomics, whatever ``sync`` says. Words of ``h_s`` of other CTAs' units keep h_0 and are read
+only by padding or (dense tiles) zero weights. When a CTA cannot hold whole heads, the heads
+are dealt over all warps as for H = 1 and the step's exchange is the grid-wide one of ``sync``.
 """
 
 from __future__ import annotations
@@ -64,6 +76,7 @@ from ._program import LayerProgram
 
 SENTINEL_BITS = np.int32(-(1 << 31))  # 0x80000000, the bit pattern of -0.0f
 SYNCS = ("lamport", "barrier")
+LOCAL = "cta"  # the step's exchange of a CTA that holds whole heads (module docstring)
 CELLS = {"rnn": 1, "gru": 3, "lstm": 4}  # gate rows per unit (models.sparse.GATES)
 DEFAULT_THREADS = 256
 WARP = 32
@@ -127,11 +140,13 @@ def max_rel_err(h: np.ndarray, ref: np.ndarray) -> float:
 
 
 def make_layer(hidden: int, batch: int, density: float, timesteps: int, seed: int = 0,
-               cell: str = "rnn"):
+               cell: str = "rnn", heads: int = 1):
     """A fresh random layer (see :func:`models.sparse.random_layer`)."""
     from models.sparse import random_layer
 
-    return random_layer(hidden, batch, density, timesteps, seed, cell=cell)
+    if heads == 1:
+        return random_layer(hidden, batch, density, timesteps, seed, cell=cell)
+    return random_layer(hidden, batch, density, timesteps, seed, cell=cell, heads=heads)
 
 
 def build_sparse_rnn(layer, spec, *, sync: str = "lamport", wide_loads: bool = True,
@@ -161,36 +176,65 @@ def _check_variant(layer, spec, sync, threads_per_cta) -> None:
                          f"32..{spec.max_threads_per_cta}")
 
 
+def _map_and_check(layer, spec, *, sync, wide_loads, layout, threads_per_cta, seed, dense,
+                   n_ctas, heads):
+    """The mapping of ``layer`` (whole heads per CTA when ``heads`` > 1) after the capacity
+    check, and the step's exchange: ``sync``, or :data:`LOCAL` for whole heads per CTA."""
+    cell = getattr(layer, "cell", "rnn")
+    gates = CELLS[cell]
+    n, b = layer.hidden, layer.batch
+    kw = {} if gates == 1 else {"gates": gates}
+    if heads > 1:
+        kw["heads"] = heads
+    mapping = map_matrix(layer.U, n_ctas=n_ctas, warps_per_cta=threads_per_cta // WARP,
+                         batch=b, wide_loads=wide_loads, layout=layout, seed=seed, dense=dense,
+                         **kw)
+    exchange = LOCAL if mapping.cta_local else sync
+    slot = -(-(n * b) // 4) * 4
+    hs_words = max(slot, WARP * max(mapping.slots) * b) if dense else slot
+    _check_capacity(spec, n=n, b=b, S=mapping.total_slots, R=mapping.rows_per_warp, dense=dense,
+                    threads=threads_per_cta, smem_bytes=4 * hs_words,
+                    density=layer.U.nnz / max(1, gates * n * n), sync=exchange,
+                    group=min(STAGE_GROUP, -(-slot // (4 * threads_per_cta))),
+                    dense_tail=hs_words > slot, cell=cell)
+    return mapping, exchange
+
+
 def _build(layer, spec, *, sync, wide_loads, layout, threads_per_cta, seed, dense,
            n_ctas) -> RNNProgram:
     _check_variant(layer, spec, sync, threads_per_cta)
     cell = getattr(layer, "cell", "rnn")
     gates = CELLS[cell]
+    heads = int(getattr(layer, "heads", 1))
     n, b, steps = layer.hidden, layer.batch, layer.timesteps
     loads = access_pattern(b, wide_loads)
     n_ctas = spec.sm_count if n_ctas is None else int(n_ctas)
     wpc = threads_per_cta // WARP
-    if gates == 1:
-        mapping = map_matrix(layer.U, n_ctas=n_ctas, warps_per_cta=wpc, batch=b,
-                             wide_loads=wide_loads, layout=layout, seed=seed, dense=dense)
-    else:
-        mapping = map_matrix(layer.U, n_ctas=n_ctas, warps_per_cta=wpc, batch=b,
-                             wide_loads=wide_loads, layout=layout, seed=seed, dense=dense,
-                             gates=gates)
+    args = dict(sync=sync, wide_loads=wide_loads, layout=layout, threads_per_cta=threads_per_cta,
+                seed=seed, dense=dense, n_ctas=n_ctas)
+    try:
+        mapping, exchange = _map_and_check(layer, spec, heads=heads, **args)
+    except CapacityError:
+        if heads == 1:
+            raise
+        # a CTA cannot hold whole heads: deal them over all warps, grid-wide exchange
+        mapping, exchange = _map_and_check(layer, spec, heads=1, **args)
+    local = exchange == LOCAL
     n_warps, S, R = mapping.n_warps, mapping.total_slots, mapping.rows_per_warp
     nb = n * b
     slot = -(-nb // 4) * 4  # 128-bit staging chunks
     hs_words = max(slot, WARP * max(mapping.slots) * b) if dense else slot
-    _check_capacity(spec, n=n, b=b, S=S, R=R, dense=dense, threads=threads_per_cta,
-                    smem_bytes=4 * hs_words, density=layer.U.nnz / max(1, gates * n * n),
-                    sync=sync, group=min(STAGE_GROUP, -(-slot // (4 * threads_per_cta))),
-                    dense_tail=hs_words > slot, cell=cell)
 
     depth = _prefetch_depth(spec, b=b, S=S, R=R, dense=dense, threads=threads_per_cta,
-                            sync=sync, group=min(STAGE_GROUP, -(-slot // (4 * threads_per_cta))),
+                            sync=exchange,
+                            group=min(STAGE_GROUP, -(-slot // (4 * threads_per_cta))),
                             dense_tail=hs_words > slot, loads_per_slot=len(loads), cell=cell)
-    name = f"{'dense' if dense else 'sparse'}_{cell}_{sync}_{'wide' if wide_loads else 'scalar'}"
+    name = f"{'dense' if dense else 'sparse'}_{cell}_{'local' if local else sync}_" \
+        f"{'wide' if wide_loads else 'scalar'}"
     extra_meta = {} if gates == 1 else {"cell": cell}
+    if heads > 1:
+        extra_meta.update(heads=heads, exchange="cta" if local else "grid",
+                          heads_per_cta=mapping.heads_per_cta if local else 0)
     bld = Builder(name, grid=n_ctas, block=threads_per_cta, hidden=n, batch=b, timesteps=steps,
                   sync=sync, wide_loads=wide_loads, layout=mapping.layout, dense=dense,
                   nnz=int(layer.U.nnz), slots=S, rows_per_warp=R, prefetch=depth,
@@ -200,7 +244,8 @@ def _build(layer, spec, *, sync, wide_loads, layout, threads_per_cta, seed, dens
     g_rows = bld.global_buffer("row_ids", I32, n_warps * R)
     g_x = bld.global_buffer("x_proj", F32, steps * gates * nb)
     g_h = bld.global_buffer("hseq", F32, (steps + 1) * slot, role="inout")
-    g_cnt = bld.global_buffer("counter", I32, 1, role="inout") if sync == "barrier" else None
+    g_cnt = bld.global_buffer("counter", I32, 1, role="inout") if exchange == "barrier" \
+        else None
     h_s = bld.shared("h_s", F32, hs_words)
 
     # --- set-up: special registers, weights, rows -------------------------------------------
@@ -239,6 +284,8 @@ def _build(layer, spec, *, sync, wide_loads, layout, threads_per_cta, seed, dens
     if dense:
         lane_b_addr = bld.imul(lane, b, dst=bld.reg(I32, "lane_addr"))
         _zero_tail(bld, h_s, tid, slot, hs_words, threads_per_cta)
+    if local:                                              # h_0, once: plain loads
+        _stage_h(bld, LOCAL, g_h, None, h_s, None, tid, nctas, slot, threads_per_cta)
 
     # --- the time loop ------------------------------------------------------------------------
     acc = bld.reg(F32, "acc", b)
@@ -258,7 +305,8 @@ def _build(layer, spec, *, sync, wide_loads, layout, threads_per_cta, seed, dens
         for j in range(R):                                 # prefetch x_t for the rows
             bld.iadd(xoff, xaddr[j], dst=tmp)
             bld.ldg(g_x, tmp, dst=xv[j])
-        _stage_h(bld, sync, g_h, g_cnt, h_s, t, tid, nctas, slot, threads_per_cta)
+        if not local:
+            _stage_h(bld, sync, g_h, g_cnt, h_s, t, tid, nctas, slot, threads_per_cta)
         hoff = bld.imad(t, slot, slot, dst=bld.reg(I32, "hoff"))  # slot t+1
         for j in range(R):
             off = mapping.slot_offset(j)
@@ -298,7 +346,7 @@ def _build(layer, spec, *, sync, wide_loads, layout, threads_per_cta, seed, dens
                     bld.sel(pick[k], acc[k], gv[g], dst=gv[g])
                 if g == gates - 1:
                     _cell_epilogue(bld, cell, j - g, gv, xv, cst, val, mine, xaddr, hoff, tmp,
-                                   h_s, g_h)
+                                   h_s, g_h, local)
                 continue
             bld.mov(acc[0], dst=val)
             for k in range(1, b):
@@ -309,20 +357,32 @@ def _build(layer, spec, *, sync, wide_loads, layout, threads_per_cta, seed, dens
                 bld.fadd(val, 0.0, dst=val)                # -0.0 -> +0.0 (never the sentinel)
                 bld.iadd(hoff, xaddr[j], dst=tmp)
                 bld.stg(g_h, tmp, val)
-        if sync == "barrier":
+                if local:
+                    bld.mov(val, dst=xv[j])                # h_t of the row, for h_s below
+        if local:
+            # every warp has read h_{t-1} from h_s: write h_t of the CTA's units, then release
+            bld.bar()
+            for j in range(0, R, gates):
+                with bld.if_(mine[j]):
+                    bld.sts(h_s, xaddr[j], xv[j])
+            bld.bar()
+        elif sync == "barrier":
             bld.bar()
             is0 = bld.isetp("eq", tid, 0, dst=bld.reg(PRED, "is_t0"))
             with bld.if_(is0):
                 bld.fence()
                 bld.atom_add(g_cnt, 0, 1, dst=bld.reg(I32, "old"))
     kernel = verify(bld.build(), smem_limit_bytes=spec.smem_bytes_per_cta)
-    inputs = _inputs(mapping, layer, slot, sync, dense)
+    inputs = _inputs(mapping, layer, slot, exchange, dense)
     variant = {"sync": sync, "wide_loads": bool(wide_loads), "layout": mapping.layout,
                "dense": dense, "threads_per_cta": threads_per_cta}
+    if heads > 1:
+        variant.update(heads=heads, exchange="cta" if local else "grid")
     return RNNProgram(kernel, inputs, mapping, layer, variant, slot)
 
 
-def _cell_epilogue(bld, cell, j0, gv, xv, cst, val, mine, xaddr, hoff, tmp, h_s, g_h) -> None:
+def _cell_epilogue(bld, cell, j0, gv, xv, cst, val, mine, xaddr, hoff, tmp, h_s, g_h,
+                   local=False) -> None:
     """Combine the gate pre-activations ``gv`` (``U h_{t-1}``, one per gate row, reduced and
     selected for lane b) of the unit in row-slots ``j0 ..`` into ``h_t`` and store it (lanes
     b < B of a real unit; see the module docstring for the forms).
@@ -332,6 +392,7 @@ def _cell_epilogue(bld, cell, j0, gv, xv, cst, val, mine, xaddr, hoff, tmp, h_s,
     GRU (gates r, z, n; cuDNN form, r applied after the recurrent product): ``r, z = sigmoid(a +
     x)``, ``n = tanh(x_n + r a_n)``, ``h' = (1 - z) n + z h = n + z (h - n)``, with ``h`` of the
     unit read back from the staged ``h_s`` (its word is the gate-0 row's x address).
+    ``local`` (whole heads per CTA): ``h'`` is also kept in ``xv[j0]`` for the CTA's exchange.
     """
     with bld.if_(mine[j0]):
         if cell == "lstm":
@@ -357,6 +418,8 @@ def _cell_epilogue(bld, cell, j0, gv, xv, cst, val, mine, xaddr, hoff, tmp, h_s,
         bld.fadd(val, 0.0, dst=val)                        # -0.0 -> +0.0 (never the sentinel)
         bld.iadd(hoff, xaddr[j0], dst=tmp)
         bld.stg(g_h, tmp, val)
+        if local:
+            bld.mov(val, dst=xv[j0])
 
 
 STAGE_GROUP = 4  # 128-bit chunks a thread loads back to back before it checks them
@@ -373,6 +436,8 @@ def _stage_h(bld, sync, g_h, g_cnt, h_s, t, tid, nctas, slot, threads, rotate=No
     ``rotate`` (a register, e.g. the CTA index; microbenchmarks only, the kernel passes None):
     the groups are taken in the order ``(g + rotate) % groups``, so that CTAs that start together
     read different sectors at the same time.
+
+    ``sync`` :data:`LOCAL` with ``t`` None: slot 0 (h_0) with plain loads, before the time loop.
     """
     if sync == "barrier":
         is0 = bld.isetp("eq", tid, 0, dst=bld.reg(PRED, "wait_t0"))
@@ -395,7 +460,8 @@ def _stage_h(bld, sync, g_h, g_cnt, h_s, t, tid, nctas, slot, threads, rotate=No
     inside = None if aligned else bld.reg(PRED, "inside", group)
     gfirst = bld.reg(I32, "gfirst")
     bits = bld.reg(I32, "bits")  # the sentinel checks' scratch; also a selected chunk address
-    base = bld.imul(t, slot, dst=bld.reg(I32, "hbase"))
+    base = bld.mov(0, I32, dst=bld.reg(I32, "hbase")) if t is None else \
+        bld.imul(t, slot, dst=bld.reg(I32, "hbase"))
     tid4 = bld.imul(tid, 4, dst=bld.reg(I32, "tid4"))
     for i in range(group):  # lanes past the end read a defined value (masked out anyway)
         for k in range(4):
@@ -496,7 +562,7 @@ def _inputs(mapping: Mapping, layer, slot: int, sync: str, dense: bool) -> dict:
     hseq[0, :nb] = h0.reshape(-1)
     if sync == "lamport":
         hseq.view(np.int32)[1:, :nb] = SENTINEL_BITS  # pad words stay 0: never waited on
-    else:
+    elif sync == "barrier":
         inputs["counter"] = np.zeros(1, dtype=np.int32)
     inputs["hseq"] = hseq.reshape(-1)
     return inputs
@@ -559,7 +625,8 @@ def counted_registers(program: RNNProgram, prefetch: int | None = None) -> int:
     meta = dict(k.meta)
     b, slot = program.batch, program.slot_words
     hs_words = max(slot, WARP * max(m.slots) * b) if m.dense else slot
-    return registers_needed(m.total_slots, m.rows_per_warp, b, m.dense, sync=meta["sync"],
+    sync = LOCAL if meta.get("exchange") == "cta" else meta["sync"]
+    return registers_needed(m.total_slots, m.rows_per_warp, b, m.dense, sync=sync,
                             group=min(STAGE_GROUP, -(-slot // (4 * k.block))),
                             dense_tail=hs_words > slot,
                             prefetch=meta["prefetch"] if prefetch is None else prefetch,

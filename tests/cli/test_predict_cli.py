@@ -102,3 +102,27 @@ def test_api_predict_sim_refuses_fp16():
     with pytest.raises(InputError, match=r"dtype='fp16' with engine='sim'.*accepted with "
                                          r"engine='sim': fp32"):
         predict("v100", hidden=256, timesteps=4, dtype="fp16", engine="sim")
+
+
+def test_predict_sim_heads_says_where_the_grid_sync_disappears(capsys, monkeypatch):
+    import dataclasses
+
+    import gpusim.specs as specs
+
+    real = specs.load_spec
+    monkeypatch.setattr(specs, "load_spec",
+                        lambda name="v100": dataclasses.replace(real(name), sm_count=2))
+    rc, out, _ = _run(["predict", "--hidden", "64", "--batch", "2", "--density", "0.2",
+                       "--timesteps", "4", "--sample-steps", "1", "--engine", "sim",
+                       "--heads", "4"], capsys)
+    assert rc == 0
+    assert "note: heads=4 of 16 units; heads fit in one CTA for sparse (2 per CTA), dense (2 " \
+        "per CTA): no grid-wide exchange" in out
+
+
+
+def test_predict_model_refuses_heads(capsys):
+    rc, _, err = _run(["predict", "--hidden", "640", "--heads", "4"], capsys)
+    assert rc == 2 and "heads=4 needs engine 'sim' (--engine sim)" in err
+    rc, _, err = _run(["predict", "--hidden", "640", "--heads", "3", "--engine", "sim"], capsys)
+    assert rc == 2 and "heads=3 must be a positive integer that divides hidden=640" in err

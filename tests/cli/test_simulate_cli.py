@@ -46,3 +46,23 @@ def test_simulate_gated_cells(capsys):
         out = json.loads(capsys.readouterr().out)
         assert rc == 0 and f"_{cell}_" in out["kernel"]
         assert out["max_rel_err"] < 1e-5 and out["cycles"] > 0
+
+
+def test_simulate_heads_exchange_inside_the_cta(capsys):
+    rc = main(["simulate", "--hidden", "320", "--batch", "2", "--density", "0.2",
+               "--timesteps", "2", "--heads", "40", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 0 and out["kernel"] == "sparse_rnn_local_wide" and out["heads"] == 40
+    assert "no grid-wide exchange" in out["heads_note"] and out["max_rel_err"] < 1e-5
+    assert out["l2_transactions"]["poll"] == 0 and out["l2_transactions"]["atomic"] == 0
+    rc = main(["simulate", "--hidden", "320", "--batch", "2", "--timesteps", "2",
+               "--heads", "40"])
+    assert rc == 0 and "note: heads=40 of 8 units, 1 per CTA: heads fit in one CTA: no " \
+        "grid-wide exchange" in capsys.readouterr().out
+
+
+def test_simulate_heads_must_divide_hidden(capsys):
+    for bad in ("7", "0", "-2"):
+        assert main(["simulate", "--hidden", "320", "--heads", bad]) == 2
+        assert f"heads={bad} must be a positive integer that divides hidden=320 (accepted: 1 " \
+            "and the divisors of 320)" in capsys.readouterr().err

@@ -134,3 +134,28 @@ def test_gated_cells_compile_without_spills(arch, spec_name, cell, dense):
     assert "expf(" in code and "tanhf(" in code
     r = ptxas.compile_kernel(k, arch)
     assert r.registers <= 255 and not r.spills and r.stack_frame == 0, r.as_dict()
+
+
+def _heads(spec_name: str, cell: str, dense: bool):
+    """A multi-head layer whose heads fit whole in the CTAs: the CTA-local exchange (sparse:
+    two heads of 8 units per CTA; dense tiles keep all N columns: one head of 4 units)."""
+    spec = load_spec(spec_name)
+    per_cta, size = (1, 4) if dense else (2, 8)
+    layer = make_layer(spec.sm_count * per_cta * size, 2 if dense else 4,
+                       1.0 if dense else 0.3, 2, 0, cell=cell, heads=spec.sm_count * per_cta)
+    build = build_dense_rnn if dense else build_sparse_rnn
+    return build(layer, spec).kernel
+
+
+@pytest.mark.parametrize("arch,spec_name", [
+    pytest.param("sm_70", "v100", marks=needs("sm_70")),
+    pytest.param("sm_90", "h100", marks=needs("sm_90")),
+])
+@pytest.mark.parametrize("cell,dense", [("rnn", False), ("rnn", True), ("lstm", False)])
+def test_cta_local_heads_compile_without_spills(arch, spec_name, cell, dense):
+    k = _heads(spec_name, cell, dense)
+    assert "_local_" in k.name and dict(k.meta)["exchange"] == "cta"
+    code = generate(k).code
+    assert "__syncthreads()" in code and "atomicAdd" not in code
+    r = ptxas.compile_kernel(k, arch)
+    assert r.registers <= 255 and not r.spills and r.stack_frame == 0, r.as_dict()
