@@ -9,7 +9,8 @@ developed against a gated or multi-head kernel, so every case is out of sample):
 hidden 192-1536 log-uniform (a gated layer has 3-4x the rows of a vanilla one), batch 1/2/4/8,
 density 0.01-0.3 log-uniform, sparse (wide loads, optimal layout) or dense, Lamport or barrier;
 then multi-head vanilla layers with 4-64 heads, some whose heads fit in one CTA (the exchange
-stays in the CTA) and some that do not (grid-wide exchange). A case the registers refuse is
+stays in the CTA: the kernel is then the same for both syncs, so those are measured twice) and
+one whose heads do not (grid-wide exchange). A case the registers refuse is
 recorded as skipped with the reason. GPU: :func:`gpusim.backends.cupy_backend.run_program`
 (values checked against the float64 reference before any timing; per-step time = slope between
 ``STEPS`` and ``SHORT_STEPS`` steps, median of interleaved repeats). Simulator:
