@@ -85,7 +85,7 @@ from kernels_ir.kernels.sparse_rnn import (
 
 __all__ = ["THREADS_PER_CTA", "WARP", "SCALAR_REGS", "DTYPES", "CELLS", "Fit", "MaxHidden",
            "registers_per_thread", "ptxas_extra", "smem_bytes", "reg_limit", "row_slot_quantiles",
-           "expected_slots", "fit", "check", "max_hidden", "capacity_table", "check_cell",
+           "expected_slots", "unit_slot_quantiles", "fit", "check", "max_hidden", "capacity_table", "check_cell",
            "check_dtype"]
 
 THREADS_PER_CTA = 256  # the kernel's block (sparse_rnn.DEFAULT_THREADS): a design choice
@@ -217,14 +217,83 @@ def row_slot_quantiles(hidden, rows, density, nw, rmax: int | None = None, exact
     return longest, typical, mask
 
 
+def _binom_window(n: int, d: float):
+    """``(lo, pmf)``: the Binomial(n, d) probabilities of ``lo .. hi``, the counts within 12
+    standard deviations of the mean (normalised; outside it the mass is below 1e-30)."""
+    from scipy.special import gammaln
+
+    mu, sd = n * d, np.sqrt(n * d * (1.0 - d))
+    lo = int(max(0, np.floor(mu - 12.0 * sd - 1)))
+    hi = int(min(n, np.ceil(mu + 12.0 * sd + 1)))
+    k = np.arange(lo, hi + 1, dtype=np.float64)
+    with np.errstate(divide="ignore"):
+        lp = gammaln(n + 1.0) - gammaln(k + 1.0) - gammaln(n - k + 1.0) + k * np.log(d) + \
+            (n - k) * np.log1p(-d)
+    pmf = np.exp(lp - lp.max())
+    return lo, pmf / pmf.sum()
+
+
+def unit_slot_quantiles(hidden: int, density: float, gates: int, nw: int, *,
+                        typical: bool = False):
+    """Expected longest gate row (nonzeros) of each unit group of a gated cell: int array of
+    ``ceil(N / nw)`` values, group ``j`` filling row-slots ``j * gates .. j * gates + gates - 1``;
+    with ``typical`` also the median gate row of the group (the row a typical warp holds), as
+    ``(longest, typical)``.
+
+    :func:`kernels_ir.mapping.map_matrix` sorts the units by the total ``T = X_0 + ... +
+    X_{G-1}`` of their gate rows (each ``X_g`` Binomial(N, d), ``T`` Binomial(G N, d)) and deals
+    them in groups of ``nw``: group ``j`` holds the units whose totals rank ``j nw + 1 ..
+    j nw + n_j`` from the top. A gate row of such a unit follows the distribution of ``X_0``
+    given that ``T`` lies in the group's band of the upper tail (exact: ``P(X_0 = x, T = t) =
+    P(X_0 = x) P(X_1 + ... = t - x)``, the totals at the band's edges taken in the fraction
+    the band holds of them), and row-slot ``j * gates + g`` takes the longest of the ``n_j``
+    rows of gate ``g``: Benard's median rank ``k = 1`` out of ``n_j``, the quantile
+    ``1 - 0.7 / (n_j + 0.4)`` of that distribution (the same rule the rows of the vanilla cell
+    follow, :func:`row_slot_quantiles`). Sorting by the total sorts each gate only loosely, so
+    these rows are longer than the longest of ``G N`` rows sorted one by one at that rank.
+    """
+    n, d = int(hidden), float(density)
+    Ru = -(-n // nw)
+    if d >= 1.0:
+        full = np.full(Ru, n, dtype=np.int64)
+        return (full, full.copy()) if typical else full
+    xl, px = _binom_window(n, d)
+    yl, py = _binom_window((gates - 1) * n, d)
+    # joint[i, k] = P(X_0 = xl + i) P(X_1 + ... = yl + k - i): the total is xl + yl + k
+    joint = np.zeros((px.size, px.size + py.size - 1))
+    np.put_along_axis(joint, np.arange(px.size)[:, None] + np.arange(py.size)[None, :],
+                      px[:, None] * py[None, :], axis=1)
+    # totals from the top: units of total t hold the upper-tail fractions (below, above]
+    joint = joint[:, ::-1]
+    pt = joint.sum(axis=0)
+    above = np.cumsum(pt)                      # P(T >= t)
+    below = above - pt
+    cum = np.cumsum(joint, axis=1)             # P(X_0 = x, T >= t)
+    # mass of each x among the units of the top fraction p, at the band edges of every group
+    edges = np.minimum(np.arange(Ru + 1) * nw, n) / n
+    k = np.minimum(np.searchsorted(above, edges), pt.size - 1)
+    part = np.clip(edges - below[k], 0.0, None) / np.maximum(pt[k], 1e-300)
+    top = np.where(k > 0, cum[:, np.maximum(k - 1, 0)], 0.0) + joint[:, k] * part
+    out = np.empty(Ru, dtype=np.int64)
+    mid = np.empty(Ru, dtype=np.int64)
+    a, b = _MEDIAN_RANK
+    for j in range(Ru):
+        nj = min(nw, n - j * nw)
+        q = np.clip(top[:, j + 1] - top[:, j], 0.0, None)
+        cdf = np.cumsum(q / q.sum())
+        out[j] = xl + int(np.searchsorted(cdf, 1.0 - (1 - a) / (gates * nj + b) - 1e-12))
+        mid[j] = xl + int(np.searchsorted(cdf, 0.5))
+    return (out, mid) if typical else out
+
+
 def expected_slots(spec, hidden: int, density: float, cell: str = "rnn", *,
                    dense: bool = False, exact: bool = True) -> tuple[tuple[int, ...], int]:
     """Expected ``(K_j per row-slot, R)`` of a random layer on ``spec`` (one CTA per SM).
 
     A gated cell's units are dealt with their ``gates`` rows together
     (:func:`kernels_ir.mapping.map_matrix`): ``R = gates * ceil(N / n_warps)``, and the row-slots
-    of unit group ``j`` take the expected longest of ``N`` rows at that rank (the units are
-    sorted by their gates' total, so each gate's rows are only about as sorted)."""
+    of unit group ``j`` take the expected longest gate row of the group's units
+    (:func:`unit_slot_quantiles`, exact whatever ``exact`` says)."""
     gates = check_cell(cell)
     rows = gates * int(hidden)
     nw = n_warps(spec)
@@ -232,8 +301,8 @@ def expected_slots(spec, hidden: int, density: float, cell: str = "rnn", *,
         Ru = -(-int(hidden) // nw)
         if dense:
             return (-(-int(hidden) // WARP),) * (gates * Ru), gates * Ru
-        longest, _, _ = row_slot_quantiles(hidden, hidden, density, nw, Ru, exact=exact)
-        K = np.maximum(1, np.ceil(longest[0] / WARP)).astype(int)
+        longest = unit_slot_quantiles(hidden, density, gates, nw)
+        K = np.maximum(1, -(-longest // WARP))
         return tuple(int(k) for k in K for _ in range(gates)), gates * Ru
     R = -(-rows // nw)
     if dense:
@@ -345,6 +414,12 @@ def max_hidden(spec, density: float, batch: int, *, cell: str = "rnn", dtype: st
         return MaxHidden(0, f.limit, f"{f.limit}: not even hidden=1 fits", f.registers,
                          f.smem_bytes)
     lo, hi = 1, upper
+    if check_cell(cell) > 1:
+        # a gated cell's expectation costs more the wider the layer: bracket the answer by
+        # doubling from below instead of starting from the search bound
+        while hi > 2 * lo and ok(2 * lo).fits:
+            lo *= 2
+        hi = min(upper, 2 * lo)
     if ok(hi).fits:
         f = ok(hi)
         return MaxHidden(hi, "search bound", f"fits up to the search bound hidden={hi}",

@@ -13,6 +13,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_layer_arguments(p)
     add_kernel_arguments(p)
     p.add_argument("--dense", action="store_true", help="the dense persistent kernel")
+    p.add_argument("--cell", choices=("rnn", "gru", "lstm"), default="rnn",
+                   help="recurrent cell (gru: 3 gates, lstm: 4 gates; the gate rows of a unit "
+                   "are computed by one warp, and only h is exchanged)")
     p.add_argument("--registers", action="store_true",
                    help="also print the register estimate and co-residency")
     add_output_arguments(p)

@@ -28,6 +28,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_kernel_arguments(p)
     p.add_argument("--dense", action="store_true",
                    help="the dense persistent kernel (all of U in registers) instead of sparse")
+    p.add_argument("--cell", choices=("rnn", "gru", "lstm"), default="rnn",
+                   help="recurrent cell (gru: 3 gates, lstm: 4 gates; the gate rows of a unit "
+                   "are computed by one warp, and only h is exchanged)")
     p.add_argument("--backend", choices=("sim", "cupy"), default="sim",
                    help="sim: the functional executor here; cupy: generated CUDA on this "
                         "machine's GPU (values checked, then timed); use --gpu to match the GPU")

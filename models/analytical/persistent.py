@@ -41,6 +41,7 @@ from .l2 import (
 )
 from .timing import (
     _cyc,
+    _gated_tails,
     _prefetch_cycles,
     _row_chain,
     _row_throughput,
@@ -50,10 +51,11 @@ from .timing import (
 from .variants import REASONS, VARIANTS, WARP, KernelTimes, Variant
 
 _BOUNDS = np.array(["latency", "issue", "fp32", "int", "smem"])
+_CELL_OF_GATES = {g: cell for cell, g in cap.CELLS.items()}
 
 
 def _persistent_from_slots(spec, v: Variant, N, B, K, wf_sm, wf_warp, mask, R, S, dtype,
-                           spread_wf=0.0, cta_spread=0.0, shared=None):
+                           spread_wf=0.0, cta_spread=0.0, shared=None, cell="rnn"):
     """Assemble per-step cycles from per-row-slot arrays (configs x Rmax).
 
     ``spread_wf``: wavefronts by which the busiest warp's rows exceed the idlest warp's (exact
@@ -61,16 +63,22 @@ def _persistent_from_slots(spec, v: Variant, N, B, K, wf_sm, wf_warp, mask, R, S
     exceeds the fastest's (exact mapping; 0 for the expectation), see :func:`_barrier_cycles`.
     ``shared``: the line hand-overs of one step's exchange, an int (:func:`shared_lines` of the
     mapping, whose CTAs are the rows of ``wf_sm``) or an array with one :func:`deal_handovers`
-    per configuration (expectation: alike CTAs); None: not counted.
+    per configuration (expectation: alike CTAs); None: not counted. ``cell``: a gated cell's
+    row-slots are gate rows (reduced and selected) and every unit's last one runs the unit's
+    epilogue (:func:`.timing._gated_tails`).
     """
     c = _cyc(spec)
     L = len(access_pattern(int(B), v.wide_loads))
     Kf = np.asarray(K, dtype=np.float64)
+    gated = cell != "rnn"
+    tails = instrs = None
+    if gated:
+        tails, instrs = _gated_tails(spec, B, cell, Kf.shape[-1])
     # FIFO shared pipe: with L > 1 loads per slot every warp's last load of a slot is queued
     # behind all warps' earlier loads of the slot, so the slowest warp waits for the whole SM's
     # wavefronts of the slot and the warps stay in step; with one load per slot only the first
     # slot after the CTA barrier queues (stagger below) and the warps drift apart
-    chain = _row_chain(spec, Kf, wf_sm if L > 1 else wf_warp, B, L)
+    chain = _row_chain(spec, Kf, wf_sm if L > 1 else wf_warp, B, L, tail=tails)
     # software pipelining (the kernel's prefetch depth D): slot i + D's loads issue right after
     # slot i's FFMAs, so a slot's own chain (latency + wavefronts + FFMAs) is paid once per D
     # slots; the first slot of a row still waits for its whole chain
@@ -98,7 +106,7 @@ def _persistent_from_slots(spec, v: Variant, N, B, K, wf_sm, wf_warp, mask, R, S
         batch = wf_sm / (k1 * c["wf"])
         chain = chain - np.maximum(Kf - 1, 0) * own_slot + \
             np.maximum(Kf - 1, 0) * np.maximum(own_slot / D, batch)
-    thr = _row_throughput(spec, Kf, wf_sm, B, L)
+    thr = _row_throughput(spec, Kf, wf_sm, B, L, epilogue=instrs)
     bounds = np.concatenate([chain[None], thr])
     bounds = np.where(mask[None], bounds, 0.0)
     row = bounds.max(axis=0)
@@ -111,7 +119,7 @@ def _persistent_from_slots(spec, v: Variant, N, B, K, wf_sm, wf_warp, mask, R, S
     stagger = queue0 + (c["wps"] - 1) * B * c["occ_i"]
     compute = row.sum(axis=-1) + stagger
     smem_total = np.where(mask, wf_sm, 0.0).sum(axis=-1) / c["wf"]
-    tail = _tail_cycles(spec, B) * R
+    tail = (np.where(mask, tails, 0.0).sum(axis=-1) if gated else _tail_cycles(spec, B) * R)
     Rf = np.asarray(R, dtype=np.float64)
     setup_st, per_round, poll, rounds, bw = _stage_parts(spec, N, B, Rf, v.sync)
     bar = spec.cta_barrier_latency_cycles
@@ -191,17 +199,38 @@ def _persistent_fast(spec, v: Variant, N, B, d, cell, dtype):
         n, dd, rr = N[sel], d[sel], rows[sel]
         R = R_all[sel]
         rmax = int(R.max())
-        if v.sparse:
+        if v.sparse and gates > 1:   # units dealt with their gate rows (capacity's deal)
+            R = gates * -(-n // nw)
+            rmax = int(R.max())
+            mask = np.arange(rmax)[None, :] < R[:, None]
+            longest = np.zeros(mask.shape)
+            typical = np.zeros(mask.shape)
+            for i, (x, y) in enumerate(zip(n, dd, strict=True)):
+                lg, ty = cap.unit_slot_quantiles(int(x), float(y), gates, nw, typical=True)
+                longest[i, :gates * lg.size] = np.repeat(lg, gates)
+                typical[i, :gates * ty.size] = np.repeat(ty, gates)
+            K = np.where(mask, np.maximum(1, np.ceil(longest / WARP)), 0)
+            wf_warp = np.where(mask, _expected_row_wavefronts(typical, K, b, v.wide_loads,
+                                                              v.layout), 0.0)
+        elif v.sparse:
             longest, typical, mask = cap.row_slot_quantiles(n, rr, dd, nw, rmax)
             K = np.where(mask, np.maximum(1, np.ceil(longest / WARP)), 0)
             wf_warp = np.where(mask, _expected_row_wavefronts(typical, K, b, v.wide_loads,
                                                               v.layout), 0.0)
         else:
+            if gates > 1:
+                R = gates * -(-n // nw)
+                rmax = int(R.max())
             mask = np.arange(rmax)[None, :] < R[:, None]
             K = np.where(mask, np.ceil(n / WARP)[:, None], 0)
             wf_warp = K * _dense_slot_wavefronts(b, v.wide_loads)
         S = K.sum(axis=-1)
-        regs = cap.registers_per_thread(S, R, b, dense=not v.sparse, dtype=dtype, arch=spec.arch)
+        if gates > 1:
+            regs = cap.registers_per_thread(S, R, b, dense=not v.sparse, dtype=dtype,
+                                            arch=spec.arch, cell=cell)
+        else:
+            regs = cap.registers_per_thread(S, R, b, dense=not v.sparse, dtype=dtype,
+                                            arch=spec.arch)
         smem = cap.smem_bytes(n, b, dense=not v.sparse, dtype=dtype,
                               kmax=K.max(axis=-1) if not v.sparse else None)
         ok_r = regs <= cap.reg_limit(spec)
@@ -209,11 +238,11 @@ def _persistent_fast(spec, v: Variant, N, B, d, cell, dtype):
         r_code = np.where(~ok_r, 1, np.where(~ok_s, 2, 0))
         wpc = _cyc(spec)["wpc"]
         wf_sm = wf_warp * wpc
-        # h in owner order (square layers): the line hand-overs of the deal of equal rows
-        shared = (np.where(rr == n, deal_handovers(rr, b, nw, wpc), 0)
-                  if v.sync == "lamport" else None)
+        # h in owner order: the line hand-overs of the deal of equal units (a gated cell's
+        # units are dealt as a vanilla cell's rows, and only their h words are exchanged)
+        shared = deal_handovers(n, b, nw, wpc) if v.sync == "lamport" else None
         t, su, parts, wh = _persistent_from_slots(spec, v, n, b, K, wf_sm, wf_warp, mask, R, S,
-                                                  dtype, shared=shared)
+                                                  dtype, shared=shared, cell=cell)
         ok = ok_r & ok_s
         per[sel] = np.where(ok, t, np.nan)
         setup[sel] = np.where(ok, su, np.nan)
@@ -262,14 +291,16 @@ def predict_mapping(spec, variant: str | Variant, mapping, batch: int, *, dtype:
     units = mapping.row_ids[:, ::mapping.gates]
     shared = (shared_lines(units, mapping.positions, b, wpc)
               if v.sync == "lamport" else None)
+    cell = _CELL_OF_GATES[mapping.gates]
     t, su, parts, which = _persistent_from_slots(*args, spread_wf=float(tw.max() - tw.min()),
-                                                 shared=shared)
+                                                 shared=shared, cell=cell)
     if v.sync == "barrier":  # the other CTAs' atomics arrive earlier by their shorter work
         work = t - parts["sync_s"] / spec.cycle_s
         t, su, parts, which = _persistent_from_slots(
-            *args, spread_wf=float(tw.max() - tw.min()), cta_spread=float(work.max() - work.min()))
+            *args, spread_wf=float(tw.max() - tw.min()), cta_spread=float(work.max() - work.min()),
+            cell=cell)
     worst = int(np.argmax(t))
-    f = cap.fit(spec, N, b, 1.0, cell="rnn", dtype=dtype, dense=not v.sparse,
+    f = cap.fit(spec, N, b, 1.0, cell=cell, dtype=dtype, dense=not v.sparse,
                 slots=mapping.slots)
     ok = f.fits
     parts = {k: np.atleast_1d(np.asarray(val))[worst if np.size(val) > 1 else 0]

@@ -84,20 +84,74 @@ def _tail_cycles(spec, B):
     return _reduction_cycles(spec, B) + _epilogue_cycles(spec, B)
 
 
-def _row_chain(spec, K, W, B, L):
+# A gated cell's unit epilogue (``sparse_rnn._cell_epilogue``), instructions per unit: LSTM 4
+# FADD + 3 SIGMOID + TANH (the gates), FMUL + FFMA (c), TANH + FMUL (h), FADD +0, IADD, STG;
+# GRU 2 FADD + 2 SIGMOID, FFMA + TANH (n), LDS h, FSUB + FFMA (h), FADD +0, IADD, STG. Of them
+# on the FP32 pipe: LSTM 8, GRU 6 (2 per gate row, as the vanilla row's two FADDs); on the SFU:
+# LSTM 5, GRU 3.
+CELL_EPILOGUE_INSTRS = {"lstm": 15, "gru": 12}
+
+
+def _gate_select_cycles(spec, B):
+    """A gate row of a gated cell after its reduction: MOV gate, B - 1 dependent SELs (ALU
+    results); the next instruction (the next row's MOVs) does not wait for them."""
+    B = np.asarray(B, dtype=np.float64)
+    return 1 + (B - 1) * spec.alu_latency_cycles
+
+
+def _cell_epilogue_cycles(spec, B, cell: str):
+    """A unit's epilogue after its last gate row (``sparse_rnn._cell_epilogue``), one warp, in
+    issue order; ``gap``: consecutive SFU instructions of a warp are at least the FADD before
+    each (an FP32 result) and the SFU pipe's occupancy apart.
+
+    LSTM: FADD then SIGMOID/TANH for the four gates (the last one issued ``F + 3 gap`` after
+    the first FADD), the FFMA of ``c`` waits for the last gate (SFU), TANH of ``c`` for the
+    FFMA, FMUL ``o tanh(c)`` for the TANH, FADD +0 for the FMUL; IADD, STG (address: an ALU
+    result), next instruction.
+    GRU: FADD, SIGMOID (r), FADD, SIGMOID (z); the FFMA of ``n`` waits for r (SFU), TANH for
+    the FFMA; LDS of ``h_{t-1}`` is issued meanwhile, the FSUB waits for the TANH (or the LDS),
+    the FFMA of ``h`` for the FSUB, FADD +0 for it; IADD, STG, next instruction.
+    """
+    B = np.asarray(B, dtype=np.float64)
+    a, f, s = spec.alu_latency_cycles, spec.fma_latency_cycles, spec.sfu_latency_cycles
+    gap = max(f + 1.0, WARP / spec.sfu_lanes_per_subpartition)
+    end = 1 + a + 1                                  # IADD, STG, next instruction
+    if cell == "lstm":
+        out = f + 3 * gap + s + f + s + f + end
+    else:
+        out = f + max(gap + 1, s) + f + max(s, spec.smem_latency_cycles + 1) + f + f + end
+    return out + 0 * B
+
+
+def _row_chain(spec, K, W, B, L, tail=None):
     """One warp's row-slot as a dependent chain (cycles), from its first MOV to the next row's,
     with one slot's loads in flight at a time (prefetch depth 1; :func:`_persistent_from_slots`
     shortens the later slots for the kernel's real depth).
 
     B MOVs (INT pipe) then per slot: L shared loads issued back to back, the data
     ``smem_latency`` after the warp's own ``W / K`` wavefronts; B FFMAs one FP32 occupancy apart
-    (the last load's FFMAs wait for it); then the reduction and the epilogue.
+    (the last load's FFMAs wait for it); then the reduction and the epilogue (``tail``: per
+    row-slot instead of :func:`_tail_cycles`, a gated cell's, see :func:`_gated_tails`).
     """
     c = _cyc(spec)
     B = np.asarray(B, dtype=np.float64)
     own = W / c["wf"]
     slots = K * (spec.smem_latency_cycles + 1) + own + K * (B // L - 1) * c["pipe"]
-    return (B - 1) * c["occ_i"] + 1 + slots + _tail_cycles(spec, B)
+    return (B - 1) * c["occ_i"] + 1 + slots + (_tail_cycles(spec, B) if tail is None else tail)
+
+
+def _gated_tails(spec, B, cell: str, rmax: int):
+    """``(tail cycles, instructions after the reduction)`` of each of ``rmax`` row-slots of a
+    gated cell (arrays of ``rmax``): every gate row is reduced and selected
+    (:func:`_gate_select_cycles`: MOV + B - 1 SELs), the unit's last gate row (row-slot
+    ``j % gates == gates - 1``) also runs the unit's epilogue (:func:`_cell_epilogue_cycles`,
+    :data:`CELL_EPILOGUE_INSTRS`)."""
+    gates = cap.check_cell(cell)
+    last = (np.arange(rmax) % gates) == gates - 1
+    tail = _reduction_cycles(spec, B) + _gate_select_cycles(spec, B) + \
+        np.where(last, _cell_epilogue_cycles(spec, B, cell), 0.0)
+    instrs = np.where(last, CELL_EPILOGUE_INSTRS[cell], 0.0)
+    return tail, instrs
 
 
 def prefetch_depths(spec, v: Variant, N, B, K, R, S):
@@ -120,16 +174,21 @@ def prefetch_depths(spec, v: Variant, N, B, K, R, S):
     return np.asarray(depth, dtype=np.float64)
 
 
-def _row_throughput(spec, K, wf_sm, B, L):
+def _row_throughput(spec, K, wf_sm, B, L, epilogue=None):
     """Per row-slot resource bounds of the sub-partition / SM (cycles), stacked.
 
     issue: ``wps`` warps x the row's instructions (B MOV, K (L LDS + B FFMA), 5 B SHFL + 5 B
     FADD, MOV + B - 1 SEL, FADD, TANH, FADD, IADD, STG); FP32 pipe: ``K B + 5 B + 2`` FP32
     instructions; INT pipe: ``2 B + 1``; shared pipe: all warps' wavefronts of the SM.
+    ``epilogue``: the instructions after MOV + SELs per row-slot instead of the vanilla row's 5
+    (a gated cell's, :func:`_gated_tails`; its FP32 ones average 2 per gate row, as counted).
     """
     c = _cyc(spec)
     B = np.asarray(B, dtype=np.float64)
-    issue = c["wps"] * (12 * B + 5 + K * (L + B)) / c["ipc"]
+    if epilogue is None:
+        issue = c["wps"] * (12 * B + 5 + K * (L + B)) / c["ipc"]
+    else:
+        issue = c["wps"] * (12 * B + epilogue + K * (L + B)) / c["ipc"]
     fp32 = c["wps"] * c["pipe"] * (K * B + REDUCTION_STEPS * B + 2)
     intp = c["wps"] * c["occ_i"] * (2 * B + 1) + 0 * K
     smem = wf_sm / c["wf"]
