@@ -85,8 +85,8 @@ from kernels_ir.kernels.sparse_rnn import (
 
 __all__ = ["THREADS_PER_CTA", "WARP", "SCALAR_REGS", "DTYPES", "CELLS", "Fit", "MaxHidden",
            "registers_per_thread", "ptxas_extra", "smem_bytes", "reg_limit", "row_slot_quantiles",
-           "expected_slots", "unit_slot_quantiles", "fit", "check", "max_hidden", "capacity_table", "check_cell",
-           "check_dtype"]
+           "expected_slots", "unit_slot_quantiles", "fit", "check", "max_hidden",
+           "capacity_table", "check_cell", "check_dtype"]
 
 THREADS_PER_CTA = 256  # the kernel's block (sparse_rnn.DEFAULT_THREADS): a design choice
 WARP = 32              # lanes per warp: defined by the IR

@@ -1,6 +1,7 @@
 """Gated cells: the capacity model's expectation follows the unit-wise deal of the mapping, so
 the largest layer ``max_hidden`` accepts is one the kernel builder builds, and not far below
-the builder's own limit (over this sweep within 10% of it: at batch 1 the builder may take a few percent more, at batch 4 mostly under 2%)."""
+the builder's own limit (over this sweep within 10% of it: at batch 1 the builder may take a
+few percent more, at batch 4 mostly under 2%)."""
 
 from __future__ import annotations
 
