@@ -36,9 +36,13 @@ EXPERIMENTS = tuple((str(k), k, "rotated", "line") for k in LINES) + (
     ("132_same_sec", 132, "same", "sectors"), ("4_sec", 4, "rotated", "sectors"),
     ("132_warps", 132, "rotated", "warps"), ("132_rows", 132, "rotated", "rows"),
     ("4_rows", 4, "rotated", "rows"), ("132_same_rows", 132, "same", "rows")) + tuple(
-    (f"132_sec{m}", 132, "rotated", f"sectors{m}") for m in (4, 12, 32))
+    (f"132_sec{m}", 132, "rotated", f"sectors{m}") for m in (4, 12, 32)) + (
+    ("33_same", 33, "same", "line"), ("33_same_few", 33, "same", "line_few"),
+    ("33_same_few_warps", 33, "same", "warps_few"), ("33_exact_few", 33, "exact", "line_few"),
+    ("132_exact", 132, "exact", "line"))
 WRITES = {"line": "", "sectors": "_sec", "warps": "_warps", "rows": "_rows",
-          "sectors4": "_sec4", "sectors12": "_sec12", "sectors32": "_sec32"}
+          "sectors4": "_sec4", "sectors12": "_sec12", "sectors32": "_sec32",
+          "line_few": "_few", "warps_few": "_few_warps"}
 GPU_ROUNDS, SIM_ROUNDS = (64, 256), (4, 8)
 REPEATS, WARMUP = 9, 2
 
@@ -57,7 +61,13 @@ def ring(rounds: int, k: int, order: str = "rotated", writes: str = "line"):
     at batch 1 deals its rows to warps and so its h lines to SMs. ``writes="sectors<m>"`` (m =
     4, 12, 32): only the lines of the first ``m / 4`` groups ``{g, g + 33, g + 66, g + 99}`` are
     dealt by sectors (their 4 CTAs swap sectors), the others are written whole: ``m``
-    lines with 4 writer SMs among 132, every line still polled by every CTA."""
+    lines with 4 writer SMs among 132, every line still polled by every CTA. ``writes="line_few"``
+    / ``"warps_few"`` (same order): as ``"line"`` / ``"warps"``, but only the ``k`` CTAs whose
+    lines are waited for write (the others only poll), as in the persistent kernel's exchange
+    of a small layer (``lmech_x_1024``: 32 of 132 CTAs write, 8 warps each). ``order="exact"``:
+    as ``"same"``, but a lane whose chunk lies past the ``8 k`` chunks does not poll (in
+    ``"same"`` and ``"rotated"`` it polls chunk 0 again, which in the same order puts most of
+    the later polls of every CTA on line 0's first sector)."""
     import numpy as np
 
     from kernels_ir.builder import Builder
@@ -71,15 +81,22 @@ def ring(rounds: int, k: int, order: str = "rotated", writes: str = "line"):
         raise InputError(f"rounds={rounds!r}: accepted whole numbers >= 1")
     if k not in LINES:
         raise InputError(f"k={k!r}: accepted {', '.join(map(str, LINES))}")
-    if order not in ("rotated", "same") or (order == "same" and k != CTAS):
-        raise InputError(f"order={order!r} with k={k}: accepted 'rotated', or 'same' with "
-                         f"k={CTAS}")
+    if order not in ("rotated", "same", "exact") or (order != "rotated"
+                                                     and k not in (33, CTAS)):
+        raise InputError(f"order={order!r} with k={k}: accepted 'rotated', or 'same' / 'exact' "
+                         f"with k=33 or {CTAS}")
     first = 1 if order == "rotated" else 0
     if writes not in WRITES:
         raise InputError(f"writes={writes!r}: accepted {', '.join(map(repr, WRITES))}")
+    few = writes.endswith("_few")
+    if few and order == "rotated":
+        raise InputError(f"writes={writes!r} with order={order!r}: accepted with 'same' or "
+                         f"'exact' only")
+    writes = writes.removesuffix("_few")
     stride, chunks = CTAS // k, 8 * k
     groups = -(-chunks // (4 * THREADS))
-    name = f"ring_{k}" + ("_same" if order == "same" else "") + WRITES[writes]
+    name = f"ring_{k}" + {"rotated": "", "same": "_same", "exact": "_exact"}[order] + \
+        WRITES[writes + ("_few" if few else "")]
     b = Builder(f"mb_{name}", grid=CTAS, block=THREADS, bench=name, rounds=rounds)
     g_h = b.global_buffer("h", F32, (rounds + 1) * WORDS, role="inout")
     tid = b.sreg("tid", dst=b.reg(I32, "tid"))
@@ -87,11 +104,12 @@ def ring(rounds: int, k: int, order: str = "rotated", writes: str = "line"):
     warp = b.sreg("warp", dst=b.reg(I32, "warp"))
     lane = b.sreg("lane", dst=b.reg(I32, "lane"))
     # per group and chunk q: the chunk's word offset within a slot (fixed for the launch)
-    offs = []
+    offs, ins = [], []
     for g in range(groups):
         for q in range(4):
             ch = b.iadd(tid, THREADS * (4 * g + q), dst=b.reg(I32, f"ch{g}_{q}"))
             inside = b.isetp("lt", ch, chunks, dst=b.reg(PRED, f"in{g}_{q}"))
+            ins.append(inside)
             b.sel(inside, ch, b.mov(0, I32, dst=b.reg(I32, f"zero{g}_{q}")), dst=ch)
             line = b.shr(ch, 3, dst=b.reg(I32, f"line{g}_{q}"))
             if order == "rotated":
@@ -125,19 +143,31 @@ def ring(rounds: int, k: int, order: str = "rotated", writes: str = "line"):
         own = b.imad(wl, LINE, lane, dst=b.reg(I32, "own"))
     is_writer = (b.isetp("lt", lane, 4, dst=b.reg(PRED, "writes")) if writes in ("warps", "rows")
                  else b.isetp("eq", warp, 0, dst=b.reg(PRED, "writes")))
+    if few:   # only the CTAs whose lines are waited for: cta % stride == 0
+        waited = b.isetp("eq", b.irem(cta, stride, dst=b.reg(I32, "cmod")), 0,
+                         dst=b.reg(PRED, "waited"))
+        b.pand(is_writer, waited, dst=is_writer)
     v = [b.reg(F32, f"v{q}", 4) for q in range(4)]
     bits = b.reg(I32, "bits")
     waiting, one = b.reg(PRED, "waiting"), b.reg(PRED, "sent")
     warp_waiting = b.reg(PRED, "warp_waiting")
     base, addr = b.reg(I32, "base"), b.reg(I32, "addr")
     val = b.reg(F32, "val")
+    if order == "exact":    # chunks a lane does not poll read as "no sentinel"
+        for q in range(4):
+            for x in range(4):
+                b.mov(0.0, dst=v[q][x])
     with b.loop("r", 0, rounds, kind="time") as r:
         b.imul(r, WORDS, dst=base)
         for g in range(groups):
             with b.while_(spin_limit=1 << 22, label="ring_poll") as poll:
                 for q in range(4):
                     b.iadd(base, offs[4 * g + q], dst=addr)
-                    b.ldg_volatile(g_h, addr, width=4, dst=v[q])
+                    if order == "exact":
+                        with b.if_(ins[4 * g + q]):
+                            b.ldg_volatile(g_h, addr, width=4, dst=v[q])
+                    else:
+                        b.ldg_volatile(g_h, addr, width=4, dst=v[q])
                 b.mov(False, PRED, dst=waiting)
                 for q in range(4):
                     for x in range(4):
@@ -156,9 +186,13 @@ def ring(rounds: int, k: int, order: str = "rotated", writes: str = "line"):
     h = np.full((rounds + 1, WORDS), SENT, np.int32)
     h[0] = 0
     want = np.arange(rounds + 1, dtype=np.float32)[:, None] * np.ones(WORDS, np.float32)
+    want = want.view(np.int32).copy()
+    if few:   # the lines of the CTAs that do not write keep the sentinel
+        silent = np.repeat(np.arange(CTAS) % stride != 0, LINE)
+        want[1:, np.concatenate([silent, silent])] = SENT
 
     def check(g) -> bool:
-        return bool(np.array_equal(np.asarray(g["h"]).view(np.float32).reshape(rounds + 1, WORDS),
+        return bool(np.array_equal(np.asarray(g["h"]).view(np.int32).reshape(rounds + 1, WORDS),
                                    want))
 
     return Microbench(name, kernel, {"h": h.reshape(-1).view(np.float32).copy()},
