@@ -39,10 +39,11 @@ EXPERIMENTS = tuple((str(k), k, "rotated", "line") for k in LINES) + (
     (f"132_sec{m}", 132, "rotated", f"sectors{m}") for m in (4, 12, 32)) + (
     ("33_same", 33, "same", "line"), ("33_same_few", 33, "same", "line_few"),
     ("33_same_few_warps", 33, "same", "warps_few"), ("33_exact_few", 33, "exact", "line_few"),
-    ("132_exact", 132, "exact", "line"))
+    ("132_exact", 132, "exact", "line"), ("33_exact_few_warps", 33, "exact", "warps_few"),
+    ("33_exact_few_warps_c1", 33, "exact", "warps_few_c1"))
 WRITES = {"line": "", "sectors": "_sec", "warps": "_warps", "rows": "_rows",
           "sectors4": "_sec4", "sectors12": "_sec12", "sectors32": "_sec32",
-          "line_few": "_few", "warps_few": "_few_warps"}
+          "line_few": "_few", "warps_few": "_few_warps", "warps_few_c1": "_few_warps_c1"}
 GPU_ROUNDS, SIM_ROUNDS = (64, 256), (4, 8)
 REPEATS, WARMUP = 9, 2
 
@@ -67,7 +68,9 @@ def ring(rounds: int, k: int, order: str = "rotated", writes: str = "line"):
     of a small layer (``lmech_x_1024``: 32 of 132 CTAs write, 8 warps each). ``order="exact"``:
     as ``"same"``, but a lane whose chunk lies past the ``8 k`` chunks does not poll (in
     ``"same"`` and ``"rotated"`` it polls chunk 0 again, which in the same order puts most of
-    the later polls of every CTA on line 0's first sector)."""
+    the later polls of every CTA on line 0's first sector). A ``writes`` ending in ``"_c1"``
+    checks one word of each polled 16-byte chunk for the sentinel, as the kernel's staging
+    does (a chunk's four words are written by one store instruction), instead of all four."""
     import numpy as np
 
     from kernels_ir.builder import Builder
@@ -88,15 +91,17 @@ def ring(rounds: int, k: int, order: str = "rotated", writes: str = "line"):
     first = 1 if order == "rotated" else 0
     if writes not in WRITES:
         raise InputError(f"writes={writes!r}: accepted {', '.join(map(repr, WRITES))}")
-    few = writes.endswith("_few")
+    one_word = writes.endswith("_c1")   # check one word per chunk, as the kernel's staging
+    few = writes.removesuffix("_c1").endswith("_few")
     if few and order == "rotated":
         raise InputError(f"writes={writes!r} with order={order!r}: accepted with 'same' or "
                          f"'exact' only")
-    writes = writes.removesuffix("_few")
+    key = writes
+    writes = writes.removesuffix("_c1").removesuffix("_few")
     stride, chunks = CTAS // k, 8 * k
     groups = -(-chunks // (4 * THREADS))
     name = f"ring_{k}" + {"rotated": "", "same": "_same", "exact": "_exact"}[order] + \
-        WRITES[writes + ("_few" if few else "")]
+        WRITES[key]
     b = Builder(f"mb_{name}", grid=CTAS, block=THREADS, bench=name, rounds=rounds)
     g_h = b.global_buffer("h", F32, (rounds + 1) * WORDS, role="inout")
     tid = b.sreg("tid", dst=b.reg(I32, "tid"))
@@ -170,7 +175,7 @@ def ring(rounds: int, k: int, order: str = "rotated", writes: str = "line"):
                         b.ldg_volatile(g_h, addr, width=4, dst=v[q])
                 b.mov(False, PRED, dst=waiting)
                 for q in range(4):
-                    for x in range(4):
+                    for x in range(1 if one_word else 4):
                         b.bitcast(v[q][x], I32, dst=bits)
                         b.isetp("eq", bits, SENT, dst=one)
                         b.por(waiting, one, dst=waiting)

@@ -85,18 +85,23 @@ def test_new_writer_layouts_compute_the_right_slots():
         lr.ring(2, 33, "rotated", "line_few")
 
 
-def test_repeat_record_the_hot_spot_not_the_order():
+def test_repeat_record_the_hot_spot_and_the_check():
     """lamport_ring_ir_repeat.json, as measurements/README.md reads it: without the hot spot
-    (``exact``) the simulator is within 10% of the GPU; with it (``same``) both pay, the
-    simulator more; the README's table rows are the record's."""
+    (``exact``) the simulator is within 5% of the GPU; with it (``same``) both pay, the
+    simulator more; with the kernel's one-word check the ring is too fast in the simulator
+    (the Lamport gap); the README's table rows are the record's."""
     rec = json.loads((RECORD.parent / "lamport_ring_ir_repeat.json").read_text())
     g = {k: v["per_op_s"] * 1e9 for k, v in rec["results"].items()}
     s = {k: v["per_op_s"] * 1e9 for k, v in rec["simulated"]["results"].items()}
     assert set(g) == {e[0] for e in lr.EXPERIMENTS} == set(s)
     for key in ("33_exact_few", "132_exact"):
-        assert abs(s[key] / g[key] - 1) < 0.1, key
+        assert abs(s[key] / g[key] - 1) < 0.05, key
     for same, exact in (("33_same_few", "33_exact_few"), ("132_same", "132_exact")):
-        assert g[same] / g[exact] > 1.25 and s[same] / s[exact] > g[same] / g[exact] + 0.3
+        assert g[same] / g[exact] > 1.25 and s[same] / s[exact] > g[same] / g[exact]
+    full, one = "33_exact_few_warps", "33_exact_few_warps_c1"
+    assert g[one] < g[full] and s[one] < s[full]
+    assert s[one] / g[one] < 0.9                        # the gap, as in lmech_x_1024
     text = (RECORD.parents[1] / "README.md").read_text()
-    for key in ("33_same", "33_same_few", "33_same_few_warps", "33_exact_few", "132_exact"):
+    for key in ("33_same", "33_same_few", "33_same_few_warps", "33_exact_few", "132_exact",
+                full, one):
         assert f"  | `ring_{key}` | {round(g[key])} | {round(s[key])} |" in text, key
