@@ -6,6 +6,21 @@ import numpy as np
 
 from kernels_ir import F32, I32, Builder, verify
 
+VALUE_TOL = 1e-5  # fp32 accumulation over <= a few hundred terms, relative to the step's scale
+
+
+def check_values(prog, spec):
+    """Execute an RNN program functionally and check its values against the float64
+    reference (and that h is finite and not all zero); returns the execution result."""
+    from gpusim.engine import execute
+
+    res = execute(prog.kernel, prog.inputs, spec=spec)
+    err = prog.max_rel_err(res.globals)
+    assert err < VALUE_TOL, f"{prog.kernel.name}: max_rel_err={err}"
+    H = prog.outputs(res.globals)
+    assert np.all(np.isfinite(H)) and not np.all(H[1:] == 0)
+    return res
+
 
 def run_unary(op_name: str, a: np.ndarray, out_dtype=F32, in_dtype=F32, **kw):
     """Apply one Builder method to 64 values (2 warps) and return the 64 results."""

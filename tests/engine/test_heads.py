@@ -8,11 +8,11 @@ import dataclasses
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from engine_helpers import check_values
 
-from gpusim.engine import execute
 from gpusim.specs import load_spec
 from kernels_ir.errors import InputError
-from kernels_ir.ir import PRED, Op
+from kernels_ir.ir import PRED, Op, instructions
 from kernels_ir.kernels.sparse_rnn import (
     build_dense_rnn,
     build_sparse_rnn,
@@ -24,27 +24,13 @@ from models.reference import gru_reference, lstm_reference, multihead_reference,
 from models.sparse import random_layer
 
 V100 = load_spec("v100")
-TOL = 1e-5
 REFS = {"rnn": rnn_reference, "gru": gru_reference,
         "lstm": lambda U, x, h: lstm_reference(U, x, h)[0]}
 GATES = {"rnn": 1, "gru": 3, "lstm": 4}
 
 
-def _ops(body):
-    for s in body:
-        if hasattr(s, "op"):
-            yield s.op
-        for attr in ("body", "then", "orelse"):
-            yield from _ops(getattr(s, attr, None) or ())
-
-
-def _check(prog, spec):
-    res = execute(prog.kernel, prog.inputs, spec=spec)
-    err = prog.max_rel_err(res.globals)
-    assert err < TOL, f"{prog.kernel.name}: max_rel_err={err}"
-    H = prog.outputs(res.globals)
-    assert np.all(np.isfinite(H)) and not np.all(H[1:] == 0)
-    return res
+def _ops(kernel) -> set:
+    return {i.op for i in instructions(kernel)}
 
 
 @pytest.mark.parametrize("cell", ["rnn", "lstm", "gru"])
@@ -106,11 +92,11 @@ def test_cta_local_sparse_matches_reference(cell, sync, wide, batch):
     k = prog.kernel
     assert k.name == f"sparse_{cell}_local_{'wide' if wide else 'scalar'}"
     assert dict(k.meta)["exchange"] == "cta" and dict(k.meta)["heads_per_cta"] == 2
-    ops = set(_ops(k.body))
+    ops = _ops(k)
     assert not ops & {Op.ATOM_ADD, Op.LDG_VOLATILE} and Op.BAR in ops
     assert "counter" not in prog.inputs
     assert counted_registers(prog) == sum(r.size for r in k.regs if r.dtype is not PRED)
-    _check(prog, spec)
+    check_values(prog, spec)
 
 
 @pytest.mark.parametrize("cell", ["rnn", "lstm", "gru"])
@@ -118,14 +104,14 @@ def test_cta_local_dense_matches_reference(cell):
     spec = dataclasses.replace(V100, sm_count=2)
     prog = build_dense_rnn(make_layer(40, 2, 1.0, 3, seed=3, cell=cell, heads=4), spec)
     assert "_local_" in prog.kernel.name
-    _check(prog, spec)
+    check_values(prog, spec)
 
 
 def test_more_ctas_than_heads_leaves_ctas_idle():
     spec = dataclasses.replace(V100, sm_count=4)
     prog = build_sparse_rnn(make_layer(32, 2, 0.5, 2, seed=1, heads=2), spec)
     assert prog.mapping.heads_per_cta == 1 and (prog.mapping.row_ids[16:] < 0).all()
-    _check(prog, spec)
+    check_values(prog, spec)
 
 
 def test_heads_too_large_for_a_cta_keep_the_grid_wide_exchange():
@@ -135,8 +121,8 @@ def test_heads_too_large_for_a_cta_keep_the_grid_wide_exchange():
     meta = dict(prog.kernel.meta)
     assert meta["exchange"] == "grid" and meta["heads_per_cta"] == 0
     assert prog.kernel.name == "sparse_rnn_lamport_wide" and not prog.mapping.cta_local
-    assert Op.LDG_VOLATILE in set(_ops(prog.kernel.body))
-    _check(prog, spec)
+    assert Op.LDG_VOLATILE in _ops(prog.kernel)
+    check_values(prog, spec)
 
 
 def test_cta_local_is_cheaper_than_the_grid_exchange_in_the_simulator():

@@ -6,6 +6,7 @@ import dataclasses
 
 import numpy as np
 import pytest
+from engine_helpers import check_values
 from hypothesis import given, reject, settings
 from hypothesis import strategies as st
 
@@ -16,16 +17,6 @@ from kernels_ir.kernels.sparse_rnn import build_dense_rnn, build_sparse_rnn, mak
 
 V100 = load_spec("v100")
 H100 = load_spec("h100")
-TOL = 1e-5  # fp32 accumulation over <= a few hundred terms, relative to the step's scale
-
-
-def _check(prog, spec):
-    res = execute(prog.kernel, prog.inputs, spec=spec)
-    err = prog.max_rel_err(res.globals)
-    assert err < TOL, f"{prog.kernel.name}: max_rel_err={err}"
-    H = prog.outputs(res.globals)
-    assert np.all(np.isfinite(H)) and not np.all(H[1:] == 0)
-    return res
 
 
 @pytest.mark.parametrize("sync", ["lamport", "barrier"])
@@ -36,7 +27,7 @@ def test_sparse_variants_match_reference(sync, wide, batch, hidden, density, sms
     spec = dataclasses.replace(V100, sm_count=sms)
     layer = make_layer(hidden, batch, density, 3, seed=hidden + batch)
     prog = build_sparse_rnn(layer, spec, sync=sync, wide_loads=wide, layout="naive")
-    res = _check(prog, spec)
+    res = check_values(prog, spec)
     assert prog.kernel.grid == sms and res.waves == 1
 
 
@@ -44,19 +35,19 @@ def test_sparse_variants_match_reference(sync, wide, batch, hidden, density, sms
 def test_densities(density):
     spec = dataclasses.replace(V100, sm_count=4)
     prog = build_sparse_rnn(make_layer(100, 4, density, 3, seed=1), spec)
-    _check(prog, spec)
+    check_values(prog, spec)
 
 
 @pytest.mark.parametrize("sync", ["lamport", "barrier"])
 def test_dense_kernel(sync):
     spec = dataclasses.replace(V100, sm_count=2)
     prog = build_dense_rnn(make_layer(40, 2, 1.0, 3, seed=3), spec, sync=sync)
-    _check(prog, spec)
+    check_values(prog, spec)
 
 
 def test_full_v100_80_ctas():
     prog = build_sparse_rnn(make_layer(256, 4, 0.1, 3, seed=5), V100, sync="lamport")
-    res = _check(prog, V100)
+    res = check_values(prog, V100)
     assert prog.kernel.grid == 80 and res.resident_ctas == 80
 
 
@@ -78,7 +69,7 @@ def test_random_configurations(hidden, batch, density, steps, sms, sync, wide, s
     wide = wide and batch in (1, 2, 4, 8)  # wide loads cover B = 1, 2, 4, 8 only
     prog = build_sparse_rnn(make_layer(hidden, batch, density, steps, seed), spec, sync=sync,
                             wide_loads=wide)
-    _check(prog, spec)
+    check_values(prog, spec)
 
 
 # gated cells: the gate rows of a unit in one warp, the cell update in its epilogue; the values
@@ -91,7 +82,7 @@ def test_gated_sparse_cells_match_reference(cell, sync, wide, batch):
     prog = build_sparse_rnn(make_layer(100, batch, 0.1, 3, seed=7, cell=cell), spec, sync=sync,
                             wide_loads=wide)
     assert prog.kernel.name.startswith(f"sparse_{cell}_")
-    _check(prog, spec)
+    check_values(prog, spec)
 
 
 @pytest.mark.parametrize("cell", ["lstm", "gru"])
@@ -99,14 +90,14 @@ def test_gated_sparse_cells_match_reference(cell, sync, wide, batch):
 def test_gated_dense_cells_match_reference(cell, sync):
     spec = dataclasses.replace(V100, sm_count=2)
     prog = build_dense_rnn(make_layer(64, 2, 1.0, 3, seed=4, cell=cell), spec, sync=sync)
-    _check(prog, spec)
+    check_values(prog, spec)
 
 
 @pytest.mark.parametrize("cell", ["lstm", "gru"])
 def test_gated_cells_on_a_full_h100_with_padding_units(cell):
     # 132 CTAs x 8 warps for 256 units: most warps own one unit, the rest only padding
     prog = build_sparse_rnn(make_layer(256, 1, 0.05, 2, seed=9, cell=cell), H100)
-    _check(prog, H100)
+    check_values(prog, H100)
 
 
 @settings(max_examples=8, deadline=None)
@@ -123,4 +114,4 @@ def test_random_gated_configurations(hidden, batch, density, steps, sms, sync, c
                                 sync=sync, wide_loads=batch != 3)
     except CapacityError:
         reject()
-    _check(prog, spec)
+    check_values(prog, spec)
