@@ -238,10 +238,9 @@ class L2:
         if self.handover > 0 and self.sm_of_warp is not None:
             n_lines = -(-n_sectors // self.sectors_per_line) + 1
             self.n_sms = int(self.sm_of_warp.max()) + 1 if self.sm_of_warp.size else 1
-            self.holders: set[int] = set()                  # line * n_sms + SM
-            self.acquired: dict[int, float] = {}   # cycle each (line, SM) was handed over
+            # the cycle from which each (line * n_sms + SM) holds its line (-inf: first writer)
+            self.holds: dict[int, float] = {}
             self.line_written = np.zeros(n_lines, dtype=bool)
-            self.line_done = np.full(n_lines, -np.inf)
             self.held_arr = np.full(n_lines, np.inf)
             self.held_vis = np.full(n_lines, -np.inf)
             self.polled = np.zeros(n_lines, dtype=bool)   # lines an L2-coherent poll reads
@@ -330,20 +329,19 @@ class L2:
         first.sort()
         need = np.zeros(idx.size, dtype=bool)              # the request that takes the line
         for j, k in zip(first.tolist(), key[first].tolist(), strict=True):
-            if k not in self.holders:
-                self.holders.add(k)
+            if k not in self.holds:
                 line = k // self.n_sms
-                if self.line_written[line]:
-                    need[j] = True
+                need[j] = self.line_written[line]
                 self.line_written[line] = True
+                self.holds[k] = -np.inf
         if need.any():
             j = np.nonzero(need)[0]
             t = start[idx[j]]
             got = self.handover_server.serve(np.zeros(j.size, dtype=np.int64), t) \
                 + self.handover
             self.handovers += int(j.size)
-            self.acquired.update(zip(key[j].tolist(), got.tolist(), strict=True))
-        done = np.array([self.acquired.get(k, -np.inf) for k in key.tolist()])
+            self.holds.update(zip(key[j].tolist(), got.tolist(), strict=True))
+        done = np.array([self.holds[k] for k in key.tolist()])
         p = np.maximum(start[idx], done)
         out[idx] = p
         wait = p > start[idx]

@@ -50,7 +50,6 @@ from .csr import (  # noqa: F401 (re-exports)
 from .l2 import (  # noqa: F401 (re-exports)
     LINE_WORDS,
     _barrier_cycles,
-    _deal_handovers,
     _handover_cycles,
     _poll_phases,
     _stage_parts,

@@ -169,11 +169,6 @@ def deal_handovers(n_rows, batch, n_warps: int, warps_per_cta: int) -> np.ndarra
     return touched - (-(-end[:, -1] // LINE_WORDS))
 
 
-def _deal_handovers(n_rows: int, batch: int, n_warps: int, warps_per_cta: int) -> int:
-    """:func:`deal_handovers` of one layer."""
-    return int(deal_handovers(n_rows, batch, n_warps, warps_per_cta)[0])
-
-
 def _handover_cycles(spec, handovers, spread) -> np.ndarray:
     """Cycles by which the exchange's last line completes after the step's last store: the
     GPU-wide server performs one hand-over every ``l2_line_handover_cycles`` from the first

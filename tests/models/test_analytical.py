@@ -244,7 +244,7 @@ def test_deal_hand_overs_closed_form_equals_the_deal():
     """The expectation path's line hand-overs (closed form) equal those of the mapping's own
     deal of equal rows, h in owner order, for every size tried."""
     from kernels_ir.mapping import _deal
-    from models.analytical.l2 import _deal_handovers, shared_lines
+    from models.analytical.l2 import deal_handovers, shared_lines
 
     rng = np.random.default_rng(0)
     for nw, wpc in ((1056, 8), (640, 8), (24, 8), (12, 4)):
@@ -256,7 +256,7 @@ def test_deal_hand_overs_closed_form_equals_the_deal():
                 pos = np.empty(int(rows), np.int64)
                 pos[owned] = np.arange(owned.size)
                 want = shared_lines(row_ids, pos, b, wpc)
-                assert _deal_handovers(int(rows), b, nw, wpc) == want, (nw, wpc, rows, b)
+                assert deal_handovers(int(rows), b, nw, wpc)[0] == want, (nw, wpc, rows, b)
     # whole lines per CTA (8 warps x 4 rows x batch 1 = 32 words): no hand-over; 3 words: many
-    assert _deal_handovers(32 * 12, 1, 96, 8) == 0
-    assert _deal_handovers(3 * 12, 1, 12, 1) == 11
+    assert deal_handovers(32 * 12, 1, 96, 8)[0] == 0
+    assert deal_handovers(3 * 12, 1, 12, 1)[0] == 11
