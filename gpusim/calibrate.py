@@ -20,6 +20,14 @@ l2_atomic_same_address_cycles  atomic_same       per_warp 2 / 4 (132 CTAs x 8 wa
 fence_latency_cycles           grid_barrier      rounds 4 / 8 (132 CTAs)
 l2_store_visibility_cycles     store_visibility  rounds 4 / 8 (one warp: its load of its own
                                                  pending store is served when it is visible)
+fma_latency_cycles             ffma_latency      rounds 2 / 4 of 32 dependent links, one warp
+alu_latency_cycles             imad_latency      (pipes.json, measurements/pipes.py; the same
+shfl_latency_cycles            shfl_latency      sizes for every pipe); a tanh / exp /
+sfu_latency_cycles             tanh_latency      sigmoid link is an FFMA and the function
+exp_latency_cycles             exp_latency       (the CUDA backend's tanhf, expf and
+sigmoid_latency_cycles         sigmoid_latency   1 / (1 + expf(-x)): software sequences)
+cta_barrier_latency_cycles     bar_latency       rounds 2 / 4 of 32 barriers, one CTA of 8
+                                                 warps
 graph_launch_overhead_s        graph_node        library_profile.json (not microbench.json):
                                                  per-node time of a CUDA graph of 1000 vs 100
                                                  one-element adds, minus the simulated
@@ -69,11 +77,21 @@ FITS = {
     "l2_atomic_same_address_cycles": ("atomic_same", (2, 4), {}, (0.1, 100)),
     "fence_latency_cycles": ("grid_barrier", (4, 8), {}, (0, 8000)),
     "l2_store_visibility_cycles": ("store_visibility_8", (2, 4), {}, (0, 2000)),
+    # the SM pipes (measurements/pipes.py): one warp's dependent chain of one kind. FFMA first:
+    # a tanh / exp / sigmoid link is an FFMA and the function
+    "fma_latency_cycles": ("ffma_latency", (2, 4), {}, (1, 64)),
+    "alu_latency_cycles": ("imad_latency", (2, 4), {}, (1, 64)),
+    "shfl_latency_cycles": ("shfl_latency", (2, 4), {}, (1, 200)),
+    "sfu_latency_cycles": ("tanh_latency", (2, 4), {}, (1, 400)),
+    "exp_latency_cycles": ("exp_latency", (2, 4), {}, (1, 1000)),
+    "sigmoid_latency_cycles": ("sigmoid_latency", (2, 4), {}, (1, 1000)),
+    "cta_barrier_latency_cycles": ("bar_latency", (2, 4), {}, (1, 500)),
 }
 # a parameter whose benchmark was not recorded falls back to this one
 FALLBACK = {"store_visibility_8": ("store_visibility", (4, 8))}
-# recorded after the campaign (measurements/l2_partition.py), merged over microbench.json
-EXTRA_RECORDS = ("l2_partition.json",)
+# recorded after the campaign (measurements/l2_partition.py, measurements/pipes.py), merged over
+# microbench.json
+EXTRA_RECORDS = ("l2_partition.json", "pipes.json")
 HELD_OUT = {"flag_round_trip": ((4, 8), {}), "flag_round_trip_same_sm": ((4, 8), {}),
             "poll_storm": ((2, 4), {}), "poll_storm_rot": ((32, 64), {}),
             "poll_storm_plain": ((32, 64), {})}

@@ -2,6 +2,7 @@
 own kernel (GPU only).
 
     PYTHONPATH=. python3 measurements/lamport_trace.py --out $OUT     # -> lamport_trace.json(.gz)
+    python measurements/lamport_trace.py --simulate measurements/h100/lamport_trace.json
 
 Why: ``lamport_wait.py`` found that the kernel's wait (its step time minus that of the same
 kernel with every slot already written) is 350-1050 ns on the GPU and 170-310 ns in the
@@ -18,7 +19,17 @@ The kernel is the campaign's (sparse, Lamport, wide loads, optimal layout; seed 
 - ``polls``: the poll iterations of the step, summed over the groups (1 per group = no re-poll);
 - ``t2``: after the ``__syncthreads`` that ends the staging;
 - ``t3``: after its h stores (the end of the step's body);
-- ``g0``: ``%globaltimer`` (ns) next to ``t0``, to place the SMs' clocks on one axis.
+- ``g0``: ``%globaltimer`` (ns) next to ``t0``, to place the SMs' clocks on one axis;
+- ``tp``: just before the first poll of the step (after the x loads and the address set-up);
+- with ``--rows`` (record ``lamport_trace_rows.json``) also ``tr``, ``tt``: when the warp's
+  first row's reduced value, and that value after ``tanhf``, are ready (a ``MOV`` reads the
+  register, so the in-order warp stalls on it; lane 0 owns the row's first batch value); 0 when
+  the warp has no row. These stalls perturb the mat-vec they time (its span grows by 60-130 ns),
+  so they are kept out of the main record.
+
+Two launches per layer: ``normal`` (the campaign's) and ``inplace`` (every slot already holds its
+value and the stores write the same values, as in ``lamport_wait.py``: no poll waits, so
+``t1 - tp`` is a poll's own duration inside the kernel).
 
 Stamps cost a few instructions per warp and step; the per-step time of the instrumented kernel
 is recorded next to the plain kernel's, so their cost is visible. Cycle differences within one SM
@@ -40,15 +51,18 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from measurements.lamport_wait import LAYERS, build  # noqa: E402
 
 STEPS = 48
-FIELDS = ("t0", "t1", "polls", "t2", "t3", "g0")
+FIELDS = ("t0", "t1", "polls", "t2", "t3", "g0", "tp")
+ROW_FIELDS = FIELDS + ("tr", "tt")      # with --rows
+ONE_GROUP_WORDS = 4 * 4 * 256           # h words one staging group of 256 threads covers
+MODES = ("normal", "inplace")
 TS_BUFFER = "ts"
 
 
-def instrumented_code(code: str, steps: int) -> str:
+def instrumented_code(code: str, steps: int, rows: bool = False) -> str:
     """The generated CUDA of the sparse Lamport kernel with the stamps of the module docstring
     (``g_ts``: one int per field, warp, CTA and step). Raises if the code does not have the
     expected shape (so a change of the generator cannot silently move a stamp)."""
-    nf = len(FIELDS)
+    nf = len(ROW_FIELDS if rows else FIELDS)
     loop = f"for (r_t = 0; r_t < {steps}; r_t += 1) {{\n"
     if code.count(loop) != 1:
         raise AssertionError("time loop not found once")
@@ -59,6 +73,11 @@ def instrumented_code(code: str, steps: int) -> str:
            "        if (ts_w) { unsigned long long g; asm volatile(\"mov.u64 %0, %%globaltimer;\""
            " : \"=l\"(g)); g_ts[ts_i + 0] = (int)clock64(); g_ts[ts_i + 5] = (int)g; }\n")
     code = code.replace(loop, top)
+    spin = "/* spin loop 0: lamport_poll"
+    if code.count(spin) != 1:
+        raise AssertionError("poll loop not found once")
+    code = code.replace(spin, "if (ts_w && r_g == 0) g_ts[ts_i + 6] = (int)clock64();\n"
+                        "            " + spin)
     brk = "if (!r_warp_waiting) break;"
     if code.count(brk) != 1:
         raise AssertionError("poll exit not found once")
@@ -72,6 +91,23 @@ def instrumented_code(code: str, steps: int) -> str:
     if code.count(sync) != 1:
         raise AssertionError("staging barrier not found once")
     code = code.replace(sync, sync + "        if (ts_w) g_ts[ts_i + 3] = (int)clock64();\n")
+    if not rows:
+        return _end_stamp(code)
+    red = next((r for r in ("        if (r_mine_0) {\n", "        if (r_mine) {\n")
+                if r in code), None)
+    if red is None:
+        raise AssertionError("first row's epilogue not found")
+    stamp = ("        if (ts_w) {{ int ts_d; asm volatile(\"mov.b32 %0, %1;\" : \"=r\"(ts_d) : "
+             "\"f\"(r_val)); g_ts[ts_i + {k}] = (int)clock64(); }}\n")
+    code = code.replace(red, stamp.format(k=7) + red, 1)
+    th = "            r_val = tanhf(r_val);\n"
+    if th not in code:
+        raise AssertionError("first row's tanh not found")
+    code = code.replace(th, th + "    " + stamp.format(k=8), 1)
+    return _end_stamp(code)
+
+
+def _end_stamp(code: str) -> str:
     end = "\n    }\n}"
     if not code.endswith(end + "\n") and not code.endswith(end):
         raise AssertionError("end of the time loop not found")
@@ -82,14 +118,14 @@ def instrumented_code(code: str, steps: int) -> str:
     return code
 
 
-def _with_ts(kernel, steps: int):
+def _with_ts(kernel, steps: int, rows: bool = False):
     """The kernel with a ``ts`` buffer (int, role out) after ``hseq``: the generator makes
     every global buffer a parameter, used or not."""
     import dataclasses
 
     from kernels_ir.ir import I32, Buffer
 
-    size = steps * kernel.grid * (kernel.block // 32) * len(FIELDS)
+    size = steps * kernel.grid * (kernel.block // 32) * len(ROW_FIELDS if rows else FIELDS)
     bufs = []
     for b in kernel.buffers:
         bufs.append(b)
@@ -98,7 +134,7 @@ def _with_ts(kernel, steps: int):
     return dataclasses.replace(kernel, name=kernel.name + "_traced", buffers=tuple(bufs))
 
 
-def trace_layer(runner, h: int, b: int, d: float, spec) -> dict:
+def trace_layer(runner, h: int, b: int, d: float, spec, rows: bool = False) -> dict:
     import numpy as np
 
     import gpusim.backends.cupy_backend as cb
@@ -108,14 +144,15 @@ def trace_layer(runner, h: int, b: int, d: float, spec) -> dict:
     prog = build(h, b, d, STEPS, spec)
     plain = runner.compile(prog.kernel)
     runner.check_grid(plain)
-    traced_kernel = _with_ts(prog.kernel, STEPS)
+    traced_kernel = _with_ts(prog.kernel, STEPS, rows)
+    fields = ROW_FIELDS if rows else FIELDS
     original = cb.generate
 
     def generate(kernel, *a, **k):
         src = original(kernel, *a, **k)
         if kernel.name.endswith("_traced"):
             import dataclasses
-            src = dataclasses.replace(src, code=instrumented_code(src.code, STEPS))
+            src = dataclasses.replace(src, code=instrumented_code(src.code, STEPS, rows))
         return src
 
     cb.generate = generate
@@ -125,50 +162,62 @@ def trace_layer(runner, h: int, b: int, d: float, spec) -> dict:
         cb.generate = original
     runner.check_grid(traced)
     pristine = cp.asarray(prog.inputs["hseq"])
-    out = {}
-    for name, comp in (("plain", plain), ("traced", traced)):
+    ts_size = traced_kernel.buffers[[x.name for x in traced_kernel.buffers].index(TS_BUFFER)].size
+    out, filled = {}, None
+    for name, comp in (("plain", plain), ("normal", traced), ("inplace", traced)):
         inputs = dict(prog.inputs)
-        if name == "traced":
-            inputs[TS_BUFFER] = np.zeros(traced_kernel.buffers[
-                [x.name for x in traced_kernel.buffers].index(TS_BUFFER)].size, np.int32)
+        if name != "plain":
+            inputs[TS_BUFFER] = np.zeros(ts_size, np.int32)
+        if name == "inplace":
+            inputs["hseq"] = np.asarray(filled).view(np.float32).reshape(-1).copy()
+        start = cp.asarray(inputs["hseq"]) if name == "inplace" else pristine
         bufs = runner.device_buffers(comp, inputs)
 
-        def reset(bb):
-            bb["hseq"][...] = pristine
+        def reset(bb, start=start):
+            bb["hseq"][...] = start
             bb["__err"][...] = 0
         times = [_time_launch(cp, runner, comp, bufs, reset) for _ in range(7)]
         got = {n: cp.asnumpy(v) for n, v in bufs.items()}
         err = float(prog.max_rel_err(got))
         if not err <= 1e-3:
             raise AssertionError(f"{name}: values differ from the reference ({err})")
+        if name == "plain":
+            filled = got["hseq"]
         out[name] = {"launch_s": sorted(times), "max_rel_err": err}
-        if name == "traced":
-            ts = got[TS_BUFFER].reshape(STEPS, prog.kernel.grid, prog.kernel.block // 32,
-                                        len(FIELDS))
-            out["ts"] = ts
+        if name != "plain":
+            out[name]["ts"] = got[TS_BUFFER].reshape(STEPS, prog.kernel.grid,
+                                                     prog.kernel.block // 32, len(fields))
     return out
 
 
 def summarise(ts, clock_hz: float) -> dict:
     """Per-step medians over the steady steps (8..STEPS-2) of what the module docstring lists,
-    in ns: ``compute`` (t3 - t2: the warp's mat-vec and store after staging), ``poll`` (t1 -
+    in ns: ``compute`` (t3 - t2: the warp's mat-vec and store after staging; with the row
+    stamps also ``first_row_reduced`` = tr - t2 and ``first_row_tanh`` = tt - tr), ``poll`` (t1 -
     t0), ``staging_wait`` (t2 - t1: the warp waiting at the barrier for the CTA's slowest
     poller), ``step`` (t0 of the next step - t0), the CTAs' spread of t3 (the last store of the
     step; on one axis via each SM's fit to the global timer) and polls per warp and step."""
     import numpy as np
 
     t = ts.astype(np.int64)
-    t0, t1, polls, t2, t3, g0 = (t[..., i] for i in range(len(FIELDS)))
+    t0, t1, polls, t2, t3, g0, tp = (t[..., i] for i in range(len(FIELDS)))
 
     def wrap(x):
         return (x + 2 ** 31) % 2 ** 32 - 2 ** 31
     ns = 1e9 / clock_hz
     s = slice(8, t.shape[0] - 1)
     step = wrap(t0[1:] - t0[:-1])[s.start:s.stop - 1 if s.stop else None] * ns
-    res = {
+    res = {}
+    if t.shape[-1] == len(ROW_FIELDS):
+        tr, tt = t[..., len(FIELDS)], t[..., len(FIELDS) + 1]
+        res["first_row_reduced_ns"] = float(np.median(wrap(tr - t2)[s][tr[s] != 0]) * ns)
+        res["first_row_tanh_ns"] = float(np.median(wrap(tt - tr)[s][tt[s] != 0]) * ns)
+    res |= {
         "compute_ns": float(np.median(wrap(t3 - t2)[s]) * ns),
         "compute_cta_max_ns": float(np.median(wrap(t3 - t2)[s].max(axis=2)) * ns),
         "poll_ns": float(np.median(wrap(t1 - t0)[s]) * ns),
+        "first_poll_ns": float(np.median(wrap(t1 - tp)[s][polls[s] == polls[s].min()]) * ns),
+        "setup_ns": float(np.median(wrap(tp - t0)[s]) * ns),
         "poll_cta_max_ns": float(np.median(wrap(t1 - t0)[s].max(axis=2)) * ns),
         "staging_wait_ns": float(np.median(wrap(t2 - t1)[s]) * ns),
         "step_ns": float(np.median(step)),
@@ -191,7 +240,7 @@ def summarise(ts, clock_hz: float) -> dict:
     return res
 
 
-def measure(out: str, argv: list) -> dict:
+def measure(out: str, argv: list, rows: bool = False) -> dict:
     import numpy as np
 
     from gpusim.backends.cupy_backend import Runner
@@ -203,41 +252,163 @@ def measure(out: str, argv: list) -> dict:
     runner = Runner()
     prov = provenance(argv)
     clocks = ClockSampler()
-    rec = {"format_version": 1, "provenance": prov, "steps": STEPS, "fields": list(FIELDS),
+    name = "lamport_trace_rows" if rows else "lamport_trace"
+    rec = {"format_version": 1, "provenance": prov, "steps": STEPS,
+           "fields": list(ROW_FIELDS if rows else FIELDS),
            "results": {}}
     raw = {}
     t0 = time.time()
     for h, b, d in LAYERS:
         key = f"h{h}-b{b}-d{d}"
         try:
-            r = trace_layer(runner, h, b, d, spec)
-            ts = r.pop("ts")
-            raw[key] = ts.tolist()
-            summ = summarise(ts, spec.clock_hz)
-            rec["results"][key] = {"hidden": h, "batch": b, "density": d, "status": "ok",
-                                   **r, "summary": summ}
-            print(key, json.dumps({k: (round(v, 1) if isinstance(v, float) else v)
-                                   for k, v in summ.items() if k != "last_store_cta_counts"}),
-                  f"plain {np.median(r['plain']['launch_s']) * 1e6:.1f} us traced "
-                  f"{np.median(r['traced']['launch_s']) * 1e6:.1f} us", flush=True)
+            r = trace_layer(runner, h, b, d, spec, rows)
+            entry = {"hidden": h, "batch": b, "density": d, "status": "ok",
+                     "plain": r["plain"]}
+            for mode in MODES:
+                ts = r[mode].pop("ts")
+                raw[f"{key}/{mode}"] = ts.tolist()
+                summ = summarise(ts, spec.clock_hz)
+                entry[mode] = {**r[mode], "summary": summ}
+                print(key, mode, json.dumps({k: (round(v, 1) if isinstance(v, float) else v)
+                                             for k, v in summ.items()
+                                             if k != "last_store_cta_counts"}),
+                      f"launch {np.median(r[mode]['launch_s']) * 1e6:.1f} us", flush=True)
+            rec["results"][key] = entry
         except Exception as exc:   # record and go on
             rec["results"][key] = {"status": "error", "error": f"{type(exc).__name__}: {exc}"}
             print(f"{key}: FAILED {type(exc).__name__}: {exc}", flush=True)
     clocks.stop(prov)
     rec["timing_s"] = time.time() - t0
-    save_record(os.path.join(out, "lamport_trace.json"), rec)
-    with gzip.open(os.path.join(out, "lamport_trace_raw.json.gz"), "wt") as f:
+    save_record(os.path.join(out, f"{name}.json"), rec)
+    with gzip.open(os.path.join(out, f"{name}_raw.json.gz"), "wt") as f:
         json.dump(raw, f)
     return rec
+
+
+def simulate_layer(spec, h: int, b: int, d: float, steps: int = 8) -> dict:
+    """The same quantities in the simulator, for the normal kernel and for the kernel with
+    pre-written slots and redirected stores (``lamport_prefill``; the simulator cannot run
+    ``inplace``: its staleness rule re-polls a slot written again with the same value): per
+    warp and step the issue cycles of the x load (``t0``), the first poll (``tp``), the first
+    staging store (``t1``: the poll loop's exit), the first shared load after the barrier
+    (``t2``) and the last h store (``t3``), taken from the timing model as it issues them.
+    Layers with one staging group only (``t1`` is the exit of the only poll loop)."""
+    import numpy as np
+
+    from gpusim.engine import simulate
+    from gpusim.engine import timing as tm
+    from kernels_ir.ir import Op, instructions
+    from measurements.lamport_prefill import prefilled_inputs, redirect_stores
+
+    def stamps(kernel, inputs):
+        ins = list(instructions(kernel))
+
+        def first(pred):
+            return [i for i, x in enumerate(ins) if pred(x)][:1]
+        pick = {"t0": first(lambda x: x.op is Op.LDG and x.srcs[0].buffer.name == "x_proj"),
+                "tp": first(lambda x: x.op is Op.LDG_VOLATILE),
+                "t1": first(lambda x: x.op is Op.STS and x.srcs[0].buffer.name == "h_s"),
+                "t2": first(lambda x: x.op is Op.LDS),
+                "t3": [i for i, x in enumerate(ins) if x.op is Op.STG]}
+        rec = {k: {} for k in pick}
+        original = tm._Timing._instr
+
+        def instr(self, sid, m, flat, polls):
+            original(self, sid, m, flat, polls)
+            if self.replaying:
+                return
+            for k, ids in pick.items():
+                if sid in ids:
+                    ws = np.arange(self.nw) if m.full else np.flatnonzero(m.wany)
+                    step = int(self.step_index)
+                    a = rec[k].setdefault(step, np.full(self.nw, np.nan))
+                    a[ws] = np.fmax(a[ws], self.last[ws])
+
+        original_step = tm._Timing.on_step
+
+        def on_step(self, step):
+            self.step_index = getattr(self, "step_index", -1) + 1
+            return original_step(self, step)
+        tm._Timing._instr, tm._Timing.on_step = instr, on_step
+        try:
+            res = simulate(kernel, inputs, spec, l2_warm=True)
+        finally:
+            tm._Timing._instr, tm._Timing.on_step = original, original_step
+        ns = 1e9 / spec.clock_hz
+        keep = sorted(rec["t1"])[2:-1]
+        R = {k: np.array([rec[k][t] for t in keep]) for k in pick}
+        w = kernel.block // 32
+        fp = (R["t1"] - R["tp"]) * ns
+        cta_max = np.nanmax(fp.reshape(fp.shape[0], -1, w), axis=2)
+        return {"per_step_ns": res.per_step_s * 1e9,
+                "setup_ns": float(np.nanmedian(R["tp"] - R["t0"]) * ns),
+                "poll_ns": float(np.nanmedian(R["t1"] - R["t0"]) * ns),
+                "staging_wait_ns": float(np.nanmedian(R["t2"] - R["t1"]) * ns),
+                "compute_ns": float(np.nanmedian(R["t3"] - R["t2"]) * ns),
+                "first_poll_percentiles_ns": np.nanpercentile(fp, [10, 50, 90, 99]).tolist(),
+                "slowest_warp_ns": float(np.nanmedian(np.nanmax(cta_max, axis=1)))}
+
+    prog = build(h, b, d, steps, spec)
+    first = simulate(prog.kernel, prog.inputs, spec, l2_warm=True)
+    return {"normal": stamps(prog.kernel, prog.inputs),
+            "prefilled": stamps(redirect_stores(prog.kernel),
+                                prefilled_inputs(prog, first.globals["hseq"]))}
+
+
+def gpu_distribution(ts, clock_hz: float) -> dict:
+    """``t1 - tp`` over the steady steps: percentiles and the median over steps of the
+    slowest warp (ns), as :func:`simulate_layer` gives them."""
+    import numpy as np
+    t = ts.astype(np.int64)[8:-2]
+    fp = ((t[..., 1] - t[..., 6] + 2 ** 31) % 2 ** 32 - 2 ** 31) * 1e9 / clock_hz
+    return {"first_poll_percentiles_ns": np.percentile(fp, [10, 50, 90, 99]).tolist(),
+            "slowest_warp_ns": float(np.median(fp.max(axis=(1, 2))))}
+
+
+def simulate_into(path: str) -> None:
+    """Add the simulator's values (:func:`simulate_layer`) of the one-group layers to the
+    record at ``path`` (``"simulated"``), with the GPU's distribution next to them."""
+    import gzip as gz
+
+    import numpy as np
+
+    from gpusim.specs import load_spec
+
+    spec = load_spec("h100")
+    with open(path) as f:
+        rec = json.load(f)
+    raw_path = path.replace(".json", "_raw.json.gz")
+    with gz.open(raw_path, "rt") as f:
+        raw = json.load(f)
+    sim = {"spec": "h100", "results": {}}
+    for key, r in rec["results"].items():
+        if r["hidden"] * r["batch"] > ONE_GROUP_WORDS:
+            continue
+        s = simulate_layer(spec, r["hidden"], r["batch"], r["density"])
+        for mode, gm in (("normal", "normal"), ("prefilled", "inplace")):
+            s[mode]["gpu_" + gm] = gpu_distribution(np.array(raw[f"{key}/{gm}"]),
+                                                    spec.clock_hz)
+        sim["results"][key] = s
+        print(key, json.dumps(s, default=lambda x: round(x, 1)), flush=True)
+    rec["simulated"] = sim
+    with open(path, "w") as f:
+        json.dump(rec, f, indent=1, default=float)
 
 
 def main(argv: list | None = None) -> int:
     import argparse
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", required=True, help="GPU run: write lamport_trace.json here")
+    g = ap.add_mutually_exclusive_group(required=True)
+    g.add_argument("--out", help="GPU run: write lamport_trace.json here")
+    g.add_argument("--simulate", metavar="FILE", help="add the simulator's values to FILE")
+    ap.add_argument("--rows", action="store_true",
+                    help="also time the first row's reduction and tanh (lamport_trace_rows.json)")
     args = ap.parse_args(argv)
+    if args.simulate:
+        simulate_into(args.simulate)
+        return 0
     os.makedirs(args.out, exist_ok=True)
-    measure(args.out, sys.argv if argv is None else argv)
+    measure(args.out, sys.argv if argv is None else argv, args.rows)
     return 0
 
 

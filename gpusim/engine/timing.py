@@ -91,8 +91,10 @@ class _Static:
                  "sfu": spec.sfu_lanes_per_subpartition, "mem": 32}
         if op in FLOAT_ALU:
             self.kind, pipe, self.lat = "alu", "fp32", spec.fma_latency_cycles
-        elif op in SFU:
-            self.kind, pipe, self.lat = "alu", "sfu", spec.sfu_latency_cycles
+        elif op in SFU:   # CUDA's tanhf / expf / sigmoid: sequences of their own latency
+            self.kind, pipe, self.lat = "alu", "sfu", {
+                Op.TANH: spec.sfu_latency_cycles, Op.EXP: spec.exp_latency_cycles,
+                Op.SIGMOID: spec.sigmoid_latency_cycles}[op]
         elif op in WARP_OPS:
             self.kind, pipe, self.lat = "alu", "mem", spec.shfl_latency_cycles
         elif op in INT_ALU:

@@ -49,7 +49,11 @@ PARAMS: dict[str, Param] = {
     "sfu_lanes_per_subpartition": Param("lanes", int, 1, 32, "special-function lanes"),
     "fma_latency_cycles": Param("cycles", int, 1, 64, "dependent-issue latency of FP32 FMA/ADD"),
     "alu_latency_cycles": Param("cycles", int, 1, 64, "dependent-issue latency of INT32 ops"),
-    "sfu_latency_cycles": Param("cycles", int, 1, 400, "latency of a special function (tanh, exp)"),
+    "sfu_latency_cycles": Param("cycles", int, 1, 400,
+                                "latency of tanh as the kernels compute it (CUDA tanhf)"),
+    "exp_latency_cycles": Param("cycles", int, 1, 1000, "latency of exp (CUDA expf)"),
+    "sigmoid_latency_cycles": Param("cycles", int, 1, 1000,
+                                    "latency of sigmoid (CUDA 1 / (1 + expf(-x)))"),
     "shfl_latency_cycles": Param("cycles", int, 1, 200, "latency of a warp shuffle"),
     "regs_per_sm": Param("32-bit registers", int, 1024, 1 << 20, "register file per SM"),
     "max_regs_per_thread": Param("registers", int, 16, 1024, "largest register count per thread"),
@@ -141,6 +145,8 @@ class GPUSpec:
     fma_latency_cycles: int
     alu_latency_cycles: int
     sfu_latency_cycles: int
+    exp_latency_cycles: int
+    sigmoid_latency_cycles: int
     shfl_latency_cycles: int
     regs_per_sm: int
     max_regs_per_thread: int

@@ -104,22 +104,25 @@ def _cell_epilogue_cycles(spec, B, cell: str):
     issue order; ``gap``: consecutive SFU instructions of a warp are at least the FADD before
     each (an FP32 result) and the SFU pipe's occupancy apart.
 
-    LSTM: FADD then SIGMOID/TANH for the four gates (the last one issued ``F + 3 gap`` after
-    the first FADD), the FFMA of ``c`` waits for the last gate (SFU), TANH of ``c`` for the
-    FFMA, FMUL ``o tanh(c)`` for the TANH, FADD +0 for the FMUL; IADD, STG (address: an ALU
-    result), next instruction.
+    LSTM: FADD then SIGMOID/TANH for the four gates (i, f, g, o; the last one issued ``F + 3
+    gap`` after the first FADD), the FFMA of ``c`` waits for i, f and g, TANH of ``c`` for the
+    FFMA, FMUL ``o tanh(c)`` for the TANH and o, FADD +0 for the FMUL; IADD, STG (address: an
+    ALU result), next instruction. Each function has its own latency (CUDA's ``tanhf`` and
+    ``1 / (1 + expf(-x))`` are sequences of different length: ``measurements/pipes.py``).
     GRU: FADD, SIGMOID (r), FADD, SIGMOID (z); the FFMA of ``n`` waits for r (SFU), TANH for
     the FFMA; LDS of ``h_{t-1}`` is issued meanwhile, the FSUB waits for the TANH (or the LDS),
     the FFMA of ``h`` for the FSUB, FADD +0 for it; IADD, STG, next instruction.
     """
     B = np.asarray(B, dtype=np.float64)
-    a, f, s = spec.alu_latency_cycles, spec.fma_latency_cycles, spec.sfu_latency_cycles
+    a, f = spec.alu_latency_cycles, spec.fma_latency_cycles
+    th, sg = spec.sfu_latency_cycles, spec.sigmoid_latency_cycles   # tanh, sigmoid
     gap = max(f + 1.0, WARP / spec.sfu_lanes_per_subpartition)
     end = 1 + a + 1                                  # IADD, STG, next instruction
-    if cell == "lstm":
-        out = f + 3 * gap + s + f + s + f + end
+    if cell == "lstm":   # gates i, f (sigmoid), g (tanh), o (sigmoid) issued gap apart
+        c = max(f + sg, f + gap + sg, f + 2 * gap + th, f + 3 * gap + 1) + f
+        out = max(c + th, f + 3 * gap + sg) + f + end
     else:
-        out = f + max(gap + 1, s) + f + max(s, spec.smem_latency_cycles + 1) + f + f + end
+        out = f + max(gap + 1, sg) + f + max(th, spec.smem_latency_cycles + 1) + f + f + end
     return out + 0 * B
 
 

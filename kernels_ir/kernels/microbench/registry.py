@@ -15,6 +15,7 @@ from .core import Microbench
 from .gathers import gather
 from .grid_exchange import LAMPORT_OWNERS, broadcast, lamport_exchange
 from .l2 import l2_latency, l2_latency_block, l2_latency_wide
+from .pipes import CHAIN_OPS, bar_latency, chain_latency
 from .polls import flag_round_trip, poll_storm, store_visibility
 from .smem import smem_latency
 
@@ -38,6 +39,9 @@ MICROBENCHES: dict[str, Callable[..., Microbench]] = {
     "poll_storm_rot": lambda **kw: poll_storm(regions=32, **kw),
     "poll_storm_plain": lambda **kw: poll_storm(load="plain", regions=32, **kw),
 }
+for _op in CHAIN_OPS:      # the SM pipes' latencies: one warp, a dependent chain
+    MICROBENCHES[f"{_op}_latency"] = lambda _op=_op, **kw: chain_latency(op=_op, **kw)
+MICROBENCHES["bar_latency"] = bar_latency
 MICROBENCHES["store_visibility_8"] = lambda **kw: store_visibility(flags=8, **kw)
 for _k in (1, 2, 4, 8, 16, 32):   # the L2 partitions: max over k random lines
     MICROBENCHES[f"l2_latency_wide_{_k}"] = lambda _k=_k, **kw: l2_latency_wide(lanes=_k, **kw)
@@ -73,6 +77,7 @@ SIZE_ARG = {"smem_latency": "rounds", "l2_latency": "rounds", "flag_round_trip":
 SIZE_ARG.update({k: "rounds" for k in MICROBENCHES
                  if k.startswith(("lamport_", "broadcast_", "l2_latency_", "store_visibility",
                                  "gather_"))})
+SIZE_ARG.update({f"{op}_latency": "rounds" for op in CHAIN_OPS} | {"bar_latency": "rounds"})
 
 
 def build(name: str, size: int, **kwargs) -> Microbench:

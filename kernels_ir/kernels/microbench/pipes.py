@@ -1,0 +1,135 @@
+"""The latencies of the SM's pipes (:mod:`gpusim.engine.timing`): one warp follows a dependent
+chain of one kind of instruction, so that each link costs exactly its latency.
+
+- :func:`chain_latency` - ``op`` = ``"ffma"`` (``f = f * a + b``), ``"imad"`` (``i = i * m +
+  c``), ``"shfl"`` (``v = shfl.xor(v, 1 << (k % 5))``), ``"tanh"`` / ``"exp"`` / ``"sigmoid"``
+  (``f = op(f * a + b)``: one FFMA and the function; the CUDA backend emits ``tanhf``,
+  ``expf`` and ``1 / (1 + expf(-x))``, software sequences whose latency the simulator's one
+  ``sfu`` operation stands for), one warp, ``chain`` links unrolled per round. The multipliers
+  come from a global buffer, so no compiler folds the chain. Op = one link.
+- :func:`bar_latency` - a CTA of ``warps`` warps runs ``chain`` CTA barriers per round, each
+  followed by one dependent integer op per warp (the barrier's release to the next arrival).
+  Op = one barrier.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...builder import Builder
+from ...errors import InputError
+from ...ir import F32, I32
+from ...verify import verify
+from .core import WARP, Microbench, _positive
+
+__all__ = ["CHAIN_OPS", "chain_latency", "bar_latency"]
+
+CHAIN_OPS = ("ffma", "imad", "shfl", "tanh", "exp", "sigmoid")
+# the chains' constants: contracting maps that keep the values in the range the kernels see
+_A, _B = 0.75, 0.2           # f = f * a + b (ffma: fixed point 0.8)
+_FN_A = {"tanh": (1.5, 0.2), "exp": (-1.0, 0.0), "sigmoid": (1.5, -0.2)}
+_M, _C = 5, 7                # i = i * m + c (wraps modulo 2^32)
+
+
+def _reference(op: str, links: int, chain: int) -> np.ndarray:
+    """The 32 lanes' values after ``links`` links (link ``k`` is link ``k % chain`` of its
+    round) (float64 for the float chains; the check
+    allows for float32 rounding and the CUDA functions' few-ulp errors)."""
+    lane = np.arange(WARP)
+    if op == "imad":
+        v = (lane * 3 + 1).astype(np.int64)
+        for _ in range(links):
+            v = (v * _M + _C) & 0xFFFFFFFF
+        return v.astype(np.uint32).view(np.int32)
+    if op == "shfl":
+        v = lane * 7 + 3
+        for k in range(links):
+            v = v[lane ^ (1 << (k % chain % 5))]
+        return v.astype(np.int32)
+    f = lane / 64.0
+    a, b = (_A, _B) if op == "ffma" else _FN_A[op]
+    fn = {"ffma": lambda x: x, "tanh": np.tanh, "exp": np.exp,
+          "sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x))}[op]
+    for _ in range(links):
+        f = fn(f * a + b)
+    return f
+
+
+def chain_latency(rounds: int = 8, op: str = "ffma", chain: int = 32) -> Microbench:
+    """One warp, ``rounds`` rounds of ``chain`` dependent links of ``op`` (module docstring)."""
+    rounds, chain = _positive("rounds", rounds), _positive("chain", chain)
+    if op not in CHAIN_OPS:
+        raise InputError(f"op={op!r}: accepted {', '.join(CHAIN_OPS)}")
+    name = f"{op}_latency"
+    b = Builder(f"mb_{name}", grid=1, block=WARP, bench=name, rounds=rounds)
+    lane = b.sreg("lane", dst=b.reg(I32, "lane"))
+    zero = b.mov(0, I32, dst=b.reg(I32, "zero"))
+    if op in ("imad", "shfl"):
+        g_k = b.global_buffer("k", I32, 2)
+        g_out = b.global_buffer("out", I32, WARP, role="out")
+        m = b.ldg(g_k, zero, dst=b.reg(I32, "m"))
+        c = b.ldg(g_k, zero, offset=1, dst=b.reg(I32, "c"))
+        v = b.imad(lane, 3 if op == "imad" else 7, b.mov(1 if op == "imad" else 3, I32,
+                                                         dst=b.reg(I32, "v0")),
+                   dst=b.reg(I32, "v"))
+        with b.loop("r", 0, rounds):
+            for k in range(chain):
+                if op == "imad":
+                    b.imad(v, m, c, dst=v)
+                else:
+                    b.shfl_xor(v, 1 << (k % 5), dst=v)
+        k_in = np.array([_M, _C], np.int32)
+    else:
+        g_k = b.global_buffer("k", F32, 2)
+        g_out = b.global_buffer("out", F32, WARP, role="out")
+        a_ = b.ldg(g_k, zero, dst=b.reg(F32, "a"))
+        b_ = b.ldg(g_k, zero, offset=1, dst=b.reg(F32, "b"))
+        v = b.i2f(lane, dst=b.reg(F32, "v"))
+        b.fmul(v, 1.0 / 64.0, dst=v)
+        fn = {"tanh": b.tanh, "exp": b.exp, "sigmoid": b.sigmoid}.get(op)
+        with b.loop("r", 0, rounds):
+            for _ in range(chain):
+                b.ffma(v, a_, b_, dst=v)
+                if fn is not None:
+                    fn(v, dst=v)
+        k_in = np.array((_A, _B) if op == "ffma" else _FN_A[op], np.float32)
+    b.stg(g_out, lane, v)
+    kernel = verify(b.build())
+    expect = _reference(op, rounds * chain, chain)
+
+    def check(g) -> bool:
+        got = np.asarray(g["out"])
+        if op in ("imad", "shfl"):
+            return bool(np.array_equal(got.astype(np.int32), expect))
+        return bool(np.allclose(got, expect, rtol=1e-4, atol=1e-5))
+
+    return Microbench(name, kernel, {"k": k_in, "out": np.zeros(WARP, _out_dtype(op))},
+                      rounds * chain, f"one dependent {op} link",
+                      {"rounds": rounds, "op": op, "chain": chain}, check)
+
+
+def _out_dtype(op: str):
+    return np.int32 if op in ("imad", "shfl") else np.float32
+
+
+def bar_latency(rounds: int = 8, warps: int = 8, chain: int = 32) -> Microbench:
+    """One CTA of ``warps`` warps: ``rounds`` rounds of ``chain`` CTA barriers, each followed
+    by one dependent integer op per warp (module docstring)."""
+    rounds, warps, chain = (_positive(n, v) for n, v in
+                            (("rounds", rounds), ("warps", warps), ("chain", chain)))
+    threads = warps * WARP
+    b = Builder("mb_bar_latency", grid=1, block=threads, bench="bar_latency", rounds=rounds)
+    g_out = b.global_buffer("out", I32, threads, role="out")
+    tid = b.sreg("tid", dst=b.reg(I32, "tid"))
+    v = b.mov(tid, I32, dst=b.reg(I32, "v"))
+    with b.loop("r", 0, rounds):
+        for _ in range(chain):
+            b.bar()
+            b.iadd(v, 1, dst=v)
+    b.stg(g_out, tid, v)
+    kernel = verify(b.build())
+    expect = np.arange(threads) + rounds * chain
+    return Microbench("bar_latency", kernel, {"out": np.zeros(threads, np.int32)},
+                      rounds * chain, "one CTA barrier",
+                      {"rounds": rounds, "warps": warps, "chain": chain},
+                      lambda g: bool(np.array_equal(np.asarray(g["out"]), expect)))
