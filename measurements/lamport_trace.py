@@ -346,7 +346,9 @@ def simulate_layer(spec, h: int, b: int, d: float, steps: int = 8) -> dict:
                 "staging_wait_ns": float(np.nanmedian(R["t2"] - R["t1"]) * ns),
                 "compute_ns": float(np.nanmedian(R["t3"] - R["t2"]) * ns),
                 "first_poll_percentiles_ns": np.nanpercentile(fp, [10, 50, 90, 99]).tolist(),
-                "slowest_warp_ns": float(np.nanmedian(np.nanmax(cta_max, axis=1)))}
+                "slowest_warp_ns": float(np.nanmedian(np.nanmax(cta_max, axis=1))),
+                "cta_spread_ns": float(np.nanmedian(np.ptp(
+                    R["t1"].reshape(R["t1"].shape[0], -1, w), axis=2)) * ns)}
 
     prog = build(h, b, d, steps, spec)
     first = simulate(prog.kernel, prog.inputs, spec, l2_warm=True)
@@ -357,12 +359,16 @@ def simulate_layer(spec, h: int, b: int, d: float, steps: int = 8) -> dict:
 
 def gpu_distribution(ts, clock_hz: float) -> dict:
     """``t1 - tp`` over the steady steps: percentiles and the median over steps of the
-    slowest warp (ns), as :func:`simulate_layer` gives them."""
+    slowest warp, and the median spread of ``t1`` over the warps of one CTA (ns), as
+    :func:`simulate_layer` gives them."""
     import numpy as np
     t = ts.astype(np.int64)[8:-2]
     fp = ((t[..., 1] - t[..., 6] + 2 ** 31) % 2 ** 32 - 2 ** 31) * 1e9 / clock_hz
+    t1 = t[..., 1] - t[..., 1].min(axis=2, keepdims=True)
+    spread = ((t1 + 2 ** 31) % 2 ** 32 - 2 ** 31).max(axis=2) * 1e9 / clock_hz
     return {"first_poll_percentiles_ns": np.percentile(fp, [10, 50, 90, 99]).tolist(),
-            "slowest_warp_ns": float(np.median(fp.max(axis=(1, 2))))}
+            "slowest_warp_ns": float(np.median(fp.max(axis=(1, 2)))),
+            "cta_spread_ns": float(np.median(spread))}
 
 
 def simulate_into(path: str) -> None:
