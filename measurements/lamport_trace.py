@@ -24,7 +24,7 @@ The kernel is the campaign's (sparse, Lamport, wide loads, optimal layout; seed 
 - with ``--rows`` (record ``lamport_trace_rows.json``) also ``tr``, ``tt``: when the warp's
   first row's reduced value, and that value after ``tanhf``, are ready (a ``MOV`` reads the
   register, so the in-order warp stalls on it; lane 0 owns the row's first batch value); 0 when
-  the warp has no row. These stalls perturb the mat-vec they time (its span grows by 60-130 ns),
+  the warp has no row. These stalls perturb the mat-vec they time (its span grows by 60-145 ns),
   so they are kept out of the main record.
 
 Two launches per layer: ``normal`` (the campaign's) and ``inplace`` (every slot already holds its
