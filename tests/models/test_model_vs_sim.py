@@ -44,7 +44,7 @@ def _configs(layers):
         yield gpu, sms, n, b, d, name
 
 
-def _run_all(configs, steps=3):
+def _run_all(configs, steps=3, cell="rnn"):
     """Model vs simulator rows; the layer has ``steps + 1`` time steps and ``steps`` are
     simulated (the steady state is the mean of the last even run after the first)."""
     from gpusim.engine import simulate
@@ -57,17 +57,17 @@ def _run_all(configs, steps=3):
         v = an.VARIANTS[name]
         try:
             if v.sparse:
-                layer = make_layer(n, b, d, steps + 1, seed=1)
+                layer = make_layer(n, b, d, steps + 1, seed=1, cell=cell)
                 prog = build_sparse_rnn(layer, spec, sync=v.sync, wide_loads=v.wide_loads,
                                         layout=v.layout)
             else:
-                layer = make_layer(n, b, 1.0, steps + 1, seed=1)
+                layer = make_layer(n, b, 1.0, steps + 1, seed=1, cell=cell)
                 prog = build_dense_rnn(layer, spec, sync=v.sync, wide_loads=v.wide_loads)
         except CapacityError:
             continue
         sim = simulate(prog.kernel, prog.inputs, spec, sample_steps=steps).per_step_s
         model = an.predict_mapping(spec, name, prog.mapping, b).per_step_s[0]
-        rows.append(((gpu, sms, n, b, d, name), sim, model, model / sim - 1))
+        rows.append(((gpu, sms, n, b, d, name, cell), sim, model, model / sim - 1))
     return rows
 
 
@@ -101,3 +101,20 @@ def test_model_within_15_percent_of_simulator_on_full_gpus():
 @pytest.mark.xfail(strict=True, reason="known gap: Lamport exchange on the full V100")
 def test_known_gap_lamport_on_full_v100():
     _check(_run_all(GAP, steps=5), 4)
+
+
+# gated cells (LSTM, GRU) on shrunk GPUs; the layers where capacity refuses a variant simply
+# drop out. (v100, 4 SMs, 256/4/0.1) is left out: the vanilla kernels' known gap on that shrunk
+# V100 (test_model_within_15_percent_of_simulator) shows there for the GRU too (-15.2% Lamport)
+CELL_LAYERS = [("h100", 4, 256, 4, 0.1), ("h100", 4, 192, 2, 0.2), ("h100", 8, 384, 1, 0.1),
+               ("h100", 6, 256, 8, 0.2), ("v100", 8, 384, 2, 0.05)]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cell", ["lstm", "gru"])
+def test_gated_cells_within_15_percent_of_simulator(cell):
+    """The model's unit-wise deal, gate selects and cell epilogue (each activation function at
+    its own latency) against the simulator running the gated kernels."""
+    configs = [c for c in _configs(CELL_LAYERS)
+               if c[-1] in ("sparse-lamport", "sparse-bank", "dense-persistent")]
+    _check(_run_all(configs, cell=cell), 6)
