@@ -53,23 +53,11 @@ SIM_SIZES = {"store_visibility": (4, 8), "store_visibility_8": (2, 4), "flag_rou
 
 
 def measure(out: str, argv: list) -> dict:
-    from gpusim.backends.cupy_backend import Runner
-    from measurements.campaign import provenance
-    from measurements.probe import ClockSampler, time_microbench
+    from measurements.probe import record_microbenches
 
-    runner = Runner()
-    prov = provenance(argv)
-    clocks = ClockSampler()
-    res = {"format_version": 2, "provenance": prov, "results": {}}
-    for key, (name, sizes, kw, _) in ENTRIES.items():
-        r = time_microbench(runner, name, sizes, kw, repeats=11, warmup=2, label=key)
-        if r["status"] == "ok":
-            r["benchmark"] = name
-        res["results"][key] = r
-    clocks.stop(prov)
-    with open(os.path.join(out, "l2_partition.json"), "w") as f:
-        json.dump(res, f, indent=1, default=float)
-    return res
+    return record_microbenches(out, argv, "l2_partition.json",
+                               [(key, name, sizes, kw)
+                                for key, (name, sizes, kw, _) in ENTRIES.items()])
 
 
 def simulate_into(path: str) -> None:

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -168,53 +167,41 @@ def _gpu_pair(runner, prog, spec) -> dict:
 
 
 def measure(out: str, argv: list) -> dict:
-    from gpusim.backends.cupy_backend import Runner
-    from gpusim.specs import load_spec
-    from measurements.campaign import provenance
-    from measurements.probe import ClockSampler, save_record
+    from measurements.probe import record_layers
 
-    spec = load_spec("h100")
-    runner = Runner()
-    prov = provenance(argv)
-    clocks = ClockSampler()
-    rec = {"format_version": 1, "provenance": prov, "steps": [STEPS, SHORT_STEPS],
-           "repeats": REPEATS, "seed": SEED, "results": {}}
-    t0 = time.time()
-    for h, b, d in LAYERS:
-        key = f"h{h}-b{b}-d{d}"
-        try:
-            r = _gpu_pair(runner, build(h, b, d, STEPS, spec), spec)
-            r["status"] = "ok"
-            n, p = r["normal"]["per_step_s"], r["prefilled"]["per_step_s"]
-            print(f"{key:20s} normal {n * 1e6:6.2f} us  prefilled {p * 1e6:6.2f} us  "
-                  f"wait {(n - p) * 1e9:6.0f} ns", flush=True)
-        except Exception as exc:   # record and go on
-            r = {"status": "error", "error": f"{type(exc).__name__}: {exc}"}
-            print(f"{key}: FAILED {r['error']}", flush=True)
-        rec["results"][key] = {"hidden": h, "batch": b, "density": d, **r}
-    clocks.stop(prov)
-    rec["timing_s"] = time.time() - t0
-    save_record(os.path.join(out, "lamport_prefill.json"), rec)
-    return rec
+    def show(key, r):
+        n, p = r["normal"]["per_step_s"], r["prefilled"]["per_step_s"]
+        print(f"{key:20s} normal {n * 1e6:6.2f} us  prefilled {p * 1e6:6.2f} us  "
+              f"wait {(n - p) * 1e9:6.0f} ns", flush=True)
+
+    return record_layers(out, argv, "lamport_prefill.json", LAYERS,
+                         lambda runner, spec, h, b, d:
+                         _gpu_pair(runner, build(h, b, d, STEPS, spec), spec), show,
+                         steps=[STEPS, SHORT_STEPS], repeats=REPEATS, seed=SEED)
 
 
-def simulate_layer(spec, h: int, b: int, d: float) -> dict:
-    """The simulator's per-step time, normal and prefilled (values checked both times)."""
+def simulate_pair(spec, prog) -> tuple[dict, object]:
+    """The simulator's per-step time of ``prog`` normal and prefilled (values checked both
+    times), and the normal run's result (its ``hseq`` holds every slot's value)."""
     from gpusim.engine import simulate
     from kernels_ir.kernels.sparse_rnn import VALUE_TOLERANCE, max_rel_err
 
-    prog = build(h, b, d, SIM_STEPS, spec)
     out = {}
     first = simulate(prog.kernel, prog.inputs, spec, l2_warm=True)
-    ref = prog.reference()
-    if not max_rel_err(prog.outputs(first.globals), ref) <= VALUE_TOLERANCE:
-        raise AssertionError(f"h{h}-b{b}: simulated values differ from the reference")
+    if not max_rel_err(prog.outputs(first.globals), prog.reference()) <= VALUE_TOLERANCE:
+        raise AssertionError(f"h{prog.hidden}-b{prog.batch}: simulated values differ from the "
+                             f"reference")
     out["normal"] = {"per_step_s": float(first.per_step_s)}
     second = simulate(redirect_stores(prog.kernel), prefilled_inputs(prog, first.globals["hseq"]),
                       spec, l2_warm=True)
     check_sink(prog, first.globals["hseq"], second.globals["hsink"], "simulator")
     out["prefilled"] = {"per_step_s": float(second.per_step_s)}
-    return out
+    return out, first
+
+
+def simulate_layer(spec, h: int, b: int, d: float) -> dict:
+    """The simulator's per-step time, normal and prefilled (values checked both times)."""
+    return simulate_pair(spec, build(h, b, d, SIM_STEPS, spec))[0]
 
 
 def _simulated(spec, rec) -> dict:

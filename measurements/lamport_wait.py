@@ -40,7 +40,6 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -52,6 +51,7 @@ from measurements.lamport_prefill import (  # noqa: E402
     check_sink,
     prefilled_inputs,
     redirect_stores,
+    simulate_pair,
 )
 
 # (hidden, batch, density), seed 7 as in lamport_prefill: three layers whose GPU wait is long
@@ -75,55 +75,33 @@ def backoff(n: int):
     towards 0.5; the polled words are h values or the sentinel), so that it is not removed as
     dead code (an OR into the condition, which is true there, was removed); the kernel
     computes the same values."""
-    from kernels_ir.builder import Builder, _WhileHandle
-    from kernels_ir.ir import F32, PRED, While
+    from kernels_ir.builder import Builder
+    from kernels_ir.ir import F32, PRED, Instr, Op, walk
 
     original = Builder.while_
 
     @contextlib.contextmanager
     def while_(self, spin_limit: int = 1 << 20, label: str = "spin"):
-        if label != "lamport_poll" or n <= 0:
-            with original(self, spin_limit, label) as h:
-                yield h
-            return
-        handle = _WhileHandle()
-        with self._block() as body:
+        with original(self, spin_limit, label) as handle:
             yield handle
-            cond = handle.cond
-            j = getattr(self, "_backoffs", 0)
-            self._backoffs = j + 1
-            seed = _first_poll_value(body)
-            with self.if_(cond):
-                f = self.fadd(seed, 0.0, dst=self.reg(F32, f"bo_f{j}"))
-                for _ in range(n):
-                    self.ffma(f, 0.5, 0.25, dst=f)
-                ok = self.fsetp("ne", f, SENTINEL_CHECK, dst=self.reg(PRED, f"bo_ok{j}"))
-                self.pand(cond, ok, dst=cond)
-        self._stack[-1].append(While(tuple(body), self._ref(cond), int(spin_limit), label))
-        self._pending_if = None
+            if label == "lamport_poll" and n > 0:    # still inside the loop body's block
+                cond = handle.cond
+                j = getattr(self, "_backoffs", 0)
+                self._backoffs = j + 1
+                seed = next(s.dsts[0] for s in walk(tuple(self._stack[-1]))
+                            if isinstance(s, Instr) and s.op is Op.LDG_VOLATILE)
+                with self.if_(cond):
+                    f = self.fadd(seed, 0.0, dst=self.reg(F32, f"bo_f{j}"))
+                    for _ in range(n):
+                        self.ffma(f, 0.5, 0.25, dst=f)
+                    ok = self.fsetp("ne", f, SENTINEL_CHECK, dst=self.reg(PRED, f"bo_ok{j}"))
+                    self.pand(cond, ok, dst=cond)
 
     Builder.while_ = while_
     try:
         yield
     finally:
         Builder.while_ = original
-
-
-def _first_poll_value(body):
-    """The first destination register of the first polling load in ``body`` (nested blocks
-    included)."""
-    from kernels_ir.ir import If, Instr, Loop, Op, While
-
-    for node in body:
-        if isinstance(node, Instr) and node.op is Op.LDG_VOLATILE:
-            return node.dsts[0]
-        inner = ((node.body,) if isinstance(node, (Loop, While)) else
-                 (node.then, node.orelse) if isinstance(node, If) else ())
-        for blk in inner:
-            r = _first_poll_value(blk)
-            if r is not None:
-                return r
-    return None
 
 
 def build(h: int, b: int, d: float, steps: int, spec, n_backoff: int = 0):
@@ -220,33 +198,16 @@ def _gpu_layer(runner, h: int, b: int, d: float, spec) -> dict:
 
 
 def measure(out: str, argv: list) -> dict:
-    from gpusim.backends.cupy_backend import Runner
-    from gpusim.specs import load_spec
-    from measurements.campaign import provenance
-    from measurements.probe import ClockSampler, save_record
+    from measurements.probe import record_layers
 
-    spec = load_spec("h100")
-    runner = Runner()
-    prov = provenance(argv)
-    clocks = ClockSampler()
-    rec = {"format_version": 1, "provenance": prov, "steps": [STEPS, SHORT_STEPS],
-           "repeats": REPEATS, "seed": SEED, "variants": list(VARIANTS), "results": {}}
-    t0 = time.time()
-    for h, b, d in LAYERS:
-        key = f"h{h}-b{b}-d{d}"
-        try:
-            r = _gpu_layer(runner, h, b, d, spec)
-            r["status"] = "ok"
-            print(key + "  " + "  ".join(f"{v} {r[v]['per_step_s'] * 1e9:6.0f}"
-                                         for v in VARIANTS) + " ns", flush=True)
-        except Exception as exc:   # record and go on
-            r = {"status": "error", "error": f"{type(exc).__name__}: {exc}"}
-            print(f"{key}: FAILED {r['error']}", flush=True)
-        rec["results"][key] = {"hidden": h, "batch": b, "density": d, **r}
-    clocks.stop(prov)
-    rec["timing_s"] = time.time() - t0
-    save_record(os.path.join(out, "lamport_wait.json"), rec)
-    return rec
+    def show(key, r):
+        print(key + "  " + "  ".join(f"{v} {r[v]['per_step_s'] * 1e9:6.0f}"
+                                     for v in VARIANTS) + " ns", flush=True)
+
+    return record_layers(out, argv, "lamport_wait.json", LAYERS,
+                         lambda runner, spec, h, b, d: _gpu_layer(runner, h, b, d, spec), show,
+                         steps=[STEPS, SHORT_STEPS], repeats=REPEATS, seed=SEED,
+                         variants=list(VARIANTS))
 
 
 def simulate_layer(spec, h: int, b: int, d: float) -> dict:
@@ -256,16 +217,8 @@ def simulate_layer(spec, h: int, b: int, d: float) -> dict:
     from gpusim.engine import simulate
     from kernels_ir.kernels.sparse_rnn import VALUE_TOLERANCE, max_rel_err
 
-    out = {}
     prog = build(h, b, d, SIM_STEPS, spec)
-    first = simulate(prog.kernel, prog.inputs, spec, l2_warm=True)
-    if not max_rel_err(prog.outputs(first.globals), prog.reference()) <= VALUE_TOLERANCE:
-        raise AssertionError(f"h{h}-b{b}: simulated values differ from the reference")
-    out["normal"] = {"per_step_s": float(first.per_step_s)}
-    pre = simulate(redirect_stores(prog.kernel), prefilled_inputs(prog, first.globals["hseq"]),
-                   spec, l2_warm=True)
-    check_sink(prog, first.globals["hseq"], pre.globals["hsink"], "simulator")
-    out["prefilled"] = {"per_step_s": float(pre.per_step_s)}
+    out, first = simulate_pair(spec, prog)
     inp = dict(prog.inputs)
     inp["hseq"] = np.asarray(first.globals["hseq"]).view(np.float32).reshape(-1).copy()
     inplace = simulate(prog.kernel, inp, spec, l2_warm=True)

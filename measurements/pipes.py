@@ -35,23 +35,10 @@ SIZES, SIM_SIZES = (200, 2000), (2, 4)
 
 
 def measure(out: str, argv: list) -> dict:
-    from gpusim.backends.cupy_backend import Runner
-    from measurements.campaign import provenance
-    from measurements.probe import ClockSampler, time_microbench
+    from measurements.probe import record_microbenches
 
-    runner = Runner()
-    prov = provenance(argv)
-    clocks = ClockSampler()
-    res = {"format_version": 2, "provenance": prov, "results": {}}
-    for name in NAMES:
-        r = time_microbench(runner, name, SIZES, {}, repeats=11, warmup=2)
-        if r["status"] == "ok":
-            r["benchmark"] = name
-        res["results"][name] = r
-    clocks.stop(prov)
-    with open(os.path.join(out, "pipes.json"), "w") as f:
-        json.dump(res, f, indent=1, default=float)
-    return res
+    return record_microbenches(out, argv, "pipes.json",
+                               [(name, name, SIZES, {}) for name in NAMES])
 
 
 def simulate_into(path: str) -> None:

@@ -1,7 +1,8 @@
 """Pieces the measurement scripts share: timing one microbenchmark the way the campaign does
-(two sizes, slope of the medians, the kernel's hashes per size, failures recorded, not raised)
-the ``--out DIR`` / ``--simulate FILE`` command line of the probe scripts, and the SM clock
-sampler every device record carries (``provenance["sm_clock_mhz_samples"]``)."""
+(two sizes, slope of the medians, the kernel's hashes per size, failures recorded, not raised),
+a record of several microbenchmarks or of one probe over several layers, the ``--out DIR`` /
+``--simulate FILE`` command line of the probe scripts, and the SM clock sampler every device
+record carries (``provenance["sm_clock_mhz_samples"]``)."""
 
 from __future__ import annotations
 
@@ -52,6 +53,61 @@ def time_microbench(runner, name: str, sizes: tuple, kw: dict | None = None, *,
         r = {"status": "error", "error": f"{type(exc).__name__}: {exc}"}
         print(f"{label}: FAILED {r['error']}", flush=True)
     return r
+
+
+def record_microbenches(out: str, argv: list, filename: str, entries) -> dict:
+    """Time ``entries`` (``(key, name, sizes, builder arguments)``) on the GPU with
+    :func:`time_microbench` (11 repeats, 2 warm-ups), with provenance and the SM clock samples,
+    and write them to ``out/filename`` (format 2: ``results[key]``, ``benchmark`` = ``name``)."""
+    import json
+
+    from gpusim.backends.cupy_backend import Runner
+    from measurements.campaign import provenance
+
+    runner = Runner()
+    prov = provenance(argv)
+    clocks = ClockSampler()
+    res = {"format_version": 2, "provenance": prov, "results": {}}
+    for key, name, sizes, kw in entries:
+        r = time_microbench(runner, name, sizes, kw, repeats=11, warmup=2, label=key)
+        if r["status"] == "ok":
+            r["benchmark"] = name
+        res["results"][key] = r
+    clocks.stop(prov)
+    with open(os.path.join(out, filename), "w") as f:
+        json.dump(res, f, indent=1, default=float)
+    return res
+
+
+def record_layers(out: str, argv: list, filename: str, layers, run, show, **meta) -> dict:
+    """One H100 record of a layer probe: ``run(runner, spec, h, b, d)`` per ``(hidden, batch,
+    density)`` of ``layers`` (its result gets ``status`` "ok"; an exception is recorded as
+    ``status`` "error" and the next layer runs), ``show(key, result)`` prints it; provenance, the
+    SM clock samples, ``meta`` and the wall time go with the results into ``out/filename``."""
+    from gpusim.backends.cupy_backend import Runner
+    from gpusim.specs import load_spec
+    from measurements.campaign import provenance
+
+    spec = load_spec("h100")
+    runner = Runner()
+    prov = provenance(argv)
+    clocks = ClockSampler()
+    rec = {"format_version": 1, "provenance": prov, **meta, "results": {}}
+    t0 = time.time()
+    for h, b, d in layers:
+        key = f"h{h}-b{b}-d{d}"
+        try:
+            r = run(runner, spec, h, b, d)
+            r["status"] = "ok"
+            show(key, r)
+        except Exception as exc:   # record and go on
+            r = {"status": "error", "error": f"{type(exc).__name__}: {exc}"}
+            print(f"{key}: FAILED {r['error']}", flush=True)
+        rec["results"][key] = {"hidden": h, "batch": b, "density": d, **r}
+    clocks.stop(prov)
+    rec["timing_s"] = time.time() - t0
+    save_record(os.path.join(out, filename), rec)
+    return rec
 
 
 def probe_main(argv: list | None, doc: str, script: str, measure, simulate_into,

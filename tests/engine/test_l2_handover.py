@@ -169,10 +169,9 @@ def test_simulator_reproduces_the_writers_family():
     """The check of the fit (not fitted to it): with 2, 4, 8 SMs per sector (8, 16, 32 per
     line) the simulator is within 25% of the GPU and in its order; one SM's two warps cost
     what one does (within 8%: the GPU's own three records of ws_1 span 1025-1135 ns, +-5%
-    around their mean, and its ws_2_warp, 1065, lies inside them), and two stores of one warp 16 loads apart no more than one store after
-    the same loads (GPU 0.99x; the engine 0.94x with the pipe latencies of before
-    measurements/pipes.py, 0.89x after: the first store takes the line early, a known
-    deviation kept in view by the bound).
+    around their mean, and its ws_2_warp, 1065, lies inside them), and two stores of one warp
+    16 loads apart no more than one store after the same loads (GPU 0.99x; how much less the
+    engine charges is the known gap below).
     ws_1 itself is the Lamport exchange's known gap (every line has 4 writers there, as in
     the ring's 132_sec, but the wait is too short)."""
     rec = _record()
@@ -184,7 +183,16 @@ def test_simulator_reproduces_the_writers_family():
         assert abs(sim[n] / meas[n] - 1) < 0.25, n
     assert sim["lmech_ws_1"] < sim["lmech_ws_2"] < sim["lmech_ws_4"] < sim["lmech_ws_8"]
     assert abs(sim["lmech_ws_2_warp"] / sim["lmech_ws_1"] - 1) < 0.08
-    assert 0.85 < sim["lmech_split_16"] / sim["lmech_delay_16"] < 1.05
+    assert sim["lmech_split_16"] / sim["lmech_delay_16"] < 1.05
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="known gap: the engine's first store takes the line "
+                   "early, so two stores 16 loads apart cost 0.89x one store after the loads "
+                   "(0.94x with the pipe latencies before measurements/pipes.py; GPU 0.99x)")
+def test_split_stores_cost_what_one_delayed_store_does():
+    sim = {n: r["per_op_s"] for n, r in _simulated(("lmech_split_16", "lmech_delay_16")).items()}
+    assert sim["lmech_split_16"] / sim["lmech_delay_16"] > 0.9
 
 
 def _ring():

@@ -1,0 +1,57 @@
+"""measurements/probe.py's record helpers, with the GPU pieces stood in for (the runner, the
+provenance, the clock sampler): every layer or benchmark is recorded, a failing one as an error
+while the others still run, and the file holds the metadata."""
+
+from __future__ import annotations
+
+import json
+
+import gpusim.backends.cupy_backend as cb
+import measurements.campaign as campaign
+from measurements import probe
+
+
+class _Clocks:
+    def stop(self, prov):
+        prov["sm_clock_mhz_samples"] = [1980]
+
+
+def _stand_ins(monkeypatch):
+    monkeypatch.setattr(cb, "Runner", lambda: "runner")
+    monkeypatch.setattr(campaign, "provenance", lambda argv: {"command": " ".join(argv)})
+    monkeypatch.setattr(probe, "ClockSampler", _Clocks)
+
+
+def test_record_layers_records_every_layer_and_an_error(monkeypatch, tmp_path, capsys):
+    _stand_ins(monkeypatch)
+
+    def run(runner, spec, h, b, d):
+        assert runner == "runner" and spec.name == "h100"
+        if h == 2:
+            raise ValueError("no")
+        return {"per_step_s": h * 1e-6}
+    shown = []
+    rec = probe.record_layers(str(tmp_path), ["probe.py"], "r.json", [(1, 2, 0.1), (2, 1, 0.5)],
+                              run, lambda key, r: shown.append(key), steps=[8, 2])
+    on_disk = json.loads((tmp_path / "r.json").read_text())
+    assert on_disk == rec and rec["steps"] == [8, 2] and shown == ["h1-b2-d0.1"]
+    assert rec["provenance"] == {"command": "probe.py", "sm_clock_mhz_samples": [1980]}
+    ok, bad = rec["results"]["h1-b2-d0.1"], rec["results"]["h2-b1-d0.5"]
+    assert ok == {"hidden": 1, "batch": 2, "density": 0.1, "per_step_s": 1e-6, "status": "ok"}
+    assert bad["status"] == "error" and bad["error"] == "ValueError: no"
+    assert "h2-b1-d0.5: FAILED ValueError: no" in capsys.readouterr().out
+
+
+def test_record_microbenches_names_the_benchmark(monkeypatch, tmp_path):
+    _stand_ins(monkeypatch)
+    calls = []
+
+    def timed(runner, name, sizes, kw, **opts):
+        calls.append((name, sizes, kw, opts["repeats"], opts["label"]))
+        return {"status": "ok" if name == "a" else "error", "per_op_s": 1.0}
+    monkeypatch.setattr(probe, "time_microbench", timed)
+    rec = probe.record_microbenches(str(tmp_path), ["x"], "m.json",
+                                    [("k1", "a", (2, 4), {"n": 1}), ("k2", "b", (1, 2), {})])
+    assert calls == [("a", (2, 4), {"n": 1}, 11, "k1"), ("b", (1, 2), {}, 11, "k2")]
+    assert rec["results"]["k1"]["benchmark"] == "a" and "benchmark" not in rec["results"]["k2"]
+    assert json.loads((tmp_path / "m.json").read_text())["format_version"] == 2
