@@ -138,3 +138,17 @@ def test_jitter_record_round_trips_do_not_jitter():
         p = c["percentiles_cycles"]
         assert 255 < p["1"] and p["99"] < 340, name
         assert f"{p['1']:.0f} / {p['50']:.0f} / {p['99']:.0f}" in SECTION, name
+
+
+def test_rows_record_and_its_claims():
+    rec = json.loads((H100 / "lamport_trace_rows.json").read_text())
+    assert rec["fields"] == list(lamport_trace.ROW_FIELDS) and "--rows" in rec["note"]
+    plain = json.loads((H100 / "lamport_trace.json").read_text())["results"]
+    light = ("h2824-b1-d0.0211", "h1336-b2-d0.0234", "h944-b4-d0.0198")
+    red = [round(rec["results"][k]["normal"]["summary"]["first_row_reduced_ns"]) for k in light]
+    tanh = [round(rec["results"][k]["normal"]["summary"]["first_row_tanh_ns"]) for k in light]
+    assert f"ready {min(red)}-{max(red)} ns" in SECTION.replace("\n  ", " ")
+    assert f"takes {min(tanh)}-{max(tanh)} ns inside the kernel" in SECTION.replace("\n  ", " ")
+    grow = [rec["results"][k]["normal"]["summary"]["compute_ns"]
+            - plain[k]["normal"]["summary"]["compute_ns"] for k in rec["results"]]
+    assert 55 < min(grow) and max(grow) < 150    # "lengthen the mat-vec by 60-145 ns"
