@@ -8,6 +8,15 @@
   fences, arrives with an atomic add on a counter and spins (volatile loads) until the counter
   reaches ``(r + 1) * nctas``; ``__syncthreads``. The same mechanism as the persistent kernel's
   ``sync="barrier"``. Op = one barrier.
+- :func:`fence_cost` - what a ``__threadfence()`` costs and what it waits for: ``warps`` warps
+  per CTA (``ctas`` of them) run ``rounds`` rounds of: lanes ``< stores`` of every warp each
+  store the round number into a 128-byte line of their own, a CTA barrier when ``warps > 1``
+  (the persistent kernel's order: every warp's h stores, ``__syncthreads``, then thread 0),
+  then thread 0 fences and, with ``atomic``, adds 1 to a counter of its CTA (no return value
+  used, as the grid barrier's arrive). The fence of a round
+  must wait for that round's stores (and for the previous round's atomic), so the round's cost
+  says whether the fence's own latency adds to the stores' round trip or overlaps it. Op = one
+  round.
 """
 
 from __future__ import annotations
@@ -15,11 +24,12 @@ from __future__ import annotations
 import numpy as np
 
 from ...builder import Builder
+from ...errors import InputError
 from ...ir import I32, PRED
 from ...verify import verify
 from .core import LINE_WORDS, WARP, Microbench, _positive
 
-__all__ = ["atomic_throughput", "grid_barrier"]
+__all__ = ["atomic_throughput", "fence_cost", "grid_barrier"]
 
 
 def atomic_throughput(per_warp: int = 64, ctas: int = 132, threads: int = 256,
@@ -97,3 +107,57 @@ def grid_barrier(rounds: int = 64, ctas: int = 132, threads: int = 256,
                       rounds, "grid barrier", {"rounds": rounds, "ctas": ctas,
                                                "threads": threads},
                       lambda g: bool(np.all(np.asarray(g["out"]) >= rounds * ctas)))
+
+
+def fence_cost(rounds: int = 64, ctas: int = 1, stores: int = 0, atomic: bool = False,
+               warps: int = 1) -> Microbench:
+    """``rounds`` rounds of (``stores`` one-line stores per warp; barrier; fence; optional
+    atomic) on ``warps`` warps of each of ``ctas`` CTAs (module docstring)."""
+    rounds, ctas, warps = (_positive(n, v) for n, v in
+                           (("rounds", rounds), ("ctas", ctas), ("warps", warps)))
+    if not 0 <= int(stores) <= WARP:
+        raise InputError(f"stores={stores}: accepted 0 to {WARP} (lanes of the warp)")
+    stores = int(stores)
+    name = f"fence_st{stores}" + ("_atom" if atomic else "") + \
+        (f"_w{warps}" if warps > 1 else "") + (f"_c{ctas}" if ctas > 1 else "")
+    b = Builder(f"mb_{name}", grid=ctas, block=WARP * warps, bench=name, rounds=rounds)
+    lines = max(stores, 1) * warps
+    g_out = b.global_buffer("out", I32, ctas * lines * LINE_WORDS, role="inout")
+    g_cnt = b.global_buffer("counter", I32, ctas * LINE_WORDS, role="inout")
+    lane = b.sreg("lane", dst=b.reg(I32, "lane"))
+    warp = b.sreg("warp", dst=b.reg(I32, "warp"))
+    cta = b.sreg("cta", dst=b.reg(I32, "cta"))
+    # lane l < stores of warp w writes word 0 of line (cta * lines + w * stores + l); the
+    # counter of a CTA is its line of ``counter``
+    line = b.imad(warp, max(stores, 1), lane, dst=b.reg(I32, "line"))
+    b.imad(cta, lines, line, dst=line)
+    addr = b.imul(line, LINE_WORDS, dst=b.reg(I32, "addr"))
+    caddr = b.imul(cta, LINE_WORDS, dst=b.reg(I32, "caddr"))
+    writes = b.isetp("lt", lane, stores, dst=b.reg(PRED, "writes"))
+    tid = b.imad(warp, WARP, lane, dst=b.reg(I32, "tid"))
+    is0 = b.isetp("eq", tid, 0, dst=b.reg(PRED, "is0"))
+    old = b.reg(I32, "old")
+    with b.loop("r", 0, rounds) as r:
+        if stores:
+            with b.if_(writes):
+                b.stg(g_out, addr, r)
+        if warps > 1:
+            b.bar()
+        with b.if_(is0):
+            b.fence()
+            if atomic:
+                b.atom_add(g_cnt, caddr, 1, dst=old)
+    kernel = verify(b.build())
+
+    def check(g) -> bool:
+        out = np.asarray(g["out"]).reshape(ctas, warps, lines // warps, LINE_WORDS)
+        cnt = np.asarray(g["counter"]).reshape(ctas, LINE_WORDS)
+        ok = not stores or bool(np.all(out[:, :, :stores, 0] == rounds - 1))
+        return ok and bool(np.all(cnt[:, 0] == (rounds if atomic else 0)))
+
+    return Microbench(name, kernel, {"out": np.full(ctas * lines * LINE_WORDS, -1, np.int32),
+                                     "counter": np.zeros(ctas * LINE_WORDS, np.int32)},
+                      rounds, "stores, fence" + (", atomic" if atomic else ""),
+                      {"rounds": rounds, "ctas": ctas, "stores": stores, "atomic": atomic,
+                       "warps": warps},
+                      check)

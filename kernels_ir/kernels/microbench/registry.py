@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from ...errors import InputError
 from . import csr_gathers, lamport
-from .atomics import atomic_throughput, grid_barrier
+from .atomics import atomic_throughput, fence_cost, grid_barrier
 from .core import Microbench
 from .gathers import gather
 from .grid_exchange import LAMPORT_OWNERS, broadcast, lamport_exchange
@@ -19,7 +19,7 @@ from .pipes import CHAIN_OPS, bar_latency, chain_latency
 from .polls import flag_round_trip, poll_storm, store_visibility
 from .smem import smem_latency
 
-__all__ = ["MICROBENCHES", "SIZE_ARG", "build"]
+__all__ = ["FENCE_BENCHES", "MICROBENCHES", "SIZE_ARG", "build"]
 
 MICROBENCHES: dict[str, Callable[..., Microbench]] = {
     "smem_latency": smem_latency,
@@ -42,6 +42,15 @@ MICROBENCHES: dict[str, Callable[..., Microbench]] = {
 for _op in CHAIN_OPS:      # the SM pipes' latencies: one warp, a dependent chain
     MICROBENCHES[f"{_op}_latency"] = lambda _op=_op, **kw: chain_latency(op=_op, **kw)
 MICROBENCHES["bar_latency"] = bar_latency
+FENCE_BENCHES = {}   # the fence: alone, after 1 / 8 stores, before an atomic; 1 or 132 CTAs;
+for _c in (1, 132):  # one warp, or 8 warps that all store before a CTA barrier (the kernel's)
+    for _s, _a, _w in ((0, False, 1), (1, False, 1), (8, False, 1), (0, True, 1),
+                       (1, True, 1), (1, False, 8), (1, True, 8)):
+        _n = f"fence_st{_s}" + ("_atom" if _a else "") + (f"_w{_w}" if _w > 1 else "") + \
+            (f"_c{_c}" if _c > 1 else "")
+        FENCE_BENCHES[_n] = (lambda _c=_c, _s=_s, _a=_a, _w=_w, **kw:
+                             fence_cost(ctas=_c, stores=_s, atomic=_a, warps=_w, **kw))
+MICROBENCHES.update(FENCE_BENCHES)
 MICROBENCHES["store_visibility_8"] = lambda **kw: store_visibility(flags=8, **kw)
 for _k in (1, 2, 4, 8, 16, 32):   # the L2 partitions: max over k random lines
     MICROBENCHES[f"l2_latency_wide_{_k}"] = lambda _k=_k, **kw: l2_latency_wide(lanes=_k, **kw)
@@ -78,6 +87,7 @@ SIZE_ARG.update({k: "rounds" for k in MICROBENCHES
                  if k.startswith(("lamport_", "broadcast_", "l2_latency_", "store_visibility",
                                  "gather_"))})
 SIZE_ARG.update({f"{op}_latency": "rounds" for op in CHAIN_OPS} | {"bar_latency": "rounds"})
+SIZE_ARG.update({k: "rounds" for k in FENCE_BENCHES})
 
 
 def build(name: str, size: int, **kwargs) -> Microbench:
