@@ -11,7 +11,8 @@ grid barrier's fence is one number in the spec (``fence_latency_cycles``), fitte
 the warp's stores have been acknowledged. In the kernel the fence follows the h stores. These
 benchmarks (:func:`kernels_ir.kernels.microbench.atomics.fence_cost`) time a fence alone, after
 one or eight stores of its warp, before an atomic arrive, after every warp's stores and a CTA
-barrier (the kernel's order), on one CTA and on all 132 at once, and the grid barrier itself.
+barrier (the kernel's order), on one CTA and on all 132 at once, and the grid barrier itself,
+with and without its fence, on 132 CTAs and on one.
 Cost per round = slope of the medians between 200 and 2000 rounds (11 repeats).
 
 ``--simulate FILE`` adds the same benchmarks simulated with the h100 spec to FILE.
@@ -47,7 +48,7 @@ def simulate_into(path: str) -> None:
     spec = load_spec("h100")
     sim = {"spec": "h100", "clock_hz": spec.clock_hz, "results": {}}
     for name in NAMES:
-        sizes = (4, 8) if name == "grid_barrier" else SIM_SIZES
+        sizes = (4, 8) if name.startswith("grid_barrier") else SIM_SIZES
         cyc = simulated_cycles_per_op(spec, name, sizes, {})
         meas = data["results"].get(name, {}).get("per_op_s")
         sim["results"][name] = {"per_op_cycles": cyc, "per_op_s": cyc / spec.clock_hz,

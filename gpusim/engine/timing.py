@@ -12,7 +12,10 @@ computes, vectorised over the warps of the lockstep step:
    shared pipe (:mod:`.smem`); LDG/STG/atomics through L2 slices and DRAM (:mod:`.l2`), a
    global load also through the SM's L1TEX tag stage before and data stage after (:mod:`.smem`);
    BAR releases all warps of a CTA ``cta_barrier_latency_cycles`` after the last one arrives;
-   FENCE waits for the warp's stores to be acknowledged plus ``fence_latency_cycles``.
+   FENCE ends ``fence_latency_cycles`` after its issue or ``fence_after_store_cycles`` after the
+   warp's last store or atomic is acknowledged, whichever is later (``measurements/fence.py``:
+   on the H100 a fence costs about 690 cycles alone and little more after a store, so its own
+   work overlaps the wait for the acknowledgements).
 
 Polling (Lamport and the grid barrier's spin) is simulated as traffic: when a While exits, each
 warp's polling loads of its last iteration are checked against the cycle at which the words
@@ -301,8 +304,8 @@ class _Timing:
             self.ctrl[ws] = rel[cta] + self.spec.cta_barrier_latency_cycles
             self.ctrl_cat[ws] = BARRIER
         elif kind == "fence":
-            self.ctrl[ws] = np.maximum(self.store_ack[ws], issue_f) + \
-                self.spec.fence_latency_cycles
+            self.ctrl[ws] = np.maximum(self.store_ack[ws] + self.spec.fence_after_store_cycles,
+                                       issue_f + self.spec.fence_latency_cycles)
             self.ctrl_cat[ws] = BARRIER
 
     def _rounds(self, ws: np.ndarray):

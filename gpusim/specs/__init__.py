@@ -90,7 +90,11 @@ PARAMS: dict[str, Param] = {
                                       "dependent global atomic round trip at L2"),
     "l2_atomic_same_address_cycles": Param("cycles", float, 0.1, 1000,
                                            "interval between two atomics on one address"),
-    "fence_latency_cycles": Param("cycles", int, 0, 10000, "__threadfence() cost"),
+    "fence_latency_cycles": Param("cycles", int, 0, 10000,
+                                  "__threadfence() cost from its issue, with nothing to wait for"),
+    "fence_after_store_cycles": Param("cycles", int, 0, 10000,
+                                      "cycles a __threadfence() ends after the acknowledgement "
+                                      "of the warp's last store or atomic (it overlaps them)"),
     "l2_store_visibility_cycles": Param("cycles", int, 0, 2000,
                                         "extra cycles, beyond half the L2 round trip, until a "
                                         "global store is visible at L2 to a strong load"),
@@ -174,6 +178,7 @@ class GPUSpec:
     l2_atomic_latency_cycles: int
     l2_atomic_same_address_cycles: float
     fence_latency_cycles: int
+    fence_after_store_cycles: int
     l2_store_visibility_cycles: int
     l2_line_handover_cycles: float
     l2_request_cycles_per_sm: float

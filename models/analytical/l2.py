@@ -96,8 +96,10 @@ def _poll_phases(spec):
 def _barrier_cycles(spec, R, cta_spread=0.0):
     """Grid barrier, from the slowest warp's last store to the CTA barrier releasing step t+1.
 
-    BAR (all warps), thread 0's FENCE waits for its stores to be acknowledged (one L2 round trip
-    after its last store, taken as the slowest warp's), the atomic arrive reaches L2
+    BAR (all warps), thread 0's FENCE ends ``fence_latency_cycles`` after its issue or
+    ``fence_after_store_cycles`` after its stores are acknowledged (one L2 round trip after its
+    last store, taken as the slowest warp's), whichever is later, as in the engine; the atomic
+    arrive reaches L2
     (``l2_atomic_latency / 2``) and waits in the counter's FIFO (the slice performs one
     same-address atomic every ``l2_atomic_same_address_cycles``, in order of arrival): the
     ``sm_count - 1`` earlier arrivals only delay it by what they do not drain before it arrives,
@@ -116,7 +118,7 @@ def _barrier_cycles(spec, R, cta_spread=0.0):
     """
     a = float(l2_latency(spec, np.inf))   # the counter and the slowest CTA's stores: far side
     bar = spec.cta_barrier_latency_cycles
-    fence = max(2 + bar + 1, a) + spec.fence_latency_cycles
+    fence = max(2 + bar + 1 + spec.fence_latency_cycles, a + spec.fence_after_store_cycles)
     lag, phases = _poll_phases(spec)
     queue = np.maximum(0.0, (spec.sm_count - 1) * spec.l2_atomic_same_address_cycles
                        - phases - cta_spread)

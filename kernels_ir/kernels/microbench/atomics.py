@@ -75,12 +75,18 @@ def atomic_throughput(per_warp: int = 64, ctas: int = 132, threads: int = 256,
 
 
 def grid_barrier(rounds: int = 64, ctas: int = 132, threads: int = 256,
-                 spin_limit: int = 1 << 22) -> Microbench:
-    """``rounds`` grid barriers (atomic arrive + volatile spin) over ``ctas`` CTAs."""
+                 spin_limit: int = 1 << 22, fence: bool = True,
+                 flag: bool = False) -> Microbench:
+    """``rounds`` grid barriers (atomic arrive + volatile spin) over ``ctas`` CTAs; without the
+    fence before the arrive when ``fence`` is False (its parts apart). With ``flag`` the
+    spinners poll a flag in another line, which the last arriver (the atomic returned
+    ``target - 1``) sets to the round: the same arrive, no polls of the counter's line."""
     rounds, ctas, threads = (_positive(n, v) for n, v in
                              (("rounds", rounds), ("ctas", ctas), ("threads", threads)))
-    b = Builder("mb_grid_barrier", grid=ctas, block=threads, bench="grid_barrier", rounds=rounds)
-    g_cnt = b.global_buffer("counter", I32, 1, role="inout")
+    name = "grid_barrier" + ("" if fence else "_nofence") + ("_flag" if flag else "") + \
+        ("" if ctas == 132 else f"_c{ctas}")
+    b = Builder(f"mb_{name}", grid=ctas, block=threads, bench=name, rounds=rounds)
+    g_cnt = b.global_buffer("counter", I32, 2 * LINE_WORDS if flag else 1, role="inout")
     g_out = b.global_buffer("out", I32, ctas, role="out")
     tid = b.sreg("tid", dst=b.reg(I32, "tid"))
     cta = b.sreg("cta", dst=b.reg(I32, "cta"))
@@ -92,21 +98,28 @@ def grid_barrier(rounds: int = 64, ctas: int = 132, threads: int = 256,
     with b.loop("r", 1, rounds + 1) as r:
         b.bar()
         with b.if_(is0):
-            b.fence()
+            if fence:
+                b.fence()
             b.atom_add(g_cnt, 0, 1, dst=old)
             b.imul(r, nctas, dst=target)
+            if flag:   # the last arriver releases the others through the flag's line
+                last = b.iadd(old, 1, dst=b.reg(I32, "arrived"))
+                with b.if_(b.isetp("eq", last, target, dst=b.reg(PRED, "last"))):
+                    b.stg(g_cnt, LINE_WORDS, r)
+                b.mov(r, I32, dst=target)
             with b.while_(spin_limit=spin_limit, label="grid_barrier") as w:
-                b.ldg_volatile(g_cnt, 0, dst=seen)
+                b.ldg_volatile(g_cnt, LINE_WORDS if flag else 0, dst=seen)
                 w.cond = b.isetp("lt", seen, target, dst=b.reg(PRED, "behind"))
         b.bar()
     with b.if_(is0):
         b.stg(g_out, cta, seen)
     kernel = verify(b.build())
-    return Microbench("grid_barrier", kernel, {"counter": np.zeros(1, np.int32),
-                                               "out": np.zeros(ctas, np.int32)},
+    done = rounds if flag else rounds * ctas
+    return Microbench(name, kernel, {"counter": np.zeros(2 * LINE_WORDS if flag else 1, np.int32),
+                                     "out": np.zeros(ctas, np.int32)},
                       rounds, "grid barrier", {"rounds": rounds, "ctas": ctas,
-                                               "threads": threads},
-                      lambda g: bool(np.all(np.asarray(g["out"]) >= rounds * ctas)))
+                                               "threads": threads, "fence": fence, "flag": flag},
+                      lambda g: bool(np.all(np.asarray(g["out"]) >= done)))
 
 
 def fence_cost(rounds: int = 64, ctas: int = 1, stores: int = 0, atomic: bool = False,

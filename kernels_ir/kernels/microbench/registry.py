@@ -50,6 +50,13 @@ for _c in (1, 132):  # one warp, or 8 warps that all store before a CTA barrier 
             (f"_c{_c}" if _c > 1 else "")
         FENCE_BENCHES[_n] = (lambda _c=_c, _s=_s, _a=_a, _w=_w, **kw:
                              fence_cost(ctas=_c, stores=_s, atomic=_a, warps=_w, **kw))
+FENCE_BENCHES["grid_barrier_nofence"] = lambda **kw: grid_barrier(fence=False, **kw)
+FENCE_BENCHES["grid_barrier_c1"] = lambda **kw: grid_barrier(ctas=1, **kw)
+for _c in (1, 2, 8, 33, 66):   # the arrive and spin alone against the number of CTAs
+    FENCE_BENCHES[f"grid_barrier_nofence_c{_c}"] = (
+        lambda _c=_c, **kw: grid_barrier(ctas=_c, fence=False, **kw))
+FENCE_BENCHES["grid_barrier_nofence_flag"] = (
+    lambda **kw: grid_barrier(fence=False, flag=True, **kw))
 MICROBENCHES.update(FENCE_BENCHES)
 MICROBENCHES["store_visibility_8"] = lambda **kw: store_visibility(flags=8, **kw)
 for _k in (1, 2, 4, 8, 16, 32):   # the L2 partitions: max over k random lines
