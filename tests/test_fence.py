@@ -3,8 +3,8 @@ barrier's parts, measurements/fence.py): they run in the simulator with their va
 (and the check catches a wrong value), the engine's fence rule is what the spec says (the later
 of its own latency from issue and its after-store time from the last acknowledgement), the H100
 spec's two fence values are what the calibration fits to the record, and the held-out fence
-benchmarks are priced within the bounds stated here; the grid barrier's arrive and spin over
-132 CTAs is the known gap (the simulator's CTAs stay in step)."""
+benchmarks are priced within the bounds stated here, and the grid barrier's arrive and spin grow
+with the number of CTAs as on the GPU."""
 
 from __future__ import annotations
 
@@ -81,8 +81,7 @@ def test_record_and_the_spec_values_are_its_fit():
 # (every warp stores, a CTA barrier, thread 0 fences and arrives) on 132 CTAs is the loosest
 HELD_OUT = {"fence_st8": 0.05, "fence_st0_atom": 0.10, "fence_st1_atom": 0.10,
             "fence_st1_w8": 0.05, "fence_st1_atom_w8": 0.20, "fence_st0_c132": 0.10,
-            "fence_st1_c132": 0.05, "fence_st1_atom_w8_c132": 0.25, "grid_barrier_c1": 0.10,
-            "grid_barrier_nofence_c1": 0.15}
+            "fence_st1_c132": 0.05, "fence_st1_atom_w8_c132": 0.25, "grid_barrier_c1": 0.10}
 
 
 @pytest.mark.parametrize("name", sorted(HELD_OUT))
@@ -94,12 +93,17 @@ def test_held_out_fence_benchmarks(name):
     assert abs(sim / meas - 1) < HELD_OUT[name], (name, sim, meas)
 
 
-@pytest.mark.xfail(strict=True, reason="known gap: 132 CTAs' arrive and spin cost the GPU "
-                   "1194-1262 cycles, the simulator 817 (its CTAs stay in step; the GPU's "
-                   "detection phases spread), so the whole grid barrier is 16% fast")
-def test_grid_barrier_arrive_and_spin_over_132_ctas():
+def test_grid_barrier_grows_with_the_ctas_as_on_the_gpu():
+    """The arrive and spin alone over 1-132 CTAs, and the whole grid barrier, within 15%: the
+    GPU's 470 -> 1194 cycles from one CTA to 132 come from the CTAs' poll phases
+    (``_Timing._phase``); with the CTAs polling in step the simulator gave 520-817 (and the
+    fitted fence had hidden it in the whole barrier)."""
     spec = load_spec("h100")
     rec = json.loads(RECORD.read_text())["results"]
-    for name in ("grid_barrier_nofence", "grid_barrier"):
+    sim = {}
+    for name in ("grid_barrier_nofence_c1", "grid_barrier_nofence_c2", "grid_barrier_nofence_c8",
+                 "grid_barrier_nofence_c33", "grid_barrier_nofence", "grid_barrier"):
         meas = rec[name]["per_op_s"] * spec.clock_hz
-        assert abs(simulated_cycles_per_op(spec, name, (4, 8), {}) / meas - 1) < 0.10, name
+        sim[name] = simulated_cycles_per_op(spec, name, (4, 8), {})
+        assert abs(sim[name] / meas - 1) < 0.15, (name, sim[name], meas)
+    assert sim["grid_barrier_nofence"] > 2.2 * sim["grid_barrier_nofence_c1"]   # GPU: 2.5x

@@ -39,7 +39,11 @@ Model (every number from the spec):
 - Same-address order within a warp: a load of a word whose last store came from the same warp is
   served no earlier than that store's ``arrival`` (a thread always observes its own earlier store;
   the hardware serves same-address requests in order), so it never needs a poll replay.
-  ``writer[word]`` is the warp of the last store (-1 after an atomic or never stored).
+  ``writer[word]`` is the warp of the last store or atomic (-1 if never written). An atomic
+  counts as a write here: the PTX memory model orders a thread's accesses to one address
+  (coherence), so the grid barrier's poll after its own arrive is served after the arrive is
+  performed (``grid_barrier_nofence_c1``: one CTA's arrive and spin is one round trip on the
+  H100, 470 cycles; with the poll allowed to pass the atomic the simulator needed a second).
 - Line hand-over between SMs (``l2_line_handover_cycles``, the IR ring exchange of
   ``measurements/lamport_ring.py``, record ``measurements/h100/lamport_ring_ir.json``): a
   128-byte line that the kernel polls is taken at once by the first SM that writes it; every
@@ -485,7 +489,7 @@ class L2:
         for a, f in zip(uniq.tolist(), free.tolist(), strict=True):
             self.atomic_free[a] = f
         np.maximum.at(self.arrival, addr, start)
-        self.writer[addr] = -1
+        self.writer[addr] = warps[rows]
         done = np.full(warps.size, -np.inf)
         np.maximum.at(done, rows, start + s.l2_atomic_latency_cycles / 2.0)
         return done

@@ -22,6 +22,8 @@ warp's polling loads of its last iteration are checked against the cycle at whic
 they read were written at L2; a warp whose load was served earlier would have seen the old value,
 so the body's events are replayed for that warp (same addresses, counted as ``poll`` L2
 transactions) until every load is served after its data arrived, bounded by the spin limit.
+The replays start after a delay uniform over one L2 round trip, one per CTA and exit of the
+loop (:meth:`_Timing._phase`): the phase at which a CTA's poll loop meets the last write.
 
 Breakdown attribution: for each warp the time from its previous issue to this one is charged:
 1 cycle plus any structural wait (issue slot, pipe) to ``issue``; the rest -- the wait for the
@@ -175,6 +177,7 @@ class _Timing:
         self.rec_stacks: dict[int, list] = {0: []}   # per group of warps (executor)
         self.rec_stack: list = self.rec_stacks[0]
         self.replaying = False
+        self.waits = np.zeros(-(-nw // W), dtype=np.int64)   # per CTA: its waits so far
         self.steps: list[tuple] = []
         self.warp_instr = 0
         self.all = np.arange(nw)
@@ -343,10 +346,36 @@ class _Timing:
             bad[ws[stale.any(axis=1)]] = True
         return bad
 
+    def _phase(self, w: np.ndarray, cat: int) -> None:
+        """Warps ``w`` must poll again: their next poll starts after a delay uniform over one L2
+        round trip, the same for the warps of a CTA and drawn afresh for every wait of the CTA
+        (a hash of the CTA and the number of its earlier waits, so that the draws do not depend
+        on how the program is written). On the GPU a CTA's poll loop meets the last write at a
+        phase of its own: the CTAs arrive at different times and poll from their own arrival,
+        and the last CTA to notice sets the round (``measurements/fence.py``: the arrive and
+        spin of a grid barrier grows from 470 cycles on one CTA to 604, 770 and 1194 on 2, 8
+        and 132; ``lamport_trace.py``: the slowest warp of a Lamport step comes 300-600 ns after
+        the simulator's). Without it the simulator's CTAs, alike and deterministic, all poll in
+        step and notice together."""
+        cta = w // self.W
+        ctas = np.unique(cta)
+        k = self.waits[ctas]
+        self.waits[ctas] = k + 1
+        key = ctas.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15) + \
+            k.astype(np.uint64) * np.uint64(0x632BE59BD9B4E019)
+        with np.errstate(over="ignore"):
+            u = _uniform(key)[np.searchsorted(ctas, cta)]
+        self.ctrl[w] = np.maximum(self.ctrl[w], self.last[w] + u * self.spec.l2_hit_latency_cycles)
+        self.ctrl_cat[w] = cat
+
     def _settle(self, wid: int, events: list, polls: list) -> None:
         limit = self.whiles[wid].spin_limit
         bad = self._stale(polls)
         n = 0
+        if bad.any():
+            cat = next((self.static[sid].cat for sid, _, _ in events
+                        if self.static[sid].kind == "poll"), DATA)
+            self._phase(np.flatnonzero(bad), cat)
         self.replaying = True
         try:
             while bad.any() and n < limit:
@@ -372,6 +401,16 @@ class _Timing:
 
     def end(self) -> float:
         return float(max(self.last.max(), self.store_ack.max(), 0.0)) + 1.0
+
+
+def _uniform(x: np.ndarray) -> np.ndarray:
+    """A uniform value in [0, 1) per element of ``x`` (uint64): the splitmix64 finaliser."""
+    x = x.astype(np.uint64)
+    with np.errstate(over="ignore"):
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        x = x ^ (x >> np.uint64(31))
+    return (x >> np.uint64(11)).astype(np.float64) / float(1 << 53)
 
 
 def _partnered(rounds: list) -> list:

@@ -11,9 +11,12 @@ The terms of the step (:mod:`.persistent` adds them up) that live here:
   PAND when the slot ends inside a group), the STS, and the CTA barrier. INT ops of the
   sub-partition's two warps share the INT pipe after a barrier (``ig``/``ia``). ``broadcast``:
   all SMs read h through the L2 slices.
-- ``sync``: Lamport: an extra poll round when the busiest warp's stores become visible
-  (``l2_store_visibility_cycles`` after the slice serves them) later than the idlest warp's
-  first poll (a poll's ``lead`` after its own store); ``spread`` = FIFO stagger + per-warp
+- ``sync``: Lamport: at least one extra poll round (the first poll of a group almost always
+  misses on the GPU), started after the phase delay of the last CTA to notice (the largest of
+  ``sm_count`` draws uniform over one L2 round trip, as the engine's ``_Timing._phase``), and
+  more when the busiest warp's stores become visible (``l2_store_visibility_cycles`` after the
+  slice serves them) later than that (the idlest warp's first poll comes a poll's ``lead``
+  after its own store); ``spread`` = FIFO stagger + per-warp
   wavefront difference of the mapping + the h broadcast (the slices serve the SMs' staging
   loads over ``bw`` cycles, so the SMs start their rows that far apart). A warp's load of its
   own pending store waits instead of re-polling (never longer than a re-poll). Lines of the
@@ -21,7 +24,8 @@ The terms of the step (:mod:`.persistent` adds them up) that live here:
   whole 128-byte lines) are handed to each further writer SM by one GPU-wide server, one every
   ``l2_line_handover_cycles`` (:func:`_handover_cycles`): the exchange waits for the last
   hand-over when the server is still busy after the last store of the step.
-  Barrier (:func:`_barrier_cycles`): BAR, FENCE waiting for thread 0's store acknowledgement,
+  Barrier (:func:`_barrier_cycles`): BAR, FENCE (its latency from issue, or its after-store
+  time from thread 0's store acknowledgement, whichever ends later),
   the atomic arrive (``l2_atomic_latency / 2``) behind what the counter's FIFO has not drained
   of the other SMs' arrivals (``(sm_count - 1) * l2_atomic_same_address_cycles`` less the
   spread of the arrivals: poll phases and the other CTAs' shorter work), then the last CTA to

@@ -134,8 +134,16 @@ def _persistent_from_slots(spec, v: Variant, N, B, K, wf_sm, wf_warp, mask, R, S
         # ... and its stores to the far partition reach L2 a quarter of the far extra later
         vis = spec.l2_store_visibility_cycles + (l2_latency(spec, np.inf)
                                                  - spec.l2_hit_latency_cycles) / 2
-        extra_polls = np.ceil(np.maximum(0.0, spread + vis - lead) / poll)
-        sync = np.maximum(0.0, extra_polls * poll - spread)
+        late = np.maximum(0.0, spread + vis - lead)
+        # the first poll of a group almost always misses (the GPU: 2.04 polls per group and
+        # round, ``lmech_ws_1``), and a CTA that polls again does so after a phase delay
+        # uniform over one L2 round trip (the engine's ``_Timing._phase``): the last CTA to
+        # notice draws the largest of ``sm_count``, RT n / (n + 1), and its replays then need
+        # the data to have arrived (``late`` after the idlest warp's first poll)
+        n = spec.sm_count
+        phase = spec.l2_hit_latency_cycles * n / (n + 1)
+        again = phase + np.maximum(1.0, np.ceil(np.maximum(0.0, late - phase) / poll)) * poll
+        sync = np.maximum(0.0, again - spread)
         if shared is not None:
             # the hand-over server starts with the first CTA's stores, `spread` before the last
             hand = _handover_cycles(spec, shared, spread)

@@ -61,14 +61,16 @@ def test_own_pending_store_delays_the_load_not_a_replay(vis):
     assert served2 == 1001.0 + l2.half and done2 == served2 + l2.half
 
 
-def test_atomic_clears_the_writer():
+def test_an_atomic_is_its_warps_last_write():
+    """A thread's accesses to one address are ordered (coherence): after an atomic its warp is
+    the word's writer, so the warp's next load of the word is served after the atomic."""
     l2 = L2(_spec(300), WORDS)
     _one(l2, 0, 8, 0.0, True)
     active = np.zeros((4, 32), dtype=bool)
     active[1, 0] = True
     flat = np.full((4, 32), 8, dtype=np.int64)
     l2.atomic(np.array([10.0]), np.array([1]), flat, active)
-    assert l2.writer[8] == -1
+    assert l2.writer[8] == 1
 
 
 def _per_op_cycles(name: str, spec, sizes=(4, 8)) -> float:
