@@ -20,7 +20,6 @@ Cost per round = slope of the medians between 200 and 2000 rounds (11 repeats).
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 
@@ -40,24 +39,10 @@ def measure(out: str, argv: list) -> dict:
 
 
 def simulate_into(path: str) -> None:
-    from gpusim.calibrate import simulated_cycles_per_op
-    from gpusim.specs import load_spec
+    from measurements.probe import simulate_microbenches
 
-    with open(path) as f:
-        data = json.load(f)
-    spec = load_spec("h100")
-    sim = {"spec": "h100", "clock_hz": spec.clock_hz, "results": {}}
-    for name in NAMES:
-        sizes = (4, 8) if name.startswith("grid_barrier") else SIM_SIZES
-        cyc = simulated_cycles_per_op(spec, name, sizes, {})
-        meas = data["results"].get(name, {}).get("per_op_s")
-        sim["results"][name] = {"per_op_cycles": cyc, "per_op_s": cyc / spec.clock_hz,
-                                "sizes": list(sizes), "measured_per_op_s": meas}
-        print(f"{name:26s} sim {cyc:7.1f} cycles  measured "
-              f"{meas * spec.clock_hz if meas else float('nan'):7.1f} cycles", flush=True)
-    data["simulated"] = sim
-    with open(path, "w") as f:
-        json.dump(data, f, indent=1, default=float)
+    simulate_microbenches(path, [(name, name, (4, 8) if name.startswith("grid_barrier")
+                                  else SIM_SIZES, {}) for name in NAMES])
 
 
 def main(argv: list | None = None) -> int:

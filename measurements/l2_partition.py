@@ -25,7 +25,6 @@ Times, at two sizes each (cost per op = slope of the medians, as in the campaign
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 
@@ -61,25 +60,10 @@ def measure(out: str, argv: list) -> dict:
 
 
 def simulate_into(path: str) -> None:
-    from gpusim.calibrate import simulated_cycles_per_op
-    from gpusim.specs import load_spec
+    from measurements.probe import simulate_microbenches
 
-    with open(path) as f:
-        data = json.load(f)
-    spec = load_spec("h100")
-    sim = {"spec": "h100", "clock_hz": spec.clock_hz, "results": {}}
-    for key, (name, sizes, _, skw) in ENTRIES.items():
-        sizes = SIM_SIZES.get(name, (4, 16))
-        cyc = simulated_cycles_per_op(spec, name, sizes, skw)
-        meas = data["results"].get(key, {}).get("per_op_s")
-        sim["results"][key] = {"per_op_cycles": cyc, "per_op_s": cyc / spec.clock_hz,
-                               "sizes": list(sizes), "arguments": skw,
-                               "measured_per_op_s": meas}
-        print(f"{key:28s} sim {cyc / spec.clock_hz * 1e9:8.1f} ns  measured "
-              f"{meas * 1e9 if meas else float('nan'):8.1f} ns", flush=True)
-    data["simulated"] = sim
-    with open(path, "w") as f:
-        json.dump(data, f, indent=1, default=float)
+    simulate_microbenches(path, [(key, name, SIM_SIZES.get(name, (4, 16)), skw)
+                                 for key, (name, _, _, skw) in ENTRIES.items()])
 
 
 def main(argv: list | None = None) -> int:

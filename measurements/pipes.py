@@ -23,7 +23,6 @@ spec to FILE.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 
@@ -42,23 +41,9 @@ def measure(out: str, argv: list) -> dict:
 
 
 def simulate_into(path: str) -> None:
-    from gpusim.calibrate import simulated_cycles_per_op
-    from gpusim.specs import load_spec
+    from measurements.probe import simulate_microbenches
 
-    with open(path) as f:
-        data = json.load(f)
-    spec = load_spec("h100")
-    sim = {"spec": "h100", "clock_hz": spec.clock_hz, "results": {}}
-    for name in NAMES:
-        cyc = simulated_cycles_per_op(spec, name, SIM_SIZES, {})
-        meas = data["results"].get(name, {}).get("per_op_s")
-        sim["results"][name] = {"per_op_cycles": cyc, "per_op_s": cyc / spec.clock_hz,
-                                "sizes": list(SIM_SIZES), "measured_per_op_s": meas}
-        print(f"{name:18s} sim {cyc:7.1f} cycles  measured "
-              f"{meas * spec.clock_hz if meas else float('nan'):7.1f} cycles", flush=True)
-    data["simulated"] = sim
-    with open(path, "w") as f:
-        json.dump(data, f, indent=1, default=float)
+    simulate_microbenches(path, [(name, name, SIM_SIZES, {}) for name in NAMES])
 
 
 def main(argv: list | None = None) -> int:

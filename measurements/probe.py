@@ -170,6 +170,29 @@ def add_simulated(path: str, results, gpu: str = "h100", **meta) -> dict:
     return rec
 
 
+def simulate_microbenches(path: str, entries, gpu: str = "h100") -> dict:
+    """Add the simulator's cost per operation of the record's microbenchmarks at ``path`` (under
+    ``"simulated"``, next to the measured one): ``entries`` is ``(key, benchmark, sizes,
+    builder arguments)`` per benchmark, simulated at those sizes (slope, both L2 partition
+    assignments averaged: :func:`gpusim.calibrate.simulated_cycles_per_op`)."""
+    from gpusim.calibrate import simulated_cycles_per_op
+    from gpusim.specs import load_spec
+
+    def results(spec, rec):
+        out = {}
+        for key, name, sizes, kw in entries:
+            cyc = simulated_cycles_per_op(spec, name, sizes, kw)
+            meas = rec["results"].get(key, {}).get("per_op_s")
+            out[key] = {"per_op_cycles": cyc, "per_op_s": cyc / spec.clock_hz,
+                        "sizes": list(sizes), "measured_per_op_s": meas}
+            if kw:
+                out[key]["arguments"] = kw
+            print(f"{key:28s} sim {cyc:8.1f} cycles  measured "
+                  f"{meas * spec.clock_hz if meas else float('nan'):8.1f} cycles", flush=True)
+        return out
+    return add_simulated(path, results, gpu, clock_hz=load_spec(gpu).clock_hz)
+
+
 class PerSMProbe:
     """A one-call probe of full-occupancy load microbenchmarks whose cost is read per warp load
     per SM (``gather.py``, ``csr_mech.py``): each benchmark timed at ``sizes`` rounds, then one

@@ -55,3 +55,25 @@ def test_record_microbenches_names_the_benchmark(monkeypatch, tmp_path):
     assert calls == [("a", (2, 4), {"n": 1}, 11, "k1"), ("b", (1, 2), {}, 11, "k2")]
     assert rec["results"]["k1"]["benchmark"] == "a" and "benchmark" not in rec["results"]["k2"]
     assert json.loads((tmp_path / "m.json").read_text())["format_version"] == 2
+
+
+def test_simulate_microbenches_adds_the_simulated_slope_next_to_the_measured(tmp_path):
+    """The simulator's cost per link of a dependent FFMA chain is the spec's FMA latency; the
+    measured value and the builder arguments travel with it, the rest of the record stays."""
+    from gpusim.specs import load_spec
+
+    spec = load_spec("h100")
+    path = tmp_path / "rec.json"
+    path.write_text(json.dumps({"provenance": {"command": "x"},
+                                "results": {"ffma": {"status": "ok", "per_op_s": 2e-9}}}))
+    probe.simulate_microbenches(str(path), [("ffma", "ffma_latency", (2, 4), {}),
+                                            ("bar", "bar_latency", (2, 4), {"warps": 4})])
+    rec = json.loads(path.read_text())
+    assert rec["provenance"] == {"command": "x"}
+    sim = rec["simulated"]
+    assert sim["spec"] == "h100" and sim["clock_hz"] == spec.clock_hz
+    assert sim["results"]["ffma"]["per_op_cycles"] == spec.fma_latency_cycles
+    assert sim["results"]["ffma"]["measured_per_op_s"] == 2e-9
+    assert sim["results"]["ffma"]["sizes"] == [2, 4] and "arguments" not in sim["results"]["ffma"]
+    assert sim["results"]["bar"]["measured_per_op_s"] is None
+    assert sim["results"]["bar"]["arguments"] == {"warps": 4}

@@ -111,3 +111,26 @@ def test_same_order_reads_cost_the_gpu_more_than_the_simulator():
     assert 1.30 < same / rot < 1.40
     s_same, s_rot = sim["lmech_xq_32768"]["per_op_s"], sim["lmech_xq_32768_rot"]["per_op_s"]
     assert s_same / s_rot < 1.05
+
+
+def test_the_previous_model_on_the_headline_draws_is_what_the_readme_says():
+    """The out-of-sample draws priced by the model before the fence and poll-phase change
+    (``crosscheck_s1x_previous_model.json``): each covers its draw's every case, and the README's
+    comparison (speedup MAPE over both, per case over all their cases) is computed from them."""
+    import numpy as np
+
+    readme = (ROOT / "README.md").read_text()
+    model, sim, ape = [], [], []
+    for seed in (11, 12):
+        rec = json.loads((H100 / f"crosscheck_s{seed}_previous_model.json").read_text())
+        draw = f"fresh_2026-11-25_s{seed}"
+        assert [d["draw"] for d in rec["draws"]] == [draw]
+        assert "c7ab02a" in rec["command"]
+        today = [r for r in CROSSCHECK["rows"] if r["draw"] == draw]
+        assert {r["id"] for r in rec["rows"]} == {r["id"] for r in today}
+        model += [r["model"]["ape"] for r in rec["speedup"]["rows"]]
+        sim += [r["sim"]["ape"] for r in rec["speedup"]["rows"]]
+        ape += [r["ape"] for r in rec["rows"]]
+    assert (f"give {np.mean(model) * 100:.1f}% (model) and {np.mean(sim) * 100:.1f}% (sim)"
+            in readme.replace("\n", " "))
+    assert f"{np.mean(ape) * 100:.1f}% per case" in readme.replace("\n", " ")
