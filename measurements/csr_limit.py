@@ -1,0 +1,79 @@
+"""Which unit limits the CSR baseline's step on the GPU? Nsight's throughput breakdowns.
+
+    PYTHONPATH=. python3 measurements/csr_limit.py --out $OUT     # GPU + Nsight: csr_limit.json
+
+The simulator's CSR row-per-warp step is 20-40% too fast from hidden ~1900 up, and the gap
+follows the number of rows more than the nonzeros (``measurements/README.md``). It moves the
+data the GPU moves (``csr_l1.json``), so the question is which unit the GPU's step waits on.
+One step of the same 8 recorded layers as ``csr_l1.py``, launched once each under Nsight with
+the throughput breakdowns of L1TEX and L2 (every sub-unit's busy share of the elapsed cycles),
+the warp stall reasons and the memory tables. The unit whose share approaches 100% is the
+limit; the simulator's model of that unit is what to check with a microbenchmark.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+SECTIONS = ("SpeedOfLight", "MemoryWorkloadAnalysis", "MemoryWorkloadAnalysis_Tables",
+            "WarpStateStats", "Occupancy", "LaunchStats")
+METRICS = ("breakdown:l1tex__throughput.avg.pct_of_peak_sustained_elapsed",
+           "breakdown:lts__throughput.avg.pct_of_peak_sustained_elapsed",
+           "l1tex__data_pipe_lsu_wavefronts_mem_lg.sum", "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum",
+           "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum",
+           "l1tex__t_sectors_pipe_lsu_mem_global_op_ld_lookup_miss.sum",
+           "l1tex__m_xbar2l1tex_read_sectors.sum", "l1tex__m_l1tex2xbar_req.sum",
+           "lts__t_requests_srcunit_tex_op_read.sum", "lts__t_sectors_srcunit_tex_op_read.sum",
+           "sm__cycles_elapsed.avg", "sm__cycles_active.avg", "smsp__inst_executed.sum",
+           "smsp__inst_executed_op_global_ld.sum", "gpu__time_duration.sum")
+
+
+def worker(order_path: str) -> int:
+    from gpusim.backends.cupy_backend import Runner
+    from measurements.campaign import launch_jobs
+    from measurements.csr_l1 import LAYERS, case_name, step
+
+    jobs = [(case_name(h, b, d), step(h, b, d, s)) for h, b, d, s in LAYERS]
+    launch_jobs(Runner(), jobs, order_path, check_grid=False)
+    return 0
+
+
+def summary(m: dict) -> dict:
+    """The breakdown's sub-units above 20% of peak, highest first, and the stall reasons above
+    0.5 warps per issue."""
+    top = {k: v for k, v in m.items() if isinstance(v, float) and "pct_of_peak" in k and v > 20}
+    stalls = {k.replace("smsp__average_warps_issue_stalled_", "").replace(
+        "_per_issue_active.ratio", ""): v for k, v in m.items()
+        if isinstance(v, float) and "issue_stalled" in k and "per_issue_active" in k and v > 0.5}
+    return {"units": dict(sorted(top.items(), key=lambda kv: -kv[1])), "stalls": stalls}
+
+
+def measure(out: str, argv: list) -> dict:
+    from measurements.campaign import provenance
+    from measurements.csr_l1 import LAYERS
+    from measurements.exchange_ncu import run_ncu
+    from measurements.probe import save_record
+
+    res = {"format_version": 1, "provenance": provenance(argv), "layers": LAYERS}
+    res["ncu"] = run_ncu(os.path.abspath(__file__), out, "csr_limit_ncu_raw.csv",
+                         "regex:csr_row_per_warp", SECTIONS, METRICS)
+    res["summary"] = {}
+    for name, rec in res["ncu"].get("cases", {}).items():
+        res["summary"][name] = s = summary(rec.get("metrics", {}))
+        print(name, s, flush=True)
+    save_record(os.path.join(out, "csr_limit.json"), res)
+    return res
+
+
+def main(argv: list | None = None) -> int:
+    from measurements.probe import probe_main
+
+    return probe_main(argv, __doc__, os.path.relpath(__file__), measure,
+                      lambda path: None, worker=worker)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
