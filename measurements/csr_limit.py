@@ -5,7 +5,9 @@
 The simulator's CSR row-per-warp step is 20-40% too fast from hidden ~1900 up, and the gap
 follows the number of rows more than the nonzeros (``measurements/README.md``). It moves the
 data the GPU moves (``csr_l1.json``), so the question is which unit the GPU's step waits on.
-One step of the same 8 recorded layers as ``csr_l1.py``, launched once each under Nsight with
+One step of the same 8 recorded layers as ``csr_l1.py``, launched twice each under Nsight
+(``--cache-control none``: the second launch finds L2 warm, as the campaign's CUDA graph does; the
+record keeps both, ``<case>/cold`` and ``<case>``) with
 the throughput breakdowns of L1TEX and L2 (every sub-unit's busy share of the elapsed cycles),
 the warp stall reasons and the memory tables. The unit whose share approaches 100% is the
 limit; the simulator's model of that unit is what to check with a microbenchmark.
@@ -22,10 +24,10 @@ SECTIONS = ("SpeedOfLight", "MemoryWorkloadAnalysis", "MemoryWorkloadAnalysis_Ta
             "WarpStateStats", "Occupancy", "LaunchStats")
 METRICS = ("breakdown:l1tex__throughput.avg.pct_of_peak_sustained_elapsed",
            "breakdown:lts__throughput.avg.pct_of_peak_sustained_elapsed",
-           "l1tex__data_pipe_lsu_wavefronts_mem_lg.sum", "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum",
+           "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum",
            "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum",
            "l1tex__t_sectors_pipe_lsu_mem_global_op_ld_lookup_miss.sum",
-           "l1tex__m_xbar2l1tex_read_sectors.sum", "l1tex__m_l1tex2xbar_req.sum",
+           "l1tex__m_xbar2l1tex_read_sectors.sum", "dram__bytes_read.sum",
            "lts__t_requests_srcunit_tex_op_read.sum", "lts__t_sectors_srcunit_tex_op_read.sum",
            "sm__cycles_elapsed.avg", "sm__cycles_active.avg", "smsp__inst_executed.sum",
            "smsp__inst_executed_op_global_ld.sum", "gpu__time_duration.sum")
@@ -36,7 +38,10 @@ def worker(order_path: str) -> int:
     from measurements.campaign import launch_jobs
     from measurements.csr_l1 import LAYERS, case_name, step
 
-    jobs = [(case_name(h, b, d), step(h, b, d, s)) for h, b, d, s in LAYERS]
+    jobs = []
+    for h, b, d, s in LAYERS:
+        st = step(h, b, d, s)
+        jobs += [(case_name(h, b, d) + "/cold", st), (case_name(h, b, d), st)]
     launch_jobs(Runner(), jobs, order_path, check_grid=False)
     return 0
 
@@ -59,7 +64,8 @@ def measure(out: str, argv: list) -> dict:
 
     res = {"format_version": 1, "provenance": provenance(argv), "layers": LAYERS}
     res["ncu"] = run_ncu(os.path.abspath(__file__), out, "csr_limit_ncu_raw.csv",
-                         "regex:csr_row_per_warp", SECTIONS, METRICS)
+                         "regex:csr_row_per_warp", SECTIONS, METRICS,
+                         flags=("--cache-control", "none"))
     res["summary"] = {}
     for name, rec in res["ncu"].get("cases", {}).items():
         res["summary"][name] = s = summary(rec.get("metrics", {}))
