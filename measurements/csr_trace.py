@@ -1,0 +1,230 @@
+"""Where a step of the CSR baseline goes on the GPU: per-warp time stamps inside its own kernel.
+
+    PYTHONPATH=. python3 measurements/csr_trace.py --out $OUT      # GPU: csr_trace.json
+    python measurements/csr_trace.py --simulate measurements/h100/csr_trace.json
+
+Why: the simulator's CSR row-per-warp step is 20-40% too fast from hidden ~1900 up, while
+Nsight shows no unit near its peak (``csr_limit.json``: the warps wait on long-scoreboard
+loads, L1TEX and L2 at 20-50% of peak). So some load takes longer on the GPU than in the
+simulator, or warps start later. The kernel is the campaign's (one step of recorded layers of
+``csr_l1.py``), generated from the IR as always; only its CUDA text is instrumented here (the
+IR has no clock). Lane 0 of every warp writes, into a buffer of its own:
+
+- ``g0`` / ``g1``: ``%globaltimer`` (ns) at the warp's entry and after its store;
+- ``c0``: ``clock64`` at entry; ``row``, ``se``, ``vc``, ``hv``, ``red``, ``x``: ``clock64`` once
+  the row index, the row's bounds, the first chunk's values and columns, its four gathers of h,
+  the shuffle-reduced sum and x are in registers (a ``MOV`` of the register makes the in-order
+  warp wait for it; the MOVs' results are summed into ``sink`` so that ptxas keeps them);
+  ``end``: ``clock64`` after the store is issued; ``sm``: the SM.
+
+The stamps serialise each warp at these points (ptxas otherwise overlaps some of them), so the
+instrumented kernel's time is recorded next to the plain one's (events around one launch, L2
+warm: 3 warm-up launches, median of 9).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+LAYERS = ((944, 4, 0.0198, 500017), (1336, 2, 0.0234, 500121), (2824, 1, 0.0211, 500130),
+          (1928, 4, 0.0285, 500111), (5840, 1, 0.0539, 500035), (6464, 1, 0.0225, 400122))
+FIELDS = ("g0", "c0", "row", "se", "vc", "hv", "red", "x", "end", "g1", "sm", "sink")
+TS_BUFFER = "ts"
+
+
+def _stamp(k: int, regs: tuple, fmt: str = "r") -> str:
+    movs = "".join(f"asm volatile(\"mov.b32 %0, %1;\" : \"=r\"(ts_d) : \"{fmt}\"({r})); "
+                   "ts_sink += ts_d; " for r in regs)
+    return f"if (ts_w) {{ int ts_d; {movs}g_ts[ts_i + {k}] = (int)clock64(); }}\n"
+
+
+def _once(code: str, anchor: str, insert: str, after: bool = True) -> str:
+    if code.count(anchor) != 1:
+        raise AssertionError(f"{anchor.strip()!r} not found once in the generated CUDA")
+    return code.replace(anchor, anchor + insert if after else insert + anchor)
+
+
+def instrumented_code(code: str, batch: int) -> str:
+    """The generated CUDA of the CSR kernel with the stamps of the module docstring. Raises if
+    the code does not have the expected shape (a change of the generator cannot silently move
+    a stamp)."""
+    f = {n: i for i, n in enumerate(FIELDS)}
+    nf = len(FIELDS)
+    code = _once(code, "    r_lane = (int)(threadIdx.x & 31u);\n",
+                 f"    const unsigned int ts_i = (blockIdx.x * (blockDim.x >> 5) + "
+                 f"(threadIdx.x >> 5)) * {nf}u;\n"
+                 "    const bool ts_w = (threadIdx.x & 31u) == 0u;\n"
+                 "    int ts_sink = 0;\n"
+                 "    if (ts_w) { unsigned long long g; asm volatile(\"mov.u64 %0, %%globaltimer;\""
+                 f" : \"=l\"(g)); g_ts[ts_i + {f['g0']}] = (int)g; "
+                 f"g_ts[ts_i + {f['c0']}] = (int)clock64(); }}\n", after=False)
+    code = _once(code, "    r_row = g_perm[r_slot];\n", "    " + _stamp(f["row"], ("r_row",)))
+    code = _once(code, "    r_end = g_rowptr[r_row + 1];\n",
+                 "    " + _stamp(f["se"], ("r_start", "r_end")))
+    first = "r_i == 0 && "
+    vc = "            r_c_3 = t_2.w;\n"
+    code = _once(code, vc, "            if (" + first + "true) "
+                 + _stamp(f["vc"], ("r_c_0",)).replace("if (ts_w) ", "if (ts_w) ", 1)
+                 .replace("if (ts_w) {", "{ if (ts_w) {", 1).rstrip("\n") + " }\n")
+    last_h = f"r_hv_{4 * batch - 1}"
+    i = code.find(f"            {last_h} = ")
+    if i < 0:
+        raise AssertionError(f"{last_h} not found")
+    j = code.index("\n", code.index(";", i)) + 1
+    code = code[:j] + ("            if (r_i == 0) { " + _stamp(f["hv"], (last_h,), "f")
+                       .rstrip("\n") + " }\n") + code[j:]
+    code = _once(code, "    r_is0 = (r_lane == 0);\n",
+                 "    " + _stamp(f["red"], ("r_acc",) if batch == 1 else ("r_acc_0",), "f"),
+                 after=False)
+    x_last = "r_xv" if batch == 1 else f"r_xv_{batch - 1}"
+    i = code.find(f"        {x_last} = ")
+    if i < 0:
+        i = code.find(f"{x_last} = ")
+    if i < 0:
+        raise AssertionError(f"{x_last} not found")
+    j = code.index("\n", code.index(";", i)) + 1
+    code = code[:j] + "        " + _stamp(f["x"], (x_last,), "f") + code[j:]
+    end = "\n}\n"
+    if not code.endswith(end):
+        raise AssertionError("end of the kernel not found")
+    code = code[:-len(end)] + (
+        "\n    if (ts_w) { unsigned long long g; asm volatile(\"mov.u64 %0, %%globaltimer;\""
+        f" : \"=l\"(g)); g_ts[ts_i + {f['end']}] = (int)clock64(); g_ts[ts_i + {f['g1']}] = "
+        f"(int)g; unsigned int s; asm volatile(\"mov.u32 %0, %%smid;\" : \"=r\"(s)); "
+        f"g_ts[ts_i + {f['sm']}] = (int)s; g_ts[ts_i + {f['sink']}] = ts_sink; }}" + end)
+    if "int* g_ts" not in code:
+        raise AssertionError("the ts buffer is not a parameter")
+    return code
+
+
+def _with_ts(kernel):
+    """The kernel with a ``ts`` buffer (int, role out): the generator makes every global buffer
+    a parameter, used or not."""
+    import dataclasses
+
+    from kernels_ir.ir import I32, Buffer
+
+    size = kernel.grid * (kernel.block // 32) * len(FIELDS)
+    bufs = tuple(kernel.buffers) + (Buffer(TS_BUFFER, "global", I32, size, "out"),)
+    return dataclasses.replace(kernel, name=kernel.name + "_traced", buffers=bufs)
+
+
+def trace_layer(runner, h: int, b: int, d: float, seed: int) -> dict:
+    import dataclasses
+
+    import numpy as np
+
+    import gpusim.backends.cupy_backend as cb
+    from gpusim.backends.cupy_backend import _time_launch
+    from measurements.csr_l1 import step
+
+    cp = runner.cp
+    st = step(h, b, d, seed)
+    plain = runner.compile(st.kernel, cooperative=False)
+    traced_kernel = _with_ts(st.kernel)
+    original = cb.generate
+
+    def generate(kernel, *a, **k):
+        src = original(kernel, *a, **k)
+        if kernel.name.endswith("_traced"):
+            src = dataclasses.replace(src, code=instrumented_code(src.code, b))
+        return src
+
+    cb.generate = generate
+    try:
+        traced = runner.compile(traced_kernel, cooperative=False)
+    finally:
+        cb.generate = original
+    ref = None
+    out = {}
+    ts_size = traced_kernel.buffers[-1].size
+    for name, comp in (("plain", plain), ("traced", traced)):
+        inputs = dict(st.inputs)
+        if name == "traced":
+            inputs[TS_BUFFER] = np.zeros(ts_size, np.int32)
+        bufs = runner.device_buffers(comp, inputs)
+        times = [_time_launch(cp, runner, comp, bufs, lambda bb: None) for _ in range(12)][3:]
+        got = cp.asnumpy(bufs["h_out"])
+        if ref is None:
+            ref = got
+        elif not np.array_equal(ref, got):
+            raise AssertionError(f"csr h{h} b{b}: the traced kernel's h_out differs")
+        out[name] = {"launch_s": sorted(times)}
+        if name == "traced":
+            out[name]["ts"] = cp.asnumpy(bufs[TS_BUFFER]).reshape(
+                st.kernel.grid, st.kernel.block // 32, len(FIELDS)).tolist()
+    want = st.kernel  # values: the plain kernel's output against the float64 step
+    from gpusim.engine import execute
+    sim = execute(want, st.inputs).globals["h_out"]
+    err = float(np.max(np.abs(ref - sim)) / max(1e-30, float(np.max(np.abs(sim)))))
+    if not err <= 1e-3:
+        raise AssertionError(f"csr h{h} b{b}: GPU values differ from the executor ({err})")
+    out["max_rel_err"] = err
+    return out
+
+
+def summarise(ts, clock_hz: float) -> dict:
+    """Median and 90th percentile over warps of each stage (cycles from the previous stamp), the
+    warps' start after the first warp's (ns), and the kernel's span (first entry to last end)."""
+    import numpy as np
+
+    f = {n: i for i, n in enumerate(FIELDS)}
+    a = np.asarray(ts, dtype=np.int64).reshape(-1, len(FIELDS))
+    a = a[(a[:, f["c0"]] != 0) & (a[:, f["x"]] != 0)]   # warps past the last row store nothing
+    out = {}
+    prev = "c0"
+    for k in ("row", "se", "vc", "hv", "red", "x", "end"):
+        dt = (a[:, f[k]] - a[:, f[prev]]).astype(np.int64) & 0xFFFFFFFF
+        out[k] = {"median": float(np.median(dt)), "p90": float(np.percentile(dt, 90))}
+        prev = k
+    g0 = (a[:, f["g0"]] - a[:, f["g0"]].min()) & 0xFFFFFFFF
+    g1 = (a[:, f["g1"]] - a[:, f["g0"]].min()) & 0xFFFFFFFF
+    out["start_ns"] = {"median": float(np.median(g0)), "p90": float(np.percentile(g0, 90)),
+                       "max": float(g0.max())}
+    out["span_ns"] = float(g1.max())
+    out["warp_ns"] = {"median": float(np.median(g1 - g0)), "max": float((g1 - g0).max())}
+    return out
+
+
+def measure(out: str, argv: list) -> dict:
+    import json
+
+    from gpusim.backends.cupy_backend import Runner
+    from measurements.campaign import provenance
+    from measurements.csr_l1 import case_name
+    from measurements.probe import ClockSampler
+
+    runner = Runner()
+    prov = provenance(argv)
+    clocks = ClockSampler()
+    res = {"format_version": 1, "provenance": prov, "fields": FIELDS, "layers": LAYERS,
+           "results": {}}
+    for h, b, d, s in LAYERS:
+        name = case_name(h, b, d)
+        try:
+            r = trace_layer(runner, h, b, d, s)
+            r["summary"] = summarise(r["traced"]["ts"], 1.98e9)
+            p, t = r["plain"]["launch_s"][4] * 1e6, r["traced"]["launch_s"][4] * 1e6
+            print(f"{name} plain {p:.2f} us traced {t:.2f} us", json.dumps(r["summary"]),
+                  flush=True)
+        except Exception as exc:  # record and go on
+            r = {"status": "error", "error": f"{type(exc).__name__}: {exc}"}
+            print(name, "FAILED", r["error"], flush=True)
+        res["results"][name] = r
+    clocks.stop(prov)
+    with open(os.path.join(out, "csr_trace.json"), "w") as fh:
+        json.dump(res, fh)
+    return res
+
+
+def main(argv: list | None = None) -> int:
+    from measurements.probe import probe_main
+
+    return probe_main(argv, __doc__, os.path.relpath(__file__), measure, lambda path: None)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
