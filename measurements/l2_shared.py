@@ -31,11 +31,14 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 MODES = ("private", "shared", "shared16")
+PATHS = ("l1", "l2")
 CTAS, WARPS, LOADS = 132, 4, 4
-SIZES = (2, 6)
+# (key suffix, path, warps, sizes): plain loads over new lines every round (13 MB of private
+# lines at 12 rounds), and relaxed loads (L1 bypassed) over the same lines every round
+RUNS = (("", "l1", 4, (4, 12)), ("_l2", "l2", 8, (16, 64)), ("_l2_w4", "l2", 4, (16, 64)))
 
 
-def probe(mode: str, rounds: int, ctas: int = CTAS, warps: int = WARPS):
+def probe(mode: str, rounds: int, ctas: int = CTAS, warps: int = WARPS, path: str = "l1"):
     """The ``mode`` probe of the module docstring as a checked Microbench (op = one round)."""
     import numpy as np
 
@@ -47,9 +50,12 @@ def probe(mode: str, rounds: int, ctas: int = CTAS, warps: int = WARPS):
 
     if mode not in MODES:
         raise InputError(f"mode={mode!r} is unknown; accepted: {', '.join(MODES)}")
+    if path not in PATHS:
+        raise InputError(f"path={path!r} is unknown; accepted: {', '.join(PATHS)}")
     groups = {"private": ctas, "shared": 1, "shared16": 8}[mode]
-    lines = groups * warps * rounds * 32
-    name = f"l2_shared_{mode}"
+    laps = rounds if path == "l1" else 1          # rounds over new lines, or the same lines
+    lines = groups * warps * laps * 32
+    name = f"l2_shared_{mode}" + ("" if path == "l1" else "_l2")
     b = Builder(f"mb_{name}", grid=ctas, block=32 * warps, bench=name, rounds=rounds)
     g_t = b.global_buffer("table", F32, lines * 32)
     g_out = b.global_buffer("out", F32, ctas * 32 * warps, role="out")
@@ -60,7 +66,7 @@ def probe(mode: str, rounds: int, ctas: int = CTAS, warps: int = WARPS):
     grp = b.irem(cta, groups, dst=b.reg(I32, "grp"))
     # first line of this warp: ((grp * warps + warp) * rounds) * 32, word 0
     base = b.imad(grp, warps, warp, dst=b.reg(I32, "base"))
-    b.imul(base, rounds * 32, dst=base)
+    b.imul(base, laps * 32, dst=base)
     b.iadd(base, lane, dst=base)
     b.imul(base, 32, dst=base)                   # word 0 of line base + lane
     # lane l reads word l % 8 of sector (s + l // 8) % 4 of its line in load s: the 32 lanes of
@@ -77,11 +83,14 @@ def probe(mode: str, rounds: int, ctas: int = CTAS, warps: int = WARPS):
     addr = b.reg(I32, "addr")
     idx = b.reg(I32, "idx", LOADS)
     with b.loop("r", 0, rounds) as r:
-        b.imad(r, 32 * 32, base, dst=addr)       # line base + 32 r + lane
+        if path == "l1":
+            b.imad(r, 32 * 32, base, dst=addr)   # line base + 32 r + lane
+        else:
+            b.mov(base, I32, dst=addr)           # line base + lane, every round
         for s_ in range(LOADS):
             b.iadd(addr, lo[s_], dst=idx[s_])
         for s_ in range(LOADS):
-            b.ldg(g_t, idx[s_], dst=val[s_])
+            (b.ldg if path == "l1" else b.ldg_volatile)(g_t, idx[s_], dst=val[s_])
         for s_ in range(LOADS):
             b.fadd(acc, val[s_], dst=acc)
     b.stg(g_out, b.imad(cta, 32 * warps, tid, dst=b.reg(I32, "gt")), acc)
@@ -91,15 +100,16 @@ def probe(mode: str, rounds: int, ctas: int = CTAS, warps: int = WARPS):
     expect = np.zeros((ctas, warps, 32), np.float32)
     for c in range(ctas):
         for wp in range(warps):
-            first = ((c % groups) * warps + wp) * rounds * 32
-            ln = first + lanes[None, :] + 32 * np.arange(rounds)[:, None]
+            first = ((c % groups) * warps + wp) * laps * 32
+            ln = first + lanes[None, :] + (32 * np.arange(rounds)[:, None] if path == "l1" else
+                                           np.zeros((rounds, 1), np.int64))
             for s_ in range(LOADS):
                 word = ln * 32 + 8 * ((s_ + lanes // 8) % 4) + lanes % 8
                 expect[c, wp] += (word % 7).astype(np.float32).sum(axis=0)
     return Microbench(name, kernel, {"table": t, "out": np.zeros(ctas * 32 * warps, np.float32)},
                       rounds, f"one round: {LOADS} one-sector-a-lane loads by every warp",
                       {"mode": mode, "rounds": rounds, "ctas": ctas, "warps": warps,
-                       "lines": lines, "loads": LOADS},
+                       "lines": lines, "loads": LOADS, "path": path},
                       lambda g: bool(np.allclose(np.asarray(g["out"]), expect.reshape(-1))))
 
 
@@ -113,15 +123,17 @@ def measure(out: str, argv: list) -> dict:
     runner = Runner()
     prov = provenance(argv)
     clocks = ClockSampler()
-    res = {"format_version": 1, "provenance": prov, "sizes": SIZES, "results": {}}
-    for warps in (WARPS, 8):
+    res = {"format_version": 1, "provenance": prov, "runs": RUNS, "results": {}}
+    for suffix, path, warps, sizes in RUNS:
         for mode in MODES:
-            key = f"l2_shared_{mode}" + ("" if warps == WARPS else f"_w{warps}")
+            key = f"l2_shared_{mode}{suffix}"
             try:
-                r = run_microbench(SIZES, lambda n, m=mode, w=warps: probe(m, n, warps=w),
-                                   repeats=11, warmup=2, runner=runner)
+                def build(n, m=mode, w=warps, p=path):
+                    return probe(m, n, warps=w, path=p)
+                r = run_microbench(sizes, build, repeats=15, warmup=3, runner=runner)
                 r["status"] = "ok"
                 r["cycles_per_load_per_sm"] = r["per_op_s"] * 1.98e9 / (warps * LOADS)
+                r["path"], r["warps"] = path, warps
                 print(f"{key:28s} {r['per_op_s'] * 1e9:8.1f} ns/round "
                       f"{r['cycles_per_load_per_sm']:6.2f} cycles/load/SM", flush=True)
             except Exception as exc:   # record and go on
@@ -138,20 +150,20 @@ def _simulated(spec, rec) -> dict:
     from gpusim.engine import simulate
 
     out = {}
-    for key in rec["results"]:
-        mode = key.removeprefix("l2_shared_").split("_w")[0]
-        warps = int(key.split("_w")[1]) if "_w" in key else WARPS
-        cyc = []
-        for n in SIZES:
-            m = probe(mode, n, warps=warps)
-            r = simulate(m.kernel, m.inputs, spec, l2_warm=True)
-            if not m.verify_result(r.globals):
-                raise AssertionError(f"{m.name}: the simulator's values fail the check")
-            cyc.append(r.cycles)
-        per_round = (cyc[1] - cyc[0]) / (SIZES[1] - SIZES[0])
-        out[key] = {"cycles": cyc, "cycles_per_round": per_round,
-                    "cycles_per_load_per_sm": per_round / (warps * LOADS)}
-        print(key, out[key], flush=True)
+    for suffix, path, warps, sizes in RUNS:
+        for mode in MODES:
+            key = f"l2_shared_{mode}{suffix}"
+            cyc = []
+            for n in sizes:
+                m = probe(mode, n, warps=warps, path=path)
+                r = simulate(m.kernel, m.inputs, spec, l2_warm=True)
+                if not m.verify_result(r.globals):
+                    raise AssertionError(f"{m.name}: the simulator's values fail the check")
+                cyc.append(r.cycles)
+            per_round = (cyc[1] - cyc[0]) / (sizes[1] - sizes[0])
+            out[key] = {"cycles": cyc, "cycles_per_round": per_round,
+                        "cycles_per_load_per_sm": per_round / (warps * LOADS)}
+            print(key, out[key], flush=True)
     return out
 
 
