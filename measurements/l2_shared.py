@@ -39,14 +39,21 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 CTAS, LOADS, LAPS = 132, 4, 8
 SIZES = (16, 64)
-SHARING = {"private": CTAS, "shared4": 33, "shared16": 8, "shared": 1, "shared_rot": 1}
-# (key, sharing, layout, warps)
-RUNS = tuple((f"l2_shared_{m}" + ("" if w == 8 else f"_w{w}"), m, "gather", w)
+SHARING = {"private": None, "shared4": 33, "shared16": 8, "shared": 1, "shared_rot": 1}
+# (key, sharing, layout, warps, CTAs, laps of shared_rot)
+RUNS = tuple((f"l2_shared_{m}" + ("" if w == 8 else f"_w{w}"), m, "gather", w, CTAS, LAPS)
              for w in (8, 4) for m in SHARING) + tuple(
-    (f"l2_shared_{m}_line", m, "line", 8) for m in ("private", "shared", "shared_rot"))
+    (f"l2_shared_{m}_line", m, "line", 8, CTAS, LAPS) for m in ("private", "shared", "shared_rot"))
+# the lockstep shared mode on N SMs (the others idle), private controls, and 2 laps (66 SMs
+# on each sector at a time)
+RUNS_N = tuple((f"l2_shared_{m}_w4_n{n}", m, "gather", 4, n, LAPS)
+               for n in (2, 8, 33, 66) for m in ("shared", "private")) + (
+    ("l2_shared_shared_rot2_w4", "shared_rot", "gather", 4, CTAS, 2),
+    ("l2_shared_shared_rot2", "shared_rot", "gather", 8, CTAS, 2))
 
 
-def probe(mode: str, rounds: int, warps: int = 8, layout: str = "gather", ctas: int = CTAS):
+def probe(mode: str, rounds: int, warps: int = 8, layout: str = "gather", ctas: int = CTAS,
+          laps: int = LAPS):
     """The probe of the module docstring as a checked Microbench (op = one round)."""
     import numpy as np
 
@@ -60,9 +67,13 @@ def probe(mode: str, rounds: int, warps: int = 8, layout: str = "gather", ctas: 
         raise InputError(f"mode={mode!r} is unknown; accepted: {', '.join(SHARING)}")
     if layout not in ("gather", "line"):
         raise InputError(f"layout={layout!r} is unknown; accepted: gather, line")
-    groups = SHARING[mode] if ctas == CTAS else ctas
+    groups = SHARING[mode] or ctas
+    if ctas % groups and mode != "private":
+        raise InputError(f"mode={mode!r} needs a multiple of {groups} CTAs, got {ctas}")
     rot = mode == "shared_rot"
-    laps = LAPS if rot else 1
+    if rot and laps not in (1, 2, 4, 8, 16):
+        raise InputError(f"laps={laps}: accepted 1, 2, 4, 8, 16")
+    laps = laps if rot else 1
     lines = groups * warps * laps * 32
     name = f"l2_shared_{mode}_{layout}"
     b = Builder(f"mb_{name}", grid=ctas, block=32 * warps, bench=name, rounds=rounds)
@@ -138,12 +149,12 @@ def measure(out: str, argv: list) -> dict:
     runner = Runner()
     prov = provenance(argv)
     clocks = ClockSampler()
-    res = {"format_version": 2, "provenance": prov, "sizes": SIZES, "runs": RUNS,
+    res = {"format_version": 2, "provenance": prov, "sizes": SIZES, "runs": RUNS + RUNS_N,
            "results": {}}
-    for key, mode, layout, warps in RUNS:
+    for key, mode, layout, warps, ctas, laps in RUNS + RUNS_N:
         try:
-            def build(n, m=mode, w=warps, lay=layout):
-                return probe(m, n, warps=w, layout=lay)
+            def build(n, m=mode, w=warps, lay=layout, c=ctas, la=laps):
+                return probe(m, n, warps=w, layout=lay, ctas=c, laps=la)
             r = run_microbench(SIZES, build, repeats=15, warmup=3, runner=runner)
             r["status"] = "ok"
             r["cycles_per_load_per_sm"] = r["per_op_s"] * 1.98e9 / (warps * LOADS)
@@ -159,13 +170,14 @@ def measure(out: str, argv: list) -> dict:
     return res
 
 
-def simulated_per_load(spec, mode: str, layout: str, warps: int) -> float:
+def simulated_per_load(spec, mode: str, layout: str, warps: int, ctas: int = CTAS,
+                       laps: int = LAPS) -> float:
     """The simulator's cycles per warp load and SM of one run (slope over ``SIZES``)."""
     from gpusim.engine import simulate
 
     cyc = []
     for n in SIZES:
-        m = probe(mode, n, warps=warps, layout=layout)
+        m = probe(mode, n, warps=warps, layout=layout, ctas=ctas, laps=laps)
         r = simulate(m.kernel, m.inputs, spec, l2_warm=True)
         if not m.verify_result(r.globals):
             raise AssertionError(f"{m.name}: the simulator's values fail the check")
@@ -175,8 +187,9 @@ def simulated_per_load(spec, mode: str, layout: str, warps: int) -> float:
 
 def _simulated(spec, rec) -> dict:
     out = {}
-    for key, mode, layout, warps in RUNS:
-        out[key] = {"cycles_per_load_per_sm": simulated_per_load(spec, mode, layout, warps)}
+    for key, mode, layout, warps, ctas, laps in rec.get("runs", RUNS):
+        out[key] = {"cycles_per_load_per_sm": simulated_per_load(spec, mode, layout, warps,
+                                                                 ctas, laps)}
         gpu = rec["results"].get(key, {}).get("cycles_per_load_per_sm")
         print(f"{key:28s} simulated {out[key]['cycles_per_load_per_sm']:7.2f}"
               + (f"  GPU {gpu:7.2f}" if gpu else ""), flush=True)
