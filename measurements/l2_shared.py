@@ -39,6 +39,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 CTAS, LOADS, LAPS = 132, 4, 8
 SIZES = (16, 64)
+SIZES_LINE = (64, 1024)   # the line layout's rounds are ~100 ns: longer runs to time them
 SHARING = {"private": None, "shared4": 33, "shared16": 8, "shared": 1, "shared_rot": 1}
 # (key, sharing, layout, warps, CTAs, laps of shared_rot)
 RUNS = tuple((f"l2_shared_{m}" + ("" if w == 8 else f"_w{w}"), m, "gather", w, CTAS, LAPS)
@@ -153,7 +154,8 @@ def measure(out: str, argv: list) -> dict:
         try:
             def build(n, m=mode, w=warps, lay=layout, c=ctas, la=laps):
                 return probe(m, n, warps=w, layout=lay, ctas=c, laps=la)
-            r = run_microbench(SIZES, build, repeats=15, warmup=3, runner=runner)
+            sizes = SIZES_LINE if layout == "line" else SIZES
+            r = run_microbench(sizes, build, repeats=15, warmup=3, runner=runner)
             r["status"] = "ok"
             r["cycles_per_load_per_sm"] = r["per_op_s"] * 1.98e9 / (warps * LOADS)
             print(f"{key:28s} {r['per_op_s'] * 1e9:8.1f} ns/round "
@@ -170,7 +172,8 @@ def measure(out: str, argv: list) -> dict:
 
 def simulated_per_load(spec, mode: str, layout: str, warps: int, ctas: int = CTAS,
                        laps: int = LAPS) -> float:
-    """The simulator's cycles per warp load and SM of one run (slope over ``SIZES``)."""
+    """The simulator's cycles per warp load and SM of one run (slope over ``SIZES``; the line
+    layout's over 16 and 64 rounds too: the simulator needs no long runs)."""
     from gpusim.engine import simulate
 
     cyc = []
