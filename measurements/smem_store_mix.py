@@ -20,7 +20,11 @@ by mode, also issues one other access per round:
 - ``st_lds``: a conflict-free shared load of another region;
 - ``st_ldg_hit``: a global load, one word a lane over 32 lines of a 16 KiB table (L1 hits);
 - ``st_ldg_miss``: the same over a 4 MiB table (L1 misses, L2 hits);
-- ``st_ldg_line``: a coalesced global load (the 32 lanes on one line) over the 4 MiB table.
+- ``st_ldg_line``: a coalesced global load (the 32 lanes on one line) over the 4 MiB table;
+- ``st4``, ``st4_lds4``, ``st4_lds``: 128-bit stores instead (lane ``l`` at words
+  ``4 (64 r + 8 w + l) .. + 3`` modulo 2048, as the h staging's ``STS.128``), alone, beside a
+  conflict-free 128-bit shared load of the other region (as the mat-vec's ``LDS.128`` of h),
+  and beside a 32-bit one.
 
 The loaded values are summed into the value the next round stores (so nothing is dead) and the
 sum is written out at the end (values checked). Nsight counts per launch the shared-store and
@@ -34,7 +38,8 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-MODES = ("st", "st_lds", "st_ldg_hit", "st_ldg_miss", "st_ldg_line")
+MODES = ("st", "st_lds", "st_ldg_hit", "st_ldg_miss", "st_ldg_line", "st4", "st4_lds4",
+         "st4_lds")
 CTAS, WARPS, ROUNDS = 132, 8, 64
 METRICS = ("l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum",
            "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
@@ -69,7 +74,7 @@ def probe(mode: str, rounds: int = ROUNDS, ctas: int = CTAS, warps: int = WARPS)
     warp = b.sreg("warp", dst=b.reg(I32, "warp"))
     tid = b.sreg("tid", dst=b.reg(I32, "tid"))
     cta = b.sreg("cta", dst=b.reg(I32, "cta"))
-    if mode == "st_lds":                  # ld[i] = i % 3, written by the CTA's threads
+    if mode in ("st_lds", "st4_lds4", "st4_lds"):   # ld[i] = i % 3, by the CTA's threads
         i = b.reg(I32, "i")
         q = b.reg(I32, "q")
         for k in range(2048 // (32 * warps)):
@@ -84,11 +89,22 @@ def probe(mode: str, rounds: int = ROUNDS, ctas: int = CTAS, warps: int = WARPS)
     # this warp's line block: (cta * warps + warp) * 32 lines (modulo the table)
     blk = b.imad(cta, warps, warp, dst=b.reg(I32, "blk"))
     b.imul(blk, 32, dst=blk)
+    wide = mode.startswith("st4")
+    v4 = b.reg(I32, "v4", 4) if wide else None
     with b.loop("r", 0, rounds) as r:
         b.imad(r, 32 * warps, tid, dst=w)                  # 256 r + 32 w + l
+        if wide:                                           # 4 (256 r + 32 w + l) mod 2048
+            w4 = b.imul(w, 4, dst=b.reg(I32, "w4"))
+            b.and_(w4, 2047, dst=w4)
+            b.sts(s_st, w4, (acc, acc, acc, acc))
         b.and_(w, 2047, dst=w)
-        b.sts(s_st, w, acc)
-        if mode == "st_lds":
+        if not wide:
+            b.sts(s_st, w, acc)
+        if mode == "st4_lds4":
+            b.lds(s_ld, w4, width=4, dst=v4)
+            for k in range(4):
+                b.iadd(acc, v4[k], dst=acc)
+        elif mode in ("st_lds", "st4_lds"):
             b.lds(s_ld, w, dst=v)
             b.iadd(acc, v, dst=acc)
         elif mode in ("st_ldg_hit", "st_ldg_miss"):        # line (blk + 32 r + l), word l
@@ -114,8 +130,11 @@ def probe(mode: str, rounds: int = ROUNDS, ctas: int = CTAS, warps: int = WARPS)
         for wp in range(warps):
             bk = (c * warps + wp) * 32
             for rr in range(rounds):
-                if mode == "st_lds":
+                if mode in ("st_lds", "st4_lds"):
                     expect[c, wp] += ld[(256 * rr + 32 * wp + lanes) % 2048]
+                elif mode == "st4_lds4":
+                    wd = (4 * (256 * rr + 32 * wp + lanes)) % 2048
+                    expect[c, wp] += sum(ld[wd + k] for k in range(4))
                 elif mode in ("st_ldg_hit", "st_ldg_miss"):
                     expect[c, wp] += t[((bk + 32 * rr + lanes) % lines) * 32 + lanes]
                 elif mode == "st_ldg_line":
