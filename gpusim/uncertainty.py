@@ -9,10 +9,15 @@ measured / predicted of
 - the speedup that ``predict`` reports (best sparse persistent over the next best), per engine,
 
 and keeps its 10th and 90th percentiles with the validated ranges of hidden, batch and density
-in ``gpusim/specs/error_bands.json``. :func:`annotate` turns them into ranges for one prediction:
-a per-step time ``t`` becomes ``t * p10 .. t * p90``, a speedup ``s`` becomes ``s * p10 .. s *
-p90``, with a plain note when the layer or the GPU lies outside what was validated. The bands
-are only as good as the draws behind them (their count is in the file and in the note).
+in ``gpusim/specs/error_bands.json``. The errors depend on the layer's size (out of sample, the
+CSR baseline is priced 1-12% too slow below hidden ~600 and 29-64% too fast above ~1500), so
+each band is also kept per third of the out-of-sample layers' hidden sizes (``hidden_edges``:
+the terciles of their log hidden size, a property of the draws, not a chosen threshold), where a
+third holds at least :data:`MIN_BIN` values. :func:`annotate` turns them into ranges for one
+prediction, the band of the layer's third where there is one, else the whole band: a per-step
+time ``t`` becomes ``t * p10 .. t * p90``, a speedup ``s`` becomes ``s * p10 .. s * p90``, with
+a plain note when the layer or the GPU lies outside what was validated. The bands are only as
+good as the draws behind them (their count is in the file and in the note).
 """
 
 from __future__ import annotations
@@ -27,6 +32,13 @@ __all__ = ["BANDS_FILE", "Uncertainty", "annotate", "load_bands", "bands_from",
            "row_family"]
 
 BANDS_FILE = Path(__file__).resolve().parent / "specs" / "error_bands.json"
+MIN_BIN = 6   # values a third of the hidden range needs for a band of its own
+
+
+def _third(hidden: int, edges) -> int:
+    """Which third of the validated hidden sizes (``edges``: the two terciles) holds ``hidden``:
+    0, 1 or 2 (below, between, above)."""
+    return int(sum(hidden >= e for e in edges))
 
 
 def row_family(name: str) -> str:
@@ -94,6 +106,18 @@ def annotate(report, bands: dict | None = None) -> Uncertainty:
         notes.append("outside what was validated: " + ", ".join(out))
     eng = "sim" if report.engine == "sim" else "model"
     fam = b["families"].get(eng, {})
+    edges = b.get("hidden_edges")
+    third = _third(report.hidden, edges) if edges else None
+    used_third = False
+
+    def pick(band):
+        """The band of the layer's third of the hidden sizes where it has one."""
+        nonlocal used_third
+        if third is not None and band.get("by_hidden") and band["by_hidden"][third]:
+            used_third = True
+            return band["by_hidden"][third]
+        return band
+
     rows = {}
     for row in report.rows:
         if row.per_step_s is None:
@@ -101,13 +125,24 @@ def annotate(report, bands: dict | None = None) -> Uncertainty:
         key = "sim" if row.engine == "sim" else "model"
         f = b["families"].get(key, {}).get(row_family(row.name)) or fam.get(row_family(row.name))
         if f:
+            f = pick(f)
             rows[row.name] = (row.per_step_s * f["ratio_p10"], row.per_step_s * f["ratio_p90"])
     sp = None
     s = b["speedup"].get(eng)
     if report.speedup is not None and s:
+        s = pick(s)
         sp = (report.speedup * s["ratio_p10"], report.speedup * s["ratio_p90"])
+        if not sp[0] <= report.speedup <= sp[1]:
+            side = "above" if sp[0] > report.speedup else "below"
+            notes.append(f"the speedup's range lies {side} the prediction: the out-of-sample "
+                         f"layers behind it measured "
+                         f"{s['ratio_p10']:.2f}-{s['ratio_p90']:.2f} times the predicted speedup")
     basis = (f"10th-90th percentile of measured/predicted over {b['layers']} out-of-sample "
              f"layers on the {b['gpu_name']} ({b['draws']}, measured {b['date']})")
+    if used_third:
+        a, z = (int(np.ceil(e)) for e in edges)
+        span = [f"hidden <= {a - 1}", f"hidden {a}-{z - 1}", f"hidden >= {z}"][third]
+        basis += f"; where enough of them fall in this layer's third of the sizes ({span}), theirs"
     return Uncertainty(rows, sp, tuple(notes), basis)
 
 
@@ -121,16 +156,29 @@ def bands_from(crosscheck: dict, speedup: dict, fingerprint: str) -> dict:
         raise ValueError("no out-of-sample draw: bands need a fresh draw measured with today's "
                          "model")
 
-    def band(ratios):
+    edges = [float(e) for e in np.exp(np.percentile(np.log([r["hidden"] for r in lays]),
+                                                     [100 / 3, 200 / 3]))]
+
+    def one(ratios):
         a = np.asarray(ratios, dtype=float)
         return {"ratio_p10": float(np.percentile(a, 10)), "ratio_p90": float(np.percentile(a, 90)),
                 "mape": float(np.mean(np.abs(1 / a - 1))), "n": int(a.size)}
 
+    def band(pairs):
+        """The band of ``(hidden, ratio)`` pairs, with one per third of the hidden sizes
+        (None where a third has fewer than MIN_BIN)."""
+        out = one([x for _, x in pairs])
+        thirds = [[x for h, x in pairs if _third(h, edges) == k] for k in range(3)]
+        out["by_hidden"] = [one(t) if len(t) >= MIN_BIN else None for t in thirds]
+        return out
+
     fams: dict = {"sim": {}, "model": {}}
     for f in sorted({r["family"] for r in rows}):
         sel = [r for r in rows if r["family"] == f]
-        sim = [r["measured_s"] / r["predicted_s"] for r in sel if r["source"] == "simulator"]
-        mod = [r["measured_s"] / (r["model_s"] if "model_s" in r else r["predicted_s"])
+        sim = [(r["hidden"], r["measured_s"] / r["predicted_s"]) for r in sel
+               if r["source"] == "simulator"]
+        mod = [(r["hidden"], r["measured_s"] / (r["model_s"] if "model_s" in r
+                                                else r["predicted_s"]))
                for r in sel if "model_s" in r or r["source"] == "analytical"]
         if sim:
             fams["sim"][f] = band(sim)
@@ -140,7 +188,7 @@ def bands_from(crosscheck: dict, speedup: dict, fingerprint: str) -> dict:
             fams["model"][f] = band(mod)
     sp = {}
     for eng in speedup["engines"]:
-        ratios = [r[eng]["ratio"] for r in lays if r[eng]["ratio"] is not None]
+        ratios = [(r["hidden"], r[eng]["ratio"]) for r in lays if r[eng]["ratio"] is not None]
         if ratios:
             sp[eng] = band(ratios)
     draws = sorted({r["draw"] for r in lays})
@@ -152,4 +200,4 @@ def bands_from(crosscheck: dict, speedup: dict, fingerprint: str) -> dict:
                        "batch": sorted({r["batch"] for r in lays}),
                        "density": [min(r["density"] for r in lays),
                                    max(r["density"] for r in lays)]},
-            "families": fams, "speedup": sp}
+            "hidden_edges": edges, "families": fams, "speedup": sp}

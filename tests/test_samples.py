@@ -110,7 +110,7 @@ def _summaries():
     for fam, src in (("sparse lamport", "simulator"), ("cublas", "analytical")):
         for k in range(10):
             r = {"sample": OUT_OF_SAMPLE, "family": fam, "source": src, "draw": "fresh_x_s1",
-                 "measured_s": 1.0 + 0.1 * k, "predicted_s": 1.0}
+                 "measured_s": 1.0 + 0.1 * k, "predicted_s": 1.0, "hidden": 256 * (k + 1)}
             if src == "simulator":
                 r["model_s"] = 2.0
             rows.append(r)
@@ -146,6 +146,41 @@ def test_bands_and_annotation():
     assert annotate(rep, {}).rows == {}
     with pytest.raises(ValueError, match="no out-of-sample"):
         bands_from({**cc, "rows": []}, sp, "x")
+
+
+def test_bands_per_third_of_the_hidden_sizes():
+    """The layers' hidden sizes 256..2560 split at their log terciles; a third with MIN_BIN (6)
+    values or more keeps a band of its own and annotate uses the layer's third; with fewer it
+    falls back to the whole band. A speedup range that excludes the point says so."""
+    from types import SimpleNamespace
+
+    cc, sp = _summaries()
+    b = bands_from(cc, sp, model_fingerprint())
+    lo, hi = b["hidden_edges"]
+    assert 256 < lo < hi < 2560
+    assert b["families"]["sim"]["sparse lamport"]["by_hidden"] == [None, None, None]  # 3-4 each
+    many = {**cc, "rows": [dict(r, hidden=h) for r in cc["rows"] for h in (300, 2500)]}
+    lays = [dict(r, model={"ratio": 0.5 if r["hidden"] < 1000 else 2.0})
+            for r in sp["rows"] for _ in range(2)]
+    b = bands_from(many, {**sp, "rows": lays}, model_fingerprint())
+    top = b["families"]["sim"]["sparse lamport"]["by_hidden"]
+    assert top[1] is None and top[0]["n"] == top[2]["n"] == 10
+    small = b["speedup"]["model"]["by_hidden"][0]
+    assert small["ratio_p10"] == small["ratio_p90"] == pytest.approx(0.5)
+    row = SimpleNamespace(name="sparse-lamport", engine="sim", per_step_s=1e-6)
+    rep = SimpleNamespace(gpu="h100", hidden=300, batch=4, density=0.05, cell="rnn",
+                          dtype="fp32", engine="model", rows=[row], speedup=2.0)
+    u = annotate(rep, {"h100": b})
+    assert u.speedup == pytest.approx((1.0, 1.0))
+    assert "third of the sizes" in u.basis
+    assert any("lies below the prediction" in n for n in u.notes)
+    lo, hi = b["hidden_edges"]
+    whole = b["speedup"]["model"]
+    for k, h in enumerate((int(lo) - 1, int((lo * hi) ** 0.5), int(hi) + 1)):
+        band = whole["by_hidden"][k] or whole
+        got = annotate(SimpleNamespace(**{**vars(rep), "hidden": h}), {"h100": b}).speedup
+        assert got == pytest.approx((2.0 * band["ratio_p10"], 2.0 * band["ratio_p90"])), k
+    assert whole["by_hidden"][1] is None or whole["by_hidden"][1]["n"] >= 6
 
 
 def test_fingerprint_meaning_cache_is_only_a_cache(tmp_path, monkeypatch):
