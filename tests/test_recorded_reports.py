@@ -134,3 +134,22 @@ def test_the_previous_model_on_the_headline_draws_is_what_the_readme_says():
     assert (f"give {np.mean(model) * 100:.1f}% (model) and {np.mean(sim) * 100:.1f}% (sim)"
             in readme.replace("\n", " "))
     assert f"{np.mean(ape) * 100:.1f}% per case" in readme.replace("\n", " ")
+
+
+def test_the_readme_quotes_the_bands_by_size_of_the_file():
+    """README's "Bands by size": the thirds' edges, the CSR baseline's simulator bands of the
+    smallest and largest third and the simulator's speedup bands are those of error_bands.json."""
+    import math
+
+    b = json.loads((ROOT / "gpusim" / "specs" / "error_bands.json").read_text())["h100"]
+    text = " ".join((ROOT / "README.md").read_text().split())
+    a, z = (math.ceil(e) for e in b["hidden_edges"])
+    assert f"hidden <= {a - 1}, {a}-{z - 1} and >= {z}" in text
+    csr = b["families"]["sim"]["csr-row-per-warp"]["by_hidden"]
+    sp = b["speedup"]["sim"]["by_hidden"]
+
+    def rng(x):
+        return f"{x['ratio_p10']:.2f}-{x['ratio_p90']:.2f}"
+    assert f"{rng(csr[0])} times its simulated time at hidden <= {a - 1}" in text
+    assert f"{rng(csr[2])} times at hidden >= {z}" in text
+    assert f"measured {rng(sp[2])} times the simulator's prediction ({rng(sp[0])} at" in text
