@@ -24,6 +24,8 @@ the end, values checked). Each warp has a block of 32 lines per lap; round ``r``
   (132 / N)`` share their blocks (N SMs ask for each sector), ``shared``: all 132 do, in the same
   order; ``shared_rot``: all 132 share 8 laps of blocks, CTA ``c`` reading lap ``(r + c) % 8``
   in round ``r`` (the same sectors, at other times).
+- ``spread`` layout (the ``_spread`` runs): as ``gather``, but the lanes' 32 lines of a load lie
+  8 KiB apart (64 lines) instead of next to each other.
 
 Per SM and round the same loads and requests in every mode; only the SMs asking for a sector at
 about the same time differ. Timed as the microbenchmarks are (two sizes, slope), cost per round
@@ -51,6 +53,10 @@ RUNS_N = tuple((f"l2_shared_{m}_w4_n{n}", m, "gather", 4, n, LAPS)
                for n in (2, 8, 33, 66) for m in ("shared", "private")) + (
     ("l2_shared_shared_rot2_w4", "shared_rot", "gather", 4, CTAS, 2),
     ("l2_shared_shared_rot2", "shared_rot", "gather", 8, CTAS, 2))
+# the same lockstep sharing with each load's 32 lines 8 KiB apart instead of consecutive (is
+# the cost the sharing, or a few slices holding a small contiguous region?)
+RUNS_SPREAD = tuple((f"l2_shared_{m}_spread" + ("" if w == 8 else f"_w{w}"), m, "spread", w,
+                     CTAS, LAPS) for w in (4, 8) for m in ("shared", "shared16"))
 
 
 def probe(mode: str, rounds: int, warps: int = 8, layout: str = "gather", ctas: int = CTAS,
@@ -66,14 +72,15 @@ def probe(mode: str, rounds: int, warps: int = 8, layout: str = "gather", ctas: 
 
     if mode not in SHARING:
         raise InputError(f"mode={mode!r} is unknown; accepted: {', '.join(SHARING)}")
-    if layout not in ("gather", "line"):
-        raise InputError(f"layout={layout!r} is unknown; accepted: gather, line")
+    if layout not in ("gather", "line", "spread"):
+        raise InputError(f"layout={layout!r} is unknown; accepted: gather, line, spread")
+    ls = 64 if layout == "spread" else 1     # lines between the lanes' lines of a load
     groups = SHARING[mode] or ctas
     rot = mode == "shared_rot"
     if rot and laps not in (1, 2, 4, 8, 16):
         raise InputError(f"laps={laps}: accepted 1, 2, 4, 8, 16")
     laps = laps if rot else 1
-    lines = groups * warps * laps * 32
+    lines = groups * warps * laps * 32 * ls
     name = f"l2_shared_{mode}_{layout}"
     b = Builder(f"mb_{name}", grid=ctas, block=32 * warps, bench=name, rounds=rounds)
     g_t = b.global_buffer("table", F32, lines * 32)
@@ -83,18 +90,18 @@ def probe(mode: str, rounds: int, warps: int = 8, layout: str = "gather", ctas: 
     tid = b.sreg("tid", dst=b.reg(I32, "tid"))
     cta = b.sreg("cta", dst=b.reg(I32, "cta"))
     grp = b.irem(cta, groups, dst=b.reg(I32, "grp"))
-    # word 0 of the warp's block of lap 0: ((grp * warps + warp) * laps * 32) * 32
+    # word 0 of the warp's block of lap 0: ((grp * warps + warp) * laps * 32 * ls) * 32
     base = b.imad(grp, warps, warp, dst=b.reg(I32, "base"))
-    b.imul(base, laps * 32 * 32, dst=base)
+    b.imul(base, laps * 32 * ls * 32, dst=base)
     lo = b.reg(I32, "lo", LOADS)          # each load's word offset of the lane in the block
-    if layout == "gather":
+    if layout in ("gather", "spread"):
         q = b.shr(lane, 3, dst=b.reg(I32, "q"))
         m8 = b.and_(lane, 7, dst=b.reg(I32, "m8"))
         for s in range(LOADS):            # line l, word 8 ((s + l // 8) % 4) + l % 8
             b.iadd(q, s, dst=lo[s])
             b.and_(lo[s], 3, dst=lo[s])
             b.imad(lo[s], 8, m8, dst=lo[s])
-            b.imad(lane, 32, lo[s], dst=lo[s])
+            b.imad(lane, 32 * ls, lo[s], dst=lo[s])
     else:
         for s in range(LOADS):            # line s, word l
             b.iadd(lane, 32 * s, dst=lo[s])
@@ -106,7 +113,7 @@ def probe(mode: str, rounds: int, warps: int = 8, layout: str = "gather", ctas: 
         if rot:                           # lap (r + cta) % laps
             b.iadd(r, cta, dst=addr)
             b.and_(addr, laps - 1, dst=addr)
-            b.imad(addr, 32 * 32, base, dst=addr)
+            b.imad(addr, 32 * ls * 32, base, dst=addr)
         else:
             b.mov(base, I32, dst=addr)
         for s in range(LOADS):
@@ -119,18 +126,18 @@ def probe(mode: str, rounds: int, warps: int = 8, layout: str = "gather", ctas: 
     kernel = verify(b.build())
     t = (np.arange(lines * 32) % 7).astype(np.float32)
     lanes = np.arange(32)
-    if layout == "gather":
-        offs = [lanes * 32 + 8 * ((s + lanes // 8) % 4) + lanes % 8 for s in range(LOADS)]
+    if layout in ("gather", "spread"):
+        offs = [lanes * 32 * ls + 8 * ((s + lanes // 8) % 4) + lanes % 8 for s in range(LOADS)]
     else:
         offs = [32 * s + lanes for s in range(LOADS)]
     expect = np.zeros((ctas, warps, 32), np.float32)
     for c in range(ctas):
         for w in range(warps):
-            blk = ((c % groups) * warps + w) * laps * 32 * 32
+            blk = ((c % groups) * warps + w) * laps * 32 * ls * 32
             for r in range(rounds):
                 lap = (r + c) % laps if rot else 0
                 for o in offs:
-                    expect[c, w] += t[blk + lap * 32 * 32 + o]
+                    expect[c, w] += t[blk + lap * 32 * ls * 32 + o]
     return Microbench(name, kernel, {"table": t, "out": np.zeros(ctas * 32 * warps, np.float32)},
                       rounds, f"one round: {LOADS} relaxed loads by every warp",
                       {"mode": mode, "layout": layout, "rounds": rounds, "ctas": ctas,
@@ -148,9 +155,9 @@ def measure(out: str, argv: list) -> dict:
     runner = Runner()
     prov = provenance(argv)
     clocks = ClockSampler()
-    res = {"format_version": 2, "provenance": prov, "sizes": SIZES, "runs": RUNS + RUNS_N,
-           "results": {}}
-    for key, mode, layout, warps, ctas, laps in RUNS + RUNS_N:
+    runs = RUNS + RUNS_N + RUNS_SPREAD
+    res = {"format_version": 2, "provenance": prov, "sizes": SIZES, "runs": runs, "results": {}}
+    for key, mode, layout, warps, ctas, laps in runs:
         try:
             def build(n, m=mode, w=warps, lay=layout, c=ctas, la=laps):
                 return probe(m, n, warps=w, layout=lay, ctas=c, laps=la)
