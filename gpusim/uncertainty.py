@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 __all__ = ["BANDS_FILE", "Uncertainty", "annotate", "load_bands", "bands_from",
-           "row_family"]
+           "row_family", "contenders"]
 
 BANDS_FILE = Path(__file__).resolve().parent / "specs" / "error_bands.json"
 MIN_BIN = 6   # values a third of the hidden range needs for a band of its own
@@ -64,11 +64,28 @@ class Uncertainty:
     speedup: tuple | None = None                 # (lo, hi)
     notes: tuple = ()
     basis: str = ""                              # where the bands come from
+    contenders: tuple = ()                       # persistent kernels that may be the fastest
 
     def as_dict(self) -> dict:
         return {"per_step_range_s": {k: list(v) for k, v in self.rows.items()},
                 "speedup_range": None if self.speedup is None else list(self.speedup),
+                "could_be_fastest": list(self.contenders),
                 "notes": list(self.notes), "basis": self.basis}
+
+
+PERSISTENT_FAMILIES = ("sparse barrier", "sparse lamport", "dense persistent")
+
+
+def contenders(rows: dict) -> tuple:
+    """The persistent kernels of ``rows`` (name -> (lo, hi) per-step range) whose range starts
+    below the end of the best one's: the GPU's fastest persistent kernel may be any of them.
+    Ordered by the start of their ranges."""
+    pers = {k: v for k, v in rows.items() if row_family(k) in PERSISTENT_FAMILIES}
+    if not pers:
+        return ()
+    top = min(hi for _, hi in pers.values())
+    return tuple(sorted((k for k, (lo, _) in pers.items() if lo <= top),
+                        key=lambda k: pers[k][0]))
 
 
 def annotate(report, bands: dict | None = None) -> Uncertainty:
@@ -143,7 +160,7 @@ def annotate(report, bands: dict | None = None) -> Uncertainty:
         a, z = (int(np.ceil(e)) for e in edges)
         span = [f"hidden <= {a - 1}", f"hidden {a}-{z - 1}", f"hidden >= {z}"][third]
         basis += f"; where enough of them fall in this layer's third of the sizes ({span}), theirs"
-    return Uncertainty(rows, sp, tuple(notes), basis)
+    return Uncertainty(rows, sp, tuple(notes), basis, contenders(rows))
 
 
 def bands_from(crosscheck: dict, speedup: dict, fingerprint: str) -> dict:

@@ -228,3 +228,13 @@ def test_fingerprint_meaning_cache_is_only_a_cache(tmp_path, monkeypatch):
     gm._fingerprint.cache_clear()
     assert model_fingerprint(src) != cold                  # keyed by the file's text
     gm._fingerprint.cache_clear()
+
+
+def test_contenders_are_the_persistent_kernels_whose_band_reaches_the_best():
+    from gpusim.uncertainty import contenders
+
+    rows = {"sparse-bank": (1.0, 1.2), "sparse-lamport": (0.9, 1.5), "sparse-wide": (1.21, 1.4),
+            "dense-persistent": (1.1, 1.3), "csr-row-per-warp": (0.5, 0.6)}
+    assert contenders(rows) == ("sparse-lamport", "sparse-bank", "dense-persistent")
+    assert contenders({"cublas": (1, 2)}) == ()
+    assert contenders({"sparse-bank": (1.0, 1.2)}) == ("sparse-bank",)

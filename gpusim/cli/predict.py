@@ -160,6 +160,9 @@ def main(args) -> int:
     else:
         print("no speedup: " + ("no sparse persistent kernel fits" if rep.best_persistent is None
                                 else "no alternative fits"))
+    if len(unc.contenders) > 1:
+        print("could be the fastest persistent kernel on the GPU (80% bands overlap the best's): "
+              + ", ".join(unc.contenders))
     if rep.note:
         print(f"note: {rep.note}")
     if pred.heads_note:
