@@ -186,3 +186,59 @@ def test_the_readme_quotes_how_often_the_contenders_held_the_fastest():
     assert (f"in {held} of {len(layers)} out-of-sample layers the kernel the GPU ran fastest "
             f"was among them ({np.mean(sizes):.1f} of the {np.mean(kernels):.1f} persistent "
             "variants measured a layer, on average)") in text
+
+
+def test_the_readme_judges_the_s11_s12_bands_on_s13():
+    """README "The bands, judged out of sample": the bands of s11 + s12 alone (bands_from on
+    those draws' rows) against s13's per-step ratios, speedups and fastest kernels."""
+    import numpy as np
+
+    old = ("fresh_2026-11-25_s11", "fresh_2026-11-25_s12")
+    new = "fresh_2026-11-25_s13"
+    cc = {**CROSSCHECK, "rows": [r for r in CROSSCHECK["rows"] if r["draw"] in old],
+          "draws": [d for d in CROSSCHECK["draws"] if d["draw"] in old]}
+    sp = {**CROSSCHECK["speedup"], "rows": [r for r in CROSSCHECK["speedup"]["rows"]
+                                             if r["draw"] in old]}
+    b = bands_from(cc, sp, model_fingerprint())
+    assert b["layers"] == 32
+    edges = b["hidden_edges"]
+
+    def third(h):
+        return int(sum(h >= e for e in edges))
+
+    def inside(x, band):
+        return band["ratio_p10"] <= x <= band["ratio_p90"]
+    rows = [r for r in CROSSCHECK["rows"] if r["draw"] == new]
+    by, whole = [], []
+    for r in rows:
+        f = b["families"]["sim"][r["family"]]
+        x = r["measured_s"] / r["predicted_s"]
+        by.append(inside(x, f["by_hidden"][third(r["hidden"])] or f))
+        whole.append(inside(x, f))
+    lays = [r for r in CROSSCHECK["speedup"]["rows"] if r["draw"] == new]
+    s = b["speedup"]["sim"]
+    sp_by = sum(inside(r["sim"]["ratio"], s["by_hidden"][third(r["hidden"])] or s) for r in lays)
+    sp_whole = sum(inside(r["sim"]["ratio"], s) for r in lays)
+    layers: dict = {}
+    for r in rows:
+        if r["kind"] in ("sparse_persistent", "dense_persistent"):
+            layers.setdefault((r["hidden"], r["batch"], r["density"]), []).append(r)
+    held, sizes, kernels = 0, [], []
+    for rs in layers.values():
+        rng = {}
+        for r in rs:
+            f = b["families"]["sim"][r["family"]]
+            f = f["by_hidden"][third(r["hidden"])] or f
+            rng[r["id"]] = (r["predicted_s"] * f["ratio_p10"], r["predicted_s"] * f["ratio_p90"])
+        top = min(hi for _, hi in rng.values())
+        cont = [k for k, (lo, _) in rng.items() if lo <= top]
+        held += min(rs, key=lambda r: r["measured_s"])["id"] in cont
+        sizes.append(len(cont))
+        kernels.append(len(rs))
+    text = " ".join((ROOT / "README.md").read_text().split())
+    assert (f"inside the band in {np.mean(by) * 100:.0f}% of the {len(rows)} cases by size, "
+            f"{np.mean(whole) * 100:.0f}% with the whole bands") in text
+    assert (f"the speedups in {sp_by} of {len(lays)} layers by size, {sp_whole} of {len(lays)} "
+            "with the whole band") in text
+    assert (f"among the contenders in {held} of {len(layers)} layers ({np.mean(sizes):.1f} of "
+            f"{np.mean(kernels):.1f} variants)") in text
