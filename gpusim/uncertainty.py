@@ -210,8 +210,8 @@ def bands_from(crosscheck: dict, speedup: dict, fingerprint: str) -> dict:
             sp[eng] = band(ratios)
     draws = sorted({r["draw"] for r in lays})
     dates = sorted({d["path"] for d in crosscheck["draws"] if d["sample"] == OUT_OF_SAMPLE})
-    return {"gpu_name": crosscheck["gpu"], "draws": ", ".join(draws), "date": ", ".join(
-            Path(p).name.split("_")[1] for p in dates if "_" in Path(p).name),
+    return {"gpu_name": crosscheck["gpu"], "draws": ", ".join(draws), "date": ", ".join(sorted(
+            {Path(p).name.split("_")[1] for p in dates if "_" in Path(p).name})),
             "layers": len(lays), "model_fingerprint": fingerprint,
             "ranges": {"hidden": [min(r["hidden"] for r in lays), max(r["hidden"] for r in lays)],
                        "batch": sorted({r["batch"] for r in lays}),
