@@ -25,7 +25,8 @@ the end, values checked). Each warp has a block of 32 lines per lap; round ``r``
   order; ``shared_rot``: all 132 share 8 laps of blocks, CTA ``c`` reading lap ``(r + c) % 8``
   in round ``r`` (the same sectors, at other times).
 - ``spread`` layout (the ``_spread`` runs): as ``gather``, but the lanes' 32 lines of a load lie
-  8 KiB apart (64 lines) instead of next to each other.
+  8 KiB apart (64 lines) instead of next to each other; ``spreadK``: K lines apart (K = 2, 4, 8,
+  16: where the lockstep cost falls off tells how many contiguous bytes share a slice).
 
 Per SM and round the same loads and requests in every mode; only the SMs asking for a sector at
 about the same time differ. Timed as the microbenchmarks are (two sizes, slope), cost per round
@@ -56,7 +57,9 @@ RUNS_N = tuple((f"l2_shared_{m}_w4_n{n}", m, "gather", 4, n, LAPS)
 # the same lockstep sharing with each load's 32 lines 8 KiB apart instead of consecutive (is
 # the cost the sharing, or a few slices holding a small contiguous region?)
 RUNS_SPREAD = tuple((f"l2_shared_{m}_spread" + ("" if w == 8 else f"_w{w}"), m, "spread", w,
-                     CTAS, LAPS) for w in (4, 8) for m in ("shared", "shared16"))
+                     CTAS, LAPS) for w in (4, 8) for m in ("shared", "shared16")) + tuple(
+    (f"l2_shared_shared_{lay}_w4", "shared", lay, 4, CTAS, LAPS)
+    for lay in ("spread2", "spread4", "spread8", "spread16"))
 
 
 def probe(mode: str, rounds: int, warps: int = 8, layout: str = "gather", ctas: int = CTAS,
@@ -72,9 +75,11 @@ def probe(mode: str, rounds: int, warps: int = 8, layout: str = "gather", ctas: 
 
     if mode not in SHARING:
         raise InputError(f"mode={mode!r} is unknown; accepted: {', '.join(SHARING)}")
-    if layout not in ("gather", "line", "spread"):
-        raise InputError(f"layout={layout!r} is unknown; accepted: gather, line, spread")
-    ls = 64 if layout == "spread" else 1     # lines between the lanes' lines of a load
+    strides = {"gather": 1, "line": 1, "spread": 64, "spread2": 2, "spread4": 4, "spread8": 8,
+               "spread16": 16}
+    if layout not in strides:
+        raise InputError(f"layout={layout!r} is unknown; accepted: {', '.join(strides)}")
+    ls = strides[layout]                     # lines between the lanes' lines of a load
     groups = SHARING[mode] or ctas
     rot = mode == "shared_rot"
     if rot and laps not in (1, 2, 4, 8, 16):
@@ -94,7 +99,7 @@ def probe(mode: str, rounds: int, warps: int = 8, layout: str = "gather", ctas: 
     base = b.imad(grp, warps, warp, dst=b.reg(I32, "base"))
     b.imul(base, laps * 32 * ls * 32, dst=base)
     lo = b.reg(I32, "lo", LOADS)          # each load's word offset of the lane in the block
-    if layout in ("gather", "spread"):
+    if layout != "line":
         q = b.shr(lane, 3, dst=b.reg(I32, "q"))
         m8 = b.and_(lane, 7, dst=b.reg(I32, "m8"))
         for s in range(LOADS):            # line l, word 8 ((s + l // 8) % 4) + l % 8
@@ -126,7 +131,7 @@ def probe(mode: str, rounds: int, warps: int = 8, layout: str = "gather", ctas: 
     kernel = verify(b.build())
     t = (np.arange(lines * 32) % 7).astype(np.float32)
     lanes = np.arange(32)
-    if layout in ("gather", "spread"):
+    if layout != "line":
         offs = [lanes * 32 * ls + 8 * ((s + lanes // 8) % 4) + lanes % 8 for s in range(LOADS)]
     else:
         offs = [32 * s + lanes for s in range(LOADS)]
