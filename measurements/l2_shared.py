@@ -1,6 +1,7 @@
 """Do loads of many SMs on the same L2 sectors at the same time cost more than loads of their own?
 
     PYTHONPATH=. python3 measurements/l2_shared.py --out $OUT     # GPU: l2_shared.json
+    L2_SHARED_STRIDE=1 PYTHONPATH=. python3 measurements/l2_shared.py --out $OUT  # the stride scan
     python measurements/l2_shared.py --simulate measurements/h100/l2_shared.json
 
 Why: in the CSR baseline's step every SM gathers the same h (a few hundred sectors) at the same
@@ -161,6 +162,12 @@ def measure(out: str, argv: list) -> dict:
     prov = provenance(argv)
     clocks = ClockSampler()
     runs = RUNS + RUNS_N + RUNS_SPREAD
+    filename = "l2_shared.json"
+    if os.environ.get("L2_SHARED_STRIDE"):      # the stride scan alone, with its controls
+        runs = tuple(r for r in RUNS + RUNS_SPREAD
+                     if r[0] in ("l2_shared_private_w4", "l2_shared_shared_w4")
+                     or r[2].startswith("spread") and r[3] == 4 and r[1] == "shared")
+        filename = "l2_shared_stride.json"
     res = {"format_version": 2, "provenance": prov, "sizes": SIZES, "runs": runs, "results": {}}
     for key, mode, layout, warps, ctas, laps in runs:
         try:
@@ -177,7 +184,7 @@ def measure(out: str, argv: list) -> dict:
             print(key, "FAILED", r["error"], flush=True)
         res["results"][key] = r
     clocks.stop(prov)
-    with open(os.path.join(out, "l2_shared.json"), "w") as f:
+    with open(os.path.join(out, filename), "w") as f:
         json.dump(res, f, indent=1, default=float)
     return res
 
