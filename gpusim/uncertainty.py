@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 __all__ = ["BANDS_FILE", "Uncertainty", "annotate", "load_bands", "bands_from",
-           "row_family", "contenders"]
+           "row_family", "contenders", "for_hidden"]
 
 BANDS_FILE = Path(__file__).resolve().parent / "specs" / "error_bands.json"
 MIN_BIN = 6   # values a third of the hidden range needs for a band of its own
@@ -76,11 +76,21 @@ class Uncertainty:
 PERSISTENT_FAMILIES = ("sparse barrier", "sparse lamport", "dense persistent")
 
 
-def contenders(rows: dict) -> tuple:
-    """The persistent kernels of ``rows`` (name -> (lo, hi) per-step range) whose range starts
-    below the end of the best one's: the GPU's fastest persistent kernel may be any of them.
-    Ordered by the start of their ranges."""
-    pers = {k: v for k, v in rows.items() if row_family(k) in PERSISTENT_FAMILIES}
+def for_hidden(band: dict, hidden: int, edges) -> tuple[dict, bool]:
+    """``(the band to use for a layer of this hidden size, whether it is its third's)``: the
+    band of the layer's third of the validated sizes where it has one, else the whole band."""
+    if edges and band.get("by_hidden"):
+        own = band["by_hidden"][_third(hidden, edges)]
+        if own:
+            return own, True
+    return band, False
+
+
+def contenders(rows: dict, family=row_family) -> tuple:
+    """The persistent kernels of ``rows`` (name -> (lo, hi) per-step range; ``family`` names a
+    key's kernel family) whose range starts below the end of the best one's: the GPU's fastest
+    persistent kernel may be any of them. Ordered by the start of their ranges."""
+    pers = {k: v for k, v in rows.items() if family(k) in PERSISTENT_FAMILIES}
     if not pers:
         return ()
     top = min(hi for _, hi in pers.values())
@@ -124,15 +134,12 @@ def annotate(report, bands: dict | None = None) -> Uncertainty:
     eng = "sim" if report.engine == "sim" else "model"
     fam = b["families"].get(eng, {})
     edges = b.get("hidden_edges")
-    third = _third(report.hidden, edges) if edges else None
     used_third = False
 
     def pick(band):
-        """The band of the layer's third of the hidden sizes where it has one."""
         nonlocal used_third
-        if third is not None and band.get("by_hidden") and band["by_hidden"][third]:
-            used_third = True
-            return band["by_hidden"][third]
+        band, own = for_hidden(band, report.hidden, edges)
+        used_third |= own
         return band
 
     rows = {}
@@ -158,7 +165,8 @@ def annotate(report, bands: dict | None = None) -> Uncertainty:
              f"layers on the {b['gpu_name']} ({b['draws']}, measured {b['date']})")
     if used_third:
         a, z = (int(np.ceil(e)) for e in edges)
-        span = [f"hidden <= {a - 1}", f"hidden {a}-{z - 1}", f"hidden >= {z}"][third]
+        span = [f"hidden <= {a - 1}", f"hidden {a}-{z - 1}",
+                f"hidden >= {z}"][_third(report.hidden, edges)]
         basis += f"; where enough of them fall in this layer's third of the sizes ({span}), theirs"
     return Uncertainty(rows, sp, tuple(notes), basis, contenders(rows))
 

@@ -67,8 +67,7 @@ def instrumented_code(code: str, batch: int) -> str:
     first = "r_i == 0 && "
     vc = "            r_c_3 = t_2.w;\n"
     code = _once(code, vc, "            if (" + first + "true) "
-                 + _stamp(f["vc"], ("r_c_0",)).replace("if (ts_w) ", "if (ts_w) ", 1)
-                 .replace("if (ts_w) {", "{ if (ts_w) {", 1).rstrip("\n") + " }\n")
+                 + "{ " + _stamp(f["vc"], ("r_c_0",)).rstrip("\n") + " }\n")
     last_h = f"r_hv_{4 * batch - 1}"
     i = code.find(f"            {last_h} = ")
     if i < 0:

@@ -92,46 +92,25 @@ def probe(mode: str, rounds: int = ROUNDS, ctas: int = CTAS, warps: int = WARPS)
 
 def worker(order_path: str) -> int:
     """Launch each probe once (run under ncu)."""
-    from gpusim.backends.cupy_backend import Runner
-    from measurements.campaign import launch_jobs
+    from measurements.probe import probe_worker
 
-    jobs = [(m.name, m) for m in (probe(mode) for mode in MODES)]
-    launch_jobs(Runner(), jobs, order_path)
-    return 0
+    return probe_worker(order_path, [probe(mode) for mode in MODES])
 
 
 def measure(out: str, argv: list) -> dict:
-    from gpusim.backends.cupy_backend import Runner
-    from gpusim.measurements import kernel_fingerprint
-    from measurements.campaign import provenance
-    from measurements.exchange_ncu import run_ncu
-    from measurements.probe import launch_checked, save_record
+    from measurements.probe import ncu_probe_record
 
-    runner = Runner()
-    res = {"format_version": 2, "provenance": provenance(argv), "results": {}}
-    for mode in MODES:                          # values first, on a plain launch
-        m = probe(mode)
-        launch_checked(runner, m, m.name)
-        res["results"][m.name] = {"params": m.params, "kernel": kernel_fingerprint(m.kernel),
-                                  "values_ok": True}
-    res["ncu"] = run_ncu(os.path.abspath(__file__), out, "l1_merge_ncu_raw.csv",
-                         "regex:mb_l1_merge", (), METRICS)
-    for name, rec in res["ncu"].get("cases", {}).items():
-        m = rec.get("metrics", {})
-        print(name, {k: m.get(k) for k in METRICS}, flush=True)
-    save_record(os.path.join(out, "l1_merge.json"), res)
-    return res
+    return ncu_probe_record(out, argv, os.path.abspath(__file__), [probe(m) for m in MODES],
+                            "l1_merge.json", METRICS, format_version=2)
 
 
 def _simulated(spec, rec) -> dict:
-    from gpusim.engine import simulate
+    from measurements.probe import simulate_checked
 
     out = {}
     for mode in MODES:
         m = probe(mode)
-        r = simulate(m.kernel, m.inputs, spec, l2_warm=True)
-        if not m.verify_result(r.globals):
-            raise AssertionError(f"{m.name}: the simulator's values fail the check")
+        r = simulate_checked(m, spec, l2_warm=True)
         out[m.name] = {"l2_transactions": r.l2_transactions, "cycles": r.cycles}
         print(m.name, "simulated L2", r.l2_transactions, flush=True)
     return out

@@ -193,15 +193,10 @@ def simulated_per_load(spec, mode: str, layout: str, warps: int, ctas: int = CTA
                        laps: int = LAPS) -> float:
     """The simulator's cycles per warp load and SM of one run (slope over ``SIZES``; the line
     layout's over 16 and 64 rounds too: the simulator needs no long runs)."""
-    from gpusim.engine import simulate
+    from measurements.probe import simulate_checked
 
-    cyc = []
-    for n in SIZES:
-        m = probe(mode, n, warps=warps, layout=layout, ctas=ctas, laps=laps)
-        r = simulate(m.kernel, m.inputs, spec, l2_warm=True)
-        if not m.verify_result(r.globals):
-            raise AssertionError(f"{m.name}: the simulator's values fail the check")
-        cyc.append(r.cycles)
+    cyc = [simulate_checked(probe(mode, n, warps=warps, layout=layout, ctas=ctas, laps=laps),
+                            spec, l2_warm=True).cycles for n in SIZES]
     return (cyc[1] - cyc[0]) / (SIZES[1] - SIZES[0]) / (warps * LOADS)
 
 

@@ -147,6 +147,53 @@ def launch_checked(runner, m, what: str):
     return comp, bufs
 
 
+def probe_worker(order_path: str, probes) -> int:
+    """The ``--worker`` of a probe script: launch each checked Microbench of ``probes`` once (the
+    launches an Nsight pass profiles), names in ``order_path``."""
+    from gpusim.backends.cupy_backend import Runner
+    from measurements.campaign import launch_jobs
+
+    launch_jobs(Runner(), [(m.name, m) for m in probes], order_path)
+    return 0
+
+
+def ncu_probe_record(out: str, argv: list, script: str, probes, filename: str, metrics,
+                     format_version: int = 1) -> dict:
+    """One device record of single-launch probes: each Microbench of ``probes`` launched once
+    with its values checked (a wrong one raises), then one Nsight pass over the script's
+    ``--worker`` launches (``metrics``, kernels named ``mb_<stem of filename>``, raw CSV beside
+    the record); written to ``out/filename``."""
+    from gpusim.backends.cupy_backend import Runner
+    from gpusim.measurements import kernel_fingerprint
+    from measurements.campaign import provenance
+    from measurements.exchange_ncu import run_ncu
+
+    stem = filename.removesuffix(".json")
+    runner = Runner()
+    res = {"format_version": format_version, "provenance": provenance(argv), "results": {}}
+    for m in probes:                              # values first, on a plain launch
+        launch_checked(runner, m, m.name)
+        res["results"][m.name] = {"params": m.params, "kernel": kernel_fingerprint(m.kernel),
+                                  "values_ok": True}
+    res["ncu"] = run_ncu(script, out, f"{stem}_ncu_raw.csv", f"regex:mb_{stem}", (), metrics)
+    for name, rec in res["ncu"].get("cases", {}).items():
+        m = rec.get("metrics", {})
+        print(name, {k.split("__")[1][:60]: m.get(k) for k in metrics}, flush=True)
+    save_record(os.path.join(out, filename), res)
+    return res
+
+
+def simulate_checked(m, spec, **kw):
+    """The simulator's run of Microbench ``m`` (``simulate`` keywords ``kw``); a value that fails
+    the benchmark's check raises naming it."""
+    from gpusim.engine import simulate
+
+    r = simulate(m.kernel, m.inputs, spec, **kw)
+    if not m.verify_result(r.globals):
+        raise AssertionError(f"{m.name}: the simulator's values fail the check")
+    return r
+
+
 def save_record(path: str, rec: dict) -> None:
     """Write a probe's record (JSON, indented)."""
     import json

@@ -149,45 +149,25 @@ def probe(mode: str, rounds: int = ROUNDS, ctas: int = CTAS, warps: int = WARPS)
 
 def worker(order_path: str) -> int:
     """Launch each probe once (run under ncu)."""
-    from gpusim.backends.cupy_backend import Runner
-    from measurements.campaign import launch_jobs
+    from measurements.probe import probe_worker
 
-    launch_jobs(Runner(), [(m.name, m) for m in (probe(mode) for mode in MODES)], order_path)
-    return 0
+    return probe_worker(order_path, [probe(mode) for mode in MODES])
 
 
 def measure(out: str, argv: list) -> dict:
-    from gpusim.backends.cupy_backend import Runner
-    from gpusim.measurements import kernel_fingerprint
-    from measurements.campaign import provenance
-    from measurements.exchange_ncu import run_ncu
-    from measurements.probe import launch_checked, save_record
+    from measurements.probe import ncu_probe_record
 
-    runner = Runner()
-    res = {"format_version": 1, "provenance": provenance(argv), "results": {}}
-    for mode in MODES:                          # values first, on a plain launch
-        m = probe(mode)
-        launch_checked(runner, m, m.name)
-        res["results"][m.name] = {"params": m.params, "kernel": kernel_fingerprint(m.kernel),
-                                  "values_ok": True}
-    res["ncu"] = run_ncu(os.path.abspath(__file__), out, "smem_store_mix_ncu_raw.csv",
-                         "regex:mb_smem_store_mix", (), METRICS)
-    for name, rec in res["ncu"].get("cases", {}).items():
-        m = rec.get("metrics", {})
-        print(name, {k.split("__")[1][:60]: m.get(k) for k in METRICS}, flush=True)
-    save_record(os.path.join(out, "smem_store_mix.json"), res)
-    return res
+    return ncu_probe_record(out, argv, os.path.abspath(__file__), [probe(m) for m in MODES],
+                            "smem_store_mix.json", METRICS)
 
 
 def _simulated(spec, rec) -> dict:
-    from gpusim.engine import simulate
+    from measurements.probe import simulate_checked
 
     out = {}
     for mode in MODES:
         m = probe(mode)
-        r = simulate(m.kernel, m.inputs, spec, l2_warm=True)
-        if not m.verify_result(r.globals):
-            raise AssertionError(f"{m.name}: the simulator's values fail the check")
+        r = simulate_checked(m, spec, l2_warm=True)
         out[m.name] = {"bank_conflicts": r.bank_conflicts["total"],
                        "smem_wavefronts": r.smem_wavefronts["total"], "cycles": r.cycles}
         print(m.name, out[m.name], flush=True)

@@ -93,3 +93,18 @@ def test_smem_store_mix_no_conflicts_anywhere():
     assert cases["smem_store_mix_st_ldg_miss"]["metrics"][
         "l1tex__t_sectors_pipe_lsu_mem_global_op_ld_lookup_miss.sum"] > 100_000   # fills happened
     assert all(r["bank_conflicts"] == 0 for r in rec["simulated"]["results"].values())
+
+
+def test_l2_shared_stride_scan_is_not_monotonic_and_the_readme_has_it():
+    rec = _load("l2_shared_stride.json")
+    assert "provenance" in rec and all(r["status"] == "ok" for r in rec["results"].values())
+    g = {k: r["cycles_per_load_per_sm"] for k, r in rec["results"].items()}
+    k = {n: g[f"l2_shared_shared_spread{n}_w4"] for n in (2, 4, 8, 16)}
+    k[1], k[64] = g["l2_shared_shared_w4"], g["l2_shared_shared_spread_w4"]
+    assert k[4] > 1.5 * max(k[2], k[8]) and k[64] > 1.5 * k[16]       # aliasing strides
+    assert min(k.values()) > g["l2_shared_private_w4"]
+    assert all(s["cycles_per_load_per_sm"] == 64.0 for s in rec["simulated"]["results"].values())
+    row = "| GPU | " + " | ".join(f"{k[n]:.0f}" if n not in (4, 64) else f"**{k[n]:.0f}**"
+                                  for n in (1, 2, 4, 8, 16, 64))
+    assert row + f" | {g['l2_shared_private_w4']:.0f} |" in (
+        ROOT / "measurements" / "README.md").read_text()

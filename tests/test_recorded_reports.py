@@ -155,6 +155,31 @@ def test_the_readme_quotes_the_bands_by_size_of_the_file():
     assert f"measured {rng(sp[2])} times the simulator's prediction ({rng(sp[0])} at" in text
 
 
+def _contender_counts(rows, bands) -> tuple:
+    """Over the layers of ``rows`` (crosscheck rows), ``(layers whose fastest measured
+    persistent variant is among gpusim.uncertainty.contenders of the simulator's ranges under
+    ``bands``, contender counts, variant counts)``."""
+    from gpusim.uncertainty import contenders, for_hidden
+
+    layers: dict = {}
+    for r in rows:
+        if r["kind"] in ("sparse_persistent", "dense_persistent"):
+            layers.setdefault((r["draw"], r["hidden"], r["batch"], r["density"]), []).append(r)
+    held, sizes, kernels = 0, [], []
+    for rs in layers.values():
+        rng, fam = {}, {}
+        for r in rs:
+            f, _ = for_hidden(bands["families"]["sim"][r["family"]], r["hidden"],
+                              bands["hidden_edges"])
+            rng[r["id"]] = (r["predicted_s"] * f["ratio_p10"], r["predicted_s"] * f["ratio_p90"])
+            fam[r["id"]] = r["family"]
+        cont = contenders(rng, family=fam.get)
+        held += min(rs, key=lambda r: r["measured_s"])["id"] in cont
+        sizes.append(len(cont))
+        kernels.append(len(rs))
+    return held, sizes, kernels
+
+
 def test_the_readme_quotes_how_often_the_contenders_held_the_fastest():
     """README: over the out-of-sample layers, the kernel the GPU ran fastest was among the
     simulator's contenders (bands of the same layers, so in sample for the bands) in every layer;
@@ -162,28 +187,10 @@ def test_the_readme_quotes_how_often_the_contenders_held_the_fastest():
     import numpy as np
 
     b = json.loads((ROOT / "gpusim" / "specs" / "error_bands.json").read_text())["h100"]
-    edges = b["hidden_edges"]
-    layers: dict = {}
-    for r in CROSSCHECK["rows"]:
-        if r["sample"] == OUT_OF_SAMPLE and r["kind"] in ("sparse_persistent",
-                                                          "dense_persistent"):
-            layers.setdefault((r["draw"], r["hidden"], r["batch"], r["density"]), []).append(r)
-    held, sizes, kernels = 0, [], []
-    for rs in layers.values():
-        third = int(sum(rs[0]["hidden"] >= e for e in edges))
-        rng = {}
-        for r in rs:
-            f = b["families"]["sim"][r["family"]]
-            f = f["by_hidden"][third] or f
-            rng[r["id"]] = (r["predicted_s"] * f["ratio_p10"], r["predicted_s"] * f["ratio_p90"])
-        # the rule of gpusim.uncertainty.contenders, over every variant the draw measured
-        top = min(hi for _, hi in rng.values())
-        cont = [k for k, (lo, _) in rng.items() if lo <= top]
-        held += min(rs, key=lambda r: r["measured_s"])["id"] in cont
-        sizes.append(len(cont))
-        kernels.append(len(rs))
+    held, sizes, kernels = _contender_counts(
+        [r for r in CROSSCHECK["rows"] if r["sample"] == OUT_OF_SAMPLE], b)
     text = " ".join((ROOT / "README.md").read_text().split())
-    assert (f"in {held} of {len(layers)} out-of-sample layers the kernel the GPU ran fastest "
+    assert (f"in {held} of {len(sizes)} out-of-sample layers the kernel the GPU ran fastest "
             f"was among them ({np.mean(sizes):.1f} of the {np.mean(kernels):.1f} persistent "
             "variants measured a layer, on average)") in text
 
@@ -201,44 +208,28 @@ def test_the_readme_judges_the_s11_s12_bands_on_s13():
                                              if r["draw"] in old]}
     b = bands_from(cc, sp, model_fingerprint())
     assert b["layers"] == 32
-    edges = b["hidden_edges"]
+    from gpusim.uncertainty import for_hidden
 
-    def third(h):
-        return int(sum(h >= e for e in edges))
-
-    def inside(x, band):
+    def inside(x, band, hidden=None):
+        if hidden is not None:
+            band, _ = for_hidden(band, hidden, b["hidden_edges"])
         return band["ratio_p10"] <= x <= band["ratio_p90"]
     rows = [r for r in CROSSCHECK["rows"] if r["draw"] == new]
     by, whole = [], []
     for r in rows:
         f = b["families"]["sim"][r["family"]]
         x = r["measured_s"] / r["predicted_s"]
-        by.append(inside(x, f["by_hidden"][third(r["hidden"])] or f))
+        by.append(inside(x, f, r["hidden"]))
         whole.append(inside(x, f))
     lays = [r for r in CROSSCHECK["speedup"]["rows"] if r["draw"] == new]
     s = b["speedup"]["sim"]
-    sp_by = sum(inside(r["sim"]["ratio"], s["by_hidden"][third(r["hidden"])] or s) for r in lays)
+    sp_by = sum(inside(r["sim"]["ratio"], s, r["hidden"]) for r in lays)
     sp_whole = sum(inside(r["sim"]["ratio"], s) for r in lays)
-    layers: dict = {}
-    for r in rows:
-        if r["kind"] in ("sparse_persistent", "dense_persistent"):
-            layers.setdefault((r["hidden"], r["batch"], r["density"]), []).append(r)
-    held, sizes, kernels = 0, [], []
-    for rs in layers.values():
-        rng = {}
-        for r in rs:
-            f = b["families"]["sim"][r["family"]]
-            f = f["by_hidden"][third(r["hidden"])] or f
-            rng[r["id"]] = (r["predicted_s"] * f["ratio_p10"], r["predicted_s"] * f["ratio_p90"])
-        top = min(hi for _, hi in rng.values())
-        cont = [k for k, (lo, _) in rng.items() if lo <= top]
-        held += min(rs, key=lambda r: r["measured_s"])["id"] in cont
-        sizes.append(len(cont))
-        kernels.append(len(rs))
+    held, sizes, kernels = _contender_counts(rows, b)
     text = " ".join((ROOT / "README.md").read_text().split())
     assert (f"inside the band in {np.mean(by) * 100:.0f}% of the {len(rows)} cases by size, "
             f"{np.mean(whole) * 100:.0f}% with the whole bands") in text
     assert (f"the speedups in {sp_by} of {len(lays)} layers by size, {sp_whole} of {len(lays)} "
             "with the whole band") in text
-    assert (f"among the contenders in {held} of {len(layers)} layers ({np.mean(sizes):.1f} of "
+    assert (f"among the contenders in {held} of {len(sizes)} layers ({np.mean(sizes):.1f} of "
             f"{np.mean(kernels):.1f} variants)") in text
