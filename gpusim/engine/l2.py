@@ -6,6 +6,16 @@ Model (every number from the spec):
 - Sector ``s`` lives in slice ``(s ^ (s // l2_slices)) % l2_slices`` (a simple XOR fold so that
   strided streams spread over slices). A slice serves ``l2_bytes_per_cycle_per_slice`` bytes per
   cycle (:class:`BucketServer`: bandwidth per 128-cycle bucket, with backfill).
+- Contention groups (``l2_group_map``, ``l2_group_request_cycles``; the H100's measured map,
+  ``measurements/h100/l2_slice_map.json``): every 128-byte line belongs to one of the map's
+  groups (40 on the H100: every 1 KiB holds 2 of them, every 32 KiB all 40), and a group serves
+  one load request, the sectors of one line of one warp-instruction, every
+  ``l2_group_request_cycles`` (:class:`BucketServer`), after the slice's bandwidth. So a small
+  region that every SM loads at once in one-sector requests queues at a few groups: lockstep
+  loads of all 132 SMs on 32 lines cost the GPU 302 cycles a warp load and SM when the lines
+  lie in 32 groups and 9400 when they lie in one, 4 lines a group (32 consecutive lines) 1367.
+  The map covers a 2 MiB-aligned 4 MiB region and repeats beyond it (an approximation). Stores
+  are not charged there (not measured).
 - A request reaches its slice half its round trip after issue and the reply returns the other
   half later (the round trip splits evenly; documented approximation).
 - Split L2 (``l2_partitions = 2``, the H100's 2 x 25 MB): a sector in the SM's far partition
@@ -77,7 +87,11 @@ Model (every number from the spec):
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
+
+from gpusim.specs import load_group_map
 
 __all__ = ["L2", "fifo"]
 
@@ -203,6 +217,14 @@ def unit_parity(u: np.ndarray) -> np.ndarray:
     return x & 1
 
 
+@functools.lru_cache(maxsize=4)
+def group_map(name: str) -> np.ndarray:
+    """The line -> contention group table of the spec's map file ``name`` (read-only)."""
+    table = np.asarray(load_group_map(name), dtype=np.int64)
+    table.flags.writeable = False
+    return table
+
+
 class L2:
     def __init__(self, spec, total_words: int, sm_of_warp: np.ndarray | None = None,
                  flip: bool = False):
@@ -257,6 +279,11 @@ class L2:
         self.req_server = (BucketServer(int(self.sm_of_warp.max()) + 1, rc)
                            if rc > 0 and self.sm_of_warp is not None and self.sm_of_warp.size
                            else None)
+        gname = getattr(spec, "l2_group_map", "")
+        gc = float(getattr(spec, "l2_group_request_cycles", 0.0) or 0.0)
+        self.groups = group_map(gname) if gname and gc > 0 else None
+        self.group_server = (BucketServer(int(self.groups.max()) + 1, gc)
+                             if self.groups is not None else None)
         self.transactions = {"data": 0, "poll": 0, "atomic": 0, "store": 0}
 
     def half_trip(self, warp: np.ndarray, sector: np.ndarray) -> np.ndarray:
@@ -300,11 +327,20 @@ class L2:
             lane_req = req
         return rsec, rrow, np.where(act, lane_req, 0), act
 
-    def _serve(self, rsec: np.ndarray, t_arr: np.ndarray, store: bool) -> np.ndarray:
+    def _serve(self, rsec: np.ndarray, t_arr: np.ndarray, store: bool,
+               warp: np.ndarray | None = None) -> np.ndarray:
         """Cycle each request (sector ``rsec`` arriving at L2 at ``t_arr``) is served at L2:
-        the slice's bandwidth, then DRAM for a load of a sector L2 does not hold yet."""
+        the slice's bandwidth, then for a load (``warp`` given) its line's contention group,
+        one request per line and warp-instruction, then DRAM for a load of a sector L2 does
+        not hold yet."""
         miss = ~self.touched[rsec]
         start = self.slice_server.serve(self.slice_of(rsec), t_arr)
+        if self.group_server is not None and warp is not None and not store and rsec.size:
+            line = rsec // self.sectors_per_line
+            key = warp.astype(np.int64) * (1 << 40) + line
+            _, first, inv = np.unique(key, return_index=True, return_inverse=True)
+            g = self.groups[line[first] % self.groups.size]
+            start = np.maximum(start, self.group_server.serve(g, t_arr[first])[inv.reshape(-1)])
         if miss.any():
             self.touched[rsec[miss]] = True
             if not store:
@@ -405,7 +441,7 @@ class L2:
         if l1 is None or store or not rsec.size:
             self.transactions[kind] += int(rsec.size)
             t0 = issue[rrow] if store else self._leave(warps[rrow], issue[rrow], rsec)
-            start = self._serve(rsec, t0 + half, store)
+            start = self._serve(rsec, t0 + half, store, None if store else warps[rrow])
             if self.handover:
                 if store:
                     start = self._hand_over(rsec, start, self.sm_of_warp[warps[rrow]])
@@ -418,7 +454,7 @@ class L2:
             self.transactions[kind] += int(go.sum())
             done_req = np.full(rsec.size, np.nan)
             t_go = self._leave(rwarp[go], t_issue[go], rsec[go])
-            got = self._serve(rsec[go], t_go + half[go], store)
+            got = self._serve(rsec[go], t_go + half[go], store, rwarp[go])
             if self.held_any:
                 got = self._held(rsec[go], got)
             done_req[go] = got + half[go]

@@ -15,6 +15,7 @@ without importing the simulator engine.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import os
 import tomllib
@@ -24,6 +25,7 @@ from pathlib import Path
 from kernels_ir.errors import InputError, SpecError
 
 SPEC_DIR = Path(__file__).parent
+GROUP_MAP_SUFFIX = "_l2_groups.json"   # measured line -> L2 contention group maps beside the specs
 DEFAULT_GPU = "v100"
 
 
@@ -101,6 +103,13 @@ PARAMS: dict[str, Param] = {
     "l2_line_handover_cycles": Param("cycles", float, 0, 1000,
                                      "the GPU-wide server hands a polled 128-byte line to one "
                                      "more writer SM every this many cycles"),
+    "l2_group_map": Param("file", str, 0, 0,
+                          "JSON file beside the spec giving the contention group of every "
+                          "128-byte line of a 2 MiB-aligned region (\"\": no groups)"),
+    "l2_group_request_cycles": Param("cycles/request", float, 0, 64,
+                                     "a contention group serves one load request (the sectors "
+                                     "of one line of one warp-instruction) every this many "
+                                     "cycles (0: no limit)"),
     "l2_request_cycles_per_sm": Param("cycles/request", float, 0, 64,
                                       "an SM sends at most one load request to L2 every this "
                                       "many cycles (0: no limit)"),
@@ -181,6 +190,8 @@ class GPUSpec:
     fence_after_store_cycles: int
     l2_store_visibility_cycles: int
     l2_line_handover_cycles: float
+    l2_group_map: str
+    l2_group_request_cycles: float
     l2_request_cycles_per_sm: float
     dram_latency_cycles: int
     dram_bandwidth_bytes_per_s: float
@@ -216,6 +227,29 @@ class GPUSpec:
 _FIELDS = [f.name for f in dataclasses.fields(GPUSpec)]
 assert set(PARAMS) == set(_FIELDS) - {"name", "full_name", "arch", "sources", "library",
                                     "library_from"}
+
+
+@functools.lru_cache(maxsize=4)
+def load_group_map(name: str) -> tuple[int, ...]:
+    """The L2 contention group of every 128-byte line in the map file ``name`` (a
+    ``*_l2_groups.json`` in this directory, the value of a spec's ``l2_group_map``): a
+    power-of-two number of lines, groups numbered from 0. A bad file is one SpecError."""
+    import json
+
+    path = SPEC_DIR / name
+    try:
+        doc = json.loads(path.read_text())
+        n = int(doc["groups"])
+        table = tuple(int(g) for g in doc["map"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise SpecError(f"L2 group map {path}: unreadable ({type(exc).__name__}: {exc}); "
+                        f"accepted: JSON with 'groups' and 'map' (one group per line)") from None
+    size = len(table)
+    if not size or size & (size - 1) or min(table) < 0 or max(table) >= n:
+        raise SpecError(f"L2 group map {path}: 'map' must give a power-of-two number of lines "
+                        f"a group each in 0..{n - 1}; got {size} lines, groups "
+                        f"{min(table, default=0)}..{max(table, default=0)}")
+    return table
 
 
 def spec_path(name: str) -> Path:
@@ -319,11 +353,19 @@ def _param_value(entry, key: str, decl: Param, origin: str, sources: list):
         raise SpecError(f"{origin}: parameter {key!r} must be a table with value, unit, "
                         f"source, type")
     value = entry["value"]
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if decl.kind is str:
+        if not isinstance(value, str) or (value and not (
+                value.endswith(GROUP_MAP_SUFFIX) and "/" not in value
+                and (SPEC_DIR / value).is_file())):
+            have = ", ".join(p.name for p in sorted(SPEC_DIR.glob(f"*{GROUP_MAP_SUFFIX}")))
+            raise SpecError(f"{origin}: {key} = {str(value)[:60]!r}: accepted: \"\" or the name "
+                            f"of a *{GROUP_MAP_SUFFIX} file in gpusim/specs/ ({have})")
+    elif isinstance(value, bool) or not isinstance(value, (int, float)):
         raise SpecError(f"{origin}: {key} = {value!r} is not a number")
-    if decl.kind is int and (not float(value).is_integer()):
+    if decl.kind is int and not float(value).is_integer():
         raise SpecError(f"{origin}: {key} = {value} must be a whole number of {decl.unit}")
-    if not math.isfinite(float(value)) or not decl.lo <= value <= decl.hi:
+    if decl.kind is not str and (not math.isfinite(float(value))
+                                 or not decl.lo <= value <= decl.hi):
         raise SpecError(f"{origin}: {key} = {value} {decl.unit} is impossible; accepted "
                         f"{decl.lo:g} .. {decl.hi:g} {decl.unit}")
     if entry.get("unit") != decl.unit:

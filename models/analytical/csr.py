@@ -28,7 +28,11 @@ written) whatever ``dtype``. Per round, cycles:
   column 0 all queue at one slice; ``l2_sector_bytes / l2_bytes_per_cycle_per_slice`` each over
   ``l2_slices``; and the busiest SM's share of those requests (``W / R`` of them, a request
   being one 128-byte line of a warp-instruction) leaves the SM at most one per
-  ``l2_request_cycles_per_sm`` (``gpusim/engine/l2.py``), the slower of the two;
+  ``l2_request_cycles_per_sm`` (``gpusim/engine/l2.py``); and the busiest L2 contention group
+  (``l2_group_map``) serves one request every ``l2_group_request_cycles``
+  (:func:`.l2.group_cycles`): the gathers' requests lie in the groups of h's lines (32 KiB or
+  less sits in fewer than all groups), the value and index lines over their arrays; the
+  slowest of the three;
 - DRAM: values and indices not resident in L2 stream at ``dram_bandwidth_bytes_per_s``;
 - issue: the sub-partition's warps' instructions of a chunk (FFMAs at the FP32 pipe rate);
 - the critical warp's chain: IADD, ISETP, the value and index loads, the indices' round trip
@@ -67,7 +71,7 @@ import numpy as np
 from kernels_ir.kernels.csr_baseline import CHUNK, DEFAULT_THREADS, VEC, gather_loads
 
 from .. import capacity as cap
-from .l2 import l2_latency
+from .l2 import group_cycles, l2_latency
 from .variants import REDUCTION_STEPS, WARP
 
 TAG_SETS_PER_CYCLE = 4   # the L1TEX tag stage's lines per cycle (gpusim/engine/smem.py)
@@ -315,6 +319,14 @@ def _csr_row_per_warp(spec, N, R, B, d):
     lines_vc = req_vc / max(1.0, 128.0 / spec.l2_sector_bytes)
     l2t = np.maximum(l2t, (lines_vc + req_g) * col(W) / np.maximum(col(Rf), 1.0)
                      * float(getattr(spec, "l2_request_cycles_per_sm", 0.0)))
+    # ... and the busiest L2 contention group serves them one request at a time: the
+    # gathers' requests over the lines of h (a small h sits in a few groups), the value and
+    # index lines over their arrays (a request: the sectors of one line of one warp-instruction)
+    h_lines = np.ceil(Nf * Bf * 4 / 128.0)
+    per_line = g_lines(full) / np.maximum(g_sectors(full), 1e-9)
+    req_grp = req_g * np.minimum(per_line, 1.0)
+    l2t = np.maximum(l2t, group_cycles(spec, col(h_lines), req_grp)
+                     + group_cycles(spec, col(np.ceil(nnz * 4 / 128.0)), lines_vc))
     nz_bytes = col(Rf) * (p_full * WARP + p_end * m_end) * VEC * 4
     dram = (np.where(col(vals_dram), nz_bytes, 0.0)
             + np.where(col(cols_dram), nz_bytes, 0.0)) / dram_bpc

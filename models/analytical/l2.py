@@ -36,6 +36,8 @@ The terms of the step (:mod:`.persistent` adds them up) that live here:
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from kernels_ir.kernels.sparse_rnn import STAGE_GROUP
@@ -53,8 +55,10 @@ def _stage_parts(spec, N, B, R, sync):
     selected address (IADD, SEL); poll: the L2 round trip of the group's first load then
     (Lamport) the dependent checks, 12 G (BITCAST, ISETP, POR per word) or 16 G with the
     ``inside`` PAND; then G STS. bw: every SM reads all of h through the L2 slices
-    (``sm_count * slot * 4`` bytes at ``l2_slices * l2_bytes_per_cycle_per_slice``): the last
-    request of a slice waits behind the others. After the grid barrier the CTAs are released
+    (``sm_count * slot * 4`` bytes at ``l2_slices * l2_bytes_per_cycle_per_slice``, or
+    ``sm_count`` requests for each line of the slot at the busiest contention group,
+    :func:`group_cycles`, whichever is slower): the last request waits behind the others.
+    After the grid barrier the CTAs are released
     over the range of their poll phases (:func:`_poll_phases`), and the slices drain the earlier
     CTAs' requests meanwhile, so the last CTA waits only for the rest.
     """
@@ -69,9 +73,47 @@ def _stage_parts(spec, N, B, R, sync):
     check = (np.where(aligned, 12, 16) * G - 1) * c["ia"] + 1 if sync == "lamport" else 0 * G
     poll = l2_latency(spec, G) + check   # the group's G loads lie in G partition units
     bw = spec.sm_count * slot * 4 / c["l2_bpc"]
+    # ... or the busiest contention group: every SM's 128-bit loads ask for each line of the
+    # slot once, and a small slot lies in a few groups
+    lines = np.ceil(slot * 4 / 128.0)
+    bw = np.maximum(bw, group_cycles(spec, lines, spec.sm_count * lines))
     if sync == "barrier":
         bw = np.maximum(0.0, bw - _poll_phases(spec)[1])
     return setup, per_round, poll, rounds, bw
+
+
+@functools.cache
+def _busiest_counts(map_name: str) -> np.ndarray:
+    """For n = 0..len(map): the lines of the map's first n lines in their busiest group."""
+    from gpusim.specs import load_group_map
+
+    table = np.asarray(load_group_map(map_name), dtype=np.int64)
+    counts = np.zeros(int(table.max()) + 1, dtype=np.int64)
+    out = np.zeros(table.size + 1)
+    best = 0
+    for i, g in enumerate(table.tolist()):
+        counts[g] += 1
+        best = max(best, int(counts[g]))
+        out[i + 1] = best
+    return out
+
+
+def group_cycles(spec, lines, requests):
+    """Cycles the busiest L2 contention group (``l2_group_map``, ``l2_group_request_cycles``;
+    the engine's group server) needs for ``requests`` load requests spread evenly over the
+    lines of a buffer of ``lines`` 128-byte lines that starts a map period (arrays); 0 when the
+    spec has no groups."""
+    gc = float(getattr(spec, "l2_group_request_cycles", 0.0) or 0.0)
+    name = getattr(spec, "l2_group_map", "")
+    if not name or gc <= 0:
+        return np.zeros(np.broadcast(lines, requests).shape)
+    busiest = _busiest_counts(name)
+    period = busiest.size - 1
+    n = np.maximum(np.asarray(lines, dtype=np.float64), 1.0)
+    inside = np.minimum(np.ceil(n), period).astype(np.int64)
+    share = np.where(n <= period, busiest[inside] / np.maximum(inside, 1),
+                     busiest[period] / period)
+    return np.asarray(requests, dtype=np.float64) * share * gc
 
 
 def l2_latency(spec, units=1):

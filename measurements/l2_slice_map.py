@@ -1,0 +1,374 @@
+"""Which L2 slice holds which line: per-SM hit latencies of every line, and lockstep contention.
+
+    PYTHONPATH=. python3 measurements/l2_slice_map.py --out $OUT     # GPU: l2_slice_map.json + .npz
+    python measurements/l2_slice_map.py --analyse measurements/h100/l2_slice_map.npz
+
+Why: lockstep one-sector loads of all SMs on the same 16 KiB cost 2.5-3 times private ones
+(``l2_shared.json``), and the cost depends on how far apart a load's lines lie, but not
+monotonically (``l2_shared_stride.json``: 192 / 113 / 223 / 111 / 86 / 190 cycles at 1 / 2 / 4 /
+8 / 16 / 64 lines apart). That is the signature of a few slices taking the whole GPU's requests
+at once, under an undocumented address-to-slice map. The simulator's fold spreads any
+contiguous region evenly. This probe recovers the map and measures a slice's rate on its own.
+
+1. **Latency signatures** (``sig``): one thread per SM (132 CTAs) reads every line of a
+   ``LINES``-line region (2 MiB-aligned, so its low 21 address bits are physical ones), with
+   ``ld.global.cg`` (L2, not L1) after a warm pass, each load timed with ``clock64`` around a
+   branch on its value; the SMs start at different lines (``SM_STAGGER`` apart) so that no two
+   ask for one line at once. The minimum over ``REPS`` passes is kept per SM and line. The hit
+   latency of a line depends on where its slice sits relative to the SM (near or far partition,
+   and the distance on the die), so lines of one slice share one vector over the 132 SMs.
+2. **Contention** (``hammer``): all 132 CTAs x 4 warps load the same 32 lines in lockstep, one
+   sector per lane (lane ``l`` line ``set[l]``, word ``l % 8`` of sector ``(s + w) % 4`` in load
+   ``s``; 4 loads back to back, ``ITERS`` rounds), for several line sets: the stride scan's
+   (consecutive lines ``K`` apart from the region's start) and sets picked from the signature
+   classes (all 32 lines in 1, 2, 4, 8, 16, 32 classes). If a class is a slice, the cost follows
+   the most-loaded class, whatever the stride.
+
+Cycles per round are each CTA's ``clock64`` span over the rounds (median over CTAs), per warp load
+= that / 4. Written in CUDA here (the kernel IR has no clock or SM id): a probe, not a simulator
+benchmark.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+LINES = 32768          # 4 MiB: two 2 MiB pages
+REPS = 3
+SM_STAGGER = 257       # lines between the SMs' starting points
+ITERS = 256
+STRIDES = (1, 2, 4, 8, 16, 32, 64, 128)
+GROUP_COUNTS = (1, 2, 4, 8, 16, 32)
+PAIR_ITERS = 32
+THRESHOLD = 490.0      # cycles a load between the pair scan's two levels (about 300 and 680)
+CHECK_PAIRS = 4000
+SOURCE = r"""
+extern "C" __global__ void sig(const unsigned* __restrict__ buf, int lines, int reps,
+                               int stagger, unsigned short* __restrict__ lat,
+                               int* __restrict__ smids, unsigned* __restrict__ sink)
+{
+    if (threadIdx.x != 0) return;
+    unsigned sm; asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+    smids[blockIdx.x] = (int)sm;
+    unsigned v = 0, acc = 0;
+    int start = (blockIdx.x * stagger) % lines;
+    for (int i = 0; i < lines; ++i) {      // warm pass: every line into L2
+        const unsigned* p = buf + (size_t)((start + i) % lines) * 32 + v;
+        asm volatile("ld.global.cg.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+        acc += v;
+    }
+    unsigned short* row = lat + (size_t)blockIdx.x * lines;
+    for (int r = 0; r < reps; ++r) {
+        for (int i = 0; i < lines; ++i) {
+            int line = (start + i) % lines;
+            const unsigned* p = buf + (size_t)line * 32 + (v & 7);
+            long long t0 = clock64();
+            asm volatile("ld.global.cg.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+            if (v == 0x7fffffffu) sink[1] = line;    // waits for the value
+            long long t1 = clock64();
+            unsigned d = (unsigned)(t1 - t0);
+            d = d > 65535u ? 65535u : d;
+            if (r == 0 || d < row[line]) row[line] = (unsigned short)d;
+            acc += v;
+        }
+    }
+    if (acc == 0x7fffffffu) sink[0] = acc;
+}
+
+extern "C" __global__ void hammer(const unsigned* __restrict__ buf, const int* __restrict__ set,
+                                  int iters, long long* __restrict__ span,
+                                  unsigned* __restrict__ sink)
+{
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    const unsigned* p = buf + (size_t)set[lane] * 32 + (lane & 7);
+    unsigned acc = 0;
+    __syncthreads();
+    long long t0 = clock64();
+    for (int it = 0; it < iters; ++it) {
+        unsigned a, b, c, d;
+        asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];"
+                     : "=r"(a) : "l"(p + ((0 + w) & 3) * 8) : "memory");
+        asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];"
+                     : "=r"(b) : "l"(p + ((1 + w) & 3) * 8) : "memory");
+        asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];"
+                     : "=r"(c) : "l"(p + ((2 + w) & 3) * 8) : "memory");
+        asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];"
+                     : "=r"(d) : "l"(p + ((3 + w) & 3) * 8) : "memory");
+        acc += a + b + c + d;
+    }
+    __syncthreads();
+    long long t1 = clock64();
+    if (threadIdx.x == 0) span[blockIdx.x] = t1 - t0;
+    if (acc == 0x7fffffffu) sink[0] = acc;
+}
+"""
+
+
+def line_sets(labels, seed: int = 0):
+    """The hammered sets: the stride scan's, and 32 lines drawn from k groups (round-robin)."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    sets = {f"stride{k}": [i * k for i in range(32)] for k in STRIDES}
+    by = {k: np.flatnonzero(labels == k) for k in np.unique(labels)}
+    big = [k for k, ix in by.items() if len(ix) >= 32]
+    for n in GROUP_COUNTS:
+        if len(big) < n:
+            continue
+        for t in range(2):
+            ks = rng.choice(big, size=n, replace=False)
+            picks = [int(rng.choice(by[ks[i % n]])) for i in range(32)]
+            while len(set(picks)) < 32:
+                picks = [int(rng.choice(by[ks[i % n]])) for i in range(32)]
+            sets[f"groups{n}_{'ab'[t]}"] = picks
+    for t in range(4):
+        sets[f"random_{t}"] = [int(x) for x in rng.choice(len(labels), size=32, replace=False)]
+    return sets
+
+
+def pair_scan(hammer, buf, pairs, sink):
+    """Cycles per warp load and SM with lanes 0-15 on line a and 16-31 on line b, every pair in
+    its own launch (the CTAs start together), median over the CTAs."""
+    import cupy as cp
+    import numpy as np
+
+    sets = cp.asarray(np.asarray([[a] * 16 + [b] * 16 for a, b in pairs], dtype=np.int32))
+    span = cp.zeros((len(pairs), 132), dtype=cp.int64)
+    for i in range(len(pairs)):
+        hammer((132,), (128,), (buf, sets[i], np.int32(PAIR_ITERS), span[i], sink))
+    cp.cuda.Device().synchronize()
+    return np.median(cp.asnumpy(span), axis=1) / PAIR_ITERS / 4
+
+
+def group_map(hammer, buf, sink, lines: int, threshold: float):
+    """Every line's contention group: take the lowest line not yet placed, pair it with every
+    other line not yet placed, and put with it those whose pair costs more than ``threshold``
+    cycles a load (the pair scan's two levels lie near 300 and 680)."""
+    import numpy as np
+
+    labels = -np.ones(lines, dtype=np.int64)
+    costs = np.zeros(lines)
+    g = 0
+    while (labels < 0).any():
+        left = np.flatnonzero(labels < 0)
+        r, rest = int(left[0]), left[1:]
+        labels[r] = g
+        if len(rest):
+            cyc = pair_scan(hammer, buf, [(r, int(x)) for x in rest], sink)
+            hit = cyc > threshold
+            labels[rest[hit]] = g
+            costs[rest] = cyc
+        print(f"group {g}: line {r}, {int((labels == g).sum())} lines, {len(rest)} tested",
+              flush=True)
+        g += 1
+    return labels, costs
+
+
+def measure(out: str, argv: list) -> dict:
+    import json
+
+    import cupy as cp
+    import numpy as np
+
+    from measurements.campaign import provenance
+    from measurements.probe import ClockSampler
+
+    prov = provenance(argv)
+    clocks = ClockSampler()
+    page = 2 << 20
+    raw = cp.zeros(LINES * 128 + page, dtype=cp.uint8)
+    off = (-raw.data.ptr) % page
+    buf = raw[off:off + LINES * 128].view(cp.uint32)
+    sink = cp.zeros(4, dtype=cp.uint32)
+    mod = cp.RawModule(code=SOURCE, options=("-std=c++17",))
+    sig, hammer = mod.get_function("sig"), mod.get_function("hammer")
+    lat = cp.zeros((132, LINES), dtype=cp.uint16)
+    smids = cp.zeros(132, dtype=cp.int32)
+    sig((132,), (32,), (buf, np.int32(LINES), np.int32(REPS), np.int32(SM_STAGGER), lat, smids,
+                        sink))
+    cp.cuda.Device().synchronize()
+    lat_h, sm_h = cp.asnumpy(lat), cp.asnumpy(smids)
+    groups, map_cycles = group_map(hammer, buf, sink, LINES, THRESHOLD)
+    sizes = np.bincount(groups)
+    print(f"contention groups: {len(sizes)}; lines per group min {sizes.min()} max {sizes.max()}",
+          flush=True)
+    # check: random pairs, predicted same / different group against their measured cost
+    rng = np.random.default_rng(1)
+    same = [tuple(int(v) for v in rng.choice(np.flatnonzero(groups == rng.integers(len(sizes))),
+                                             2, replace=False)) for _ in range(CHECK_PAIRS // 2)]
+    diff = [tuple(int(v) for v in rng.choice(LINES, 2, replace=False))
+            for _ in range(CHECK_PAIRS // 2)]
+    pairs = same + diff
+    check = pair_scan(hammer, buf, pairs, sink)
+    pred = np.asarray([groups[a] == groups[b] for a, b in pairs])
+    wrong = int(((check > THRESHOLD) != pred).sum())
+    print(f"check pairs: {len(pairs)}, predicted wrongly {wrong}", flush=True)
+    sets = line_sets(groups)
+    span = cp.zeros(132, dtype=cp.int64)
+    hres = {}
+    for name, lines in sets.items():
+        s = cp.asarray(np.asarray(lines, dtype=np.int32))
+        reps = []
+        for _ in range(5):
+            hammer((132,), (128,), (buf, s, np.int32(ITERS), span, sink))
+            cp.cuda.Device().synchronize()
+            reps.append(float(np.median(cp.asnumpy(span))) / ITERS / 4)
+        counts = np.bincount(groups[np.asarray(lines)])
+        hres[name] = {"lines": lines, "cycles_per_load_per_sm": reps,
+                      "groups": int((counts > 0).sum()), "max_per_group": int(counts.max())}
+        print(f"{name:14s} {np.median(reps):7.1f} cycles  groups {hres[name]['groups']:3d} "
+              f"max/group {hres[name]['max_per_group']:3d}", flush=True)
+    clocks.stop(prov)
+    rec = {"format_version": 1, "provenance": prov, "lines": LINES, "reps": REPS,
+           "sm_stagger": SM_STAGGER, "iters": ITERS, "region_offset_mod_2MiB": 0,
+           "threshold": THRESHOLD, "smids": sm_h.tolist(), "groups": int(len(sizes)),
+           "group_sizes": sizes.tolist(), "check": {"pairs": len(pairs), "wrong": wrong},
+           "hammer": hres}
+    os.makedirs(out, exist_ok=True)
+    np.savez_compressed(os.path.join(out, "l2_slice_map.npz"), groups=groups.astype(np.int8),
+                        map_cycles=map_cycles.astype(np.float32), smids=sm_h,
+                        check_pairs=np.asarray(pairs, dtype=np.int32),
+                        check_cycles=check.astype(np.float32),
+                        lat_first_2048_lines=lat_h[:, :2048])
+    with open(os.path.join(out, "l2_slice_map.json"), "w") as f:
+        json.dump(rec, f, indent=1)
+    return rec
+
+
+def hammer_ir(lines, rounds: int, warps: int = 4, ctas: int = 132):
+    """The ``hammer`` kernel in the IR, for the simulator: 132 CTAs x ``warps`` warps, lane
+    ``l`` loads word ``l % 8`` of sector ``(s + w) % 4`` of line ``lines[l]`` in load ``s`` of
+    each of ``rounds`` rounds (4 relaxed loads back to back), values summed and checked. The
+    table starts the kernel's global space, so its lines are the map's lines."""
+    import numpy as np
+
+    from kernels_ir.builder import Builder
+    from kernels_ir.ir import F32, I32
+    from kernels_ir.kernels.microbench import Microbench
+    from kernels_ir.verify import verify
+
+    lines = np.asarray(lines, dtype=np.int64)
+    if lines.shape != (32,) or lines.min() < 0:
+        raise ValueError(f"lines: 32 line indices >= 0 expected, got {lines.tolist()}")
+    n_lines = int(lines.max()) + 1
+    b = Builder("mb_l2_hammer", grid=ctas, block=32 * warps, bench="l2_hammer", rounds=rounds)
+    g_t = b.global_buffer("table", F32, n_lines * 32)
+    g_s = b.global_buffer("set", I32, 32)
+    g_out = b.global_buffer("out", F32, ctas * 32 * warps, role="out")
+    lane = b.sreg("lane", dst=b.reg(I32, "lane"))
+    warp = b.sreg("warp", dst=b.reg(I32, "warp"))
+    tid = b.sreg("tid", dst=b.reg(I32, "tid"))
+    cta = b.sreg("cta", dst=b.reg(I32, "cta"))
+    ln = b.ldg(g_s, lane, dst=b.reg(I32, "ln"))
+    m8 = b.and_(lane, 7, dst=b.reg(I32, "m8"))
+    base = b.imad(ln, 32, m8, dst=b.reg(I32, "base"))
+    idx = b.reg(I32, "idx", 4)
+    for s in range(4):                      # + 8 * ((s + warp) % 4)
+        b.iadd(warp, s, dst=idx[s])
+        b.and_(idx[s], 3, dst=idx[s])
+        b.imad(idx[s], 8, base, dst=idx[s])
+    acc = b.mov(0.0, dst=b.reg(F32, "acc"))
+    val = b.reg(F32, "val", 4)
+    with b.loop("r", 0, rounds):
+        for s in range(4):
+            b.ldg_volatile(g_t, idx[s], dst=val[s])
+        for s in range(4):
+            b.fadd(acc, val[s], dst=acc)
+    b.stg(g_out, b.imad(cta, 32 * warps, tid, dst=b.reg(I32, "gt")), acc)
+    kernel = verify(b.build())
+    t = (np.arange(n_lines * 32) % 7).astype(np.float32)
+    lanes = np.arange(32)
+    expect = np.zeros((warps, 32), np.float32)
+    for w in range(warps):
+        for s in range(4):
+            expect[w] += t[lines * 32 + lanes % 8 + 8 * ((s + w) % 4)]
+    expect = np.tile(expect * rounds, (ctas, 1))
+    return Microbench("l2_hammer", kernel,
+                      {"table": t, "set": lines.astype(np.int32),
+                       "out": np.zeros(ctas * 32 * warps, np.float32)},
+                      rounds, "one round: 4 relaxed loads by every warp",
+                      {"rounds": rounds, "warps": warps, "ctas": ctas},
+                      lambda g: bool(np.allclose(np.asarray(g["out"]), expect.reshape(-1))))
+
+
+SIM_ROUNDS = (8, 24)
+
+
+def simulated_hammer(spec, lines) -> float:
+    """The simulator's cycles per warp load and SM of a hammered set (slope over SIM_ROUNDS)."""
+    from measurements.probe import simulate_checked
+
+    cyc = [simulate_checked(hammer_ir(lines, n), spec, l2_warm=True).cycles for n in SIM_ROUNDS]
+    return (cyc[1] - cyc[0]) / (SIM_ROUNDS[1] - SIM_ROUNDS[0]) / 4
+
+
+def simulate_into(path: str, gpu: str = "h100") -> dict:
+    """Add the simulator's cycles for every hammered set to the record at ``path``."""
+    import json
+
+    from gpusim.specs import load_spec
+
+    spec = load_spec(gpu)
+    with open(path) as f:
+        rec = json.load(f)
+    for name, r in rec["hammer"].items():
+        r["simulated_cycles_per_load_per_sm"] = simulated_hammer(spec, r["lines"])
+        gpu_c = sorted(r["cycles_per_load_per_sm"])[len(r["cycles_per_load_per_sm"]) // 2]
+        print(f"{name:14s} GPU {gpu_c:7.1f}  simulated "
+              f"{r['simulated_cycles_per_load_per_sm']:7.1f}", flush=True)
+    with open(path, "w") as f:
+        json.dump(rec, f, indent=1)
+    return rec
+
+
+MAP_FILE = "gpusim/specs/h100_l2_groups.json"
+
+
+def write_map(npz: str, path: str = MAP_FILE) -> dict:
+    """The measured groups as the simulator's map file (``l2_group_map`` of the H100 spec)."""
+    import json
+
+    import numpy as np
+
+    groups = np.load(npz)["groups"]
+    doc = {"gpu": "h100", "line_bytes": 128, "lines": int(groups.size),
+           "groups": int(groups.max()) + 1,
+           "source": "measurements/l2_slice_map.py on an H100 (record "
+                     "measurements/h100/l2_slice_map.json): the contention group of every "
+                     "128-byte line of a 2 MiB-aligned 4 MiB region, from lockstep loads of "
+                     "all 132 SMs on line pairs; lines beyond the region repeat it (the GPU's "
+                     "second 2 MiB page is not a relabelling of the first: an approximation)",
+           "map": [int(g) for g in groups]}
+    with open(path, "w") as f:
+        json.dump(doc, f, separators=(",", ":"))
+        f.write("\n")
+    return doc
+
+
+def main(argv: list | None = None) -> int:
+    import argparse
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", help="measure on the GPU, write the record and its .npz here")
+    ap.add_argument("--simulate", metavar="JSON",
+                    help="add the simulator's cycles of every hammered set to the record")
+    ap.add_argument("--write-map", metavar="NPZ",
+                    help=f"write the groups of a recorded .npz to {MAP_FILE}")
+    a = ap.parse_args(argv)
+    if a.out:
+        measure(a.out, sys.argv if argv is None else argv)
+    if a.write_map:
+        doc = write_map(a.write_map)
+        print(f"{MAP_FILE}: {doc['lines']} lines in {doc['groups']} groups")
+    if a.simulate:
+        simulate_into(a.simulate)
+    if not (a.out or a.write_map or a.simulate):
+        ap.error("give --out DIR (GPU), --write-map NPZ or --simulate JSON")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
