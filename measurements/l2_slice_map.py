@@ -80,10 +80,10 @@ extern "C" __global__ void sig(const unsigned* __restrict__ buf, int lines, int 
 
 extern "C" __global__ void hammer(const unsigned* __restrict__ buf, const int* __restrict__ set,
                                   int iters, long long* __restrict__ span,
-                                  unsigned* __restrict__ sink)
+                                  unsigned* __restrict__ sink, int nset)
 {
     int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-    const unsigned* p = buf + (size_t)set[lane] * 32 + (lane & 7);
+    const unsigned* p = buf + (size_t)set[(w * 32 + lane) % nset] * 32 + (lane & 7);
     unsigned acc = 0;
     __syncthreads();
     long long t0 = clock64();
@@ -138,7 +138,8 @@ def pair_scan(hammer, buf, pairs, sink):
     sets = cp.asarray(np.asarray([[a] * 16 + [b] * 16 for a, b in pairs], dtype=np.int32))
     span = cp.zeros((len(pairs), 132), dtype=cp.int64)
     for i in range(len(pairs)):
-        hammer((132,), (128,), (buf, sets[i], np.int32(PAIR_ITERS), span[i], sink))
+        hammer((132,), (128,), (buf, sets[i], np.int32(PAIR_ITERS), span[i], sink,
+                                np.int32(32)))
     cp.cuda.Device().synchronize()
     return np.median(cp.asnumpy(span), axis=1) / PAIR_ITERS / 4
 
@@ -165,6 +166,82 @@ def group_map(hammer, buf, sink, lines: int, threshold: float):
               flush=True)
         g += 1
     return labels, costs
+
+
+def merge_runs(hammer, buf, sink, groups):
+    """Does one SM's traffic to one line count once at its group? Lockstep loads of 32 or 128
+    lines of one group (or of 2 / 32 groups), by 4 warps per CTA sharing 32 lines or each
+    with 32 of its own, or by 1 warp per CTA. Cycles per warp load and SM (median of 5)."""
+    import cupy as cp
+    import numpy as np
+
+    rng = np.random.default_rng(7)
+    by = [np.flatnonzero(groups == g) for g in range(int(groups.max()) + 1)]
+    one = [int(x) for x in rng.choice(by[0], 128, replace=False)]
+    two = [int(x) for g in (1, 2) for x in rng.choice(by[g], 64, replace=False)]
+    two = [two[(i % 2) * 64 + i // 2] for i in range(128)]          # alternate the groups
+    spread = [int(rng.choice(by[g % 32])) for g in range(128)]      # 4 lines in each of 32
+    cases = {"one_shared_w4": (one[:32], 4), "one_own_w4": (one, 4), "one_w1": (one[:32], 1),
+             "one_w2_shared": (one[:32], 2), "one_own_w2": (one[:64], 2),
+             "two_shared_w4": (two[:32], 4), "two_own_w4": (two, 4),
+             "spread_own_w4": (spread, 4), "spread_shared_w4": (spread[:32], 4)}
+    span = cp.zeros(132, dtype=cp.int64)
+    res = {}
+    for name, (lines, warps) in cases.items():
+        sdev = cp.asarray(np.asarray(lines, dtype=np.int32))
+        reps = []
+        for _ in range(5):
+            hammer((132,), (32 * warps,), (buf, sdev, np.int32(ITERS), span, sink,
+                                           np.int32(len(lines))))
+            cp.cuda.Device().synchronize()
+            reps.append(float(np.median(cp.asnumpy(span))) / ITERS / 4)
+        res[name] = {"lines": lines, "warps": warps, "cycles_per_load_per_sm": reps}
+        print(f"{name:18s} {np.median(reps):8.1f} cycles a warp load and SM", flush=True)
+    return res
+
+
+def measure_merge(out: str, argv: list) -> dict:
+    """The merge runs (:func:`merge_runs`) on a fresh 2 MiB-aligned region, after checking the
+    recorded map there (400 pairs): ``l2_slice_merge.json``."""
+    import json
+
+    import cupy as cp
+    import numpy as np
+
+    from gpusim.specs import load_group_map
+    from measurements.campaign import provenance
+    from measurements.probe import ClockSampler
+
+    prov = provenance(argv)
+    clocks = ClockSampler()
+    groups = np.asarray(load_group_map("h100_l2_groups.json"))
+    page = 2 << 20
+    raw = cp.zeros(LINES * 128 + page, dtype=cp.uint8)
+    off = (-raw.data.ptr) % page
+    buf = raw[off:off + LINES * 128].view(cp.uint32)
+    sink = cp.zeros(4, dtype=cp.uint32)
+    mod = cp.RawModule(code=SOURCE, options=("-std=c++17",))
+    hammer = mod.get_function("hammer")
+    rng = np.random.default_rng(3)
+    same = []
+    while len(same) < 200:
+        a = int(rng.integers(LINES))
+        same.append((a, int(rng.choice(np.flatnonzero((groups == groups[a])
+                                                      & (np.arange(LINES) != a))))))
+    pairs = same + [tuple(int(v) for v in rng.choice(LINES, 2, replace=False))
+                    for _ in range(200)]
+    cyc = pair_scan(hammer, buf, pairs, sink)
+    pred = np.asarray([groups[a] == groups[b] for a, b in pairs])
+    wrong = int(((cyc > THRESHOLD) != pred).sum())
+    print(f"map check on a fresh region: {len(pairs)} pairs, {wrong} predicted wrongly", flush=True)
+    res = merge_runs(hammer, buf, sink, groups)
+    clocks.stop(prov)
+    rec = {"format_version": 1, "provenance": prov, "iters": ITERS,
+           "map_check": {"pairs": len(pairs), "wrong": wrong}, "runs": res}
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "l2_slice_merge.json"), "w") as f:
+        json.dump(rec, f, indent=1)
+    return rec
 
 
 def measure(out: str, argv: list) -> dict:
@@ -213,7 +290,7 @@ def measure(out: str, argv: list) -> dict:
         s = cp.asarray(np.asarray(lines, dtype=np.int32))
         reps = []
         for _ in range(5):
-            hammer((132,), (128,), (buf, s, np.int32(ITERS), span, sink))
+            hammer((132,), (128,), (buf, s, np.int32(ITERS), span, sink, np.int32(32)))
             cp.cuda.Device().synchronize()
             reps.append(float(np.median(cp.asnumpy(span))) / ITERS / 4)
         counts = np.bincount(groups[np.asarray(lines)])
@@ -358,7 +435,9 @@ def main(argv: list | None = None) -> int:
     ap.add_argument("--write-map", metavar="NPZ",
                     help=f"write the groups of a recorded .npz to {MAP_FILE}")
     a = ap.parse_args(argv)
-    if a.out:
+    if a.out and os.environ.get("L2_SLICE_MERGE"):
+        measure_merge(a.out, sys.argv if argv is None else argv)
+    elif a.out:
         measure(a.out, sys.argv if argv is None else argv)
     if a.write_map:
         doc = write_map(a.write_map)

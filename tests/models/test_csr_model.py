@@ -101,7 +101,7 @@ def test_breakdown_names_the_terms_and_they_add_up():
             assert np.all(bd["loop_s"] >= bd[bound] * (1 - 1e-12)), (gpu, bound)
         # a hidden-8192 layer at density 0.3, batch 8, is bound by the L2 (h, 256 KB, is not
         # L1-resident: a sector per lane and gather, one request each; on the H100 its 40
-        # contention groups serve about 71 such requests a cycle; plus each round's round
+        # contention groups serve about 80 such requests a cycle; plus each round's round
         # trips, the warps being in step) ahead of L1TEX (~11 data-stage wavefronts a gather:
         # its columns fall into 4 bank groups)
         assert bd["l2_s"][2] > 0.85 * bd["loop_s"][2], gpu
