@@ -33,9 +33,10 @@ def test_csr_limit_no_unit_is_full_at_batch_1_to_4():
 
 
 def test_csr_trace_the_gathers_are_the_slow_stage():
-    """Every layer's GPU stages are in the record; from hidden 1336 on, the 4 gathers of h take
-    the GPU 1.5 to 2.6 times the simulator's cycles while the row index, the bounds and the values
-    agree within 35%; the README's table has the record's medians."""
+    """Every layer's GPU stages are in the record; the row index, the bounds and the values agree
+    with the simulator within 35%, and so, since the L2's contention groups, do the 4 gathers of
+    h at every layer but the largest (hidden 6464: 1.46 times; before the groups 1.5 to 2.6
+    times from hidden 1336 up); the README's table has the record's medians."""
     rec = _load("csr_trace.json")
     sim = rec["simulated"]["results"]
     text = (ROOT / "measurements" / "README.md").read_text()
@@ -46,8 +47,7 @@ def test_csr_trace_the_gathers_are_the_slow_stage():
         for k in ("row", "se", "vc"):
             assert g[k]["median"] == pytest.approx(s[k]["median"], rel=0.35), (name, k)
         ratio = g["hv"]["median"] / s["hv"]["median"]
-        if h >= 1336:
-            assert 1.45 < ratio < 2.65, name
+        assert 0.8 < ratio < (1.5 if h >= 6000 else 1.25), name
         row = (f"| {name.removeprefix('csr-').rsplit('-d', 1)[0]} | "
                f"{g['row']['median']:.0f} / {s['row']['median']:.0f} |")
         assert row in text, row
@@ -103,8 +103,15 @@ def test_l2_shared_stride_scan_is_not_monotonic_and_the_readme_has_it():
     k[1], k[64] = g["l2_shared_shared_w4"], g["l2_shared_shared_spread_w4"]
     assert k[4] > 1.5 * max(k[2], k[8]) and k[64] > 1.5 * k[16]       # aliasing strides
     assert min(k.values()) > g["l2_shared_private_w4"]
-    assert all(s["cycles_per_load_per_sm"] == 64.0 for s in rec["simulated"]["results"].values())
+    # the simulator, with the L2's contention groups, has the same aliasing strides
+    s = {k: r["cycles_per_load_per_sm"] for k, r in rec["simulated"]["results"].items()}
+    ks = {n: s[f"l2_shared_shared_spread{n}_w4"] for n in (2, 4, 8, 16)}
+    ks[1], ks[64] = s["l2_shared_shared_w4"], s["l2_shared_shared_spread_w4"]
+    assert ks[4] > 1.5 * max(ks[2], ks[8]) and ks[1] > 1.5 * ks[16] and ks[64] > 1.2 * ks[16]
+    text = (ROOT / "measurements" / "README.md").read_text()
     row = "| GPU | " + " | ".join(f"{k[n]:.0f}" if n not in (4, 64) else f"**{k[n]:.0f}**"
                                   for n in (1, 2, 4, 8, 16, 64))
-    assert row + f" | {g['l2_shared_private_w4']:.0f} |" in (
-        ROOT / "measurements" / "README.md").read_text()
+    assert row + f" | {g['l2_shared_private_w4']:.0f} |" in text
+    assert ("| simulator, with the L2 groups | "
+            + " | ".join(f"{ks[n]:.0f}" for n in (1, 2, 4, 8, 16, 64))
+            + f" | {s['l2_shared_private_w4']:.0f} |") in text
