@@ -75,11 +75,14 @@ def test_l2_shared_lockstep_sharing_costs_and_spreading_helps():
     assert n == sorted(n) and n[-1] > 4 * n[0]
     assert g["l2_shared_private_w4_n8"] < 0.6 * g["l2_shared_private_w4"]   # not a per-SM limit
     assert g["l2_shared_shared_spread_w4"] < 0.75 * g["l2_shared_shared_w4"]
-    sim = rec["simulated"]["results"]
-    assert sim["l2_shared_shared_w4"]["cycles_per_load_per_sm"] == pytest.approx(
-        sim["l2_shared_private_w4"]["cycles_per_load_per_sm"], rel=0.1)
+    # with the L2's contention groups the simulator's lockstep sharing costs too, less than the
+    # GPU's; the README quotes the record's values
+    sim = {k: r["cycles_per_load_per_sm"] for k, r in rec["simulated"]["results"].items()}
+    assert 1.5 * sim["l2_shared_private_w4"] < sim["l2_shared_shared_w4"] < g["l2_shared_shared_w4"]
     text = " ".join((ROOT / "measurements" / "README.md").read_text().split())
-    assert f"**{g['l2_shared_shared_w4']:.0f} [186-209]** / 64" in text
+    assert (f"**{g['l2_shared_shared_w4']:.0f} [186-209]** / 64 / "
+            f"{sim['l2_shared_shared_w4']:.0f}") in text
+    assert f"72 [71-81] / 64 / {sim['l2_shared_private_w4']:.0f}" in text
 
 
 def test_smem_store_mix_no_conflicts_anywhere():
