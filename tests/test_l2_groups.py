@@ -1,0 +1,146 @@
+"""The H100's L2 contention groups (measurements/l2_slice_map.py): the simulator's map file is
+the recorded one, the records say what the spec's values and measurements/README.md say, the
+engine charges a group per (warp, line) request, and a bad map or map name is one clear error."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gpusim.specs import load_group_map, load_spec, parse_spec
+from kernels_ir.errors import SpecError
+
+ROOT = Path(__file__).resolve().parents[1]
+H100 = ROOT / "measurements" / "h100"
+RECORD = json.loads((H100 / "l2_slice_map.json").read_text())
+MERGE = json.loads((H100 / "l2_slice_merge.json").read_text())
+NPZ = np.load(H100 / "l2_slice_map.npz")
+
+
+def _median(r):
+    return statistics.median(r["cycles_per_load_per_sm"])
+
+
+def test_the_map_file_is_the_recorded_groups():
+    table = np.asarray(load_group_map(load_spec("h100").l2_group_map))
+    assert np.array_equal(table, NPZ["groups"].astype(np.int64))
+    assert load_spec("h200").l2_group_map == load_spec("h100").l2_group_map
+    assert load_spec("v100").l2_group_map == "" and load_spec("v100").l2_group_request_cycles == 0
+    sizes = np.bincount(table)
+    assert len(sizes) == RECORD["groups"] == 40 and sizes.tolist() == RECORD["group_sizes"]
+    assert 816 <= sizes.min() and sizes.max() <= 832
+
+
+def test_the_map_has_the_structure_the_readme_states():
+    """Every aligned 1 KiB in 2 groups, 4 KiB in 8, 16 KiB in 20, 32 KiB in all 40."""
+    table = np.asarray(load_group_map("h100_l2_groups.json"))
+    for lines, groups in ((8, 2), (32, 8), (128, 20), (256, 40)):
+        per = {len(set(table[i:i + lines].tolist())) for i in range(0, table.size, lines)}
+        assert per == {groups}, lines
+
+
+def test_the_check_pairs_contend_exactly_when_the_map_says_so():
+    """The recorded check pairs (cycles a load) lie on the side of the threshold that the map
+    predicts, and the two levels are far apart (no pair between 400 and 600 cycles)."""
+    g = NPZ["groups"]
+    pairs, cyc = NPZ["check_pairs"], NPZ["check_cycles"]
+    same = g[pairs[:, 0]] == g[pairs[:, 1]]
+    assert same.sum() >= 1000 and (~same).sum() >= 1000
+    assert np.array_equal(cyc > RECORD["threshold"], same)
+    assert not ((cyc > 400) & (cyc < 600)).any()
+    assert RECORD["check"]["wrong"] == 0 and MERGE["map_check"]["wrong"] == 0
+
+
+def test_the_cost_follows_the_busiest_group():
+    """Hammered sets: the same busiest-group count costs the same whatever the stride, and more
+    lines in the busiest group cost more."""
+    by: dict = {}
+    for r in RECORD["hammer"].values():
+        by.setdefault(r["max_per_group"], []).append(_median(r))
+    counts = sorted(by)
+    for k in counts:
+        assert max(by[k]) < 1.12 * min(by[k]), k
+    means = [np.mean(by[k]) for k in counts]
+    assert means == sorted(means) and counts[0] == 1 and counts[-1] == 32
+
+
+def test_the_group_rate_is_the_median_of_the_one_group_runs():
+    """l2_group_request_cycles = the median over the seven one-group runs of the two records of
+    4 x cycles a load / (132 SMs x warps x 4 loads x 32 requests)."""
+    rates = [4 * _median(RECORD["hammer"][n]) / (132 * 4 * 4 * 32)
+             for n in ("groups1_a", "groups1_b")]
+    rates += [4 * _median(r) / (132 * r["warps"] * 4 * 32)
+              for n, r in MERGE["runs"].items() if n.startswith("one")]
+    assert len(rates) == 7
+    assert load_spec("h100").l2_group_request_cycles == pytest.approx(statistics.median(rates),
+                                                                      abs=0.005)
+    # one SM's warps on one line are not merged: 32 lines a warp cost no more than 32 shared
+    runs = {n: _median(r) for n, r in MERGE["runs"].items()}
+    assert runs["one_own_w4"] <= runs["one_shared_w4"]
+
+
+@pytest.mark.slow
+def test_the_simulated_hammer_values_are_todays():
+    from measurements.l2_slice_map import simulated_hammer
+
+    r = RECORD["hammer"]["stride32"]
+    assert simulated_hammer(load_spec("h100"), r["lines"]) == pytest.approx(
+        r["simulated_cycles_per_load_per_sm"], rel=1e-9)
+
+
+def test_the_engine_charges_a_group_per_line_request():
+    """Lockstep loads of 32 lines of one group cost the simulator far more than 32 lines in 32
+    groups, and nothing of it without the groups."""
+    import dataclasses
+
+    from measurements.l2_slice_map import simulated_hammer
+
+    spec = load_spec("h100")
+    table = np.asarray(load_group_map(spec.l2_group_map))
+    one = np.flatnonzero(table == 0)[:32]
+    spread = [int(np.flatnonzero(table == g)[0]) for g in range(32)]
+    hot, cool = simulated_hammer(spec, one), simulated_hammer(spec, spread)
+    assert hot > 10 * cool
+    free = dataclasses.replace(spec, l2_group_request_cycles=0.0)
+    assert simulated_hammer(free, one) < 0.2 * hot
+
+
+def _h100_doc():
+    import tomllib
+
+    from gpusim.specs import spec_path
+
+    return tomllib.loads(spec_path("h100").read_text())
+
+
+@pytest.mark.parametrize("value", ["nope_l2_groups.json", "error_bands.json", "../h100.toml", 3])
+def test_a_bad_map_name_is_one_clear_error(value):
+    doc = _h100_doc()
+    doc["params"]["l2_group_map"]["value"] = value
+    with pytest.raises(SpecError, match=r"l2_group_map = .*accepted: \"\" or the name of a "
+                                        r"\*_l2_groups\.json file in gpusim/specs/ "
+                                        r"\(h100_l2_groups\.json\)"):
+        parse_spec(doc, "x.toml")
+
+
+def test_a_malformed_map_file_is_one_clear_error(tmp_path, monkeypatch):
+    import gpusim.specs as specs
+
+    monkeypatch.setattr(specs, "SPEC_DIR", tmp_path)
+    specs.load_group_map.cache_clear()
+    try:
+        (tmp_path / "bad_l2_groups.json").write_text("{not json")
+        with pytest.raises(SpecError, match="unreadable"):
+            specs.load_group_map("bad_l2_groups.json")
+        (tmp_path / "odd_l2_groups.json").write_text(json.dumps({"groups": 2, "map": [0, 1, 0]}))
+        with pytest.raises(SpecError, match="power-of-two number of lines"):
+            specs.load_group_map("odd_l2_groups.json")
+        (tmp_path / "big_l2_groups.json").write_text(json.dumps({"groups": 2, "map": [0, 5]}))
+        with pytest.raises(SpecError, match=r"in 0\.\.1"):
+            specs.load_group_map("big_l2_groups.json")
+    finally:
+        specs.load_group_map.cache_clear()
