@@ -1,7 +1,10 @@
 """Which L2 slice holds which line: per-SM hit latencies of every line, and lockstep contention.
 
     PYTHONPATH=. python3 measurements/l2_slice_map.py --out $OUT     # GPU: l2_slice_map.json + .npz
-    python measurements/l2_slice_map.py --analyse measurements/h100/l2_slice_map.npz
+    L2_SLICE_MERGE=1 PYTHONPATH=. python3 measurements/l2_slice_map.py --out $OUT   # merge runs
+    L2_SLICE_SPLIT=1 L2_SLICE_MERGE=1 ... --out $OUT    # l2_slice_split.json: SMs split over sets
+    python measurements/l2_slice_map.py --write-map measurements/h100/l2_slice_map.npz
+    python measurements/l2_slice_map.py --simulate measurements/h100/l2_slice_map.json
 
 Why: lockstep one-sector loads of all SMs on the same 16 KiB cost 2.5-3 times private ones
 (``l2_shared.json``), and the cost depends on how far apart a load's lines lie, but not
@@ -80,10 +83,11 @@ extern "C" __global__ void sig(const unsigned* __restrict__ buf, int lines, int 
 
 extern "C" __global__ void hammer(const unsigned* __restrict__ buf, const int* __restrict__ set,
                                   int iters, long long* __restrict__ span,
-                                  unsigned* __restrict__ sink, int nset)
+                                  unsigned* __restrict__ sink, int nset, int cta_sets)
 {
     int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-    const unsigned* p = buf + (size_t)set[(w * 32 + lane) % nset] * 32 + (lane & 7);
+    int k = (blockIdx.x % cta_sets) * nset + (w * 32 + lane) % nset;
+    const unsigned* p = buf + (size_t)set[k] * 32 + (lane & 7);
     unsigned acc = 0;
     __syncthreads();
     long long t0 = clock64();
@@ -139,7 +143,7 @@ def pair_scan(hammer, buf, pairs, sink):
     span = cp.zeros((len(pairs), 132), dtype=cp.int64)
     for i in range(len(pairs)):
         hammer((132,), (128,), (buf, sets[i], np.int32(PAIR_ITERS), span[i], sink,
-                                np.int32(32)))
+                                np.int32(32), np.int32(1)))
     cp.cuda.Device().synchronize()
     return np.median(cp.asnumpy(span), axis=1) / PAIR_ITERS / 4
 
@@ -185,17 +189,26 @@ def merge_runs(hammer, buf, sink, groups):
              "one_w2_shared": (one[:32], 2), "one_own_w2": (one[:64], 2),
              "two_shared_w4": (two[:32], 4), "two_own_w4": (two, 4),
              "spread_own_w4": (spread, 4), "spread_shared_w4": (spread[:32], 4)}
+    if os.environ.get("L2_SLICE_SPLIT"):
+        # the same group's requests from SMs split into m sets of 32 lines each (CTA c uses
+        # set c % m): does the cost per request depend on how many SMs ask for one line?
+        many = [int(x) for x in rng.choice(by[0], 32 * 24, replace=False)]
+        cases = {f"one_split{m}_w4": (many[:32 * m], 4, m) for m in (1, 2, 4, 8, 16, 24)}
+        cases.update({f"one_split{m}_w1": (many[:32 * m], 1, m) for m in (1, 4, 24)})
     span = cp.zeros(132, dtype=cp.int64)
     res = {}
-    for name, (lines, warps) in cases.items():
+    for name, case in cases.items():
+        lines, warps = case[0], case[1]
+        ctas_sets = case[2] if len(case) > 2 else 1
         sdev = cp.asarray(np.asarray(lines, dtype=np.int32))
         reps = []
         for _ in range(5):
             hammer((132,), (32 * warps,), (buf, sdev, np.int32(ITERS), span, sink,
-                                           np.int32(len(lines))))
+                                           np.int32(len(lines) // ctas_sets), np.int32(ctas_sets)))
             cp.cuda.Device().synchronize()
             reps.append(float(np.median(cp.asnumpy(span))) / ITERS / 4)
-        res[name] = {"lines": lines, "warps": warps, "cycles_per_load_per_sm": reps}
+        res[name] = {"lines": lines, "warps": warps, "cta_sets": ctas_sets,
+                     "cycles_per_load_per_sm": reps}
         print(f"{name:18s} {np.median(reps):8.1f} cycles a warp load and SM", flush=True)
     return res
 
@@ -239,7 +252,8 @@ def measure_merge(out: str, argv: list) -> dict:
     rec = {"format_version": 1, "provenance": prov, "iters": ITERS,
            "map_check": {"pairs": len(pairs), "wrong": wrong}, "runs": res}
     os.makedirs(out, exist_ok=True)
-    with open(os.path.join(out, "l2_slice_merge.json"), "w") as f:
+    name = "l2_slice_split.json" if os.environ.get("L2_SLICE_SPLIT") else "l2_slice_merge.json"
+    with open(os.path.join(out, name), "w") as f:
         json.dump(rec, f, indent=1)
     return rec
 
@@ -290,7 +304,8 @@ def measure(out: str, argv: list) -> dict:
         s = cp.asarray(np.asarray(lines, dtype=np.int32))
         reps = []
         for _ in range(5):
-            hammer((132,), (128,), (buf, s, np.int32(ITERS), span, sink, np.int32(32)))
+            hammer((132,), (128,), (buf, s, np.int32(ITERS), span, sink, np.int32(32),
+                                       np.int32(1)))
             cp.cuda.Device().synchronize()
             reps.append(float(np.median(cp.asnumpy(span))) / ITERS / 4)
         counts = np.bincount(groups[np.asarray(lines)])
