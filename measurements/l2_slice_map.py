@@ -3,6 +3,7 @@
     PYTHONPATH=. python3 measurements/l2_slice_map.py --out $OUT     # GPU: l2_slice_map.json + .npz
     L2_SLICE_MERGE=1 PYTHONPATH=. python3 measurements/l2_slice_map.py --out $OUT   # merge runs
     L2_SLICE_SPLIT=1 L2_SLICE_MERGE=1 ... --out $OUT    # l2_slice_split.json: SMs split over sets
+    L2_SLICE_GROUP_PAIRS=1 L2_SLICE_MERGE=1 ... --out $OUT   # l2_slice_group_pairs.json
     python measurements/l2_slice_map.py --write-map measurements/h100/l2_slice_map.npz
     python measurements/l2_slice_map.py --simulate measurements/h100/l2_slice_map.json
 
@@ -189,6 +190,8 @@ def merge_runs(hammer, buf, sink, groups):
              "one_w2_shared": (one[:32], 2), "one_own_w2": (one[:64], 2),
              "two_shared_w4": (two[:32], 4), "two_own_w4": (two, 4),
              "spread_own_w4": (spread, 4), "spread_shared_w4": (spread[:32], 4)}
+    if os.environ.get("L2_SLICE_GROUP_PAIRS"):
+        return group_pairs(hammer, buf, sink, by, rng)
     if os.environ.get("L2_SLICE_SPLIT"):
         # the same group's requests from SMs split into m sets of 32 lines each (CTA c uses
         # set c % m): does the cost per request depend on how many SMs ask for one line?
@@ -211,6 +214,30 @@ def merge_runs(hammer, buf, sink, groups):
                      "cycles_per_load_per_sm": reps}
         print(f"{name:18s} {np.median(reps):8.1f} cycles a warp load and SM", flush=True)
     return res
+
+
+def group_pairs(hammer, buf, sink, by, rng):
+    """Every pair of groups (a, b): 16 lines of each, alternating over the lanes, 4 warps
+    sharing them, 32 rounds a launch: do two busy groups slow each other down? Returns
+    {"pairs": [[a, b], ...], "cycles_per_load_per_sm": [...]} (median over the CTAs)."""
+    import cupy as cp
+    import numpy as np
+
+    lines = {g: [int(x) for x in rng.choice(ix, 16, replace=False)] for g, ix in enumerate(by)}
+    pairs = [(a, b) for a in range(len(by)) for b in range(a + 1, len(by))]
+    sets = cp.asarray(np.asarray([[lines[(a, b)[i % 2]][i // 2] for i in range(32)]
+                                  for a, b in pairs], dtype=np.int32))
+    span = cp.zeros((len(pairs), 132), dtype=cp.int64)
+    for _ in range(2):                      # the second pass is the one kept (warm)
+        for i in range(len(pairs)):
+            hammer((132,), (128,), (buf, sets[i], np.int32(PAIR_ITERS), span[i], sink,
+                                    np.int32(32), np.int32(1)))
+        cp.cuda.Device().synchronize()
+    cyc = np.median(cp.asnumpy(span), axis=1) / PAIR_ITERS / 4
+    print(f"group pairs: {len(pairs)}; cycles a load percentiles 1/10/50/90/99 "
+          f"{np.percentile(cyc, [1, 10, 50, 90, 99]).round(0).tolist()}", flush=True)
+    return {"pairs": [list(p) for p in pairs], "lines": {str(g): v for g, v in lines.items()},
+            "cycles_per_load_per_sm": cyc.round(2).tolist()}
 
 
 def measure_merge(out: str, argv: list) -> dict:
@@ -249,10 +276,12 @@ def measure_merge(out: str, argv: list) -> dict:
     print(f"map check on a fresh region: {len(pairs)} pairs, {wrong} predicted wrongly", flush=True)
     res = merge_runs(hammer, buf, sink, groups)
     clocks.stop(prov)
-    rec = {"format_version": 1, "provenance": prov, "iters": ITERS,
+    rec = {"format_version": 1, "provenance": prov, "iters": ITERS, "pair_iters": PAIR_ITERS,
            "map_check": {"pairs": len(pairs), "wrong": wrong}, "runs": res}
     os.makedirs(out, exist_ok=True)
-    name = "l2_slice_split.json" if os.environ.get("L2_SLICE_SPLIT") else "l2_slice_merge.json"
+    name = ("l2_slice_group_pairs.json" if os.environ.get("L2_SLICE_GROUP_PAIRS")
+            else "l2_slice_split.json" if os.environ.get("L2_SLICE_SPLIT")
+            else "l2_slice_merge.json")
     with open(os.path.join(out, name), "w") as f:
         json.dump(rec, f, indent=1)
     return rec
