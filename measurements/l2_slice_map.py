@@ -173,10 +173,15 @@ def group_map(hammer, buf, sink, lines: int, threshold: float):
     return labels, costs
 
 
-def merge_runs(hammer, buf, sink, groups):
-    """Does one SM's traffic to one line count once at its group? Lockstep loads of 32 or 128
-    lines of one group (or of 2 / 32 groups), by 4 warps per CTA sharing 32 lines or each
-    with 32 of its own, or by 1 warp per CTA. Cycles per warp load and SM (median of 5)."""
+def merge_runs(hammer, buf, sink, groups, mode: str = "merge"):
+    """Lockstep loads of one group's lines, cycles per warp load and SM (median of 5):
+
+    - ``merge``: does one SM's traffic to one line count once at its group? 32 or 128 lines of
+      one group (or of 2 / 32 groups), by 4 warps per CTA sharing 32 lines or each with 32 of
+      its own, or by 1 or 2 warps per CTA;
+    - ``split``: the CTAs split into m sets of 32 lines of one group (CTA ``c`` uses set
+      ``c % m``): does the cost per request depend on how many SMs ask for one line?
+    - ``group_pairs``: :func:`group_pairs`."""
     import cupy as cp
     import numpy as np
 
@@ -186,23 +191,21 @@ def merge_runs(hammer, buf, sink, groups):
     two = [int(x) for g in (1, 2) for x in rng.choice(by[g], 64, replace=False)]
     two = [two[(i % 2) * 64 + i // 2] for i in range(128)]          # alternate the groups
     spread = [int(rng.choice(by[g % 32])) for g in range(128)]      # 4 lines in each of 32
-    cases = {"one_shared_w4": (one[:32], 4), "one_own_w4": (one, 4), "one_w1": (one[:32], 1),
-             "one_w2_shared": (one[:32], 2), "one_own_w2": (one[:64], 2),
-             "two_shared_w4": (two[:32], 4), "two_own_w4": (two, 4),
-             "spread_own_w4": (spread, 4), "spread_shared_w4": (spread[:32], 4)}
-    if os.environ.get("L2_SLICE_GROUP_PAIRS"):
+    if mode == "group_pairs":
         return group_pairs(hammer, buf, sink, by, rng)
-    if os.environ.get("L2_SLICE_SPLIT"):
-        # the same group's requests from SMs split into m sets of 32 lines each (CTA c uses
-        # set c % m): does the cost per request depend on how many SMs ask for one line?
+    if mode == "split":
         many = [int(x) for x in rng.choice(by[0], 32 * 24, replace=False)]
         cases = {f"one_split{m}_w4": (many[:32 * m], 4, m) for m in (1, 2, 4, 8, 16, 24)}
         cases.update({f"one_split{m}_w1": (many[:32 * m], 1, m) for m in (1, 4, 24)})
+    else:      # (lines, warps per CTA, sets the CTAs split into)
+        cases = {"one_shared_w4": (one[:32], 4, 1), "one_own_w4": (one, 4, 1),
+                 "one_w1": (one[:32], 1, 1), "one_w2_shared": (one[:32], 2, 1),
+                 "one_own_w2": (one[:64], 2, 1), "two_shared_w4": (two[:32], 4, 1),
+                 "two_own_w4": (two, 4, 1), "spread_own_w4": (spread, 4, 1),
+                 "spread_shared_w4": (spread[:32], 4, 1)}
     span = cp.zeros(132, dtype=cp.int64)
     res = {}
-    for name, case in cases.items():
-        lines, warps = case[0], case[1]
-        ctas_sets = case[2] if len(case) > 2 else 1
+    for name, (lines, warps, ctas_sets) in cases.items():
         sdev = cp.asarray(np.asarray(lines, dtype=np.int32))
         reps = []
         for _ in range(5):
@@ -240,12 +243,28 @@ def group_pairs(hammer, buf, sink, by, rng):
             "cycles_per_load_per_sm": cyc.round(2).tolist()}
 
 
-def measure_merge(out: str, argv: list) -> dict:
-    """The merge runs (:func:`merge_runs`) on a fresh 2 MiB-aligned region, after checking the
-    recorded map there (400 pairs): ``l2_slice_merge.json``."""
+def _region():
+    """A 2 MiB-aligned ``LINES``-line region of zeros (words), a sink, and the probe's compiled
+    module: ``(raw, buf, sink, module)``; ``raw`` owns the memory ``buf`` views."""
+    import cupy as cp
+
+    page = 2 << 20
+    raw = cp.zeros(LINES * 128 + page, dtype=cp.uint8)
+    off = (-raw.data.ptr) % page
+    buf = raw[off:off + LINES * 128].view(cp.uint32)
+    sink = cp.zeros(4, dtype=cp.uint32)
+    return raw, buf, sink, cp.RawModule(code=SOURCE, options=("-std=c++17",))
+
+
+FOLLOW_UPS = {"merge": "l2_slice_merge.json", "split": "l2_slice_split.json",
+              "group_pairs": "l2_slice_group_pairs.json"}
+
+
+def measure_merge(out: str, argv: list, mode: str = "merge") -> dict:
+    """The follow-up runs of ``mode`` (:func:`merge_runs`) on a fresh 2 MiB-aligned region, after
+    checking the recorded map there (400 pairs): the record :data:`FOLLOW_UPS` names."""
     import json
 
-    import cupy as cp
     import numpy as np
 
     from gpusim.specs import load_group_map
@@ -255,12 +274,7 @@ def measure_merge(out: str, argv: list) -> dict:
     prov = provenance(argv)
     clocks = ClockSampler()
     groups = np.asarray(load_group_map("h100_l2_groups.json"))
-    page = 2 << 20
-    raw = cp.zeros(LINES * 128 + page, dtype=cp.uint8)
-    off = (-raw.data.ptr) % page
-    buf = raw[off:off + LINES * 128].view(cp.uint32)
-    sink = cp.zeros(4, dtype=cp.uint32)
-    mod = cp.RawModule(code=SOURCE, options=("-std=c++17",))
+    _raw, buf, sink, mod = _region()
     hammer = mod.get_function("hammer")
     rng = np.random.default_rng(3)
     same = []
@@ -274,15 +288,12 @@ def measure_merge(out: str, argv: list) -> dict:
     pred = np.asarray([groups[a] == groups[b] for a, b in pairs])
     wrong = int(((cyc > THRESHOLD) != pred).sum())
     print(f"map check on a fresh region: {len(pairs)} pairs, {wrong} predicted wrongly", flush=True)
-    res = merge_runs(hammer, buf, sink, groups)
+    res = merge_runs(hammer, buf, sink, groups, mode)
     clocks.stop(prov)
     rec = {"format_version": 1, "provenance": prov, "iters": ITERS, "pair_iters": PAIR_ITERS,
            "map_check": {"pairs": len(pairs), "wrong": wrong}, "runs": res}
     os.makedirs(out, exist_ok=True)
-    name = ("l2_slice_group_pairs.json" if os.environ.get("L2_SLICE_GROUP_PAIRS")
-            else "l2_slice_split.json" if os.environ.get("L2_SLICE_SPLIT")
-            else "l2_slice_merge.json")
-    with open(os.path.join(out, name), "w") as f:
+    with open(os.path.join(out, FOLLOW_UPS[mode]), "w") as f:
         json.dump(rec, f, indent=1)
     return rec
 
@@ -298,12 +309,7 @@ def measure(out: str, argv: list) -> dict:
 
     prov = provenance(argv)
     clocks = ClockSampler()
-    page = 2 << 20
-    raw = cp.zeros(LINES * 128 + page, dtype=cp.uint8)
-    off = (-raw.data.ptr) % page
-    buf = raw[off:off + LINES * 128].view(cp.uint32)
-    sink = cp.zeros(4, dtype=cp.uint32)
-    mod = cp.RawModule(code=SOURCE, options=("-std=c++17",))
+    _raw, buf, sink, mod = _region()
     sig, hammer = mod.get_function("sig"), mod.get_function("hammer")
     lat = cp.zeros((132, LINES), dtype=cp.uint16)
     smids = cp.zeros(132, dtype=cp.int32)
@@ -479,8 +485,11 @@ def main(argv: list | None = None) -> int:
     ap.add_argument("--write-map", metavar="NPZ",
                     help=f"write the groups of a recorded .npz to {MAP_FILE}")
     a = ap.parse_args(argv)
-    if a.out and os.environ.get("L2_SLICE_MERGE"):
-        measure_merge(a.out, sys.argv if argv is None else argv)
+    mode = ("group_pairs" if os.environ.get("L2_SLICE_GROUP_PAIRS")
+            else "split" if os.environ.get("L2_SLICE_SPLIT")
+            else "merge" if os.environ.get("L2_SLICE_MERGE") else None)
+    if a.out and mode:
+        measure_merge(a.out, sys.argv if argv is None else argv, mode)
     elif a.out:
         measure(a.out, sys.argv if argv is None else argv)
     if a.write_map:

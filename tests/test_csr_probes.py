@@ -34,20 +34,19 @@ def test_csr_limit_no_unit_is_full_at_batch_1_to_4():
 
 def test_csr_trace_the_gathers_are_the_slow_stage():
     """Every layer's GPU stages are in the record; the row index, the bounds and the values agree
-    with the simulator within 35%, and so, since the L2's contention groups, do the 4 gathers of
-    h at every layer but the largest (hidden 6464: 1.46 times; before the groups 1.5 to 2.6
-    times from hidden 1336 up); the README's table has the record's medians."""
+    with the simulator within 35%; since the L2's contention groups the 4 gathers of h take the
+    GPU 0.83 to 1.46 times the simulator's cycles (before the groups 1.5 to 2.6 times from
+    hidden 1336 up), as the README says; the README's table has the record's medians."""
     rec = _load("csr_trace.json")
     sim = rec["simulated"]["results"]
     text = (ROOT / "measurements" / "README.md").read_text()
     for name, r in rec["results"].items():
         g = r["summary"]
         s = sim[name]
-        h = int(name.split("-h")[1].split("-")[0])
         for k in ("row", "se", "vc"):
             assert g[k]["median"] == pytest.approx(s[k]["median"], rel=0.35), (name, k)
         ratio = g["hv"]["median"] / s["hv"]["median"]
-        assert 0.8 < ratio < (1.5 if h >= 6000 else 1.25), name
+        assert 0.8 < ratio < 1.5, name
         row = (f"| {name.removeprefix('csr-').rsplit('-d', 1)[0]} | "
                f"{g['row']['median']:.0f} / {s['row']['median']:.0f} |")
         assert row in text, row
@@ -106,7 +105,8 @@ def test_l2_shared_stride_scan_is_not_monotonic_and_the_readme_has_it():
     k[1], k[64] = g["l2_shared_shared_w4"], g["l2_shared_shared_spread_w4"]
     assert k[4] > 1.5 * max(k[2], k[8]) and k[64] > 1.5 * k[16]       # aliasing strides
     assert min(k.values()) > g["l2_shared_private_w4"]
-    # the simulator, with the L2's contention groups, has the same aliasing strides
+    # the simulator, with the L2's contention groups, has the same aliasing strides, with less
+    # contrast than the GPU's (64 lines apart: 1.33 times the 16-line stride, GPU 2.2)
     s = {k: r["cycles_per_load_per_sm"] for k, r in rec["simulated"]["results"].items()}
     ks = {n: s[f"l2_shared_shared_spread{n}_w4"] for n in (2, 4, 8, 16)}
     ks[1], ks[64] = s["l2_shared_shared_w4"], s["l2_shared_shared_spread_w4"]
