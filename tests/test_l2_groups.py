@@ -144,3 +144,33 @@ def test_a_malformed_map_file_is_one_clear_error(tmp_path, monkeypatch):
             specs.load_group_map("big_l2_groups.json")
     finally:
         specs.load_group_map.cache_clear()
+
+
+def test_how_many_sms_ask_for_a_line_does_not_change_the_rate():
+    """l2_slice_split.json: the CTAs split over m sets of one group's lines; the cost per request
+    stays within 0.4-0.6 cycles for every m (no queue per line: more lines do not make it
+    cheaper), as measurements/README.md says."""
+    rec = json.loads((H100 / "l2_slice_split.json").read_text())
+    assert "provenance" in rec and rec["map_check"]["wrong"] == 0
+    rate = {n: 4 * _median(r) / (132 * r["warps"] * 4 * 32) for n, r in rec["runs"].items()}
+    assert len(rate) == 9 and all(0.4 < x < 0.6 for x in rate.values())
+    assert rate["one_split24_w4"] >= rate["one_split1_w4"]
+    text = " ".join((ROOT / "measurements" / "README.md").read_text().split())
+    w4 = " / ".join(f"{_median(rec['runs'][f'one_split{m}_w4']):.0f}"
+                    for m in (1, 2, 4, 8, 16, 24))
+    assert w4 in text
+
+
+def test_busy_groups_do_not_slow_each_other():
+    """l2_slice_group_pairs.json: every pair of the 40 groups measured, the 1st-99th percentile
+    of their costs within 7% of the median (no pair of groups shares a server)."""
+    rec = json.loads((H100 / "l2_slice_group_pairs.json").read_text())
+    assert "provenance" in rec and rec["map_check"]["wrong"] == 0
+    runs = rec["runs"]
+    assert sorted(map(tuple, runs["pairs"])) == [(a, b) for a in range(40)
+                                                for b in range(a + 1, 40)]
+    cyc = np.asarray(runs["cycles_per_load_per_sm"])
+    lo, med, hi = np.percentile(cyc, [1, 50, 99])
+    assert 0.93 * med < lo and hi < 1.07 * med
+    text = " ".join((ROOT / "measurements" / "README.md").read_text().split())
+    assert f"cost {lo:.0f}-{hi:.0f} cycles a load" in text and f"median {med:.0f}" in text
