@@ -6,7 +6,10 @@ Three files per campaign directory, written by ``measurements/campaign.py`` (for
 - ``campaign.json``: ``provenance`` + ``cases`` (each: id, kind, hidden, batch, density, seed,
   status, and for ``status == "ok"`` a ``result`` with per_step_s, max_rel_err, values_ok, ...);
 - ``microbench.json``: ``provenance`` + ``results`` (name -> per_op_s, sizes, status);
-- ``ncu.json``: ``steps`` (T of the profiled launches), ``metrics`` and ``cases`` (id -> metrics).
+- ``ncu.json``: ``steps`` (T of the profiled launches), ``metrics`` and ``cases`` (id -> metrics);
+- ``ncu_sass.json`` (optional, ``measurements/bank_sass.py``): a second Nsight pass over the same
+  kernels with its SASS-patched counters (the shared wavefronts that the addresses alone cause);
+  its ``smsp__sass_*`` values and its arbitration counter join the cases of ``ncu.json``.
 
 Every file is checked against one schema (:data:`SCHEMAS`: types, finiteness, ranges), the
 only definition of these records; :mod:`gpusim.calibrate` loads through it too. A file with a
@@ -56,7 +59,7 @@ __all__ = ["Campaign", "load_campaign", "load_json", "spec_name_for_gpu", "SCHEM
            "PROVENANCE_FIELDS", "CASE_FIELDS", "RESULT_FIELDS", "MICRO_FIELDS", "NCU_FIELDS",
            "BANK_METRICS", "KERNEL_FIELDS", "KERNEL_KINDS", "FORMAT_VERSION", "kernel_fingerprint",
            "case_fingerprint", "kernel_staleness", "program_fingerprint", "inputs_fingerprint",
-           "model_fingerprint", "MODEL_SOURCES"]
+           "model_fingerprint", "MODEL_SOURCES", "SASS_WAVEFRONTS", "ARBITRATION"]
 
 BANK_METRICS = {
     "conflicts_ld": "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
@@ -130,7 +133,16 @@ RESULT_FIELDS = tuple(RESULT.required)
 MICRO_FIELDS = ("name", "per_op_s", "sizes")
 NCU_FIELDS = tuple(NCU.required)
 # file name -> schema: what every loader of this package (and gpusim.calibrate) checks
+# Nsight's shared wavefronts by address (SASS-patched: what the addresses of each executed
+# instruction need, loads and stores together) and the data banks' arbitration conflicts (cycles
+# lost to other users of the banks, which the hardware conflict counters include)
+SASS_WAVEFRONTS = "smsp__sass_l1tex_pipe_lsu_wavefronts_mem_shared.sum"
+ARBITRATION = "l1tex__data_bank_conflicts_type_arbitration.sum"
+NCU_SASS = Obj({"steps": Int(1, NCU_STEPS_MAX), "metrics": Seq(Str(max_len=200)),
+                "cases": Map(Obj({"metrics": Obj({SASS_WAVEFRONTS: _COUNT})}),
+                             max_len=100_000)})
 SCHEMAS = {"campaign.json": CAMPAIGN, "microbench.json": MICROBENCH, "ncu.json": NCU,
+           "ncu_sass.json": NCU_SASS,
            "l2_partition.json": MICROBENCH, "library_profile.json": LIBRARY_PROFILE,
            "library_sweep.json": LIBRARY_SWEEP}
 
@@ -211,7 +223,8 @@ def _check_cases(data: dict, path: Path, version: int) -> None:
 
 
 def load_campaign(directory: Path | str) -> Campaign:
-    """Load and validate ``campaign.json`` (required), ``microbench.json`` and ``ncu.json``."""
+    """Load and validate ``campaign.json`` (required), ``microbench.json``, ``ncu.json`` and
+    ``ncu_sass.json``."""
     d = Path(directory)
     if not d.is_dir():
         raise InputError(f"measurement directory {d} does not exist")
@@ -230,6 +243,17 @@ def load_campaign(directory: Path | str) -> Campaign:
         n = load_json(npath)
         ncu_steps = n["steps"]
         ncu = {cid: rec["metrics"] for cid, rec in n["cases"].items()}
+    spath = d / "ncu_sass.json"
+    if os.path.lexists(spath):
+        sass = load_json(spath)
+        if ncu_steps is not None and sass["steps"] != ncu_steps:
+            raise InputError(f"measurement file {spath}: steps={sass['steps']}; accepted: the "
+                             f"steps of ncu.json ({ncu_steps}): both must profile the same "
+                             f"launches")
+        for cid, rec in sass["cases"].items():   # the address counters only: the hardware
+            if cid in ncu:                          # ones stay those of ncu.json
+                ncu[cid] = {**ncu[cid], **{k: v for k, v in rec["metrics"].items()
+                                           if k in (SASS_WAVEFRONTS, ARBITRATION)}}
     steps = tuple(data["steps"])
     return Campaign(d, data["provenance"], steps, tuple(data["cases"]), micro, ncu, ncu_steps,
                     version)

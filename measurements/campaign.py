@@ -62,6 +62,11 @@ NCU_METRICS = (
     "lts__t_sectors_op_atom.sum",
     "lts__t_sectors_op_red.sum",
     "gpu__time_duration.sum",
+    # the shared wavefronts the addresses alone need (SASS-patched, loads and stores together)
+    # and the data banks' arbitration conflicts, which the hardware conflict counters include
+    # (measurements/bank_sass.py; gpusim.measurements.SASS_WAVEFRONTS / ARBITRATION)
+    "smsp__sass_l1tex_pipe_lsu_wavefronts_mem_shared.sum",
+    "l1tex__data_bank_conflicts_type_arbitration.sum",
 )
 NCU_KERNELS = "regex:sparse_rnn|dense_rnn|csr_row_per_warp"
 FORMAT_VERSION = 2   # gpusim.measurements.FORMAT_VERSION: cases carry their kernel's hashes
@@ -363,11 +368,13 @@ def parse_ncu_csv(text: str) -> list[dict]:
 
 
 def run_ncu(out_dir: str, only: str | None = None, timeout: int = 420,
-            selected: list[dict] | None = None) -> dict:
-    """Profile the kernel cases (all of :func:`cases`, or ``selected``) under ``ncu``."""
+            selected: list[dict] | None = None, metrics=NCU_METRICS,
+            log_name: str = "ncu_raw.csv") -> dict:
+    """Profile the kernel cases (all of :func:`cases`, or ``selected``) under ``ncu``, counting
+    ``metrics`` (the raw CSV goes to ``out_dir/log_name``)."""
     order_path = os.path.join(out_dir, "ncu_order.json")
-    log = os.path.join(out_dir, "ncu_raw.csv")
-    cmd = ["ncu", "--csv", "--metrics", ",".join(NCU_METRICS), "--kernel-name", NCU_KERNELS,
+    log = os.path.join(out_dir, log_name)
+    cmd = ["ncu", "--csv", "--metrics", ",".join(metrics), "--kernel-name", NCU_KERNELS,
            "--clock-control", "none", "--log-file", log,
            sys.executable, os.path.abspath(__file__), "--ncu-worker", "--ncu-order", order_path]
     if only:
@@ -388,7 +395,7 @@ def run_ncu(out_dir: str, only: str | None = None, timeout: int = 420,
         rc, err, out = "timeout", str(exc.stderr or "")[-3000:], ""
     res = {"command": " ".join(cmd), "returncode": rc, "seconds": time.time() - t0,
            "stderr_tail": err[-3000:], "stdout_tail": out[-2000:],
-           "steps": NCU_STEPS, "metrics": list(NCU_METRICS)}
+           "steps": NCU_STEPS, "metrics": list(metrics)}
     try:
         with open(log) as f:
             launches = parse_ncu_csv(f.read())

@@ -158,3 +158,42 @@ def test_h200_campaign_is_complete_checked_and_todays():
     spec = load_spec("h200")
     stale = {c["id"]: why for c in h200.ok_cases if (why := kernel_staleness(c, spec))}
     assert stale == {}
+
+
+S14 = DATA / "fresh_2026-11-25_s14"
+
+
+def test_sass_pass_joins_the_draw_without_replacing_the_hardware_counts():
+    """``ncu_sass.json`` adds Nsight's address-only wavefronts and the arbitration counter to
+    each case of ``ncu.json``; the hardware counters stay those of ``ncu.json``'s launches."""
+    from gpusim.measurements import ARBITRATION, SASS_WAVEFRONTS
+
+    camp = load_campaign(S14)
+    ncu = json.loads((S14 / "ncu.json").read_text())["cases"]
+    sass = json.loads((S14 / "ncu_sass.json").read_text())["cases"]
+    assert set(sass) == set(ncu) and len(ncu) == 121
+    for cid, rec in camp.ncu.items():
+        assert rec[SASS_WAVEFRONTS] == sass[cid]["metrics"][SASS_WAVEFRONTS]
+        assert rec[ARBITRATION] == sass[cid]["metrics"][ARBITRATION]
+        for k, v in ncu[cid]["metrics"].items():
+            assert rec[k] == v
+    # the two passes differ where the banks' arbitration does (the h7416-b1 stores)
+    cid = "sparse_persistent-h7416-b1-d0.0322-lamport-scalar-naive"
+    st = "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum"
+    assert camp.ncu[cid][st] == ncu[cid]["metrics"][st] != sass[cid]["metrics"][st]
+
+
+def test_sass_pass_of_other_launches_is_refused(tmp_path):
+    d = tmp_path / "s14"
+    shutil.copytree(S14, d)
+    data = json.loads((d / "ncu_sass.json").read_text())
+    data["steps"] = 8
+    (d / "ncu_sass.json").write_text(json.dumps(data))
+    with pytest.raises(InputError, match=r"ncu_sass\.json: steps=8.*ncu\.json \(4\)"):
+        load_campaign(d)
+    data["steps"] = 4
+    cid = next(iter(data["cases"]))
+    del data["cases"][cid]["metrics"]["smsp__sass_l1tex_pipe_lsu_wavefronts_mem_shared.sum"]
+    (d / "ncu_sass.json").write_text(json.dumps(data))
+    with pytest.raises(InputError, match=r"ncu_sass\.json.*smsp__sass_l1tex_pipe_lsu_wavefronts"):
+        load_campaign(d)
