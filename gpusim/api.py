@@ -273,6 +273,7 @@ class Simulation:
     cell: str = "rnn"
     heads: int = 1
     heads_note: str = ""     # heads > 1: the step's exchange (CTA-local or grid-wide)
+    dtype: str = "fp32"
 
     @property
     def values_ok(self) -> bool:
@@ -300,7 +301,8 @@ class Simulation:
 def simulate(gpu="v100", hidden: int = 1152, batch: int = 4, density: float = 0.1,
              timesteps: int = 16, seed: int = 0, sync: str = "lamport", wide_loads: bool = True,
              layout: str = "naive", dense: bool = False, sample_steps: int | None = None,
-             progress: bool = False, cell: str = "rnn", heads: int = 1) -> Simulation:
+             progress: bool = False, cell: str = "rnn", heads: int = 1,
+             dtype: str = "fp32") -> Simulation:
     """Simulate the persistent RNN kernel for one layer cycle-approximately.
 
     ``gpu``: spec name, .toml path or spec; ``hidden``, ``batch``, ``density``, ``timesteps``,
@@ -311,7 +313,8 @@ def simulate(gpu="v100", hidden: int = 1152, batch: int = 4, density: float = 0.
     ``progress``: a progress bar on stderr. ``cell``: rnn, gru or lstm (the values are checked
     against :func:`models.reference.gru_reference` / ``lstm_reference``). ``heads`` H (a
     divisor of ``hidden``): a multi-head layer (block-diagonal U, docs/heads.md); ``heads_note``
-    says whether h is exchanged inside the CTAs or grid-wide.
+    says whether h is exchanged inside the CTAs or grid-wide. ``dtype``: fp32 or fp16 weights
+    (docs/fp16.md; the values are checked against the reference of the fp16-rounded weights).
     """
     from gpusim.cli.common import BATCH_MAX, HIDDEN_MAX, TIMESTEPS_MAX
     from gpusim.cli.run import build_program
@@ -324,7 +327,8 @@ def simulate(gpu="v100", hidden: int = 1152, batch: int = 4, density: float = 0.
         timesteps=_int("timesteps", timesteps, 1, TIMESTEPS_MAX),
         seed=_int("seed", seed, 0), sync=_choice("sync", sync, SYNCS),
         wide_loads=bool(wide_loads), layout=_choice("layout", layout, LAYOUTS),
-        dense=bool(dense), cell=_choice("cell", cell, CELLS))
+        dense=bool(dense), cell=_choice("cell", cell, CELLS),
+        dtype=_choice("dtype", dtype, DTYPES))
     from models.sparse import check_heads
 
     args.heads = check_heads(heads, args.hidden)
@@ -348,7 +352,7 @@ def simulate(gpu="v100", hidden: int = 1152, batch: int = 4, density: float = 0.
         int(res.total_steps), bool(res.extrapolated), float(res.max_rel_err),
         int(res.warp_instructions), tuple(res.step_cycles), res.breakdown, res.smem_wavefronts,
         res.bank_conflicts, res.l2_transactions, wall, res, args.cell, args.heads,
-        _exchange_note(prog, args.heads))
+        _exchange_note(prog, args.heads), args.dtype)
 
 
 def _exchange_note(prog, heads: int) -> str:

@@ -199,18 +199,19 @@ def check_nnz(hidden: int, density: float, rows: int | None = None) -> None:
                          f"this tool analyses at most {NNZ_MAX:.0e}")
 
 
-def check_layer_fits(spec, hidden: int, batch: int, density: float, dense: bool = False) -> None:
+def check_layer_fits(spec, hidden: int, batch: int, density: float, dense: bool = False,
+                     dtype: str = "fp32") -> None:
     """Refuse, *before* its matrix is generated, a layer that certainly does not fit: its weights
     (and indices) alone exceed the whole GPU's register file, or h exceeds shared memory. Layers
     near the limit are left to the kernel builder, which decides on the real matrix. The message
     is the capacity model's: the limit and the largest size that fits."""
     n, b = int(hidden), int(batch)
-    regs_per_weight = 1 if dense else 2
+    regs_per_weight = (1 if dense else 2) * (0.5 if dtype == "fp16" else 1)
     weights = n * n * (1.0 if dense else density) * regs_per_weight
     if weights > spec.sm_count * spec.regs_per_sm or 4 * n * b > spec.smem_bytes_per_cta:
         from models.capacity import check
 
-        check(spec, n, b, 1.0 if dense else density, dense=dense, exact=False)
+        check(spec, n, b, 1.0 if dense else density, dense=dense, exact=False, dtype=dtype)
         raise InputError(f"hidden={n} batch={b} does not fit on {spec.name}")  # not reached
 
 
@@ -644,10 +645,6 @@ def _check_layer_command(args) -> None:
 
 def _check_predict(args) -> None:
     if getattr(args, "engine", "model") == "sim":
-        if getattr(args, "dtype", "fp32") != "fp32":
-            raise InputError(f"--engine sim with --dtype {args.dtype}: the simulator runs fp32 "
-                             f"kernels only; accepted with --engine sim: --dtype fp32 (or "
-                             f"--engine model for {args.dtype})")
         check_sequence(args.hidden, args.batch, args.sample_steps + 2)
     _spec(args)
 

@@ -162,6 +162,13 @@ class Builder:
     def i2f(self, a, dst=None): return self._unary(Op.I2F, F32, a, dst)
     def f2i(self, a, dst=None): return self._unary(Op.F2I, I32, a, dst)
     def pnot(self, a, dst=None): return self._unary(Op.PNOT, PRED, a, dst)
+    def u16(self, a, dst=None): return self._unary(Op.U16, I32, a, dst)
+
+    def h2f(self, a, half: int, dst=None) -> RegRef:
+        """f32 of the fp16 value in half ``half`` (0: bits 0-15, 1: bits 16-31) of ``a``."""
+        d = self._dst(dst, F32)
+        self.emit(Op.H2F, (d,), (a,), half=half)
+        return d
 
     def bitcast(self, a, dtype: DType, dst=None) -> RegRef:
         return self._unary(Op.BITCAST, dtype, a, dst)

@@ -187,6 +187,21 @@ def _un(fmt: str) -> Callable:
     return gen
 
 
+def _h2f(ins: Instr, ctx: _Ctx) -> list[str]:
+    """``cvt.f32.f16`` of one half of the word, as volatile inline PTX: the packed weights are
+    loop-invariant, and a plain conversion would be hoisted out of the time loop by the compiler
+    (one unpacked register per weight: the registers fp16 was meant to save)."""
+    half = "h" if int(ins.attr("half")) else "l"
+    return [f'asm volatile("{{ .reg .b16 l, h; mov.b32 {{l, h}}, %1; cvt.f32.f16 %0, {half}; }}" '
+            f': "=f"({_reg(ins.dsts[0])}) : "r"({ctx.val(ins.srcs[0])}));']
+
+
+def _u16(ins: Instr, ctx: _Ctx) -> list[str]:
+    """The low half as volatile inline PTX, for the same reason as :func:`_h2f`."""
+    return [f'asm volatile("and.b32 %0, %1, 65535;" : "=r"({_reg(ins.dsts[0])}) '
+            f': "r"({ctx.val(ins.srcs[0])}));']
+
+
 _CMP = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
 
 
@@ -285,6 +300,8 @@ CODEGEN: dict[Op, Callable[[Instr, _Ctx], list[str]]] = {
     Op.BITCAST: _bitcast,
     Op.I2F: _un("__int2float_rn({0})"),
     Op.F2I: _un("__float2int_rz({0})"),
+    Op.H2F: _h2f,
+    Op.U16: _u16,
     Op.FADD: _un("__fadd_rn({0}, {1})"),
     Op.FSUB: _un("__fsub_rn({0}, {1})"),
     Op.FMUL: _un("__fmul_rn({0}, {1})"),

@@ -35,6 +35,8 @@ class Op(enum.Enum):
     BITCAST = "bitcast"      # reinterpret 32 bits (f32 <-> i32)
     I2F = "i2f"
     F2I = "f2i"              # truncation toward zero
+    H2F = "h2f"              # f32 from one fp16 half of an i32 word (attrs half: 0 low, 1 high)
+    U16 = "u16"              # the low 16 bits of an i32 word, zero-extended
     # float arithmetic
     FADD = "fadd"
     FSUB = "fsub"
@@ -92,10 +94,10 @@ WIDTHS = (1, 2, 4)
 
 
 # Op classes: named sets that the cost and scheduling tables key on.
-FLOAT_ALU = frozenset({Op.FADD, Op.FSUB, Op.FMUL, Op.FFMA, Op.FMAX, Op.FMIN, Op.FSETP})
+FLOAT_ALU = frozenset({Op.FADD, Op.FSUB, Op.FMUL, Op.FFMA, Op.FMAX, Op.FMIN, Op.FSETP, Op.H2F})
 INT_ALU = frozenset({Op.MOV, Op.SREG, Op.BITCAST, Op.IADD, Op.ISUB, Op.IMUL, Op.IMAD, Op.IMIN,
                      Op.IMAX, Op.SHL, Op.SHR, Op.AND, Op.OR, Op.XOR, Op.ISETP, Op.SEL, Op.PAND,
-                     Op.POR, Op.PNOT, Op.I2F, Op.F2I, Op.IDIV, Op.IREM})
+                     Op.POR, Op.PNOT, Op.I2F, Op.F2I, Op.IDIV, Op.IREM, Op.U16})
 SFU = frozenset({Op.TANH, Op.EXP, Op.SIGMOID})
 SHARED_MEM = frozenset({Op.LDS, Op.STS})
 GLOBAL_MEM = frozenset({Op.LDG, Op.LDG_VOLATILE, Op.STG, Op.ATOM_ADD})
@@ -331,6 +333,8 @@ SIGNATURES: dict[Op, tuple[tuple, tuple]] = {
     Op.BITCAST: (("U",), ("V",)),
     Op.I2F: ((F32,), (I32,)),
     Op.F2I: ((I32,), (F32,)),
+    Op.H2F: ((F32,), (I32,)),
+    Op.U16: ((I32,), (I32,)),
     Op.FADD: ((F32,), (F32, F32)),
     Op.FSUB: ((F32,), (F32, F32)),
     Op.FMUL: ((F32,), (F32, F32)),
@@ -376,6 +380,7 @@ SIGNATURES: dict[Op, tuple[tuple, tuple]] = {
 # Attributes each op requires (name -> allowed values, or None for any).
 REQUIRED_ATTRS: dict[Op, dict[str, tuple | None]] = {
     Op.SREG: {"kind": SREG_KINDS},
+    Op.H2F: {"half": (0, 1)},
     Op.FSETP: {"cmp": CMPS},
     Op.ISETP: {"cmp": CMPS},
     Op.LDS: {"width": WIDTHS},

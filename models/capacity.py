@@ -11,8 +11,10 @@ Registers (per thread)
     longest row of that row-slot over all warps, in slots of 32 nonzeros (rows sorted by length
     and dealt in groups of ``n_warps``, :func:`kernels_ir.mapping.map_matrix`). ``S = sum_j K_j``.
     A slot costs 2 registers (fp32 value + int32 word address), or 1 register for fp16 (16-bit
-    value and 16-bit index packed in one register); dense tiles hold values only (1 register fp32,
-    half a register fp16: two values packed). On top of the weights the kernel keeps, per
+    value and 16-bit word address packed in one register, plus two registers per thread that a
+    slot is unpacked into where it is used); dense tiles hold values only (1 register fp32,
+    half a register fp16: two values packed, plus one for the unpacked value):
+    ``sparse_rnn.weight_registers``. On top of the weights the kernel keeps, per
     thread (counted from the registers the builder declares, as
     ``sparse_rnn.registers_needed`` does, whose constants this module imports):
     ``REGS_PER_ROW`` (rid, xaddr, xv) for each of the ``R`` rows, ``REGS_PER_BATCH`` (the
@@ -42,13 +44,18 @@ Registers as ptxas allocates them
       and may keep all ``K B`` live: ``(K - 1) B`` more (``sparse_rnn.dense_reuse_registers``;
       fp16: two per register, not measured).
 
-    The kernel builder refuses the same layers (``CapacityError`` naming ptxas). fp16, which
-    the builder does not build, takes the fp32 values; the gru / lstm cells take the vanilla
-    cell's measured ptxas excess (their epilogue's registers are in the count).
+    The kernel builder refuses the same layers (``CapacityError`` naming ptxas). fp16 takes the
+    fp32 kernels' measured excess (the compile tests build fp16 kernels at their limits for sm_70
+    and sm_90 and find no spill); the gru / lstm cells take the vanilla cell's measured ptxas
+    excess (their epilogue's registers are in the count).
 Shared memory (per CTA)
     ``h`` is staged batch-interleaved ``[N][B]``, rounded up to whole 128-bit chunks: ``N * B``
-    words of 4 bytes (fp32) or 2 bytes (fp16); dense tiles read up to ``32 * K`` columns, so the
-    array is at least ``32 * K * B`` words. It must fit in ``smem_bytes_per_cta``.
+    words of 4 bytes whatever the weights' dtype (h, x and the sums stay fp32); dense tiles
+    read up to ``32 * K`` columns, so the array is at least ``32 * K * B`` words. It must fit in
+    ``smem_bytes_per_cta``.
+fp16 column addresses (sparse)
+    An fp16 slot keeps its column's word address ``col * B`` in 16 bits: ``N * B`` (rounded up
+    to whole 128-bit chunks) must be at most :data:`FP16_ADDR_WORDS` = 65536.
 
 Expected ``K_j`` of a random layer (each weight nonzero with probability ``d``)
     A row's nonzero count is Binomial(N, d). The longest row of row-slot ``j`` is the
@@ -77,24 +84,29 @@ from kernels_ir.errors import CapacityError, InputError
 from kernels_ir.kernels.sparse_rnn import (
     DENSE_REGS,
     FIXED_REGS,
+    FP16_ADDR_WORDS,
     PTXAS_SOURCE,
     REGS_PER_BATCH,
     REGS_PER_ROW,
     ptxas_extra_regs,
+    weight_registers,
 )
 
 __all__ = ["THREADS_PER_CTA", "WARP", "SCALAR_REGS", "DTYPES", "CELLS", "Fit", "MaxHidden",
            "registers_per_thread", "ptxas_extra", "smem_bytes", "reg_limit", "row_slot_quantiles",
            "expected_slots", "unit_slot_quantiles", "fit", "check", "max_hidden",
-           "capacity_table", "check_cell", "check_dtype"]
+           "capacity_table", "check_cell", "check_dtype", "fp16_index_fits", "FP16_INDEX",
+           "H_BYTES"]
 
 THREADS_PER_CTA = 256  # the kernel's block (sparse_rnn.DEFAULT_THREADS): a design choice
 WARP = 32              # lanes per warp: defined by the IR
 # registers besides weights, rows and batch columns: the kernel builder's count for its largest
 # variant (staging chunks, scalars, barrier extras; sparse_rnn.registers_needed)
 SCALAR_REGS = FIXED_REGS
-DTYPES = {"fp32": 4, "fp16": 2}  # bytes per weight value / per h element
+DTYPES = {"fp32": 4, "fp16": 2}  # bytes per weight value (h stays fp32: 4 bytes)
+H_BYTES = 4                      # bytes per element of the staged h, whatever the dtype
 CELLS = {"rnn": 1, "gru": 3, "lstm": 4}  # recurrent rows = gates * N (models.sparse.GATES)
+FP16_INDEX = "fp16 column index"  # the limit of a sparse fp16 layer whose h 16 bits cannot address
 _MEDIAN_RANK = (0.3, 0.4)  # Benard: quantile 1 - (k - 0.3) / (n + 0.4)
 
 
@@ -129,10 +141,8 @@ def registers_per_thread(S, R, batch, *, dense: bool, dtype: str = "fp32", ptxas
     ``ptxas=False``, fp32, equals ``kernels_ir.kernels.sparse_rnn.registers_needed`` (tested).
     """
     S, R = np.asarray(S), np.asarray(R)
-    if dtype == "fp32":
-        weights = S * (1 if dense else 2)
-    else:  # fp16: packed value + 16-bit index, or two packed dense values
-        weights = -(-S // 2) if dense else S
+    check_dtype(dtype)
+    weights = weight_registers(S, dense, dtype)
     counted = weights + REGS_PER_ROW * R + REGS_PER_BATCH * np.asarray(batch) + \
         FIXED_REGS + (DENSE_REGS if dense else 0)
     if cell != "rnn":
@@ -146,25 +156,36 @@ def registers_per_thread(S, R, batch, *, dense: bool, dtype: str = "fp32", ptxas
 def ptxas_extra(S, R, batch, *, dense: bool, dtype: str = "fp32", arch: str | None = None):
     """Registers ptxas needs beyond the kernel's count (array-friendly): the measured excess
     (``sparse_rnn.ptxas_extra_regs``) and, dense with ``R >= 2``, the h words of the tile kept
-    for the later row-slots (``sparse_rnn.dense_reuse_registers``; fp16: two per register)."""
+    for the later row-slots (``sparse_rnn.dense_reuse_registers``; f32 words for either dtype)."""
     S, R = np.asarray(S), np.asarray(R)
     extra = np.vectorize(lambda b: ptxas_extra_regs(arch, dense, int(b)))(np.asarray(batch))
     if not dense:
         return extra + 0 * S
     kmax = S // np.maximum(R, 1)
     words = (kmax - 1) * np.asarray(batch)
-    reuse = np.where(R >= 2, words if dtype == "fp32" else -(-words // 2), 0)
+    reuse = np.where(R >= 2, words, 0)   # h words: f32 whatever the weights' dtype
     return extra + reuse
 
 
 def smem_bytes(hidden, batch, *, dense: bool, dtype: str = "fp32", kmax=None):
-    """Shared-memory bytes of the staged h (array-friendly); see the module docstring."""
+    """Shared-memory bytes of the staged h (array-friendly; f32 words whatever ``dtype``); see
+    the module docstring."""
+    check_dtype(dtype)
     hidden, batch = np.asarray(hidden), np.asarray(batch)
     words = -(-(hidden * batch) // 4) * 4
     if dense:
         k = -(-hidden // WARP) if kmax is None else np.asarray(kmax)
         words = np.maximum(words, WARP * k * batch)
-    return words * DTYPES[dtype]
+    return words * H_BYTES
+
+
+def fp16_index_fits(hidden, batch, *, dense: bool, dtype: str):
+    """Whether a sparse fp16 slot's 16-bit word address reaches all of h (array-friendly;
+    always true for fp32 and dense kernels)."""
+    if dtype != "fp16" or dense:
+        return np.ones(np.broadcast(np.asarray(hidden), np.asarray(batch)).shape, bool)
+    words = -(-(np.asarray(hidden) * np.asarray(batch)) // 4) * 4
+    return words <= FP16_ADDR_WORDS
 
 
 def _cf_quantile(p, n, d):
@@ -317,7 +338,7 @@ class Fit:
     """Whether one layer fits, with the numbers behind the answer."""
 
     fits: bool
-    limit: str           # "" if it fits, else "registers" or "shared memory"
+    limit: str           # "" if it fits, else "registers", "shared memory" or FP16_INDEX
     registers: int       # per thread, needed (as ptxas allocates them unless ptxas=False)
     register_limit: int
     smem_bytes: int      # per CTA, needed
@@ -369,6 +390,11 @@ def fit(spec, hidden: int, batch: int, density: float, *, cell: str = "rnn", dty
         msg = (f"{what} does not fit in shared memory: h needs {smem} bytes/CTA, {spec.name} "
                f"allows {slim} (smem_bytes_per_cta)")
         return Fit(False, "shared memory", regs, rlim, smem, slim, S, R, msg, extra)
+    if not fp16_index_fits(hidden, batch, dense=dense, dtype=dtype):
+        msg = (f"{what} does not fit the fp16 column addresses: h has {smem // H_BYTES} words, "
+               f"a 16-bit word address reaches {FP16_ADDR_WORDS} (hidden * batch <= "
+               f"{FP16_ADDR_WORDS}; fp32 has no such limit)")
+        return Fit(False, FP16_INDEX, regs, rlim, smem, slim, S, R, msg, extra)
     return Fit(True, "", regs, rlim, smem, slim, S, R, "", extra)
 
 
@@ -440,9 +466,12 @@ def max_hidden(spec, density: float, batch: int, *, cell: str = "rnn", dtype: st
         how = f" as ptxas allocates them on {spec.arch}" if ptxas else ""
         msg = (f"registers: {bad.register_limit}/thread{how} allow at most hidden={lo} at "
                f"{kind} (batch {batch}, {cell}, {dtype})")
+    elif bad.limit == FP16_INDEX:
+        msg = (f"{FP16_INDEX}: 16-bit word addresses reach at most hidden={lo} at batch {batch} "
+               f"(hidden * batch <= {FP16_ADDR_WORDS})")
     else:
         msg = (f"shared memory: {bad.smem_limit} bytes/CTA allow at most hidden={lo} at batch "
-               f"{batch} ({dtype} h)")
+               f"{batch} (fp32 h)")
     return MaxHidden(lo, bad.limit, msg, good.registers, good.smem_bytes)
 
 

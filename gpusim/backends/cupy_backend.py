@@ -199,12 +199,14 @@ def _short_program(program, steps: int, spec):
 
     layer = replace(program.layer, x_proj=program.layer.x_proj[:steps])
     v = program.variant
+    dtype = v.get("dtype", "fp32")
     if v["dense"]:
         return build_dense_rnn(layer, spec, sync=v["sync"], wide_loads=v["wide_loads"],
-                               threads_per_cta=v["threads_per_cta"], n_ctas=program.kernel.grid)
+                               threads_per_cta=v["threads_per_cta"], n_ctas=program.kernel.grid,
+                               dtype=dtype)
     return build_sparse_rnn(layer, spec, sync=v["sync"], wide_loads=v["wide_loads"],
                             layout=v["layout"], threads_per_cta=v["threads_per_cta"],
-                            n_ctas=program.kernel.grid)
+                            n_ctas=program.kernel.grid, dtype=dtype)
 
 
 def launch_program_checked(runner: Runner, program, tolerance: float = VALUE_TOLERANCE):

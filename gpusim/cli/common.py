@@ -66,7 +66,8 @@ def nonnegative_int(name: str):
 
 def check_layer_fits(spec, args, dense: bool = False) -> None:
     """:func:`gpusim.validate.check_layer_fits` for the layer options of ``args``."""
-    _check_layer_fits(spec, args.hidden, args.batch, args.density, dense=dense)
+    _check_layer_fits(spec, args.hidden, args.batch, args.density, dense=dense,
+                      dtype=getattr(args, "dtype", "fp32"))
 
 
 def density(text: str) -> float:
@@ -203,6 +204,16 @@ def add_layer_arguments(p: argparse.ArgumentParser, timesteps: bool = True) -> N
                        help="number of recurrent steps T")
     p.add_argument("--seed", type=nonnegative_int("seed"), default=0,
                    help="random seed for weights and inputs")
+
+
+def add_cell_arguments(p: argparse.ArgumentParser) -> None:
+    """The recurrent cell and the weights' precision of the persistent kernels."""
+    p.add_argument("--cell", choices=("rnn", "gru", "lstm"), default="rnn",
+                   help="recurrent cell (gru: 3 gates, lstm: 4 gates; the gate rows of a unit "
+                   "are computed by one warp, and only h is exchanged)")
+    p.add_argument("--dtype", choices=("fp32", "fp16"), default="fp32",
+                   help="weight precision (fp16: the weights rounded to fp16, one 32-bit word "
+                   "per sparse slot with a 16-bit column address, fp32 arithmetic)")
 
 
 def add_kernel_arguments(p: argparse.ArgumentParser) -> None:

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import argparse
 
-from .common import add_kernel_arguments, add_layer_arguments, add_output_arguments, emit_json
+from .common import (
+    add_cell_arguments,
+    add_kernel_arguments,
+    add_layer_arguments,
+    add_output_arguments,
+    emit_json,
+)
 
 __all__ = ["add_arguments", "main"]
 
@@ -13,9 +19,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_layer_arguments(p)
     add_kernel_arguments(p)
     p.add_argument("--dense", action="store_true", help="the dense persistent kernel")
-    p.add_argument("--cell", choices=("rnn", "gru", "lstm"), default="rnn",
-                   help="recurrent cell (gru: 3 gates, lstm: 4 gates; the gate rows of a unit "
-                   "are computed by one warp, and only h is exchanged)")
+    add_cell_arguments(p)
     p.add_argument("--registers", action="store_true",
                    help="also print the register estimate and co-residency")
     add_output_arguments(p)

@@ -61,7 +61,7 @@ PARALLEL_MIN_WORDS = 2048
 
 
 def _simulate_one(sample_steps, spec, variant, hidden, batch, density, seed, cell="rnn",
-                  heads=1):
+                  heads=1, dtype="fp32"):
     """One kernel simulated: (per_step_s, setup_s, breakdown); see :func:`simulator`."""
     from gpusim.pricing import price_program
     from kernels_ir.errors import InputError
@@ -70,9 +70,9 @@ def _simulate_one(sample_steps, spec, variant, hidden, batch, density, seed, cel
 
     kw = {} if heads == 1 else {"heads": heads}
     if variant.family == "baseline":   # the CSR kernel: one launch per step (rnn cell only)
-        if cell != "rnn":
-            raise InputError(f"cell={cell!r}: the CSR kernel in the IR builds the rnn cell "
-                             f"only; accepted: rnn")
+        if cell != "rnn" or dtype != "fp32":
+            raise InputError(f"cell={cell!r}, dtype={dtype!r}: the CSR kernel in the IR builds "
+                             f"the fp32 rnn cell only; accepted: rnn, fp32")
         prog = build_csr_baseline(make_layer(hidden, batch, density, 1, seed, **kw))
     else:
         layer = make_layer(hidden, batch, density if variant.sparse else 1.0,
@@ -80,10 +80,10 @@ def _simulate_one(sample_steps, spec, variant, hidden, batch, density, seed, cel
         if variant.sparse:
             prog = build_sparse_rnn(layer, spec, sync=variant.sync,
                                     wide_loads=variant.wide_loads, layout=variant.layout,
-                                    seed=seed)
+                                    seed=seed, dtype=dtype)
         else:
             prog = build_dense_rnn(layer, spec, sync=variant.sync,
-                                   wide_loads=variant.wide_loads)
+                                   wide_loads=variant.wide_loads, dtype=dtype)
     p = price_program(prog, spec, sample_steps=sample_steps, what=variant.name)
     res = p.result
     # breakdown: the simulated steps' per-SM cycles by category, as seconds per step
@@ -104,10 +104,10 @@ def simulator(sample_steps: int, parallel: bool = True, heads: int = 1):
     parallel). ``heads``: the layers are multi-head (block-diagonal U, :mod:`models.sparse`).
     """
 
-    def run(spec, variants, hidden, batch, density, seed, cell="rnn"):
+    def run(spec, variants, hidden, batch, density, seed, cell="rnn", dtype="fp32"):
         """{name: (per_step_s, setup_s, breakdown)}; the kernels are simulated in parallel, one
         process per core (each simulation is independent and deterministic)."""
-        jobs = [(sample_steps, spec, v, hidden, batch, density, seed, cell, heads)
+        jobs = [(sample_steps, spec, v, hidden, batch, density, seed, cell, heads, dtype)
                 for v in variants]
         workers = min(len(jobs), os.cpu_count() or 1) if parallel else 1
         if workers <= 1 or hidden * batch < PARALLEL_MIN_WORDS:

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from .common import (
+    add_cell_arguments,
     add_kernel_arguments,
     add_layer_arguments,
     add_output_arguments,
@@ -28,9 +29,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_kernel_arguments(p)
     p.add_argument("--dense", action="store_true",
                    help="the dense persistent kernel (all of U in registers) instead of sparse")
-    p.add_argument("--cell", choices=("rnn", "gru", "lstm"), default="rnn",
-                   help="recurrent cell (gru: 3 gates, lstm: 4 gates; the gate rows of a unit "
-                   "are computed by one warp, and only h is exchanged)")
+    add_cell_arguments(p)
     p.add_argument("--backend", choices=("sim", "cupy"), default="sim",
                    help="sim: the functional executor here; cupy: generated CUDA on this "
                         "machine's GPU (values checked, then timed); use --gpu to match the GPU")
@@ -52,11 +51,13 @@ def build_program(args, timesteps: int | None = None):
     kw = {} if heads == 1 else {"heads": heads}
     layer = make_layer(args.hidden, args.batch, args.density, steps, args.seed,
                        cell=getattr(args, "cell", "rnn"), **kw)
+    dtype = getattr(args, "dtype", "fp32")
     if getattr(args, "dense", False):
-        prog = build_dense_rnn(layer, spec, sync=args.sync, wide_loads=args.wide_loads)
+        prog = build_dense_rnn(layer, spec, sync=args.sync, wide_loads=args.wide_loads,
+                               dtype=dtype)
     else:
         prog = build_sparse_rnn(layer, spec, sync=args.sync, wide_loads=args.wide_loads,
-                                layout=args.layout, seed=args.seed)
+                                layout=args.layout, seed=args.seed, dtype=dtype)
     return spec, prog
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 
 from .common import (
+    add_cell_arguments,
     add_kernel_arguments,
     add_layer_arguments,
     add_output_arguments,
@@ -27,9 +28,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_layer_arguments(p)
     add_kernel_arguments(p)
     p.add_argument("--dense", action="store_true", help="the dense persistent kernel")
-    p.add_argument("--cell", choices=("rnn", "gru", "lstm"), default="rnn",
-                   help="recurrent cell (gru: 3 gates, lstm: 4 gates; the gate rows of a unit "
-                   "are computed by one warp, and only h is exchanged)")
+    add_cell_arguments(p)
     p.add_argument("--heads", type=int, default=1, metavar="H",
                    help="independent recurrences (block-diagonal U, heads of N/H units; H must "
                    "divide N); when a CTA holds whole heads, h is exchanged inside it "
@@ -49,7 +48,7 @@ def main(args) -> int:
                    timesteps=args.timesteps, seed=args.seed, sync=args.sync,
                    wide_loads=args.wide_loads, layout=args.layout, dense=args.dense,
                    sample_steps=args.sample_steps, progress=show_progress(args), cell=args.cell,
-                   heads=args.heads)
+                   heads=args.heads, dtype=args.dtype)
     res, wall = sim.result, sim.wall_s
     if args.plot:
         from gpusim.plots.timeline import plot_timeline
@@ -59,7 +58,8 @@ def main(args) -> int:
         emit_json(sim.to_dict())
         return check_values(res.max_rel_err, res.kernel)
     b = res.breakdown["total"]
-    cell = "" if args.cell == "rnn" else f" cell={args.cell}"
+    cell = ("" if args.cell == "rnn" else f" cell={args.cell}") + \
+        ("" if args.dtype == "fp32" else f" dtype={args.dtype}")
     print(f"{res.kernel} on {res.gpu}: N={args.hidden} B={args.batch} density={args.density} "
           f"T={args.timesteps}{cell}, {sim.ctas} CTAs x {sim.threads_per_cta} threads")
     if res.extrapolated:

@@ -28,6 +28,8 @@ Numerical choices (documented where the hardware leaves a choice):
 - SHL / SHR: arithmetic shift right (signed i32, as CUDA ``>>`` on ``int``); shift counts
   outside ``0..31`` are clamped to 32 (PTX ``shl``/``shr`` semantics): ``x << 32 == 0``,
   ``x >> 32`` is 0 or -1.
+- H2F: the IEEE binary16 value in bits 0-15 (``half`` 0) or 16-31 (``half`` 1) of an i32 word,
+  converted exactly to float32 (PTX ``cvt.f32.f16``). U16: bits 0-15, zero-extended.
 - F2I: truncation toward zero, saturating to the i32 range, NaN -> 0 (PTX ``cvt.rzi.s32.f32``).
 - FMAX / FMIN: IEEE maxNum/minNum (a NaN operand yields the other operand), as CUDA ``fmaxf``.
 - FSETP: ordered comparisons (false on NaN) except ``ne`` (true on NaN), as CUDA ``!=``.
@@ -85,6 +87,15 @@ def _f2i(a):
     a = np.asarray(a, dtype=np.float64)
     t = np.trunc(np.nan_to_num(a, nan=0.0, posinf=_I32_MAX, neginf=_I32_MIN))
     return np.clip(t, _I32_MIN, _I32_MAX).astype(np.int32)
+
+
+def _h2f(attrs):
+    shift = 16 * int(attrs["half"])
+
+    def f(a):
+        bits = (np.asarray(a, dtype=np.int32).view(np.uint32) >> np.uint32(shift)) & 0xFFFF
+        return bits.astype(np.uint16).view(np.float16).astype(np.float32)
+    return f
 
 
 def _bitcast(a):
@@ -199,6 +210,8 @@ SEMANTICS: dict[Op, OpSemantics] = {
     Op.BITCAST: _alu(_bitcast),
     Op.I2F: _alu(lambda a: np.asarray(a).astype(np.float32)),
     Op.F2I: _alu(_f2i),
+    Op.H2F: OpSemantics("alu", _h2f),
+    Op.U16: _alu(lambda a: np.bitwise_and(a, 0xFFFF, dtype=np.int32)),
     # float arithmetic (float32 in, float32 out; numpy float32 ops round once)
     Op.FADD: _alu(lambda a, b: np.add(a, b, dtype=np.float32)),
     Op.FSUB: _alu(lambda a, b: np.subtract(a, b, dtype=np.float32)),

@@ -58,6 +58,18 @@ CTA's own units), then a second CTA barrier: no grid-wide synchronisation, no po
 atomics, whatever ``sync`` says. Words of ``h_s`` of other CTAs' units keep h_0 and are read
 only by padding or (dense tiles) zero weights. When a CTA cannot hold whole heads, the heads
 are dealt over all warps as for H = 1 and the step's exchange is the grid-wide one of ``sync``.
+
+fp16 weights (``dtype="fp16"``, docs/fp16.md): the layer's weights are rounded to fp16 (the
+program's layer and reference are those of the rounded weights). A sparse slot is one 32-bit
+word, the fp16 value in bits 16-31 and the column's word address ``col * B`` in bits 0-15 (so
+``N * B`` must be at most 65536); a dense thread packs two slots' values per word. Each slot is
+unpacked where its shared loads are issued: ``U16`` gives the address for them, ``H2F`` the
+value as f32 into a register that travels with the slot's h words (one per slot in flight) for
+its B FMAs; h, x, the products and the sums stay f32 (fp32 accumulation, the
+only rounding beyond fp32's is that of the weights). Both unpacking ops are volatile inline PTX
+in the generated CUDA, so the compiler keeps them inside the time loop: the packed words are
+loop-invariant, and hoisting their conversion would hold every weight unpacked (two registers
+a slot again).
 """
 
 from __future__ import annotations
@@ -78,6 +90,8 @@ SENTINEL_BITS = np.int32(-(1 << 31))  # 0x80000000, the bit pattern of -0.0f
 SYNCS = ("lamport", "barrier")
 LOCAL = "cta"  # the step's exchange of a CTA that holds whole heads (module docstring)
 CELLS = {"rnn": 1, "gru": 3, "lstm": 4}  # gate rows per unit (models.sparse.GATES)
+DTYPES = ("fp32", "fp16")  # weight precision (module docstring: fp16 weights)
+FP16_ADDR_WORDS = 1 << 16  # an fp16 slot's column word address has 16 bits
 DEFAULT_THREADS = 256
 WARP = 32
 
@@ -151,23 +165,38 @@ def make_layer(hidden: int, batch: int, density: float, timesteps: int, seed: in
 
 def build_sparse_rnn(layer, spec, *, sync: str = "lamport", wide_loads: bool = True,
                      layout="naive", threads_per_cta: int = DEFAULT_THREADS, seed: int = 0,
-                     n_ctas: int | None = None) -> RNNProgram:
-    """The sparse persistent RNN for ``layer`` on ``spec`` (one CTA per SM)."""
+                     n_ctas: int | None = None, dtype: str = "fp32") -> RNNProgram:
+    """The sparse persistent RNN for ``layer`` on ``spec`` (one CTA per SM); ``dtype`` fp16:
+    the weights rounded to fp16 (module docstring)."""
     return _build(layer, spec, sync=sync, wide_loads=wide_loads, layout=layout,
-                  threads_per_cta=threads_per_cta, seed=seed, dense=False, n_ctas=n_ctas)
+                  threads_per_cta=threads_per_cta, seed=seed, dense=False, n_ctas=n_ctas,
+                  dtype=dtype)
 
 
 def build_dense_rnn(layer, spec, *, sync: str = "lamport", wide_loads: bool = True,
-                    threads_per_cta: int = DEFAULT_THREADS, n_ctas: int | None = None
-                    ) -> RNNProgram:
+                    threads_per_cta: int = DEFAULT_THREADS, n_ctas: int | None = None,
+                    dtype: str = "fp32") -> RNNProgram:
     """The dense persistent RNN (Diamos-style: every weight of U in registers, no indices)."""
     return _build(layer, spec, sync=sync, wide_loads=wide_loads, layout="naive",
-                  threads_per_cta=threads_per_cta, seed=0, dense=True, n_ctas=n_ctas)
+                  threads_per_cta=threads_per_cta, seed=0, dense=True, n_ctas=n_ctas,
+                  dtype=dtype)
 
 
-def _check_variant(layer, spec, sync, threads_per_cta) -> None:
+def fp16_layer(layer):
+    """``layer`` with its weights rounded to fp16 (round to nearest even) and kept as float32:
+    what an fp16 kernel multiplies, so its float64 reference is that of the rounded layer."""
+    import dataclasses
+
+    U = layer.U.copy()
+    U.data = U.data.astype(np.float16).astype(np.float32)
+    return dataclasses.replace(layer, U=U)
+
+
+def _check_variant(layer, spec, sync, threads_per_cta, dtype="fp32") -> None:
     if sync not in SYNCS:
         raise InputError(f"sync={sync!r} is not supported; accepted: {', '.join(SYNCS)}")
+    if dtype not in DTYPES:
+        raise InputError(f"dtype={dtype!r} is not supported; accepted: {', '.join(DTYPES)}")
     cell = getattr(layer, "cell", "rnn")
     if cell not in CELLS:
         raise InputError(f"cell={cell!r} is not supported; accepted: {', '.join(CELLS)}")
@@ -177,7 +206,7 @@ def _check_variant(layer, spec, sync, threads_per_cta) -> None:
 
 
 def _map_and_check(layer, spec, *, sync, wide_loads, layout, threads_per_cta, seed, dense,
-                   n_ctas, heads):
+                   n_ctas, heads, dtype="fp32"):
     """The mapping of ``layer`` (whole heads per CTA when ``heads`` > 1) after the capacity
     check, and the step's exchange: ``sync``, or :data:`LOCAL` for whole heads per CTA."""
     cell = getattr(layer, "cell", "rnn")
@@ -196,13 +225,20 @@ def _map_and_check(layer, spec, *, sync, wide_loads, layout, threads_per_cta, se
                     threads=threads_per_cta, smem_bytes=4 * hs_words,
                     density=layer.U.nnz / max(1, gates * n * n), sync=exchange,
                     group=min(STAGE_GROUP, -(-slot // (4 * threads_per_cta))),
-                    dense_tail=hs_words > slot, cell=cell)
+                    dense_tail=hs_words > slot, cell=cell, dtype=dtype)
+    if dtype == "fp16" and not dense and hs_words > FP16_ADDR_WORDS:
+        raise CapacityError(f"hidden={n}, batch={b} with fp16 weights: h has {hs_words} words, "
+                            f"more than the {FP16_ADDR_WORDS} that a 16-bit column address "
+                            f"reaches; accepted: hidden * batch <= {FP16_ADDR_WORDS} (or fp32)")
     return mapping, exchange
 
 
 def _build(layer, spec, *, sync, wide_loads, layout, threads_per_cta, seed, dense,
-           n_ctas) -> RNNProgram:
-    _check_variant(layer, spec, sync, threads_per_cta)
+           n_ctas, dtype="fp32") -> RNNProgram:
+    _check_variant(layer, spec, sync, threads_per_cta, dtype)
+    half = dtype == "fp16"
+    if half:
+        layer = fp16_layer(layer)
     cell = getattr(layer, "cell", "rnn")
     gates = CELLS[cell]
     heads = int(getattr(layer, "heads", 1))
@@ -211,7 +247,7 @@ def _build(layer, spec, *, sync, wide_loads, layout, threads_per_cta, seed, dens
     n_ctas = spec.sm_count if n_ctas is None else int(n_ctas)
     wpc = threads_per_cta // WARP
     args = dict(sync=sync, wide_loads=wide_loads, layout=layout, threads_per_cta=threads_per_cta,
-                seed=seed, dense=dense, n_ctas=n_ctas)
+                seed=seed, dense=dense, n_ctas=n_ctas, dtype=dtype)
     try:
         mapping, exchange = _map_and_check(layer, spec, heads=heads, **args)
     except CapacityError:
@@ -228,10 +264,13 @@ def _build(layer, spec, *, sync, wide_loads, layout, threads_per_cta, seed, dens
     depth = _prefetch_depth(spec, b=b, S=S, R=R, dense=dense, threads=threads_per_cta,
                             sync=exchange,
                             group=min(STAGE_GROUP, -(-slot // (4 * threads_per_cta))),
-                            dense_tail=hs_words > slot, loads_per_slot=len(loads), cell=cell)
+                            dense_tail=hs_words > slot, loads_per_slot=len(loads), cell=cell,
+                            dtype=dtype)
     name = f"{'dense' if dense else 'sparse'}_{cell}_{'local' if local else sync}_" \
-        f"{'wide' if wide_loads else 'scalar'}"
+        f"{'wide' if wide_loads else 'scalar'}" + ("_fp16" if half else "")
     extra_meta = {} if gates == 1 else {"cell": cell}
+    if half:
+        extra_meta["dtype"] = dtype
     if heads > 1:
         extra_meta.update(heads=heads, exchange="cta" if local else "grid",
                           heads_per_cta=mapping.heads_per_cta if local else 0)
@@ -239,8 +278,10 @@ def _build(layer, spec, *, sync, wide_loads, layout, threads_per_cta, seed, dens
                   sync=sync, wide_loads=wide_loads, layout=mapping.layout, dense=dense,
                   nnz=int(layer.U.nnz), slots=S, rows_per_warp=R, prefetch=depth,
                   h_order="owner" if mapping.positions is not None else "natural", **extra_meta)
-    g_w = bld.global_buffer("w_vals", F32, n_warps * S * WARP)
-    g_c = None if dense else bld.global_buffer("w_cols", I32, n_warps * S * WARP)
+    SW = (-(-S // 2) if dense else S) if half else S   # weight words per thread
+    g_w = bld.global_buffer("w_packed", I32, n_warps * SW * WARP) if half else \
+        bld.global_buffer("w_vals", F32, n_warps * S * WARP)
+    g_c = None if dense or half else bld.global_buffer("w_cols", I32, n_warps * S * WARP)
     g_rows = bld.global_buffer("row_ids", I32, n_warps * R)
     g_x = bld.global_buffer("x_proj", F32, steps * gates * nb)
     g_h = bld.global_buffer("hseq", F32, (steps + 1) * slot, role="inout")
@@ -255,13 +296,16 @@ def _build(layer, spec, *, sync, wide_loads, layout, threads_per_cta, seed, dens
     cta = bld.sreg("cta", dst=bld.reg(I32, "cta"))
     nctas = bld.sreg("nctas", dst=bld.reg(I32, "nctas"))
     gw = bld.imad(cta, wpc, warp, dst=bld.reg(I32, "gwarp"))
-    wbase = bld.imad(gw, S * WARP, lane, dst=bld.reg(I32, "wbase"))
-    w = bld.reg(F32, "w", S)
-    c = None if dense else bld.reg(I32, "c", S)
-    for s in range(S):
+    wbase = bld.imad(gw, SW * WARP, lane, dst=bld.reg(I32, "wbase"))
+    w = bld.reg(I32 if half else F32, "w", SW)
+    c = None if dense or half else bld.reg(I32, "c", S)
+    for s in range(SW):
         bld.ldg(g_w, wbase, offset=s * WARP, dst=w[s])
         if c is not None:
             bld.ldg(g_c, wbase, offset=s * WARP, dst=c[s])
+    # fp16: a slot is unpacked where its loads are issued: (sparse) the address register for
+    # them, and its value as f32 into one register per slot in flight (beside its h words)
+    ca = bld.reg(I32, "ca") if half and not dense else None
     rid = bld.reg(I32, "rid", R)
     xaddr = bld.reg(I32, "xaddr", R)
     mine = bld.reg(PRED, "mine", R)
@@ -290,6 +334,7 @@ def _build(layer, spec, *, sync, wide_loads, layout, threads_per_cta, seed, dens
     # --- the time loop ------------------------------------------------------------------------
     acc = bld.reg(F32, "acc", b)
     hv = bld.reg(F32, "hv", b * depth)
+    wv = bld.reg(F32, "wv", depth) if half else None
     xv = bld.reg(F32, "xv", R)
     val = bld.reg(F32, "val")
     sh = bld.reg(F32, "sh", b)
@@ -316,13 +361,18 @@ def _build(layer, spec, *, sync, wide_loads, layout, threads_per_cta, seed, dens
 
             def load_slot(i, off=off):
                 s, base = off + i, b * (i % depth)
+                if half and not dense:
+                    bld.u16(w[s], dst=ca)                  # the column word address
                 for width, woff in loads:
                     dst = tuple(hv[base + woff + q] for q in range(width))
                     if dense:
                         bld.lds(h_s, lane_b_addr, offset=WARP * i * b + woff, width=width,
                                 dst=dst)
                     else:
-                        bld.lds(h_s, c[s], offset=woff, width=width, dst=dst)
+                        bld.lds(h_s, ca if half else c[s], offset=woff, width=width, dst=dst)
+                if half:                                   # the slot's fp16 value, as f32
+                    bld.h2f(w[s // 2] if dense else w[s], s % 2 if dense else 1,
+                            dst=wv[i % depth])
 
             # software pipelining as ptxas does it: ``depth`` slots' loads in flight ahead of
             # the FMAs that use them (one register set of B words per slot in flight)
@@ -330,8 +380,9 @@ def _build(layer, spec, *, sync, wide_loads, layout, threads_per_cta, seed, dens
                 load_slot(i)
             for i in range(n_s):
                 base = b * (i % depth)
+                wi = wv[i % depth] if half else w[off + i]
                 for k in range(b):
-                    bld.ffma(w[off + i], hv[base + k], acc[k], dst=acc[k])
+                    bld.ffma(wi, hv[base + k], acc[k], dst=acc[k])
                 if i + depth < n_s:
                     load_slot(i + depth)
             for m in (16, 8, 4, 2, 1):      # B independent butterfly chains, interleaved
@@ -373,9 +424,11 @@ def _build(layer, spec, *, sync, wide_loads, layout, threads_per_cta, seed, dens
                 bld.fence()
                 bld.atom_add(g_cnt, 0, 1, dst=bld.reg(I32, "old"))
     kernel = verify(bld.build(), smem_limit_bytes=spec.smem_bytes_per_cta)
-    inputs = _inputs(mapping, layer, slot, exchange, dense)
+    inputs = _inputs(mapping, layer, slot, exchange, dense, dtype)
     variant = {"sync": sync, "wide_loads": bool(wide_loads), "layout": mapping.layout,
                "dense": dense, "threads_per_cta": threads_per_cta}
+    if half:
+        variant["dtype"] = dtype
     if heads > 1:
         variant.update(heads=heads, exchange="cta" if local else "grid")
     return RNNProgram(kernel, inputs, mapping, layer, variant, slot)
@@ -534,7 +587,29 @@ def _zero_tail(bld, h_s, tid, start: int, end: int, threads: int) -> None:
             bld.sts(h_s, idx, 0.0)
 
 
-def _inputs(mapping: Mapping, layer, slot: int, sync: str, dense: bool) -> dict:
+def _fp16_bits(values) -> np.ndarray:
+    """The IEEE binary16 bits of ``values`` (already fp16-exact), as uint32."""
+    return np.asarray(values, dtype=np.float32).astype(np.float16).view(np.uint16) \
+        .astype(np.uint32)
+
+
+def pack_fp16(values: np.ndarray, cols: np.ndarray | None, b: int) -> np.ndarray:
+    """The ``w_packed`` words of an fp16 kernel (int32) from the mapping's ``values`` (n_warps,
+    S, 32) and, sparse, ``cols``: per slot the value's bits << 16 | the column word address
+    ``col * b``; dense (``cols`` None) slots ``2p`` (low half) and ``2p + 1`` (high half) of
+    each thread share word ``p``."""
+    v = _fp16_bits(values)
+    if cols is not None:
+        words = (v << np.uint32(16)) | (np.asarray(cols, dtype=np.uint32) * np.uint32(b))
+    else:
+        if v.shape[1] % 2:
+            v = np.concatenate([v, np.zeros_like(v[:, :1])], axis=1)
+        words = v[:, 0::2] | (v[:, 1::2] << np.uint32(16))
+    return np.ascontiguousarray(words).view(np.int32).reshape(-1)
+
+
+def _inputs(mapping: Mapping, layer, slot: int, sync: str, dense: bool,
+            dtype: str = "fp32") -> dict:
     n, b, steps = layer.hidden, layer.batch, layer.timesteps
     nb = n * b
     pos = mapping.h_positions
@@ -550,11 +625,16 @@ def _inputs(mapping: Mapping, layer, slot: int, sync: str, dense: bool) -> dict:
         r = np.maximum(rows, 0)
         row_pos = np.where(rows >= 0, gate_pos[r], -1)
     inputs = {
-        "w_vals": np.ascontiguousarray(mapping.values, dtype=np.float32).reshape(-1),
         "row_ids": row_pos.astype(np.int32).reshape(-1),
         "x_proj": np.ascontiguousarray(x_pos).reshape(-1),
     }
-    if not dense:
+    if dtype == "fp16":
+        vals = np.asarray(mapping.values).reshape(mapping.n_warps, -1, WARP)
+        cols = None if dense else np.asarray(mapping.cols).reshape(vals.shape)
+        inputs["w_packed"] = pack_fp16(vals, cols, b)
+    else:
+        inputs["w_vals"] = np.ascontiguousarray(mapping.values, dtype=np.float32).reshape(-1)
+    if not dense and dtype != "fp16":
         inputs["w_cols"] = (mapping.cols.astype(np.int32) * np.int32(b)).reshape(-1)
     hseq = np.zeros((steps + 1, slot), dtype=np.float32)
     h0 = np.empty_like(np.asarray(layer.h0, dtype=np.float32))
@@ -587,9 +667,20 @@ def cell_registers(cell: str, R: int) -> int:
     return gates + (R // gates if cell == "lstm" else 0)
 
 
+def weight_registers(S: int, dense: bool, dtype: str = "fp32") -> int:
+    """Registers per thread for ``S`` weight slots and their unpacking (:data:`DTYPES`): fp32
+    a value and (sparse) a column word address per slot; fp16 sparse one word per slot (the
+    fp16 value in the high half, the 16-bit column address in the low half) plus the two
+    registers a slot is unpacked into (value, address), fp16 dense two values per word plus
+    the unpacked value."""
+    if dtype == "fp32":
+        return S * (1 if dense else 2)
+    return -(-S // 2) + 1 if dense else S + 2   # + the unpacked value (and sparse address)
+
+
 def registers_needed(S: int, R: int, b: int, dense: bool, *, sync: str = "barrier",
                      group: int = STAGE_GROUP, dense_tail: bool = True, prefetch: int = 1,
-                     cell: str = "rnn") -> int:
+                     cell: str = "rnn", dtype: str = "fp32") -> int:
     """32-bit registers per thread the kernel above declares (predicates excluded: the hardware
     keeps them in its predicate registers): w[S] and (sparse) c[S], rid/xaddr/xv per row,
     acc/hv/sh per batch column, the staging group's chunks (4 per chunk), the scalars, and the
@@ -604,8 +695,9 @@ def registers_needed(S: int, R: int, b: int, dense: bool, *, sync: str = "barrie
     """
     extra = (BARRIER_REGS if sync == "barrier" else 0) + \
         ((DENSE_REGS if dense_tail else 1) if dense else 0)
-    return S * (1 if dense else 2) + REGS_PER_ROW * R + REGS_PER_BATCH * b + 4 * group + \
-        SCALAR_REGS + extra + (prefetch - 1) * b + cell_registers(cell, R)
+    per_slot = b + (dtype == "fp16")   # a slot in flight: its h words (and its fp16 value)
+    return weight_registers(S, dense, dtype) + REGS_PER_ROW * R + REGS_PER_BATCH * b + \
+        4 * group + SCALAR_REGS + extra + (prefetch - 1) * per_slot + cell_registers(cell, R)
 
 
 def dense_reuse_registers(R: int, kmax: int, b: int) -> int:
@@ -630,7 +722,7 @@ def counted_registers(program: RNNProgram, prefetch: int | None = None) -> int:
                             group=min(STAGE_GROUP, -(-slot // (4 * k.block))),
                             dense_tail=hs_words > slot,
                             prefetch=meta["prefetch"] if prefetch is None else prefetch,
-                            cell=meta.get("cell", "rnn"))
+                            cell=meta.get("cell", "rnn"), dtype=meta.get("dtype", "fp32"))
 
 
 # Registers ptxas allocates beyond the kernel's count at prefetch depth 1 (registers_needed;
@@ -663,14 +755,14 @@ def ptxas_extra_regs(arch: str, dense: bool, b: int) -> int:
 
 def ptxas_registers(S: int, R: int, b: int, dense: bool, *, arch: str, kmax: int | None = None,
                     sync: str = "barrier", group: int = STAGE_GROUP,
-                    dense_tail: bool = True, cell: str = "rnn") -> int:
+                    dense_tail: bool = True, cell: str = "rnn", dtype: str = "fp32") -> int:
     """Registers per thread ptxas is expected to need at most, at prefetch depth 1: the
     kernel's count, plus (dense, ``R >= 2``) :func:`dense_reuse_registers`, plus
     :func:`ptxas_extra_regs`. The layer compiles without spills when this is within the
     per-thread limit (the builder refuses it otherwise; ``models.capacity`` counts the same)."""
     reuse = dense_reuse_registers(R, S // max(1, R) if kmax is None else kmax, b) if dense else 0
     return registers_needed(S, R, b, dense, sync=sync, group=group, dense_tail=dense_tail,
-                            cell=cell) + reuse + ptxas_extra_regs(arch, dense, b)
+                            cell=cell, dtype=dtype) + reuse + ptxas_extra_regs(arch, dense, b)
 
 
 PREFETCH_LOADS = 8  # shared loads a warp keeps in flight ahead of their FMAs (ptxas: 7-10)
@@ -678,7 +770,7 @@ PREFETCH_MARGIN = 16  # registers left to ptxas' own address arithmetic before p
 
 
 def _prefetch_depth(spec, *, b, S, R, dense, threads, sync, group, dense_tail,
-                    loads_per_slot, cell="rnn") -> int:
+                    loads_per_slot, cell="rnn", dtype="fp32") -> int:
     """Slots whose shared loads are issued before the first of their FMAs: up to
     :data:`PREFETCH_LOADS` loads, as far as the registers left over allow (B per slot). This
     is the order the simulator issues; ptxas pipelines the loads on its own and allocates the
@@ -687,20 +779,23 @@ def _prefetch_depth(spec, *, b, S, R, dense, threads, sync, group, dense_tail,
     want = max(1, PREFETCH_LOADS // loads_per_slot)
     cap = min(spec.max_regs_per_thread, spec.regs_per_sm // threads)
     spare = cap - PREFETCH_MARGIN - registers_needed(S, R, b, dense, sync=sync, group=group,
-                                                     dense_tail=dense_tail, cell=cell)
-    return int(max(1, min(want, 1 + spare // b)))
+                                                     dense_tail=dense_tail, cell=cell,
+                                                     dtype=dtype)
+    return int(max(1, min(want, 1 + spare // (b + (dtype == "fp16")))))
 
 
 def _check_capacity(spec, *, n, b, S, R, dense, threads, smem_bytes, density, sync, group,
-                    dense_tail, cell="rnn") -> None:
+                    dense_tail, cell="rnn", dtype="fp32") -> None:
     regs = registers_needed(S, R, b, dense, sync=sync, group=group, dense_tail=dense_tail,
-                            cell=cell)
+                            cell=cell, dtype=dtype)
     need = ptxas_registers(S, R, b, dense, arch=spec.arch, sync=sync, group=group,
-                           dense_tail=dense_tail, cell=cell)
+                           dense_tail=dense_tail, cell=cell, dtype=dtype)
     per_thread_cap = min(spec.max_regs_per_thread, spec.regs_per_sm // threads)
     kind = "dense" if dense else f"density {density:.3g}"
     if cell != "rnn":
         kind = f"{cell}, {kind}"
+    if dtype != "fp32":
+        kind = f"{kind}, {dtype}"
     if regs > per_thread_cap:
         raise CapacityError(
             f"hidden={n} ({kind}, batch {b}) does not fit in the registers: {S} weight slots per "

@@ -46,6 +46,7 @@ from .timing import (
     _row_chain,
     _row_throughput,
     _tail_cycles,
+    _unpack_costs,
     prefetch_depths,
 )
 from .variants import REASONS, VARIANTS, WARP, KernelTimes, Variant
@@ -74,15 +75,16 @@ def _persistent_from_slots(spec, v: Variant, N, B, K, wf_sm, wf_warp, mask, R, S
     tails = instrs = None
     if gated:
         tails, instrs = _gated_tails(spec, B, cell, Kf.shape[-1])
+    u_chain, *u_instr = _unpack_costs(spec, v.sparse, dtype)   # fp16 weights: unpacking
     # FIFO shared pipe: with L > 1 loads per slot every warp's last load of a slot is queued
     # behind all warps' earlier loads of the slot, so the slowest warp waits for the whole SM's
     # wavefronts of the slot and the warps stay in step; with one load per slot only the first
     # slot after the CTA barrier queues (stagger below) and the warps drift apart
-    chain = _row_chain(spec, Kf, wf_sm if L > 1 else wf_warp, B, L, tail=tails)
+    chain = _row_chain(spec, Kf, wf_sm if L > 1 else wf_warp, B, L, tail=tails, unpack=u_chain)
     # software pipelining (the kernel's prefetch depth D): slot i + D's loads issue right after
     # slot i's FFMAs, so a slot's own chain (latency + wavefronts + FFMAs) is paid once per D
     # slots; the first slot of a row still waits for its whole chain
-    D = prefetch_depths(spec, v, N, B, Kf, R, S).reshape(-1, 1)
+    D = prefetch_depths(spec, v, N, B, Kf, R, S, dtype).reshape(-1, 1)
     if L > 1:
         # the pipe serves all warps' load 0 of a slot, then all load 1, ...: the first warp's
         # last load is served after (L - 1) / L of the slot's wavefronts, it then issues the
@@ -91,8 +93,8 @@ def _persistent_from_slots(spec, v: Variant, N, B, K, wf_sm, wf_warp, mask, R, S
         k1 = np.maximum(Kf, 1)
         batch = wf_sm / (k1 * c["wf"])
         first = batch * (L - 1) / L + wf_warp / (k1 * L * c["wf"]) + \
-            spec.smem_latency_cycles + (B // L - 1) * c["pipe"] + 1
-        slot_chain = spec.smem_latency_cycles + batch + (B // L - 1) * c["pipe"] + 1
+            spec.smem_latency_cycles + (B // L - 1) * c["pipe"] + 1 + u_chain
+        slot_chain = spec.smem_latency_cycles + batch + (B // L - 1) * c["pipe"] + 1 + u_chain
         chain = chain - Kf * slot_chain + np.minimum(Kf, 1) * np.maximum(batch, first) + \
             np.maximum(Kf - 1, 0) * np.maximum(batch, first / D)
     if L == 1:
@@ -102,11 +104,11 @@ def _persistent_from_slots(spec, v: Variant, N, B, K, wf_sm, wf_warp, mask, R, S
         # warp's own slot chain (latency + own wavefronts + FFMAs + the next issue) over D
         k1 = np.maximum(Kf, 1)
         own_slot = spec.smem_latency_cycles + wf_warp / (k1 * c["wf"]) + \
-            (B - 1) * c["pipe"] + 1
+            (B - 1) * c["pipe"] + 1 + u_chain
         batch = wf_sm / (k1 * c["wf"])
         chain = chain - np.maximum(Kf - 1, 0) * own_slot + \
             np.maximum(Kf - 1, 0) * np.maximum(own_slot / D, batch)
-    thr = _row_throughput(spec, Kf, wf_sm, B, L, epilogue=instrs)
+    thr = _row_throughput(spec, Kf, wf_sm, B, L, epilogue=instrs, unpack=tuple(u_instr))
     bounds = np.concatenate([chain[None], thr])
     bounds = np.where(mask[None], bounds, 0.0)
     row = bounds.max(axis=0)
@@ -243,7 +245,8 @@ def _persistent_fast(spec, v: Variant, N, B, d, cell, dtype):
                               kmax=K.max(axis=-1) if not v.sparse else None)
         ok_r = regs <= cap.reg_limit(spec)
         ok_s = smem <= spec.smem_bytes_per_cta
-        r_code = np.where(~ok_r, 1, np.where(~ok_s, 2, 0))
+        ok_i = cap.fp16_index_fits(n, b, dense=not v.sparse, dtype=dtype)
+        r_code = np.where(~ok_r, 1, np.where(~ok_s, 2, np.where(~ok_i, 5, 0)))
         wpc = _cyc(spec)["wpc"]
         wf_sm = wf_warp * wpc
         # h in owner order: the line hand-overs of the deal of equal units (a gated cell's
@@ -251,7 +254,7 @@ def _persistent_fast(spec, v: Variant, N, B, d, cell, dtype):
         shared = deal_handovers(n, b, nw, wpc) if v.sync == "lamport" else None
         t, su, parts, wh = _persistent_from_slots(spec, v, n, b, K, wf_sm, wf_warp, mask, R, S,
                                                   dtype, shared=shared, cell=cell)
-        ok = ok_r & ok_s
+        ok = ok_r & ok_s & ok_i
         per[sel] = np.where(ok, t, np.nan)
         setup[sel] = np.where(ok, su, np.nan)
         fits[sel] = ok

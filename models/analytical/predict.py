@@ -131,7 +131,7 @@ def _validate(hidden, batch, density, timesteps, cell, dtype, engine):
 
 def _reason(spec, code: int, hidden, batch, density, cell, dtype, dense, slots=None) -> str:
     label = REASONS[code]
-    if code in (1, 2):
+    if code in (1, 2, 5):
         f = cap.fit(spec, hidden, batch, density, cell=cell, dtype=dtype, dense=dense,
                     slots=slots, exact=False)
         best = cap.max_hidden(spec, density, batch, cell=cell, dtype=dtype, dense=dense,
@@ -160,19 +160,14 @@ def predict_layer(spec, hidden: int, batch: int, density: float, *, timesteps: i
     when it has at most :data:`EXACT_NNZ_LIMIT` nonzeros (exact ``K_j`` and wavefronts from the
     layout analysis), else from the expectation. ``engine="sim"`` calls
     ``simulator(spec, variants, hidden, batch, density, seed) -> {name: (per_step_s, setup_s,
-    breakdown)}`` for every kernel of :data:`SIMULATED` that fits (fp32 only: another dtype
-    with ``engine="sim"`` is refused); a gru / lstm cell is passed on as ``cell=`` for the
-    persistent kernels, while the CSR kernel (rnn cell only in the IR) keeps the model, with a
-    note. This package never imports the simulator: the CLI passes it in. Every row names the
-    engine that produced it.
+    breakdown)}`` for every kernel of :data:`SIMULATED` that fits; a gru / lstm cell is passed
+    on as ``cell=`` and fp16 as ``dtype=`` for the persistent kernels, while the CSR kernel
+    (fp32 rnn cell only in the IR) keeps the model for them, with a note. This package never
+    imports the simulator: the CLI passes it in. Every row names the engine that produced it.
     """
     _validate(hidden, batch, density, timesteps, cell, dtype, engine)
     if engine == "sim" and simulator is None:
         raise InputError("engine='sim' needs a simulator callable (see gpusim predict)")
-    if engine == "sim" and dtype != "fp32":
-        raise InputError(f"dtype={dtype!r} with engine='sim': the kernels in the IR are fp32 "
-                         f"only; accepted with engine='sim': fp32 (or engine='model' for "
-                         f"{dtype})")
     fast = predict_many(spec, hidden, batch, density, cell=cell, dtype=dtype)
     gates = cap.CELLS[cell]
     nnz_expected = gates * hidden * hidden * density
@@ -232,6 +227,9 @@ def predict_layer(spec, hidden: int, batch: int, density: float, *, timesteps: i
             if cell != "rnn" and v.family != "persistent":
                 notes.append(f"{name}: the kernel in the IR has the rnn cell only; priced by the "
                              f"model for the {cell} cell ({gates} gate rows per unit)")
+            elif dtype != "fp32" and v.family != "persistent":
+                notes.append(f"{name}: the kernel in the IR has fp32 weights only; priced by the "
+                             f"model for {dtype} weights")
             else:
                 to_simulate.append(name)
         if ok:
@@ -248,8 +246,10 @@ def predict_layer(spec, hidden: int, batch: int, density: float, *, timesteps: i
         to_simulate = [n for n in to_simulate if VARIANTS[n].family == "persistent"]
         notes.append("no sparse persistent kernel fits: the CSR baseline is priced by the model")
     if to_simulate:
+        kw = ({} if cell == "rnn" else {"cell": cell}) | \
+            ({} if dtype == "fp32" else {"dtype": dtype})
         simulated = simulator(spec, [VARIANTS[n] for n in to_simulate], hidden, batch, density,
-                              seed, **({} if cell == "rnn" else {"cell": cell}))
+                              seed, **kw)
         for i, r in enumerate(rows):
             if r.name in simulated:
                 per, setup, bd = simulated[r.name]

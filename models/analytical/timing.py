@@ -126,7 +126,20 @@ def _cell_epilogue_cycles(spec, B, cell: str):
     return out + 0 * B
 
 
-def _row_chain(spec, K, W, B, L, tail=None):
+def _unpack_costs(spec, sparse: bool, dtype: str):
+    """Per weight slot, what unpacking fp16 weights adds (``sparse_rnn``: U16 then the slot's
+    loads, H2F beside them): ``(chain cycles, issue slots, FP32-pipe instructions, INT-pipe
+    instructions)``. Sparse: the loads wait for U16's result (ALU latency) and the two
+    instructions take an issue slot each; dense: H2F only. The H2F result is ready long before
+    the loads' data, so its latency is off the chain. fp32: nothing."""
+    if dtype != "fp16":
+        return 0.0, 0.0, 0.0, 0.0
+    if sparse:
+        return spec.alu_latency_cycles + 1.0, 2.0, 1.0, 1.0
+    return 1.0, 1.0, 1.0, 0.0
+
+
+def _row_chain(spec, K, W, B, L, tail=None, unpack=0.0):
     """One warp's row-slot as a dependent chain (cycles), from its first MOV to the next row's,
     with one slot's loads in flight at a time (prefetch depth 1; :func:`_persistent_from_slots`
     shortens the later slots for the kernel's real depth).
@@ -135,11 +148,12 @@ def _row_chain(spec, K, W, B, L, tail=None):
     ``smem_latency`` after the warp's own ``W / K`` wavefronts; B FFMAs one FP32 occupancy apart
     (the last load's FFMAs wait for it); then the reduction and the epilogue (``tail``: per
     row-slot instead of :func:`_tail_cycles`, a gated cell's, see :func:`_gated_tails`).
+    ``unpack``: chain cycles an fp16 slot's unpacking adds (:func:`_unpack_costs`).
     """
     c = _cyc(spec)
     B = np.asarray(B, dtype=np.float64)
     own = W / c["wf"]
-    slots = K * (spec.smem_latency_cycles + 1) + own + K * (B // L - 1) * c["pipe"]
+    slots = K * (spec.smem_latency_cycles + 1 + unpack) + own + K * (B // L - 1) * c["pipe"]
     return (B - 1) * c["occ_i"] + 1 + slots + (_tail_cycles(spec, B) if tail is None else tail)
 
 
@@ -157,7 +171,7 @@ def _gated_tails(spec, B, cell: str, rmax: int):
     return tail, instrs
 
 
-def prefetch_depths(spec, v: Variant, N, B, K, R, S):
+def prefetch_depths(spec, v: Variant, N, B, K, R, S, dtype: str = "fp32"):
     """Slots whose shared loads a warp has in flight ahead of their FFMAs, per configuration:
     the kernel's own rule (``kernels_ir.kernels.sparse_rnn._prefetch_depth``: up to
     ``PREFETCH_LOADS`` loads, as far as the registers the layer leaves over allow, B per slot)
@@ -171,13 +185,13 @@ def prefetch_depths(spec, v: Variant, N, B, K, R, S):
     hs_words = np.maximum(slot, WARP * kmax.astype(np.int64) * int(B)) if not v.sparse else slot
     depth = [_prefetch_depth(spec, b=int(B), S=int(s), R=int(r), dense=not v.sparse,
                              threads=threads, sync=v.sync, group=int(g), dense_tail=bool(t),
-                             loads_per_slot=L)
+                             loads_per_slot=L, dtype=dtype)
              for s, r, g, t in zip(*np.broadcast_arrays(S, R, group, hs_words > slot),
                                    strict=True)]
     return np.asarray(depth, dtype=np.float64)
 
 
-def _row_throughput(spec, K, wf_sm, B, L, epilogue=None):
+def _row_throughput(spec, K, wf_sm, B, L, epilogue=None, unpack=(0.0, 0.0, 0.0)):
     """Per row-slot resource bounds of the sub-partition / SM (cycles), stacked.
 
     issue: ``wps`` warps x the row's instructions (B MOV, K (L LDS + B FFMA), 5 B SHFL + 5 B
@@ -185,15 +199,18 @@ def _row_throughput(spec, K, wf_sm, B, L, epilogue=None):
     instructions; INT pipe: ``2 B + 1``; shared pipe: all warps' wavefronts of the SM.
     ``epilogue``: the instructions after MOV + SELs per row-slot instead of the vanilla row's 5
     (a gated cell's, :func:`_gated_tails`; its FP32 ones average 2 per gate row, as counted).
+    ``unpack``: an fp16 slot's extra (issue slots, FP32, INT) instructions
+    (:func:`_unpack_costs`).
     """
     c = _cyc(spec)
     B = np.asarray(B, dtype=np.float64)
+    u_issue, u_fp, u_int = unpack
     if epilogue is None:
-        issue = c["wps"] * (12 * B + 5 + K * (L + B)) / c["ipc"]
+        issue = c["wps"] * (12 * B + 5 + K * (L + B + u_issue)) / c["ipc"]
     else:
-        issue = c["wps"] * (12 * B + epilogue + K * (L + B)) / c["ipc"]
-    fp32 = c["wps"] * c["pipe"] * (K * B + REDUCTION_STEPS * B + 2)
-    intp = c["wps"] * c["occ_i"] * (2 * B + 1) + 0 * K
+        issue = c["wps"] * (12 * B + epilogue + K * (L + B + u_issue)) / c["ipc"]
+    fp32 = c["wps"] * c["pipe"] * (K * (B + u_fp) + REDUCTION_STEPS * B + 2)
+    intp = c["wps"] * c["occ_i"] * (2 * B + 1 + K * u_int)
     smem = wf_sm / c["wf"]
     return np.stack(np.broadcast_arrays(issue, fp32, intp, smem))
 

@@ -51,7 +51,7 @@ SIMULATED = PERSISTENT + ("csr-row-per-warp",)
 BASELINES = tuple(n for n, v in VARIANTS.items() if v.family == "baseline")
 
 REASONS = ("", "registers", "shared memory", "batch not supported by wide loads",
-           "batch too large")
+           "batch too large", "fp16 column index")
 
 
 @dataclass(frozen=True, slots=True)

@@ -68,6 +68,9 @@ def _all_ops_kernel():
     k = b.imin(k, 4)
     k = b.and_(b.or_(b.xor(b.shl(k, 1), 3), 8), 15)
     k = b.shr(k, 1)
+    packed = b.ldg(gi, tid, offset=16)          # two fp16 halves / a 16-bit address
+    y = b.ffma(b.h2f(packed, 1), b.h2f(packed, 0), y)
+    k = b.iadd(k, b.u16(packed))
     p = b.fsetp("lt", y, 0.5)
     q = b.isetp("ge", k, 2)
     r = b.pnot(b.pand(p, b.por(p, q)))
@@ -128,11 +131,14 @@ def _golden_kernels():
         "sparse_barrier_scalar_b2": build_sparse_rnn(layer, spec, sync="barrier",
                                                      wide_loads=False, threads_per_cta=64,
                                                      n_ctas=2).kernel,
+        "sparse_lamport_b2_fp16": build_sparse_rnn(layer, spec, sync="lamport", wide_loads=True,
+                                                   threads_per_cta=64, n_ctas=2,
+                                                   dtype="fp16").kernel,
     }
 
 
 @pytest.mark.parametrize("name", ["all_ops", "mb_flag_round_trip", "csr_b2", "sparse_lamport_b2",
-                                  "sparse_barrier_scalar_b2"])
+                                  "sparse_barrier_scalar_b2", "sparse_lamport_b2_fp16"])
 def test_golden(name):
     code = generate(_golden_kernels()[name]).code
     path = GOLDEN / f"{name}.cu"

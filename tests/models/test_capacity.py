@@ -24,9 +24,14 @@ def test_registers_match_the_kernel_builder(S, R, B, dense):
 
 
 def test_fp16_halves_the_weight_registers():
+    """One register per slot instead of two, plus the two a slot is unpacked into (sparse);
+    dense: two values per register plus the unpacked value."""
     r32 = cap.registers_per_thread(100, 4, 4, dense=False, dtype="fp32")
     r16 = cap.registers_per_thread(100, 4, 4, dense=False, dtype="fp16")
-    assert r32 - r16 == 100
+    assert r32 - r16 == 100 - 2
+    d32 = cap.registers_per_thread(100, 4, 4, dense=True, dtype="fp32", ptxas=False)
+    d16 = cap.registers_per_thread(100, 4, 4, dense=True, dtype="fp16", ptxas=False)
+    assert d32 - d16 == 50 - 1
 
 
 def test_expected_slots_close_to_a_concrete_mapping():
