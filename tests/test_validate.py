@@ -362,7 +362,6 @@ def test_predict_and_run_agree_on_what_a_spec_can_hold(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("argv,needle", [
-    (["predict", "--engine", "sim", "--dtype", "fp16"], "accepted with --engine sim: --dtype fp32"),
     (["sweep", "--csv", "x.csv", "--dask-local", "--scheduler", "serial"], "contradict"),
     (["sweep", "--csv", "x.csv", "--density", "0.1:0.3:nan"], "not a finite number"),
 ])

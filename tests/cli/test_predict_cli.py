@@ -95,13 +95,24 @@ def test_predict_sim_gated_cell_simulates_the_persistent_kernels(capsys):
     assert "csr-row-per-warp: the kernel in the IR has the rnn cell only" in rep["note"]
 
 
-def test_api_predict_sim_refuses_fp16():
+def test_api_predict_sim_prices_fp16_kernels_with_the_simulator():
+    """fp16 with engine 'sim': the persistent kernels are simulated as fp16 kernels; the CSR
+    kernel (fp32 in the IR) keeps the model and the note says so."""
     from gpusim.api import predict
-    from kernels_ir.errors import InputError
+    from models.analytical import VARIANTS
 
-    with pytest.raises(InputError, match=r"dtype='fp16' with engine='sim'.*accepted with "
-                                         r"engine='sim': fp32"):
-        predict("v100", hidden=256, timesteps=4, dtype="fp16", engine="sim")
+    p = predict("v100", hidden=256, batch=2, density=0.1, timesteps=4, dtype="fp16",
+                engine="sim", sample_steps=2)
+    engines = {r.name: r.engine for r in p.kernels if r.fits}
+    assert p.dtype == "fp16"
+    assert all(engines[n] == "sim" for n, v in VARIANTS.items()
+               if v.family == "persistent" and n in engines), engines
+    assert engines["csr-row-per-warp"] == "model"
+    assert "csr-row-per-warp: the kernel in the IR has fp32 weights only" in p.note
+    fp32 = predict("v100", hidden=256, batch=2, density=0.1, timesteps=4, engine="sim",
+                   sample_steps=2)
+    assert {r.name: r.per_step_s for r in p.kernels if r.engine == "sim"} != \
+        {r.name: r.per_step_s for r in fp32.kernels if r.engine == "sim"}
 
 
 def test_predict_sim_heads_says_where_the_grid_sync_disappears(capsys, monkeypatch):
