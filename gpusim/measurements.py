@@ -357,10 +357,11 @@ def kernel_staleness(case: dict, spec) -> str | None:
 
 
 # What a prediction depends on: the simulator, the pricing path, the analytical and capacity
-# models, the kernels (IR, mappings, layouts, bank rule) and the GPU specs' values.
+# models, the kernels (IR, mappings, layouts, bank rule), the GPU specs' values and the data
+# files they name (the measured L2 contention groups).
 MODEL_SOURCES = ("gpusim/engine/*.py", "gpusim/pricing.py", "models/*.py", "models/*/*.py",
                  "kernels_ir/*.py", "kernels_ir/kernels/*.py", "kernels_ir/kernels/*/*.py",
-                 "gpusim/specs/*.toml")
+                 "gpusim/specs/*.toml", "gpusim/specs/*_l2_groups.json")
 _SPEC_TEXT_KEYS = frozenset({"source", "calibration", "note", "unit", "type"})
 
 
@@ -411,6 +412,12 @@ def _spec_meaning(text: str) -> str:
         return x
 
     return json.dumps(strip(tomllib.loads(text)), sort_keys=True, default=str)
+
+
+def _data_meaning(text: str) -> str:
+    """A data file the specs name (the L2's measured contention groups): its values, in a
+    canonical form (key order and whitespace do not change a prediction)."""
+    return json.dumps(json.loads(text), sort_keys=True, separators=(",", ":"))
 
 
 def model_fingerprint(root: Path | str | None = None) -> str:
@@ -477,7 +484,7 @@ def _meaning_salt() -> bytes:
     same sources two fingerprints on two machines)."""
     import inspect
 
-    fns = (_python_meaning, _spec_meaning)
+    fns = (_python_meaning, _spec_meaning, _data_meaning)
     try:
         parts = [inspect.getsource(f) for f in fns]
     except (OSError, TypeError):   # no source file (a frozen or zipped install): the bytecode
@@ -501,7 +508,8 @@ def _fingerprint(root: Path, stamp: tuple) -> str:
                              + text.encode()).hexdigest()
         meaning = cache.get(key)
         if meaning is None:
-            meaning = _spec_meaning(text) if f.suffix == ".toml" else _python_meaning(text)
+            meaning = (_spec_meaning(text) if f.suffix == ".toml" else
+                       _data_meaning(text) if f.suffix == ".json" else _python_meaning(text))
             missed = True
         cache.pop(key, None)
         cache[key] = meaning   # (re)inserted last: the most recently used survive trimming

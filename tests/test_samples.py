@@ -37,6 +37,18 @@ def test_fingerprint_follows_model_sources(tmp_path):
     assert model_fingerprint(tmp_path) == fp          # a citation is not the model
     (tmp_path / "gpusim/engine/unit.py").write_text("LATENCY = 5  # cycles\n")
     assert model_fingerprint(tmp_path) != fp          # a mechanism is
+    fp = model_fingerprint(tmp_path)
+    groups = tmp_path / "gpusim/specs/g_l2_groups.json"
+    groups.write_text('{"groups": [0, 1, 1, 0], "lines": 4}')
+    assert model_fingerprint(tmp_path) != fp          # the measured data a spec names is too
+    fp = model_fingerprint(tmp_path)
+    groups.write_text('{\n "lines": 4,\n "groups": [0, 1, 1, 0]\n}')
+    assert model_fingerprint(tmp_path) == fp          # ... by its values, not its formatting
+    groups.write_text('{"groups": [0, 1, 0, 1], "lines": 4}')
+    assert model_fingerprint(tmp_path) != fp
+    fp = model_fingerprint(tmp_path)
+    (tmp_path / "gpusim/specs/error_bands.json").write_text('{"bands": 1}')
+    assert model_fingerprint(tmp_path) == fp          # the bands are measured, not the model
 
 
 def _fake_gpu_dir(tmp_path: Path, fingerprint: str) -> Path:

@@ -327,20 +327,25 @@ class L2:
             lane_req = req
         return rsec, rrow, np.where(act, lane_req, 0), act
 
-    def _serve(self, rsec: np.ndarray, t_arr: np.ndarray, store: bool,
-               warp: np.ndarray | None = None) -> np.ndarray:
+    def _line_requests(self, warp: np.ndarray, rsec: np.ndarray):
+        """The load requests of sectors ``rsec`` of warps ``warp``: one per (warp, 128-byte
+        line), ``(first, inv)``: the index of each request's first sector and the request of
+        every sector."""
+        key = warp.astype(np.int64) * (1 << 40) + rsec // self.sectors_per_line
+        _, first, inv = np.unique(key, return_index=True, return_inverse=True)
+        return first, inv.reshape(-1)
+
+    def _serve(self, rsec: np.ndarray, t_arr: np.ndarray, store: bool, reqs=None) -> np.ndarray:
         """Cycle each request (sector ``rsec`` arriving at L2 at ``t_arr``) is served at L2:
-        the slice's bandwidth, then for a load (``warp`` given) its line's contention group,
-        one request per line and warp-instruction, then DRAM for a load of a sector L2 does
-        not hold yet."""
+        the slice's bandwidth, then for a load (``reqs``: its :meth:`_line_requests`) its
+        line's contention group, one request per line and warp-instruction, then DRAM for a
+        load of a sector L2 does not hold yet."""
         miss = ~self.touched[rsec]
         start = self.slice_server.serve(self.slice_of(rsec), t_arr)
-        if self.group_server is not None and warp is not None and not store and rsec.size:
-            line = rsec // self.sectors_per_line
-            key = warp.astype(np.int64) * (1 << 40) + line
-            _, first, inv = np.unique(key, return_index=True, return_inverse=True)
-            g = self.groups[line[first] % self.groups.size]
-            start = np.maximum(start, self.group_server.serve(g, t_arr[first])[inv.reshape(-1)])
+        if self.group_server is not None and reqs is not None and not store and rsec.size:
+            first, inv = reqs
+            g = self.groups[(rsec[first] // self.sectors_per_line) % self.groups.size]
+            start = np.maximum(start, self.group_server.serve(g, t_arr[first])[inv])
         if miss.any():
             self.touched[rsec[miss]] = True
             if not store:
@@ -400,18 +405,18 @@ class L2:
         wait = (start >= ha) & (start < hv)
         return np.where(wait, hv, start)
 
-    def _leave(self, warp: np.ndarray, t: np.ndarray, rsec: np.ndarray) -> np.ndarray:
-        """Cycle each load request (``warp``, sector ``rsec``) ready at ``t`` leaves its SM for
-        L2: at most one request per ``l2_request_cycles_per_sm`` per SM, a request being the
-        sectors of one 128-byte line of one warp-instruction (Nsight counts 3.96 sectors per
-        L2 request for the coalesced loads of ``lmech_xb_4096`` and one for the one-sector
-        gathers the value is fitted to); ``t`` itself without the limit."""
+    def _leave(self, warp: np.ndarray, t: np.ndarray, reqs) -> np.ndarray:
+        """Cycle each load request (``warp``, its sectors' :meth:`_line_requests` ``reqs``)
+        ready at ``t`` leaves its SM for L2: at most one request per
+        ``l2_request_cycles_per_sm`` per SM, a request being the sectors of one 128-byte line
+        of one warp-instruction (Nsight counts 3.96 sectors per L2 request for the coalesced
+        loads of ``lmech_xb_4096`` and one for the one-sector gathers the value is fitted to);
+        ``t`` itself without the limit."""
         if self.req_server is None or not t.size:
             return t
-        key = warp.astype(np.int64) * (1 << 40) + rsec // self.sectors_per_line
-        _, first, inv = np.unique(key, return_index=True, return_inverse=True)
+        first, inv = reqs
         dep = self.req_server.serve(self.sm_of_warp[warp[first]], t[first])
-        return dep[inv.reshape(-1)]
+        return dep[inv]
 
     def mark_polled(self, lo_word: int, n_words: int) -> None:
         """Words ``[lo_word, lo_word + n_words)`` belong to a buffer the kernel polls (reads
@@ -440,8 +445,9 @@ class L2:
         half = self.half_trip(warps[rrow], rsec)
         if l1 is None or store or not rsec.size:
             self.transactions[kind] += int(rsec.size)
-            t0 = issue[rrow] if store else self._leave(warps[rrow], issue[rrow], rsec)
-            start = self._serve(rsec, t0 + half, store, None if store else warps[rrow])
+            reqs = None if store or not rsec.size else self._line_requests(warps[rrow], rsec)
+            t0 = issue[rrow] if store else self._leave(warps[rrow], issue[rrow], reqs)
+            start = self._serve(rsec, t0 + half, store, reqs)
             if self.handover:
                 if store:
                     start = self._hand_over(rsec, start, self.sm_of_warp[warps[rrow]])
@@ -453,8 +459,9 @@ class L2:
             l1_served, go, key = l1.lookup(rwarp, rsec, t_issue)
             self.transactions[kind] += int(go.sum())
             done_req = np.full(rsec.size, np.nan)
-            t_go = self._leave(rwarp[go], t_issue[go], rsec[go])
-            got = self._serve(rsec[go], t_go + half[go], store, rwarp[go])
+            reqs = self._line_requests(rwarp[go], rsec[go])
+            t_go = self._leave(rwarp[go], t_issue[go], reqs)
+            got = self._serve(rsec[go], t_go + half[go], store, reqs)
             if self.held_any:
                 got = self._held(rsec[go], got)
             done_req[go] = got + half[go]

@@ -88,13 +88,15 @@ def _busiest_counts(map_name: str) -> np.ndarray:
     from gpusim.specs import load_group_map
 
     table = np.asarray(load_group_map(map_name), dtype=np.int64)
-    counts = np.zeros(int(table.max()) + 1, dtype=np.int64)
+    # occurrence number of each line within its group (1 for a group's first line, ...), then
+    # the running maximum over the lines taken so far
+    order = np.argsort(table, kind="stable")
+    sorted_groups = table[order]
+    start = np.searchsorted(sorted_groups, sorted_groups, side="left")
+    occurrence = np.empty(table.size, dtype=np.int64)
+    occurrence[order] = np.arange(table.size) - start + 1
     out = np.zeros(table.size + 1)
-    best = 0
-    for i, g in enumerate(table.tolist()):
-        counts[g] += 1
-        best = max(best, int(counts[g]))
-        out[i + 1] = best
+    out[1:] = np.maximum.accumulate(occurrence)
     return out
 
 
