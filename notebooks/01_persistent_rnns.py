@@ -174,7 +174,8 @@ for spec in (v100, h100):
 # $1/\sqrt{\text{density}}$ (the weights grow like $N^2 d$); at low density the staged $h$
 # ($N \times B$ fp32 values) fills the shared memory first and the line goes flat. The dashed
 # lines are the dense kernel. Panel (b) shows where the registers go: indices cost as much as
-# values (which is why fp16 values with 16-bit indices double the capacity).
+# values (which is why fp16 values with 16-bit indices, one register per nonzero, fit about twice
+# the weights: about 1.4 times the hidden size, `docs/fp16.md`).
 
 # %%
 fig = plot_capacity([v100, h100], batch=BATCH,
