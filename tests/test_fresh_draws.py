@@ -60,3 +60,17 @@ def test_labels_of_the_recorded_draws():
         labels = {g.name: g.sample for g in draws(gpu_dir)}
         assert labels["campaign"] == "in sample"
         assert len(labels) >= 2
+
+
+def test_the_campaign_records_the_counters_that_check_bank_conflicts_by_address():
+    """The campaign's Nsight pass asks for the SASS-patched shared wavefronts and the banks'
+    arbitration counter under the names the loader and crosscheck read; the draws measured
+    since (s15, s16) hold them for every profiled case."""
+    from gpusim.measurements import ARBITRATION, SASS_WAVEFRONTS, load_campaign
+    from measurements.campaign import NCU_METRICS
+
+    assert SASS_WAVEFRONTS in NCU_METRICS and ARBITRATION in NCU_METRICS
+    for seed in (15, 16):
+        camp = load_campaign(ROOT / "measurements" / "h100" / f"fresh_2026-11-25_s{seed}")
+        assert camp.ncu and all(SASS_WAVEFRONTS in m and ARBITRATION in m
+                                for m in camp.ncu.values())
