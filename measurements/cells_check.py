@@ -22,14 +22,13 @@ from __future__ import annotations
 import math
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 SEED = 19
 N_CELLS = 12
 STEPS, SHORT_STEPS, SIM_STEPS = 128, 16, 4
-REPEATS, WARMUP = 9, 2
+REPEATS = 9   # timed repeats (after record_programs's 2 warm-up launches)
 # (hidden, heads, batch, density): multi-head vanilla layers; hidden / heads units per head
 HEADS = ((1024, 16, 4, 0.1), (2048, 64, 2, 0.2), (4096, 32, 1, 0.05), (1536, 4, 4, 0.1))
 
@@ -74,55 +73,20 @@ def build(c: dict, steps: int, spec):
 
 
 def measure(out: str, argv: list) -> dict:
-    from gpusim.backends.cupy_backend import Runner, run_program
-    from gpusim.specs import load_spec
-    from kernels_ir.errors import CapacityError
-    from measurements.campaign import provenance
-    from measurements.probe import ClockSampler, save_record
+    from measurements.probe import record_programs
 
-    spec = load_spec("h100")
-    runner = Runner()
-    prov = provenance(argv)
-    clocks = ClockSampler()
-    rec = {"format_version": 1, "provenance": prov, "seed": SEED, "steps": [STEPS, SHORT_STEPS],
-           "repeats": REPEATS, "results": {}}
-    t0 = time.time()
-    for c in draw():
-        k = key(c)
-        try:
-            prog = build(c, STEPS, spec)
-            r = run_program(prog, repeats=REPEATS, warmup=WARMUP, short_steps=SHORT_STEPS,
-                            spec=spec, runner=runner)
-            r = {"status": "ok", "exchange": prog.variant.get("exchange", "grid"), **r}
-            print(f"{k:52s} {r['per_step_s'] * 1e6:7.2f} us/step  max_rel_err "
-                  f"{r['max_rel_err']:.2g}", flush=True)
-        except CapacityError as exc:
-            r = {"status": "skipped", "reason": str(exc)}
-            print(f"{k}: skipped ({exc})", flush=True)
-        except Exception as exc:   # record and go on
-            r = {"status": "error", "error": f"{type(exc).__name__}: {exc}"}
-            print(f"{k}: FAILED {r['error']}", flush=True)
-        rec["results"][k] = {**c, **r}
-    clocks.stop(prov)
-    rec["timing_s"] = time.time() - t0
-    save_record(os.path.join(out, "cells_check.json"), rec)
-    return rec
+    return record_programs(out, argv, "cells_check.json", draw(), key, build,
+                           lambda prog: {"exchange": prog.variant.get("exchange", "grid")},
+                           seed=SEED, steps=[STEPS, SHORT_STEPS], repeats=REPEATS)
+
+
+CASE_FIELDS = ("cell", "heads", "hidden", "batch", "density", "kind", "sync")
 
 
 def _simulated(spec, rec) -> dict:
-    from gpusim.pricing import price_program
+    from measurements.probe import price_recorded
 
-    res = {}
-    for k, r in rec["results"].items():
-        if r.get("status") != "ok":
-            continue
-        c = {f: r[f] for f in ("cell", "heads", "hidden", "batch", "density", "kind", "sync")}
-        p = price_program(build(c, SIM_STEPS, spec), spec, what=k)
-        res[k] = {"per_step_s": p.per_step_s, "max_rel_err": p.max_rel_err}
-        g = r["per_step_s"]
-        print(f"{k:52s} sim {p.per_step_s * 1e6:7.2f} us  GPU {g * 1e6:7.2f} us  "
-              f"{100 * (p.per_step_s / g - 1):+5.1f}%", flush=True)
-    return res
+    return price_recorded(spec, rec, CASE_FIELDS, build, SIM_STEPS)
 
 
 def main(argv: list | None = None) -> int:

@@ -86,37 +86,10 @@ def probe(mode: str, rounds: int = ROUNDS, ctas: int = CTAS, warps: int = WARPS)
                       lambda g: bool(np.array_equal(np.asarray(g["out"]), expect)))
 
 
-def worker(order_path: str) -> int:
-    """Launch each probe once (run under ncu)."""
-    from measurements.probe import probe_worker
-
-    return probe_worker(order_path, [probe(mode) for mode in MODES])
-
-
-def measure(out: str, argv: list) -> dict:
-    from measurements.probe import ncu_probe_record
-
-    return ncu_probe_record(out, argv, os.path.abspath(__file__), [probe(m) for m in MODES],
-                            "l1_pair.json", METRICS, format_version=2)
-
-
-def _simulated(spec, rec) -> dict:
-    from measurements.probe import simulate_checked
-
-    out = {}
-    for mode in MODES:
-        m = probe(mode)
-        r = simulate_checked(m, spec, l2_warm=True)
-        out[m.name] = {"l2_transactions": r.l2_transactions, "cycles": r.cycles}
-        print(m.name, "simulated L2", r.l2_transactions, flush=True)
-    return out
-
-
 def main(argv: list | None = None) -> int:
-    from measurements.probe import add_simulated, probe_main
+    from measurements.probe import l2_count_probe_main
 
-    return probe_main(argv, __doc__, os.path.relpath(__file__), measure,
-                      lambda path: add_simulated(path, _simulated, l2_warm=True), worker=worker)
+    return l2_count_probe_main(argv, __doc__, __file__, MODES, probe, "l1_pair.json", METRICS)
 
 
 if __name__ == "__main__":

@@ -110,6 +110,91 @@ def record_layers(out: str, argv: list, filename: str, layers, run, show, **meta
     return rec
 
 
+def record_programs(out: str, argv: list, filename: str, cases, key, build, extra=None,
+                    **meta) -> dict:
+    """One H100 record of persistent-kernel cases: per case of ``cases``, ``build(case, steps,
+    spec)`` at ``steps`` = ``meta["steps"]`` (T, T') is run by
+    :func:`gpusim.backends.cupy_backend.run_program` (values checked before any timing) and
+    recorded under ``key(case)`` with the case's fields, ``extra(program)`` and status "ok"; a
+    case the registers refuse is recorded as "skipped" with the reason, any other failure as
+    "error" (the next case runs). Provenance, SM clock samples, ``meta`` and the wall time go
+    with the results into ``out/filename``."""
+    from gpusim.backends.cupy_backend import Runner, run_program
+    from gpusim.specs import load_spec
+    from kernels_ir.errors import CapacityError
+    from measurements.campaign import provenance
+
+    spec = load_spec("h100")
+    runner = Runner()
+    prov = provenance(argv)
+    clocks = ClockSampler()
+    rec = {"format_version": 1, "provenance": prov, **meta, "results": {}}
+    steps, short = meta["steps"]
+    t0 = time.time()
+    for c in cases:
+        k = key(c)
+        try:
+            prog = build(c, steps, spec)
+            r = run_program(prog, repeats=meta["repeats"], warmup=meta.get("warmup", 2),
+                            short_steps=short, spec=spec, runner=runner)
+            r = {"status": "ok", **(extra(prog) if extra else {}), **r}
+            print(f"{k:58s} {r['per_step_s'] * 1e6:7.2f} us/step  max_rel_err "
+                  f"{r['max_rel_err']:.2g}", flush=True)
+        except CapacityError as exc:
+            r = {"status": "skipped", "reason": str(exc)}
+            print(f"{k}: skipped ({str(exc)[:120]})", flush=True)
+        except Exception as exc:   # record and go on
+            r = {"status": "error", "error": f"{type(exc).__name__}: {exc}"}
+            print(f"{k}: FAILED {r['error']}", flush=True)
+        rec["results"][k] = {**c, **r}
+    clocks.stop(prov)
+    rec["timing_s"] = time.time() - t0
+    save_record(os.path.join(out, filename), rec)
+    return rec
+
+
+def price_recorded(spec, rec, fields, build, steps: int) -> dict:
+    """The simulator's side of a :func:`record_programs` record: each "ok" case rebuilt from
+    its ``fields`` with ``steps`` steps and priced (values checked), next to the GPU's time."""
+    from gpusim.pricing import price_program
+
+    res = {}
+    for k, r in rec["results"].items():
+        if r.get("status") != "ok":
+            continue
+        p = price_program(build({f: r[f] for f in fields}, steps, spec), spec, what=k)
+        res[k] = {"per_step_s": p.per_step_s, "max_rel_err": p.max_rel_err}
+        g = r["per_step_s"]
+        print(f"{k:58s} sim {p.per_step_s * 1e6:7.2f} us  GPU {g * 1e6:7.2f} us  "
+              f"{100 * (p.per_step_s / g - 1):+5.1f}%", flush=True)
+    return res
+
+
+def l2_count_probe_main(argv: list | None, doc: str, script: str, modes, probe, filename: str,
+                        metrics) -> int:
+    """:func:`probe_main` of an L2-count probe: one checked microbenchmark ``probe(mode)`` per
+    mode, each launched once under Nsight (``metrics``) into ``filename``; ``--simulate`` adds
+    the simulator's L2 transactions and cycles of each (L2 warm)."""
+    def worker(order_path: str) -> int:
+        return probe_worker(order_path, [probe(m) for m in modes])
+
+    def measure(out: str, argv_: list) -> dict:
+        return ncu_probe_record(out, argv_, os.path.abspath(script), [probe(m) for m in modes],
+                                filename, metrics, format_version=2)
+
+    def simulated(spec, rec) -> dict:
+        out = {}
+        for mode in modes:
+            m = probe(mode)
+            r = simulate_checked(m, spec, l2_warm=True)
+            out[m.name] = {"l2_transactions": r.l2_transactions, "cycles": r.cycles}
+            print(m.name, "simulated L2", r.l2_transactions, flush=True)
+        return out
+
+    return probe_main(argv, doc, os.path.relpath(script), measure,
+                      lambda path: add_simulated(path, simulated, l2_warm=True), worker=worker)
+
+
 def probe_main(argv: list | None, doc: str, script: str, measure, simulate_into,
                worker=None) -> int:
     """``script --out DIR`` runs ``measure(DIR, argv)`` (on the GPU); ``script --simulate FILE``
