@@ -59,7 +59,8 @@ __all__ = ["Campaign", "load_campaign", "load_json", "spec_name_for_gpu", "SCHEM
            "PROVENANCE_FIELDS", "CASE_FIELDS", "RESULT_FIELDS", "MICRO_FIELDS", "NCU_FIELDS",
            "BANK_METRICS", "KERNEL_FIELDS", "KERNEL_KINDS", "FORMAT_VERSION", "kernel_fingerprint",
            "case_fingerprint", "kernel_staleness", "program_fingerprint", "inputs_fingerprint",
-           "model_fingerprint", "MODEL_SOURCES", "SASS_WAVEFRONTS", "ARBITRATION"]
+           "model_fingerprint", "MODEL_SOURCES", "SASS_WAVEFRONTS", "ARBITRATION",
+           "case_layer_kind", "CELLS", "DTYPES"]
 
 BANK_METRICS = {
     "conflicts_ld": "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
@@ -70,6 +71,9 @@ BANK_METRICS = {
 KINDS = ("sparse_persistent", "dense_persistent", "csr", "cublas", "cusparse")
 SYNCS = ("lamport", "barrier")
 LAYOUTS = ("naive", "random", "greedy", "optimal")
+CELLS = ("rnn", "lstm", "gru")          # models.capacity.CELLS; a case without "cell" is rnn
+CELL_GATES = {"rnn": 1, "lstm": 4, "gru": 3}
+DTYPES = ("fp32", "fp16")               # the weights' type; a case without "dtype" is fp32
 NCU_STEPS_MAX = 64  # Nsight profiles short launches (the recorded ones have 4 steps)
 KERNEL_KINDS = ("sparse_persistent", "dense_persistent", "csr")   # kinds that run our own kernel
 # Provenance of the exact kernel a case ran (format_version >= 2): sha256 of the generated CUDA
@@ -104,6 +108,7 @@ CASE = Obj(
     {"id": _ID, "kind": Str(choices=KINDS), "hidden": Int(1, HIDDEN_MAX),
      "batch": Int(1, BATCH_MAX), "density": Num(DENSITY_MIN, 1.0), "seed": Int(0, SEED_MAX),
      "status": Str(max_len=200)},
+    {"cell": Str(choices=CELLS), "dtype": Str(choices=DTYPES), "heads": Int(1, HIDDEN_MAX)},
     rules=[lambda c: ({"sync": Str(choices=SYNCS), "wide_loads": Bool(),
                        "layout": Str(choices=LAYOUTS)}
                       if c["kind"].endswith("persistent") else None),
@@ -265,14 +270,22 @@ def _check_case_size(case: dict, steps: int, spec) -> None:
     from gpusim.validate import check_layer_fits, check_nnz, check_sequence
 
     where = f"recorded case {case['id']!r}"
+    cell, dtype, _ = case_layer_kind(case)
+    rows = CELL_GATES[cell] * case["hidden"]
     try:
-        check_sequence(case["hidden"], case["batch"], steps)
-        check_nnz(case["hidden"], case["density"])
-        if case["kind"].endswith("persistent"):
+        check_sequence(case["hidden"], case["batch"], steps, rows=rows)
+        check_nnz(case["hidden"], case["density"], rows=rows)
+        if case["kind"].endswith("persistent") and cell == "rnn":
             check_layer_fits(spec, case["hidden"], case["batch"], case["density"],
-                             dense=case["kind"] == "dense_persistent")
+                             dense=case["kind"] == "dense_persistent", dtype=dtype)
     except InputError as exc:
         raise InputError(f"{where}: {exc}") from None
+
+
+def case_layer_kind(case: dict) -> tuple[str, str, int]:
+    """``(cell, dtype, heads)`` of a recorded case: ``("rnn", "fp32", 1)`` where the record
+    names none (every campaign before the gated and fp16 draws)."""
+    return case.get("cell", "rnn"), case.get("dtype", "fp32"), int(case.get("heads", 1))
 
 
 def build_case(case: dict, steps: int, spec):
@@ -285,13 +298,20 @@ def build_case(case: dict, steps: int, spec):
     from kernels_ir.kernels.sparse_rnn import build_dense_rnn, build_sparse_rnn, make_layer
 
     _check_case_size(case, steps, spec)
-    layer = make_layer(case["hidden"], case["batch"], case["density"], steps, case["seed"])
+    cell, dtype, heads = case_layer_kind(case)
+    layer = make_layer(case["hidden"], case["batch"], case["density"], steps, case["seed"],
+                       cell=cell, heads=heads)
+    kw = {} if dtype == "fp32" else {"dtype": dtype}
     if case["kind"] == "sparse_persistent":
         return build_sparse_rnn(layer, spec, sync=case["sync"], wide_loads=case["wide_loads"],
-                                layout=case["layout"])
+                                layout=case["layout"], **kw)
     if case["kind"] == "dense_persistent":
-        return build_dense_rnn(layer, spec, sync=case["sync"], wide_loads=case["wide_loads"])
+        return build_dense_rnn(layer, spec, sync=case["sync"], wide_loads=case["wide_loads"],
+                               **kw)
     if case["kind"] == "csr":
+        if (cell, dtype, heads) != ("rnn", "fp32", 1):
+            raise InputError(f"recorded case {case['id']!r}: the CSR kernel in the IR has the "
+                             f"fp32 rnn cell only (cell={cell}, dtype={dtype}, heads={heads})")
         return build_csr_baseline(layer)
     return layer
 

@@ -32,12 +32,16 @@ def predict_name(case: dict) -> str | None:
 
 SPARSE = ("sparse-naive", "sparse-wide", "sparse-bank", "sparse-lamport")
 BASELINES = ("csr-row-per-warp", "cublas", "cusparse")
+# gated cells and fp16 weights: the CSR kernel in the IR is fp32 RNN only (no such case)
+CELL_BASELINES = ("cublas", "cusparse")
+RNN_FP32 = ("rnn", "fp32")
 
 
-def measured_layers(cases) -> dict[tuple[int, int, float], dict[str, float]]:
-    """layer -> {predict row name: measured per-step s} for layers with all of :data:`SPARSE`
-    and of the per-step baselines measured (values checked): a layer missing one of them would
-    compare against a slower alternative than the one a user has."""
+def measured_layers(cases) -> dict[tuple, dict[str, float]]:
+    """layer ``(hidden, batch, density, cell, dtype)`` -> {predict row name: measured per-step
+    s} for layers with all of :data:`SPARSE` and of the per-step baselines measured (values
+    checked; :data:`CELL_BASELINES` for gated or fp16 layers): a layer missing one of them
+    would compare against a slower alternative than the one a user has."""
     out: dict = {}
     for c in cases:
         if c["status"] != "ok" or not c["result"].get("values_ok", True):
@@ -45,10 +49,27 @@ def measured_layers(cases) -> dict[tuple[int, int, float], dict[str, float]]:
         name = predict_name(c)
         if name is None:
             continue
-        out.setdefault((int(c["hidden"]), int(c["batch"]), float(c["density"])), {})[name] = \
-            float(c["result"]["per_step_s"])
-    need = SPARSE + BASELINES
-    return {k: v for k, v in out.items() if all(s in v for s in need)}
+        key = (int(c["hidden"]), int(c["batch"]), float(c["density"]), c.get("cell", "rnn"),
+               c.get("dtype", "fp32"))
+        out.setdefault(key, {})[name] = float(c["result"]["per_step_s"])
+    return {k: v for k, v in out.items()
+            if all(s in v for s in SPARSE + (BASELINES if k[3:] == RNN_FP32 else
+                                             CELL_BASELINES))}
+
+
+def _predicted(rep, measured: dict):
+    """(best persistent, next best, speedup) of a predict report. An RNN fp32 layer: as
+    ``predict`` prints them. A gated or fp16 layer: among the kernels measured on it (the
+    CSR kernel, which predict prices by the model for those layers, was not)."""
+    if (rep.cell, rep.dtype) == RNN_FP32:
+        return rep.best_persistent, rep.next_best, rep.speedup
+    times = {r.name: r.per_step_s for r in rep.rows
+             if r.name in measured and r.per_step_s is not None}
+    if not any(n in times for n in SPARSE) or not any(n not in SPARSE for n in times):
+        return None, None, None
+    bp, tp = _best(times, SPARSE)
+    nb, tn = _best(times, [n for n in times if n not in SPARSE])
+    return bp, nb, tn / tp
 
 
 def _best(times: dict, names) -> tuple[str, float]:
@@ -57,13 +78,14 @@ def _best(times: dict, names) -> tuple[str, float]:
     return n, t
 
 
-def _predict(spec, h, b, d, eng, sample_steps):
+def _predict(spec, h, b, d, cell, dtype, eng, sample_steps):
     from gpusim.cli.predict import simulator
     from models.analytical import predict_layer
 
+    kw = {} if (cell, dtype) == RNN_FP32 else {"cell": cell, "dtype": dtype}
     return predict_layer(spec, h, b, d, timesteps=1, engine=eng,
                          simulator=simulator(sample_steps, parallel=False) if eng == "sim"
-                         else None)
+                         else None, **kw)
 
 
 def check_speedups(data, *, engines=("model", "sim"), include_fresh: bool = True,
@@ -81,55 +103,65 @@ def check_speedups(data, *, engines=("model", "sim"), include_fresh: bool = True
         spec = load_spec(camp.spec_name)
         layers = measured_layers(camp.cases)
         items = sorted(layers.items())
-        reps = _map(_predict, [(spec, h, b, d, eng, sample_steps) for (h, b, d), _ in items
+        reps = _map(_predict, [(spec, *key, eng, sample_steps) for key, _ in items
                                for eng in engines], jobs, desc=f"speedups {g.name}",
                     progress=progress)
-        for i, ((h, b, d), times) in enumerate(items):
+        for i, ((h, b, d, cell, dtype), times) in enumerate(items):
             others = [n for n in times if n not in SPARSE]
             bp, tp = _best(times, SPARSE)
             nb, tn = _best(times, others)
             row = {"draw": g.name, "sample": g.sample, "hidden": h, "batch": b, "density": d,
                    "measured": {"best_persistent": bp, "next_best": nb, "speedup": tn / tp,
                                 "fastest": bp if tp <= tn else nb, "times_s": times}}
+            if (cell, dtype) != RNN_FP32:
+                row.update({"cell": cell, "dtype": dtype})
             for j, eng in enumerate(engines):
                 rep = reps[i * len(engines) + j]
+                pbp, pnb, sp = _predicted(rep, times)
                 fastest = None
-                if rep.speedup is not None:
-                    fastest = rep.best_persistent if rep.speedup >= 1 else rep.next_best
-                sp = rep.speedup
-                row[eng] = {"best_persistent": rep.best_persistent, "next_best": rep.next_best,
+                if sp is not None:
+                    fastest = pbp if sp >= 1 else pnb
+                row[eng] = {"best_persistent": pbp, "next_best": pnb,
                             "speedup": sp, "fastest": fastest,
                             "ape": None if sp is None else abs(sp / row["measured"]["speedup"]
                                                                - 1),
                             "ratio": None if sp is None else row["measured"]["speedup"] / sp,
-                            "persistent_named": rep.best_persistent == bp,
+                            "persistent_named": pbp == bp,
                             "fastest_named": fastest == row["measured"]["fastest"],
                             "times_s": {r.name: r.per_step_s for r in rep.rows}}
             rows.append(row)
-    summary = {"engines": list(engines), "rows": rows, "samples": {}}
+    summary = {"engines": list(engines), "rows": rows, "samples": {}, "cells": {}}
+    # the headline samples are the RNN fp32 layers (the main job's); the gated and fp16 layers
+    # are summarised apart under "cells"
     for label in (IN_SAMPLE, OUT_OF_SAMPLE):
-        sel = [r for r in rows if r["sample"] == label]
-        if not sel:
-            continue
-        per = {"layers": len(sel)}
-        for eng in engines:
-            ok = [r[eng] for r in sel if r[eng]["ape"] is not None]
-            apes = np.array([x["ape"] for x in ok])
-            ratios = np.array([x["ratio"] for x in ok])
-            per[eng] = {
-                "layers": len(ok),
-                "speedup_mape": float(apes.mean()) if ok else None,
-                "speedup_max_ape": float(apes.max()) if ok else None,
-                "fastest_named": sum(x["fastest_named"] for x in ok),
-                "persistent_named": sum(x["persistent_named"] for x in ok),
-                # measured / predicted speedup: the band a prediction's range is drawn from
-                "ratio_p10": float(np.percentile(ratios, 10)) if ok else None,
-                "ratio_p90": float(np.percentile(ratios, 90)) if ok else None,
-                "ratio_min": float(ratios.min()) if ok else None,
-                "ratio_max": float(ratios.max()) if ok else None,
-            }
-        summary["samples"][label] = per
+        for part, sel in (("samples", [r for r in rows if r["sample"] == label
+                                       and "cell" not in r]),
+                          ("cells", [r for r in rows if r["sample"] == label and "cell" in r])):
+            if sel:
+                summary[part][label] = _speedup_stats(sel, engines)
     return summary
+
+
+def _speedup_stats(sel: list, engines) -> dict:
+    """Speedup MAPE, names and the measured / predicted ratio band of rows ``sel``."""
+    per = {"layers": len(sel)}
+    for eng in engines:
+        ok = [r[eng] for r in sel if r[eng]["ape"] is not None]
+        apes = np.array([x["ape"] for x in ok])
+        ratios = np.array([x["ratio"] for x in ok])
+        per[eng] = {
+            "layers": len(ok),
+            "speedup_mape": float(apes.mean()) if ok else None,
+            "speedup_max_ape": float(apes.max()) if ok else None,
+            "fastest_named": sum(x["fastest_named"] for x in ok),
+            "persistent_named": sum(x["persistent_named"] for x in ok),
+            # measured / predicted speedup: the band a prediction's range is drawn from
+            "ratio_p10": float(np.percentile(ratios, 10)) if ok else None,
+            "ratio_p90": float(np.percentile(ratios, 90)) if ok else None,
+            "ratio_min": float(ratios.min()) if ok else None,
+            "ratio_max": float(ratios.max()) if ok else None,
+        }
+    return per
 
 
 def print_speedups(s: dict) -> None:
@@ -140,7 +172,10 @@ def print_speedups(s: dict) -> None:
     print(head)
     for r in s["rows"]:
         m = r["measured"]
-        line = (f"{r['draw'][:28]:28s} h{r['hidden']:<5d} b{r['batch']} d{r['density']:<8g} "
+        layer = f"h{r['hidden']} b{r['batch']} d{r['density']:g}"
+        if "cell" in r:
+            layer = f"{r['cell']} {r['dtype']} {layer}"
+        line = (f"{r['draw'][:28]:28s} {layer:22s} "
                 f"{m['speedup']:5.2f}x {m['best_persistent']:>15s}")
         for e in engines:
             p = r[e]
@@ -152,7 +187,10 @@ def print_speedups(s: dict) -> None:
                          f"{p['best_persistent'] + mark:>15s}")
         print(line)
     print("(* = the fastest persistent variant named differently from the GPU's)")
-    for label, per in s["samples"].items():
+    parts = [(label, per) for label, per in s["samples"].items()]
+    parts += [(f"{label}, gated / fp16 layers", per)
+              for label, per in s.get("cells", {}).items()]
+    for label, per in parts:
         for e in engines:
             st = per[e]
             if not st["layers"]:

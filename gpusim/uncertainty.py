@@ -175,8 +175,9 @@ def bands_from(crosscheck: dict, speedup: dict, fingerprint: str) -> dict:
     """The bands of one GPU from an out-of-sample ``crosscheck --speedup`` summary."""
     from gpusim.samples import OUT_OF_SAMPLE
 
-    rows = [r for r in crosscheck["rows"] if r["sample"] == OUT_OF_SAMPLE]
-    lays = [r for r in speedup["rows"] if r["sample"] == OUT_OF_SAMPLE]
+    # the RNN fp32 layers (the gated / fp16 layers of a draw are reported, not banded)
+    rows = [r for r in crosscheck["rows"] if r["sample"] == OUT_OF_SAMPLE and "cell" not in r]
+    lays = [r for r in speedup["rows"] if r["sample"] == OUT_OF_SAMPLE and "cell" not in r]
     if not rows or not lays:
         raise ValueError("no out-of-sample draw: bands need a fresh draw measured with today's "
                          "model")

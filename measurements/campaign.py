@@ -13,6 +13,13 @@ model at measurement time (:func:`gpusim.measurements.model_fingerprint`), which
 ``gpusim crosscheck`` whether the draw is still out of sample. Store the files in a new dated
 directory ``measurements/<gpu>/fresh_<date>_s<S>/``.
 
+``--cells M`` adds M layers of the other kernels the IR builds (:func:`fresh_cell_layers`): gated
+cells (LSTM, GRU) with fp32 or fp16 weights and RNN layers with fp16 weights, each with every
+sparse variant, the dense kernel where it fits, cuBLAS and cuSPARSE over the gated rows (the
+fp16 library paths with fp16 weights; :mod:`gpusim.backends.baselines`); the CSR kernel in the IR
+is fp32 RNN only, so these layers have no CSR case. Their cases carry ``cell`` and ``dtype``;
+``fresh`` then also holds ``cell_layers``.
+
 Stages (progress on stdout, a short table last):
 1. provenance: GPU, driver, CUDA runtime, NVRTC, CuPy, torch versions, nvidia-smi, date, command;
 2. microbenchmarks (kernels_ir.kernels.microbench), two sizes each -> ``microbench.json``;
@@ -68,7 +75,7 @@ NCU_METRICS = (
     "smsp__sass_l1tex_pipe_lsu_wavefronts_mem_shared.sum",
     "l1tex__data_bank_conflicts_type_arbitration.sum",
 )
-NCU_KERNELS = "regex:sparse_rnn|dense_rnn|csr_row_per_warp"
+NCU_KERNELS = "regex:^(sparse|dense)_(rnn|lstm|gru)|csr_row_per_warp"
 FORMAT_VERSION = 2   # gpusim.measurements.FORMAT_VERSION: cases carry their kernel's hashes
 MICRO_SIZES = {"smem_latency": (64, 256), "l2_latency": (32, 128), "flag_round_trip": (500, 2000),
                "atomic_same": (8, 32), "atomic_distinct": (16, 64), "grid_barrier": (100, 400),
@@ -152,14 +159,8 @@ def fresh_layers(n: int, seed: int, spec, exclude: set | None = None):
     for _ in range(50 * n):
         if len(layers) == n:
             break
-        lo, hi = np.log(FRESH_HIDDEN[0]), np.log(FRESH_HIDDEN[1])
-        step = FRESH_HIDDEN_STEP
-        hidden = int(min(FRESH_HIDDEN[1], max(FRESH_HIDDEN[0],
-                                              step * round(np.exp(rng.uniform(lo, hi)) / step))))
-        batch = int(rng.choice(FRESH_BATCHES))
-        d = float(np.exp(rng.uniform(np.log(FRESH_DENSITY[0]), np.log(FRESH_DENSITY[1]))))
-        density = float(f"{d:.3g}")
-        layer = (hidden, batch, density)
+        layer = _draw_layer(rng, FRESH_HIDDEN)
+        hidden, batch, density = layer
         if layer in exclude or layer in layers:
             rejected.append({"layer": layer, "why": "already recorded"})
             continue
@@ -192,8 +193,88 @@ def fresh_cases(layers, seed: int, spec) -> list[dict]:
     return out
 
 
+# --cells: (cell, dtype) kinds drawn uniformly; gated layers have 3-4x the rows of an RNN one,
+# so their hidden range is lower (the largest fits near 2048 at low density on the H100)
+CELL_KINDS = (("lstm", "fp32"), ("gru", "fp32"), ("lstm", "fp16"), ("gru", "fp16"),
+              ("rnn", "fp16"))
+CELL_HIDDEN = {"rnn": FRESH_HIDDEN, "lstm": (192, 2048), "gru": (192, 2048)}
+
+
+def _draw_layer(rng, hidden_range) -> tuple[int, int, float]:
+    """One (hidden, batch, density): hidden log-uniform in ``hidden_range`` rounded to
+    :data:`FRESH_HIDDEN_STEP`, batch from :data:`FRESH_BATCHES`, density log-uniform in
+    :data:`FRESH_DENSITY` (3 significant digits)."""
+    import numpy as np
+
+    lo, hi = np.log(hidden_range[0]), np.log(hidden_range[1])
+    step = FRESH_HIDDEN_STEP
+    hidden = int(min(hidden_range[1], max(hidden_range[0],
+                                          step * round(np.exp(rng.uniform(lo, hi)) / step))))
+    batch = int(rng.choice(FRESH_BATCHES))
+    d = float(np.exp(rng.uniform(np.log(FRESH_DENSITY[0]), np.log(FRESH_DENSITY[1]))))
+    return hidden, batch, float(f"{d:.3g}")
+
+
+def fresh_cell_layers(m: int, seed: int, spec, exclude: set | None = None):
+    """``m`` random layers ``{cell, dtype, hidden, batch, density}`` (:data:`CELL_KINDS`,
+    :data:`CELL_HIDDEN`) whose (hidden, batch, density) no recorded file holds and on which the
+    sparse persistent kernel of that cell and dtype fits ``spec``; also the rejected draws.
+    The random stream is its own (``seed`` + 1_000_000), so adding ``--cells`` leaves the RNN
+    draw of the same seed unchanged."""
+    import numpy as np
+
+    from models import capacity as cap
+
+    exclude = recorded_layers() if exclude is None else exclude
+    rng = np.random.default_rng(seed + 1_000_000)
+    layers, rejected = [], []
+    for _ in range(50 * m):
+        if len(layers) == m:
+            break
+        cell, dtype = CELL_KINDS[int(rng.integers(len(CELL_KINDS)))]
+        hidden, batch, density = _draw_layer(rng, CELL_HIDDEN[cell])
+        layer = {"cell": cell, "dtype": dtype, "hidden": hidden, "batch": batch,
+                 "density": density}
+        if (hidden, batch, density) in exclude or layer in layers:
+            rejected.append({"layer": layer, "why": "already recorded"})
+            continue
+        f = cap.fit(spec, hidden, batch, density, cell=cell, dtype=dtype, exact=False)
+        if not f.fits:
+            rejected.append({"layer": layer, "why": f"does not fit: {f.limit}"})
+            continue
+        layers.append(layer)
+    return layers, rejected
+
+
+def fresh_cell_cases(layers, seed: int, spec, start: int = 0) -> list[dict]:
+    """The cases of :func:`fresh_cell_layers`'s layers: every sparse variant
+    (:data:`FRESH_VARIANTS`), the dense persistent kernel where it fits, cuBLAS and cuSPARSE;
+    seeds continue :func:`fresh_cases`'s from ``start``."""
+    from models import capacity as cap
+
+    out = []
+    for lay in layers:
+        base = {k: lay[k] for k in ("hidden", "batch", "density", "cell", "dtype")}
+        n, b, cell, dtype = lay["hidden"], lay["batch"], lay["cell"], lay["dtype"]
+        for sync, wide, layout in FRESH_VARIANTS:
+            out.append({"kind": "sparse_persistent", **base, "sync": sync, "wide_loads": wide,
+                        "layout": layout})
+        if cap.fit(spec, n, b, 1.0, cell=cell, dtype=dtype, dense=True, exact=False).fits:
+            out.append({"kind": "dense_persistent", **base, "sync": "lamport",
+                        "wide_loads": True, "layout": "naive"})
+        for kind in ("cublas", "cusparse"):
+            out.append({"kind": kind, **base})
+    for i, c in enumerate(out):
+        c["id"] = case_id(c)
+        c["seed"] = 100_000 * (seed + 1) + start + i
+    return out
+
+
 def case_id(c: dict) -> str:
-    base = f"{c['kind']}-h{c['hidden']}-b{c['batch']}-d{c['density']}"
+    tag = "".join(f"-{x}" for x, default in ((c.get("cell", "rnn"), "rnn"),
+                                             (c.get("dtype", "fp32"), "fp32"))
+                  if x != default)
+    base = f"{c['kind']}{tag}-h{c['hidden']}-b{c['batch']}-d{c['density']}"
     if "sync" in c:
         base += f"-{c['sync']}-{'wide' if c['wide_loads'] else 'scalar'}-{c['layout']}"
     return base
@@ -273,7 +354,8 @@ def run_case(c: dict, runner, spec, repeats: int) -> tuple[dict, dict | None]:
                             short_steps=SHORT_STEPS, runner=runner)
     else:
         r = baselines.BASELINES[c["kind"]](prog, repeats=repeats, warmup=2, seed=c["seed"],
-                                           short_steps=SHORT_STEPS)
+                                           short_steps=SHORT_STEPS,
+                                           dtype=c.get("dtype", "fp32"))
     return r, fp
 
 
@@ -453,6 +535,16 @@ def compile_only(arch: str = "sm_90", selected: list[dict] | None = None) -> int
     return 1 if bad else 0
 
 
+def _fresh_draw(args, spec):
+    """(layers, rejected, cell layers, cell rejected, cases) of ``--fresh N [--cells M]``."""
+    layers, rejected = fresh_layers(args.fresh, args.seed, spec)
+    cell_layers, cell_rejected = (fresh_cell_layers(args.cells, args.seed, spec) if args.cells
+                                  else ([], []))
+    selected = fresh_cases(layers, args.seed, spec)
+    selected += fresh_cell_cases(cell_layers, args.seed, spec, start=len(selected))
+    return layers, rejected, cell_layers, cell_rejected, selected
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -468,22 +560,28 @@ def main(argv: list[str] | None = None) -> int:
                     help="measure N freshly drawn layers instead of the campaign's (no "
                          "microbenchmarks); see fresh_layers")
     ap.add_argument("--seed", type=int, default=0, help="--fresh: seed of the draw")
+    ap.add_argument("--cells", type=int, default=0, metavar="M",
+                    help="with --fresh: also M gated / fp16 layers (fresh_cell_layers)")
     ap.add_argument("--cases-file", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--dry-run", action="store_true",
                     help="--fresh: print the draw and stop (no GPU)")
     ap.add_argument("--compile-only", action="store_true",
                     help="build every kernel and compile it with nvcc (no GPU), then stop")
     args = ap.parse_args(argv)
+    if args.cells and not args.fresh:
+        raise SystemExit(f"--cells {args.cells}: accepted only with --fresh N (N >= 1)")
     if args.fresh and (args.compile_only or args.dry_run):   # local checks of a draw, no GPU
         from gpusim.specs import load_spec
 
         spec = load_spec("h100")
-        layers, rejected = fresh_layers(args.fresh, args.seed, spec)
-        selected = fresh_cases(layers, args.seed, spec)
-        print(f"seed {args.seed}: {len(layers)} layers, {len(selected)} cases; rejected: "
-              f"{rejected}")
+        layers, rejected, cell_layers, _, selected = _fresh_draw(args, spec)
+        print(f"seed {args.seed}: {len(layers)} + {len(cell_layers)} layers, {len(selected)} "
+              f"cases; rejected: {rejected}")
         for layer in layers:
             print("  hidden={} batch={} density={}".format(*layer))
+        for lay in cell_layers:
+            print("  {cell} {dtype} hidden={hidden} batch={batch} density={density}".format(
+                **lay))
         return compile_only(selected=selected) if args.compile_only else 0
     if args.compile_only:
         return compile_only()
@@ -503,19 +601,22 @@ def main(argv: list[str] | None = None) -> int:
     runner = Runner()
     fresh = None
     if args.fresh:
-        if not 1 <= args.fresh <= 64 or args.seed < 0:
-            raise SystemExit(f"--fresh {args.fresh} --seed {args.seed}: accepted 1..64 layers "
-                             f"and a seed >= 0")
+        if not 1 <= args.fresh <= 64 or not 0 <= args.cells <= 64 or args.seed < 0:
+            raise SystemExit(f"--fresh {args.fresh} --cells {args.cells} --seed {args.seed}: "
+                             f"accepted 1..64 layers, 0..64 cell layers and a seed >= 0")
         from gpusim.measurements import model_fingerprint
 
-        layers, rejected = fresh_layers(args.fresh, args.seed, spec)
+        layers, rejected, cell_layers, cell_rejected, selected = _fresh_draw(args, spec)
         fresh = {"seed": args.seed, "n": args.fresh, "layers": layers, "rejected": rejected,
                  "model_fingerprint": model_fingerprint(),
                  "ranges": {"hidden": FRESH_HIDDEN, "batch": FRESH_BATCHES,
                             "density": FRESH_DENSITY}}
+        if args.cells:
+            fresh.update({"cells": args.cells, "cell_layers": cell_layers,
+                          "cell_rejected": cell_rejected,
+                          "cell_ranges": {"kinds": CELL_KINDS, "hidden": CELL_HIDDEN}})
         print(f"[fresh] seed {args.seed}: {len(layers)} layers {layers}; "
-              f"{len(rejected)} draws rejected", flush=True)
-        selected = fresh_cases(layers, args.seed, spec)
+              f"{len(rejected)} draws rejected; {len(cell_layers)} cell layers", flush=True)
         micro = {}
     else:
         micro = run_microbenchmarks(runner, args.smoke)

@@ -9,9 +9,24 @@ from pathlib import Path
 
 import pytest
 
-from gpusim.measurements import load_campaign
+from gpusim.backends.baselines import FP16_TOLERANCE
+from gpusim.measurements import build_case, load_campaign
 from gpusim.samples import draws
-from measurements.campaign import FRESH_BATCHES, FRESH_DENSITY, FRESH_HIDDEN, FRESH_VARIANTS
+from gpusim.specs import load_spec
+from kernels_ir.errors import InputError
+from measurements.campaign import (
+    CELL_HIDDEN,
+    CELL_KINDS,
+    FRESH_BATCHES,
+    FRESH_DENSITY,
+    FRESH_HIDDEN,
+    FRESH_VARIANTS,
+    case_id,
+    fresh_cases,
+    fresh_cell_cases,
+    fresh_cell_layers,
+    fresh_layers,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 FRESH = sorted(ROOT.glob("measurements/*/fresh_*/campaign.json"))
@@ -40,8 +55,22 @@ def test_fresh_draw_is_complete_and_checked(path):
                   if c["kind"] == "sparse_persistent"}
         assert sparse == set(FRESH_VARIANTS), (h, b, d)
         assert {"csr", "cublas", "cusparse"} <= {c["kind"] for c in mine}
+    for lay in fresh.get("cell_layers", []):    # the gated / fp16 layers of the draw
+        assert (lay["cell"], lay["dtype"]) in CELL_KINDS
+        assert CELL_HIDDEN[lay["cell"]][0] <= lay["hidden"] <= CELL_HIDDEN[lay["cell"]][1]
+        mine = [c for c in camp.cases if all(c.get(k) == lay[k] for k in lay)]
+        sparse = {(c["sync"], c["wide_loads"], c["layout"]) for c in mine
+                  if c["kind"] == "sparse_persistent"}
+        assert sparse == set(FRESH_VARIANTS), lay
+        assert {"cublas", "cusparse"} <= {c["kind"] for c in mine}
+        assert "csr" not in {c["kind"] for c in mine}       # the IR's CSR kernel is fp32 RNN
     for c in camp.ok_cases:      # a time counts only for checked values
-        assert c["result"]["values_ok"] is True and c["result"]["max_rel_err"] <= 1e-5, c["id"]
+        # fp16 library paths round h and the product to fp16 (FP16_TOLERANCE, derived in
+        # gpusim.backends.baselines); every kernel of ours, fp16 ones included, meets 1e-5
+        # against the float64 reference of the layer it multiplies
+        tol = FP16_TOLERANCE if (c.get("dtype") == "fp16" and c["kind"] in
+                                 ("cublas", "cusparse")) else 1e-5
+        assert c["result"]["values_ok"] is True and c["result"]["max_rel_err"] <= tol, c["id"]
     # raw repeats and the provenance a later reader needs
     assert all(len(c["result"]["per_step_raw_s"]) >= 5
                for c in camp.ok_cases)
@@ -74,3 +103,42 @@ def test_the_campaign_records_the_counters_that_check_bank_conflicts_by_address(
         camp = load_campaign(ROOT / "measurements" / "h100" / f"fresh_2026-11-25_s{seed}")
         assert camp.ncu and all(SASS_WAVEFRONTS in m and ARBITRATION in m
                                 for m in camp.ncu.values())
+
+
+def test_a_cell_draw_is_reproducible_fits_and_leaves_the_rnn_draw_alone():
+    """``--cells M``: M gated / fp16 layers from their own random stream (the RNN layers of the
+    same seed are unchanged), each fitting its own cell and dtype, none already recorded."""
+    spec = load_spec("h100")
+    cells, rejected = fresh_cell_layers(8, 5, spec, exclude=set())
+    assert cells == fresh_cell_layers(8, 5, spec, exclude=set())[0]
+    assert len(cells) == 8 and all((c["cell"], c["dtype"]) in CELL_KINDS for c in cells)
+    assert all(r["why"].startswith("does not fit") for r in rejected)
+    from models import capacity as cap
+    for c in cells:
+        assert cap.fit(spec, c["hidden"], c["batch"], c["density"], cell=c["cell"],
+                       dtype=c["dtype"], exact=False).fits
+    held = {(c["hidden"], c["batch"], c["density"]) for c in cells}
+    again, why = fresh_cell_layers(8, 5, spec, exclude=held)
+    assert not held & {(c["hidden"], c["batch"], c["density"]) for c in again}
+    assert any(r["why"] == "already recorded" for r in why)
+    layers, _ = fresh_layers(4, 5, spec, exclude=set())
+    assert layers == fresh_layers(4, 5, spec, exclude=set())[0]
+
+
+def test_cell_cases_are_every_variant_and_the_libraries_without_csr():
+    spec = load_spec("h100")
+    lay = {"cell": "gru", "dtype": "fp16", "hidden": 256, "batch": 2, "density": 0.1}
+    rnn = fresh_cases([(512, 2, 0.1)], 3, spec)
+    cells = fresh_cell_cases([lay], 3, spec, start=len(rnn))
+    kinds = [c["kind"] for c in cells]
+    assert kinds.count("sparse_persistent") == len(FRESH_VARIANTS)
+    assert {"dense_persistent", "cublas", "cusparse"} <= set(kinds) and "csr" not in kinds
+    assert len({c["seed"] for c in rnn + cells}) == len(rnn + cells)   # no seed reused
+    assert all(c["id"].split("-")[1:3] == ["gru", "fp16"] for c in cells)
+    # an RNN fp32 case keeps the id every earlier record uses
+    assert case_id({"kind": "csr", "hidden": 512, "batch": 2, "density": 0.1}) == \
+        "csr-h512-b2-d0.1"
+    prog = build_case(next(c for c in cells if c["kind"] == "sparse_persistent"), 2, spec)
+    assert prog.kernel.name.startswith("sparse_gru") and prog.kernel.name.endswith("fp16")
+    with pytest.raises(InputError, match="CSR kernel in the IR has the fp32 rnn cell only"):
+        build_case({**cells[-1], "kind": "csr"}, 2, spec)

@@ -98,7 +98,7 @@ def test_measured_speedup_uses_predicts_kernels():
                                  (("lamport", True, "naive"), 0.5e-6))]   # not a predict row
     base = [_case("csr", t=3.6e-6), _case("cublas", t=10e-6), _case("cusparse", t=12e-6)]
     layers = measured_layers(sp + base)
-    times = layers[(512, 2, 0.1)]
+    times = layers[(512, 2, 0.1, "rnn", "fp32")]
     assert set(times) == {"sparse-naive", "sparse-wide", "sparse-bank", "sparse-lamport",
                           "csr-row-per-warp", "cublas", "cusparse"}
     assert predict_name(sp[-1]) is None
@@ -106,6 +106,35 @@ def test_measured_speedup_uses_predicts_kernels():
     assert measured_layers(sp + base[1:]) == {}
     bad = dict(base[0], result={"per_step_s": 1e-9, "values_ok": False})
     assert measured_layers(sp + [bad] + base[1:]) == {}
+
+
+def test_speedup_of_a_gated_layer_compares_the_kernels_measured_on_it():
+    """A gated / fp16 layer has no CSR case (the IR's CSR kernel is fp32 RNN): it is compared
+    over cuBLAS and cuSPARSE, and predict's answer is taken over the same kernels."""
+    from types import SimpleNamespace
+
+    from gpusim.speedup_check import _predicted
+
+    kw = {"cell": "lstm", "dtype": "fp16"}
+    sp = [_case("sparse_persistent", sync=s, wide_loads=w, layout=lay, t=t, **kw)
+          for (s, w, lay), t in ((("barrier", False, "naive"), 3e-6),
+                                 (("barrier", True, "naive"), 2e-6),
+                                 (("barrier", True, "optimal"), 1.5e-6),
+                                 (("lamport", True, "optimal"), 1.2e-6))]
+    base = [_case("cublas", t=10e-6, **kw), _case("cusparse", t=12e-6, **kw)]
+    times = measured_layers(sp + base)[(512, 2, 0.1, "lstm", "fp16")]
+    assert "csr-row-per-warp" not in times
+    assert measured_layers(sp + base[:1]) == {}          # cuSPARSE missing: not compared
+    row = lambda n, t: SimpleNamespace(name=n, per_step_s=t)  # noqa: E731
+    rep = SimpleNamespace(cell="lstm", dtype="fp16", best_persistent="sparse-bank",
+                          next_best="csr-row-per-warp", speedup=1.1,
+                          rows=[row("sparse-naive", 4e-6), row("sparse-wide", 3e-6),
+                                row("sparse-bank", 2e-6), row("sparse-lamport", 2.5e-6),
+                                row("csr-row-per-warp", 2.2e-6), row("cublas", 8e-6),
+                                row("cusparse", None)])
+    assert _predicted(rep, times) == ("sparse-bank", "cublas", 4.0)
+    rnn = SimpleNamespace(**{**vars(rep), "cell": "rnn", "dtype": "fp32"})
+    assert _predicted(rnn, times) == ("sparse-bank", "csr-row-per-warp", 1.1)
 
 
 def test_families_match_between_cases_and_predict_rows():

@@ -125,3 +125,40 @@ def test_ncu_csv_parser():
     launches = _campaign().parse_ncu_csv(text)
     assert [x["id"] for x in launches] == [0, 1]
     assert launches[0]["metrics"] == {"a.sum": 1234.0, "b.sum": 5.0}
+
+
+@pytest.mark.skipif(__import__("shutil").which("nvcc") is None, reason="needs nvcc")
+@pytest.mark.parametrize("cell", ["lstm", "gru"])
+@pytest.mark.parametrize("th", ["float", "__half"])
+def test_fused_cell_tails_compile(tmp_path, cell, th):
+    """The gated baselines' fused gate kernels (CUDA graph node after the product) compile for
+    both state types, as the CuPy call builds them."""
+    import subprocess
+
+    from gpusim.backends.baselines import CELL_TAIL
+
+    src = ("#include <cuda_fp16.h>\n" if th == "__half" else "") + \
+        f"#define T_H {th}\n#define T_P {th}\n" + CELL_TAIL[cell]
+    cu = tmp_path / "tail.cu"
+    cu.write_text(src)
+    r = subprocess.run(["nvcc", "-arch=sm_90", "-cubin", "-o", str(tmp_path / "t.cubin"),
+                        str(cu)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+
+
+@pytest.mark.parametrize("cell", ["rnn", "lstm", "gru"])
+def test_library_baselines_check_against_the_cells_reference(cell):
+    """The values check of a baseline uses the layer's own cell (and the fp16-rounded weights
+    with fp16)."""
+    from gpusim.backends.baselines import _reference
+    from kernels_ir.kernels.sparse_rnn import fp16_layer, make_layer
+    from models.reference import gru_reference, lstm_reference, rnn_reference
+
+    layer = make_layer(64, 2, 0.2, 3, 7, cell=cell)
+    ref = {"rnn": rnn_reference, "gru": gru_reference,
+           "lstm": lambda *a: lstm_reference(*a)[0]}[cell]
+    np.testing.assert_array_equal(_reference(layer, "fp32"),
+                                  ref(layer.U, layer.x_proj, layer.h0))
+    r16 = fp16_layer(layer)
+    np.testing.assert_array_equal(_reference(layer, "fp16"), ref(r16.U, r16.x_proj, r16.h0))
+    assert not np.array_equal(_reference(layer, "fp16"), _reference(layer, "fp32"))
