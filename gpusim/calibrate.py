@@ -205,7 +205,7 @@ def fit_graph_node(spec, profile: dict, clock_hz: float) -> dict | None:
             "simulated_kernel_s": res.cycles / clock_hz}
 
 
-def fit_library(sweep: dict) -> dict:
+def fit_library(sweep: dict, dtype: str = "fp32") -> dict:
     """The spec's ``[library]`` table (:data:`gpusim.specs.LIBRARY_PARAMS`) fitted to the
     recorded library sweep (``library_sweep.json``: every cuBLAS path and cuSPARSE at layer sizes
     outside the campaign): the least mean absolute relative error over every (layer, path)
@@ -221,7 +221,7 @@ def fit_library(sweep: dict) -> dict:
     from gpusim.specs import LIBRARY_CLASSES, LIBRARY_PARAMS
     from models.analytical import library_class
 
-    pts = _library_points(sweep)
+    pts = _library_points(sweep, dtype)
     if len(pts) < 2 * len(LIBRARY_PARAMS):
         raise InputError(f"library_sweep has {len(pts)} timed paths; the fit of "
                          f"{len(LIBRARY_PARAMS)} parameters needs at least "
@@ -244,7 +244,8 @@ def fit_library(sweep: dict) -> dict:
         lib[k] = 1.0 / scale[k] if k.endswith("_per_s") else scale[k]
         return lib
 
-    predict = _library_predict
+    def predict(lib, q):
+        return _library_predict(lib, q, dtype)
     A = np.array([[predict(probe(k), q) for k in names] for q in pts])
     t = np.array([q[-1] for q in pts])
 
@@ -278,15 +279,21 @@ def fit_library(sweep: dict) -> dict:
                       "path) of library_sweep.json"}
 
 
-def _library_points(sweep: dict) -> list[tuple]:
-    """``(path, hidden, batch, W bytes, CSR bytes, per-step s)`` of every timed path of a
-    ``library_sweep.json``; a missing field or a time that is not positive is an InputError."""
+def _library_points(sweep: dict, dtype: str = "fp32") -> list[tuple]:
+    """``(path, hidden, batch, W bytes, CSR bytes, rows, per-step s)`` of every timed path of
+    the layers of weight type ``dtype`` (a layer without ``dtype`` is fp32) of a
+    ``library_sweep.json`` / ``library_sweep_cells.json`` (a gated layer has ``rows``); a missing
+    field or a time that is not positive is an InputError."""
     from models.analytical import library_matrix_bytes
 
+    vb = 2 if dtype == "fp16" else 4       # as models.analytical.libraries prices them
     pts = []
     for key, layer in (sweep.get("layers") or {}).items():
+        if layer.get("dtype", "fp32") != dtype:
+            continue
         try:
             n, b, nnz = int(layer["hidden"]), int(layer["batch"]), int(layer["nnz"])
+            r = int(layer.get("rows", n))
             paths = {p: float(v["per_step_s"]) for p, v in layer["paths"].items()}
         except (KeyError, TypeError, ValueError) as exc:
             raise InputError(f"library_sweep layer {key!r}: missing or bad field {exc}") from None
@@ -294,27 +301,28 @@ def _library_points(sweep: dict) -> list[tuple]:
             if not t > 0:
                 raise InputError(f"library_sweep layer {key!r} {path}: per_step_s={t} is not a "
                                  f"positive time")
-            pts.append((path, n, b, *library_matrix_bytes(float(n), float(n), float(nnz)), t))
+            pts.append((path, n, b, *library_matrix_bytes(float(r), float(n), float(nnz), vb,
+                                                          vb), float(r), t))
     return pts
 
 
-def _library_predict(lib: dict, q: tuple) -> float:
+def _library_predict(lib: dict, q: tuple, dtype: str = "fp32") -> float:
     from models.analytical import library_path_parts
 
-    path, n, b, w, c, _ = q
-    fixed, streaming = library_path_parts(lib, path, b, n, n, w, c)
+    path, n, b, w, c, r, _ = q
+    fixed, streaming = library_path_parts(lib, path, b, r, n, w, c, dtype)
     return float(fixed + streaming)
 
 
-def library_errors(lib: dict, sweep: dict) -> dict:
+def library_errors(lib: dict, sweep: dict, dtype: str = "fp32") -> dict:
     """How the ``[library]`` values ``lib`` predict a recorded ``library_sweep.json``: MAPE and
     the largest error over every (layer, path) per-step time."""
     import numpy as np
 
-    pts = _library_points(sweep)
+    pts = _library_points(sweep, dtype)
     if not pts:
         raise InputError("library_sweep has no timed path")
-    ape = np.array([abs(_library_predict(lib, q) / q[-1] - 1) for q in pts])
+    ape = np.array([abs(_library_predict(lib, q, dtype) / q[-1] - 1) for q in pts])
     return {"points": len(pts), "mape": float(ape.mean()), "max_ape": float(ape.max())}
 
 
@@ -326,7 +334,7 @@ def library_errors(lib: dict, sweep: dict) -> dict:
 STREAMING_CLASSES = ("gemv", "spmv")
 
 
-def transfer_library(source, target) -> dict:
+def transfer_library(source, target, table: str = "library") -> dict:
     """The ``[library]`` values for ``target`` (a spec) transferred from ``source``'s fitted
     table, in hardware-relative terms:
 
@@ -344,15 +352,16 @@ def transfer_library(source, target) -> dict:
     """
     from gpusim.specs import LIBRARY_CLASSES
 
-    lib = source.library_params
-    if lib is None or source.library_from:
-        raise InputError(f"transfer_library: {source.name} has no fitted [library] table to "
+    fp16 = table == "library_fp16"
+    lib = source.library_params_fp16 if fp16 else source.library_params
+    if lib is None or (source.library_fp16_from if fp16 else source.library_from):
+        raise InputError(f"transfer_library: {source.name} has no fitted [{table}] table to "
                          f"transfer (only a GPU whose library_sweep.json was fitted can be a "
                          f"source)")
     dram_s, dram_t = source.dram_bandwidth_bytes_per_s, target.dram_bandwidth_bytes_per_s
     sm = target.sm_count * target.clock_hz / (source.sm_count * source.clock_hz)
     best = max(lib[f"{c}_bytes_per_s"] / dram_s for c in STREAMING_CLASSES)
-    head = (f"transferred from the library table of gpusim/specs/{source.name}.toml "
+    head = (f"transferred from the {table} table of gpusim/specs/{source.name}.toml "
             f"(gpusim.calibrate.transfer_library)")
     out = {"node_s": lib["node_s"]}
     src = {"node_s": f"{head}: the same absolute time"}
@@ -373,23 +382,25 @@ def transfer_library(source, target) -> dict:
     return {**values, "_sources": src}
 
 
-def write_library(spec_path: Path, fitted: dict, record: str) -> None:
-    """Write (or replace) the spec's ``[library]`` table: every value type C with its record."""
+def write_library(spec_path: Path, fitted: dict, record: str, table: str = "library") -> None:
+    """Write (or replace) the spec's ``[library]`` (or ``[library_fp16]``) table: every value
+    type C with its record."""
     from gpusim.specs import LIBRARY_PARAMS
 
-    src = (f"fitted by gpusim.calibrate (fit_library) to {fitted['points']} library timings "
-           f"outside the campaign: fit MAPE {100 * fitted['fit_mape']:.1f}%, "
+    what = "fp16 " if table == "library_fp16" else ""
+    src = (f"fitted by gpusim.calibrate (fit_library) to {fitted['points']} {what}library "
+           f"timings outside the campaign: fit MAPE {100 * fitted['fit_mape']:.1f}%, "
            f"leave-one-hidden-out {100 * fitted['cv_mape']:.1f}%")
-    lines = ["[library]", "# The library baselines' kernels, fitted to timings at layer sizes "
-             "outside the campaign", "# (models.analytical: library_path_parts)."]
+    lines = [f"[{table}]", f"# The {what}library baselines' kernels, fitted to timings at layer "
+             "sizes outside the campaign", "# (models.analytical: library_path_parts)."]
     for k, decl in LIBRARY_PARAMS.items():
         lines.append(f'{k} = {{ value = {fitted["values"][k]}, unit = "{decl.unit}", type = "C", '
                      f'source = "{src}", calibration = "{record}" }}')
-    _replace_library(spec_path, lines)
+    _replace_library(spec_path, lines, table)
 
 
 def write_transferred_library(spec_path: Path, transferred: dict, source: str,
-                              check: str) -> None:
+                              check: str, table: str = "library") -> None:
     """Write (or replace) the spec's ``[library]`` table with the values of
     :func:`transfer_library` from the measured GPU ``source``: type I (inferred), each with its
     rule as source, and ``transferred_from``; ``check`` (the out-of-sample result) goes in the
@@ -398,20 +409,21 @@ def write_transferred_library(spec_path: Path, transferred: dict, source: str,
 
     from gpusim.specs import LIBRARY_PARAMS
 
-    head = (f"The library baselines' kernels, not measured on this GPU: the {source} fit in "
-            f"hardware-relative terms (python -m gpusim.calibrate --transfer-library {source} "
+    what = "fp16 " if table == "library_fp16" else ""
+    head = (f"The {what}library baselines' kernels, not measured on this GPU: the {source} fit "
+            f"in hardware-relative terms (python -m gpusim.calibrate --transfer-library {source} "
             f"--spec {spec_path.stem}; models.analytical: library_path_parts). {check}")
-    lines = ["[library]", *(f"# {t}" for t in textwrap.wrap(head, 96)),
+    lines = [f"[{table}]", *(f"# {t}" for t in textwrap.wrap(head, 96)),
              f'transferred_from = "{source}"']
     for k, decl in LIBRARY_PARAMS.items():
         lines.append(f'{k} = {{ value = {transferred[k]}, unit = "{decl.unit}", type = "I", '
                      f'source = "{transferred["_sources"][k]}" }}')
-    _replace_library(spec_path, lines)
+    _replace_library(spec_path, lines, table)
 
 
-def _replace_library(spec_path: Path, lines: list[str]) -> None:
+def _replace_library(spec_path: Path, lines: list[str], table: str = "library") -> None:
     text = spec_path.read_text()
-    start = re.search(r"^\[library\]\s*$", text, re.M)
+    start = re.search(rf"^\[{table}\]\s*$", text, re.M)
     if start:
         nxt = re.search(r"^\[", text[start.end():], re.M)
         text = text[:start.start()] + (text[start.end() + nxt.start():] if nxt else "")
@@ -519,16 +531,22 @@ def main(argv: list[str] | None = None) -> int:
         lpath = Path(args.data) / "library_sweep.json"
         if os.path.lexists(lpath):
             res["library"] = {**fit_library(load_json(lpath)), "record": _record(lpath)}
+        cpath = Path(args.data) / "library_sweep_cells.json"
+        if os.path.lexists(cpath):   # the fp16 paths' own table (its fp16 layers)
+            res["library_fp16"] = {**fit_library(load_json(cpath), "fp16"),
+                                   "record": _record(cpath)}
         only = None if args.only is None else {x.strip() for x in args.only.split(",")}
-        known = set(res["params"]) | {"clock_hz"} | ({"library"} if "library" in res else set())
+        known = set(res["params"]) | {"clock_hz"} | {t for t in ("library", "library_fp16")
+                                                      if t in res}
         if only is not None and not only <= known:
             raise InputError(f"--only {sorted(only - known)[0]!r} was not fitted from "
                              f"{args.data}; accepted: {', '.join(sorted(known))}")
         (Path(args.data) / "calibration.json").write_text(json.dumps(res, indent=1) + "\n")
         if args.write:
             write_spec(spec_path(args.spec), res, record, only)
-            if "library" in res and (only is None or "library" in only):
-                write_library(spec_path(args.spec), res["library"], res["library"]["record"])
+            for table in ("library", "library_fp16"):
+                if table in res and (only is None or table in only):
+                    write_library(spec_path(args.spec), res[table], res[table]["record"], table)
             load_spec(args.spec)  # the rewritten file must still validate
     except (InputError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -538,11 +556,12 @@ def main(argv: list[str] | None = None) -> int:
         resid = (f", residual {e['residual_cycles']:+.2f} cycles" if "residual_cycles" in e
                  else "")
         print(f"{p:32s} {e['previous']:>8} -> {e['value']:>8}  ({e['benchmark']}{resid})")
-    if "library" in res:
-        lib = res["library"]
-        print(f"library ({lib['points']} timings): fit MAPE {100 * lib['fit_mape']:.1f}%, "
-              f"leave-one-hidden-out {100 * lib['cv_mape']:.1f}%: " + ", ".join(
-                  f"{k} {v:.3g}" for k, v in lib["values"].items()))
+    for table in ("library", "library_fp16"):
+        if table in res:
+            lib = res[table]
+            print(f"{table} ({lib['points']} timings): fit MAPE {100 * lib['fit_mape']:.1f}%, "
+                  f"leave-one-hidden-out {100 * lib['cv_mape']:.1f}%: " + ", ".join(
+                      f"{k} {v:.3g}" for k, v in lib["values"].items()))
     for b, e in res["held_out"].items():
         print(f"held out {b}: predicted {e['predicted_s'] * 1e9:.0f} ns, measured "
               f"{e['measured_s'] * 1e9:.0f} ns ({100 * e['ape']:.0f}% off)")
@@ -562,8 +581,19 @@ def _main_transfer(source: str, target: str, write: bool) -> int:
                 f"{100 * chk['transferred']['mape']:.1f}% (its own fit "
                 f"{100 * chk['own_fit']['mape']:.1f}%, the h100 values unchanged "
                 f"{100 * chk['unchanged']['mape']:.1f}%).")
+        src = load_spec(source)
+        moved16 = (transfer_library(src, load_spec(target), "library_fp16")
+                   if src.library_params_fp16 and not src.library_fp16_from else None)
+        tgt = load_spec(target)
         if write:
-            write_transferred_library(spec_path(target), moved, source, note)
+            if not (tgt.library_params and not tgt.library_from):   # never over a fitted one
+                write_transferred_library(spec_path(target), moved, source, note)
+            if moved16 is not None and not (tgt.library_params_fp16 and
+                                            not tgt.library_fp16_from):
+                write_transferred_library(spec_path(target), moved16, source,
+                                          f"Only the {source} has an fp16 library sweep: "
+                                          f"this transfer is not checked out of sample.",
+                                          "library_fp16")
             load_spec(target)  # the rewritten file must still validate
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -215,7 +215,7 @@ def test_the_readme_quotes_the_bank_conflicts_checked_by_address():
     n, miss = out["bank_conflict_cases"], out["bank_conflict_mismatches"]
     assert out["bank_conflict_address_checked"] == miss
     text = " ".join((ROOT / "README.md").read_text().split())
-    assert (f"{n - miss} of {n} cases equal Nsight's hardware counters, and the other "
+    assert (f"{n - miss} of {n} cases equal Nsight's hardware counters; of the other {miss}, "
             f"{out['bank_conflict_address_matches']} equal its SASS-patched") in text
     rows = [r for r in CROSSCHECK["rows"] if r["sample"] == OUT_OF_SAMPLE and "cell" not in r
             and "conflicts_match" in r and not r["conflicts_match"]]

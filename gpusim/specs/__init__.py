@@ -126,7 +126,10 @@ PARAMS: dict[str, Param] = {
 # ``<class>_fixed_s`` + bytes streamed / ``<class>_bytes_per_s``. A GPU whose libraries were
 # not measured may carry a table transferred from a measured one (``transferred_from = "<gpu>"``,
 # values of type I computed by gpusim.calibrate.transfer_library); a spec without the table keeps
-# the bandwidth model of models.analytical.
+# the bandwidth model of models.analytical. The optional [library_fp16] table has the same
+# parameters for the fp16 library paths (fp16 weights; measurements/<gpu>/library_sweep_cells.json,
+# models.analytical.libraries.LIBRARY_NODES_FP16); without it fp16 layers use [library].
+LIBRARY_TABLES = ("library", "library_fp16")
 LIBRARY_CLASSES = ("gemv", "gemm", "gemm8", "spmv", "spmm")
 LIBRARY_PARAMS: dict[str, Param] = {
     "node_s": Param("s", float, 1e-8, 1e-3, "one small library graph node (elementwise, copy, "
@@ -200,11 +203,18 @@ class GPUSpec:
     sources: tuple[tuple[str, str, str, str], ...] = ()  # (field, source, type, calibration)
     library: tuple[tuple[str, float], ...] = ()  # the [library] table, () when absent
     library_from: str = ""  # the measured GPU a transferred [library] table came from, else ""
+    library_fp16: tuple[tuple[str, float], ...] = ()   # the [library_fp16] table, () when absent
+    library_fp16_from: str = ""
 
     @property
     def library_params(self) -> dict[str, float] | None:
         """The fitted library-kernel parameters (:data:`LIBRARY_PARAMS`), or None."""
         return dict(self.library) if self.library else None
+
+    @property
+    def library_params_fp16(self) -> dict[str, float] | None:
+        """The fp16 library paths' parameters (``[library_fp16]``), or None."""
+        return dict(self.library_fp16) if self.library_fp16 else None
 
     @property
     def cycle_s(self) -> float:
@@ -226,7 +236,7 @@ class GPUSpec:
 
 _FIELDS = [f.name for f in dataclasses.fields(GPUSpec)]
 assert set(PARAMS) == set(_FIELDS) - {"name", "full_name", "arch", "sources", "library",
-                                    "library_from"}
+                                    "library_from", "library_fp16", "library_fp16_from"}
 
 
 @functools.lru_cache(maxsize=4)
@@ -310,8 +320,11 @@ def parse_spec(data: dict, origin: str = "<spec>") -> GPUSpec:
     for key, decl in PARAMS.items():
         values[key] = _param_value(params[key], key, decl, origin, sources)
     library, library_from = _library_table(data.get("library"), origin, sources)
+    library16, library16_from = _library_table(data.get("library_fp16"), origin, sources,
+                                               "library_fp16")
     spec = GPUSpec(name=gpu["name"], full_name=gpu["full_name"], arch=gpu["arch"],
-                   sources=tuple(sources), library=library, library_from=library_from, **values)
+                   sources=tuple(sources), library=library, library_from=library_from,
+                   library_fp16=library16, library_fp16_from=library16_from, **values)
     _check_consistency(spec, origin)
     return spec
 
@@ -328,21 +341,22 @@ def _check_names(table: dict, decls: dict[str, Param], origin: str, what: str) -
                         f"({decls[missing[0]].doc}, unit {decls[missing[0]].unit})")
 
 
-def _library_table(table, origin: str, sources: list) -> tuple[tuple[tuple[str, float], ...],
-                                                                  str]:
-    """The ``[library]`` values and the GPU they were transferred from (``""``: fitted)."""
+def _library_table(table, origin: str, sources: list, name: str = "library"
+                   ) -> tuple[tuple[tuple[str, float], ...], str]:
+    """The ``[library]`` (or ``[library_fp16]``) values and the GPU they were transferred from
+    (``""``: fitted)."""
     if table is None:
         return (), ""
     if not isinstance(table, dict):
-        raise SpecError(f"{origin}: [library] must be a table of {', '.join(LIBRARY_PARAMS)}")
+        raise SpecError(f"{origin}: [{name}] must be a table of {', '.join(LIBRARY_PARAMS)}")
     table = dict(table)
     has_from = "transferred_from" in table
     frm = table.pop("transferred_from", "")
     if has_from and (not isinstance(frm, str) or not frm.strip()):
-        raise SpecError(f"{origin}: [library] transferred_from = {frm!r} must name the measured "
+        raise SpecError(f"{origin}: [{name}] transferred_from = {frm!r} must name the measured "
                         f"GPU whose fitted table was transferred (e.g. \"h100\")")
-    _check_names(table, LIBRARY_PARAMS, origin, "[library] ")
-    values = tuple((k, _param_value(table[k], f"library.{k}", d, origin, sources))
+    _check_names(table, LIBRARY_PARAMS, origin, f"[{name}] ")
+    values = tuple((k, _param_value(table[k], f"{name}.{k}", d, origin, sources))
                    for k, d in LIBRARY_PARAMS.items())
     return values, frm
 

@@ -80,6 +80,23 @@ LIBRARY_NODES = {
                              (("scale", _vec(2)), ("fill", _vec(1))))
                           + (("copy", _vec(2)),) + _EPILOGUE,
 }
+# The fp16 library paths (fp16 weights, h kept in fp16; gpusim.backends.baselines), as
+# torch.profiler recorded them on the H100 (measurements/h100/library_sweep_cells.json): the
+# GEMM paths mostly run without a split-K reduce (in 5 of 9 layers at batch 4, 6 of 9 at 2, all
+# at 8 and 1), and cuSPARSE's SpMV adds a y = x + a y node to the SpMM path's node count.
+LIBRARY_NODES_FP16 = {
+    "cublas_gemm": lambda b: (("stream", lambda r, n, b, w, c: w + (n + r) * b * 2),)
+                             + _EPILOGUE,
+    "cublas_gemv": LIBRARY_NODES["cublas_gemv"],
+    "cublas_gemm_pad8": lambda b: (("copy", _vec(1)),
+                                   ("stream", lambda r, n, b, w, c: w + (n + r) * 8 * 2),
+                                   ("copy", _vec(1))) + _EPILOGUE,
+    "cusparse": lambda b: (("partition", lambda r, n, b, w, c: (r + 1) * 4),
+                           ("stream", lambda r, n, b, w, c: c + (n + r) * b * 2))
+                          + ((("aypx", _vec(1)), ("memset", _vec(1))) if b == 1 else
+                             (("scale", _vec(2)), ("fill", _vec(1))))
+                          + (("copy", _vec(2)),) + _EPILOGUE,
+}
 
 
 def library_class(key: str, b: int) -> str:
@@ -99,11 +116,13 @@ def library_matrix_bytes(rows, n, nnz, value_bytes=4, index_bytes=4):
     return rows * n * value_bytes, nnz * (value_bytes + index_bytes) + (rows + 1) * 4
 
 
-def library_path_parts(lib: dict, key: str, b: int, r, n, w, c):
+def library_path_parts(lib: dict, key: str, b: int, r, n, w, c, dtype: str = "fp32"):
     """(fixed part, streaming part) of one step of baseline path ``key`` at batch ``b`` with the
-    fitted ``[library]`` parameters ``lib`` of a spec (arrays over the layers ``r, n, w, c``)."""
+    fitted ``[library]`` parameters ``lib`` of a spec (arrays over the layers ``r, n, w, c``);
+    ``dtype`` fp16: the fp16 paths' nodes (:data:`LIBRARY_NODES_FP16`)."""
     fixed, streaming = 0.0, 0.0
-    for kind, nbytes in LIBRARY_NODES[key](b):
+    nodes = LIBRARY_NODES_FP16 if dtype == "fp16" else LIBRARY_NODES
+    for kind, nbytes in nodes[key](b):
         if kind == "stream":
             cls = library_class(key, b)
             fixed = fixed + lib[f"{cls}_fixed_s"]
@@ -131,7 +150,10 @@ def _baselines(spec, name, N, B, d, cell, dtype):
 
     W, C = library_matrix_bytes(rows, Nf, rows * Nf * d, vb, 4 if dtype == "fp32" else 2)
 
-    lib = spec.library_params
+    # fp16 weights: the fp16 paths' own table where the spec has one (else the fp32 table)
+    lib16 = spec.library_params_fp16 if dtype == "fp16" else None
+    lib = lib16 or spec.library_params
+    nodes_dtype = "fp16" if lib16 else "fp32"
 
     def path(key):
         """(per-step time, launch part, weights-streaming part) of one baseline path."""
@@ -142,7 +164,8 @@ def _baselines(spec, name, N, B, d, cell, dtype):
             sel = Bf == b
             r, n, w, c = rows[sel], Nf[sel], W[sel], C[sel]
             if lib is not None:   # the spec's fitted library kernels
-                fixed, streaming = library_path_parts(lib, key, int(b), r, n, w, c)
+                fixed, streaming = library_path_parts(lib, key, int(b), r, n, w, c,
+                                                      nodes_dtype)
                 tot[sel] += fixed + streaming
                 launch[sel] += fixed
                 weights[sel] += streaming

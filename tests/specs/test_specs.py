@@ -240,3 +240,38 @@ def test_library_transfer_needs_a_fitted_source():
     same = transfer_library(load_spec("h100"), load_spec("h100"))
     for k, v in load_spec("h100").library_params.items():
         assert same[k] == pytest.approx(v, rel=1e-3, abs=1e-12), k
+
+
+def test_fp16_library_table_is_the_fit_of_the_cells_sweep_and_is_used_for_fp16():
+    """[library_fp16] is gpusim.calibrate's fit to the fp16 layers of library_sweep_cells.json
+    (sizes no draw holds); the V100 and H200 carry it transferred; predict prices fp16 layers'
+    libraries with it and fp32 layers with [library] (unchanged by it)."""
+    import dataclasses
+    import json
+
+    from gpusim.calibrate import ROOT, fit_library, transfer_library
+    from measurements.campaign import recorded_layers
+    from models.analytical import predict_many
+
+    sweep = json.loads((ROOT / "measurements" / "h100" / "library_sweep_cells.json").read_text())
+    assert not {(v["hidden"], v["batch"], v["density"]) for v in sweep["layers"].values()} & \
+        recorded_layers()
+    fitted = fit_library(sweep, "fp16")
+    h100 = load_spec("h100")
+    for k, v in fitted["values"].items():
+        assert h100.library_params_fp16[k] == pytest.approx(v, rel=1e-3, abs=1e-12), k
+    assert fitted["points"] >= 100 and fitted["fit_mape"] < 0.1 and fitted["cv_mape"] < 0.15
+    for gpu in ("v100", "h200"):
+        spec = load_spec(gpu)
+        assert spec.library_fp16_from == "h100"
+        moved = transfer_library(h100, spec, "library_fp16")
+        for k, v in spec.library_params_fp16.items():
+            assert v == pytest.approx(moved[k], rel=1e-3, abs=1e-12), (gpu, k)
+
+    def t(spec, kind, dtype):
+        return float(predict_many(spec, 1024, 4, 0.05, kernels=[kind], dtype=dtype)[kind]
+                     .per_step_s.reshape(-1)[0])
+    without = dataclasses.replace(h100, library_fp16=())
+    for kind in ("cublas", "cusparse"):
+        assert t(h100, kind, "fp32") == t(without, kind, "fp32")
+        assert t(h100, kind, "fp16") != t(without, kind, "fp16")
