@@ -55,7 +55,7 @@ PLOT_COMMANDS = [
     ("sweep", "gpusim.cli.sweep",
      ["--hidden", "256,1024,2048", "--batch", "4", "--density", "0.1,0.5",
       "--scheduler", "serial", "--no-progress"], "--plot"),
-    ("crosscheck", "gpusim.cli.crosscheck", ["--every", "10"], "--plot"),
+    ("crosscheck", "gpusim.cli.crosscheck", ["--every", "10", "--no-fresh"], "--plot"),
 ]
 
 

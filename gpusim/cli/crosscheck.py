@@ -249,11 +249,12 @@ def run_crosscheck(data: str | Path, *, every: int = 1, kinds: tuple[str, ...] |
         raise InputError(f"no recorded case in {data} could be predicted (kinds={kinds}; "
                          f"{len(stale)} stale; {len(skipped)} not predicted"
                          + (f", e.g. {first[0]}: {first[1]})" if first else ")"))
-    # the headline figures are the RNN fp32 layers' (the main job's); the gated, fp16 and
-    # multi-head layers of the fresh draws are summarised apart, per sample, under "cells"
-    rnn = [r for r in rows if "cell" not in r] or rows
-    cells = [r for r in rows if "cell" in r and r not in rnn]
-    summary = _summarise(rnn, spearmanr)
+    # the whole summary covers every predicted case; per sample, the RNN fp32 layers (the main
+    # job's, the headline) and the gated, fp16 and multi-head layers of the fresh draws
+    # ("cells") are summarised apart
+    rnn = [r for r in rows if "cell" not in r]
+    cells = [r for r in rows if "cell" in r]
+    summary = _summarise(rows, spearmanr)
     summary["samples"], summary["cells"] = {}, {}
     for label in (IN_SAMPLE, OUT_OF_SAMPLE):
         for part, pool in (("samples", rnn), ("cells", cells)):
