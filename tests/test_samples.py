@@ -189,6 +189,36 @@ def test_bands_and_annotation():
         bands_from({**cc, "rows": []}, sp, "x")
 
 
+def test_gated_and_fp16_layers_get_their_own_speedup_band():
+    """The gated / fp16 layers of the draws stay out of the RNN bands; their measured / predicted
+    speedups make a band of their own, which predict uses (and names) for a gated or fp16
+    layer, while an RNN fp32 layer keeps the RNN band."""
+    from types import SimpleNamespace
+
+    cc, sp = _summaries()
+    b0 = bands_from(cc, sp, model_fingerprint())
+    assert b0["cells"] is None
+    gated = [{"sample": OUT_OF_SAMPLE, "draw": "fresh_x_s2", "hidden": 512, "batch": 2,
+              "density": 0.1, "cell": "lstm", "dtype": "fp16",
+              "model": {"ratio": 0.7 + 0.02 * k}, "sim": {"ratio": 0.8}} for k in range(10)]
+    odd = {**cc, "rows": cc["rows"] + [{**cc["rows"][0], "cell": "lstm", "measured_s": 99.0}]}
+    b = bands_from(odd, {**sp, "rows": sp["rows"] + gated}, model_fingerprint())
+    assert {k: v for k, v in b.items() if k != "cells"} == \
+        {k: v for k, v in b0.items() if k != "cells"}          # the RNN bands are unchanged
+    assert b["cells"]["layers"] == 10 and b["cells"]["kinds"] == ["lstm fp16"]
+    assert b["cells"]["speedup"]["sim"]["ratio_p10"] == pytest.approx(0.8)
+    row = SimpleNamespace(name="sparse-lamport", engine="sim", per_step_s=2e-6)
+    rep = SimpleNamespace(gpu="h100", hidden=1000, batch=4, density=0.05, cell="lstm",
+                          dtype="fp32", engine="sim", rows=[row], speedup=2.0)
+    u = annotate(rep, {"h100": b})
+    assert u.speedup == pytest.approx((1.6, 1.6))
+    assert "gated and fp16 layers (fresh_x_s2)" in " ".join(u.notes)
+    rnn = annotate(SimpleNamespace(**{**vars(rep), "cell": "rnn"}), {"h100": b})
+    assert rnn.speedup == pytest.approx((2.0, 2.0)) and rnn.notes == ()
+    # without a gated band the old note stays: outside what was validated
+    assert "validated rnn fp32" in " ".join(annotate(rep, {"h100": b0}).notes)
+
+
 def test_bands_per_third_of_the_hidden_sizes():
     """The layers' hidden sizes 256..2560 split at their log terciles; a third with MIN_BIN (6)
     values or more keeps a band of its own and annotate uses the layer's third; with fewer it
