@@ -140,6 +140,27 @@ def test_library_table_is_all_or_nothing_and_checked_by_field():
     assert parse_spec(_doc("h100"), "x.toml").library_from == ""
 
 
+def test_fp16_library_table_is_checked_like_the_fp32_one():
+    bad = _doc("h100")
+    del bad["library_fp16"]["spmv_fixed_s"]
+    with pytest.raises(SpecError, match="missing \\[library_fp16\\] parameter 'spmv_fixed_s'"):
+        parse_spec(bad, "x.toml")
+    bad = _doc("h100")
+    bad["library_fp16"]["gemm_bytes_per_s"]["value"] = 0.0
+    with pytest.raises(SpecError,
+                       match="library_fp16.gemm_bytes_per_s = 0.0 bytes/s is impossible"):
+        parse_spec(bad, "x.toml")
+    bad = _doc("h100")
+    bad["library_fp16"] = 3
+    with pytest.raises(SpecError, match="\\[library_fp16\\] must be a table"):
+        parse_spec(bad, "x.toml")
+    none = _doc("h100")
+    del none["library_fp16"]
+    assert parse_spec(none, "x.toml").library_params_fp16 is None
+    assert load_spec("v100").library_fp16_from == "h100"
+    assert load_spec("h100").source("library_fp16.node_s").startswith("[C]")
+
+
 @pytest.mark.parametrize("gpu", ["h100", "h200"])
 def test_library_table_is_the_fit_of_its_recorded_sweep(gpu):
     """The spec's [library] values are what gpusim.calibrate fits to the recorded sweep (no
