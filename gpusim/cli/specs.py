@@ -40,13 +40,17 @@ def main(args) -> int:
     s = load_spec(args.gpu)
     values = {k: {"value": getattr(s, k), "unit": d.unit, "source": s.source(k),
                   "doc": d.doc} for k, d in PARAMS.items()}
-    lib = s.library_params
-    library = None if lib is None else {
-        k: {"value": lib[k], "unit": d.unit, "source": s.source(f"library.{k}"), "doc": d.doc}
-        for k, d in LIBRARY_PARAMS.items()}
+    def table(lib, name):
+        return None if lib is None else {
+            k: {"value": lib[k], "unit": d.unit, "source": s.source(f"{name}.{k}"), "doc": d.doc}
+            for k, d in LIBRARY_PARAMS.items()}
+    library = table(s.library_params, "library")
+    library16 = table(s.library_params_fp16, "library_fp16")
     if args.json:
         emit_json({"name": s.name, "full_name": s.full_name, "arch": s.arch, "params": values,
-                   "library": library, "library_transferred_from": s.library_from or None})
+                   "library": library, "library_transferred_from": s.library_from or None,
+                   "library_fp16": library16,
+                   "library_fp16_transferred_from": s.library_fp16_from or None})
     else:
         print(f"{s.name}: {s.full_name} ({s.arch})")
         print(legend(EVIDENCE))
@@ -57,4 +61,10 @@ def main(args) -> int:
                f"transferred from the {s.library_from} fit" if s.library_from else ""))
         for k, v in (library or {}).items():
             print(f"  {k:<34} {v['value']:>12.4g} {v['unit']:<18} {v['source']}")
+        if library16 is not None:
+            print("  [library_fp16] (their fp16 paths, for fp16 weights)" +
+                  (f": transferred from the {s.library_fp16_from} fit"
+                   if s.library_fp16_from else ""))
+            for k, v in library16.items():
+                print(f"  {k:<34} {v['value']:>12.4g} {v['unit']:<18} {v['source']}")
     return 0
