@@ -410,7 +410,11 @@ def write_transferred_library(spec_path: Path, transferred: dict, source: str,
     from gpusim.specs import LIBRARY_PARAMS
 
     what = "fp16 " if table == "library_fp16" else ""
-    head = (f"The {what}library baselines' kernels, not measured on this GPU: the {source} fit "
+    sweep = "library_sweep_cells.json" if table == "library_fp16" else "library_sweep.json"
+    measured = (ROOT / "measurements" / spec_path.stem / sweep).exists()
+    state = (f"measured on this GPU ({sweep}) but kept as" if measured else
+             "not measured on this GPU:")
+    head = (f"The {what}library baselines' kernels, {state} the {source} fit "
             f"in hardware-relative terms (python -m gpusim.calibrate --transfer-library {source} "
             f"--spec {spec_path.stem}; models.analytical: library_path_parts). {check}")
     lines = [f"[{table}]", *(f"# {t}" for t in textwrap.wrap(head, 96)),
@@ -430,20 +434,26 @@ def _replace_library(spec_path: Path, lines: list[str], table: str = "library") 
     spec_path.write_text(text.rstrip("\n") + "\n\n" + "\n".join(lines) + "\n")
 
 
-def transfer_check(source: str = "h100", target: str = "h200") -> dict:
+def transfer_check(source: str = "h100", target: str = "h200", table: str = "library") -> dict:
     """The transfer validated out of sample: ``source``'s table transferred to ``target`` (a GPU
-    with its own recorded sweep) against ``target``'s ``library_sweep.json``, next to
-    ``target``'s own fit and ``source``'s table used unchanged."""
+    with its own recorded sweep) against ``target``'s ``library_sweep.json`` (``table``
+    ``library_fp16``: the fp16 layers of its ``library_sweep_cells.json``), next to ``target``'s
+    own fit of that sweep and ``source``'s table used unchanged."""
     from gpusim.measurements import load_json
     from gpusim.specs import load_spec
 
+    fp16 = table == "library_fp16"
+    dtype = "fp16" if fp16 else "fp32"
     src, tgt = load_spec(source), load_spec(target)
-    sweep = load_json(ROOT / "measurements" / target / "library_sweep.json")
-    moved = {k: v for k, v in transfer_library(src, tgt).items() if k != "_sources"}
-    return {"source": source, "target": target,
-            "transferred": library_errors(moved, sweep),
-            "own_fit": library_errors(tgt.library_params, sweep),
-            "unchanged": library_errors(src.library_params, sweep)}
+    sweep = load_json(ROOT / "measurements" / target /
+                      ("library_sweep_cells.json" if fp16 else "library_sweep.json"))
+    moved = {k: v for k, v in transfer_library(src, tgt, table).items() if k != "_sources"}
+    own = fit_library(sweep, dtype)["values"] if fp16 else tgt.library_params
+    return {"source": source, "target": target, "table": table,
+            "transferred": library_errors(moved, sweep, dtype),
+            "own_fit": library_errors(own, sweep, dtype),
+            "unchanged": library_errors(src.library_params_fp16 if fp16 else
+                                        src.library_params, sweep, dtype)}
 
 
 def write_spec(spec_path: Path, result: dict, record: str, only: set | None = None) -> None:
@@ -568,6 +578,20 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _fp16_transfer_note(source: str) -> str:
+    """The out-of-sample check of the fp16 table's transfer, for the spec's comment: against the
+    H200's own fp16 sweep where it is recorded."""
+    if source != "h100" or not (ROOT / "measurements" / "h200" /
+                                "library_sweep_cells.json").exists():
+        return f"Only the {source} has an fp16 library sweep: this transfer is not checked."
+    chk = transfer_check(source, "h200", "library_fp16")
+    return (f"Out of sample, the same transfer h100 -> h200 predicts the fp16 layers of the "
+            f"H200's own library_sweep_cells.json ({chk['transferred']['points']} timings) at "
+            f"MAPE {100 * chk['transferred']['mape']:.1f}% (its own fit "
+            f"{100 * chk['own_fit']['mape']:.1f}%, the h100 values unchanged "
+            f"{100 * chk['unchanged']['mape']:.1f}%).")
+
+
 def _main_transfer(source: str, target: str, write: bool) -> int:
     from gpusim.specs import load_spec, spec_path
 
@@ -591,9 +615,7 @@ def _main_transfer(source: str, target: str, write: bool) -> int:
             if moved16 is not None and not (tgt.library_params_fp16 and
                                             not tgt.library_fp16_from):
                 write_transferred_library(spec_path(target), moved16, source,
-                                          f"Only the {source} has an fp16 library sweep: "
-                                          f"this transfer is not checked out of sample.",
-                                          "library_fp16")
+                                          _fp16_transfer_note(source), "library_fp16")
             load_spec(target)  # the rewritten file must still validate
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -140,6 +140,21 @@ def test_library_table_is_all_or_nothing_and_checked_by_field():
     assert parse_spec(_doc("h100"), "x.toml").library_from == ""
 
 
+def test_fp16_library_transfer_is_checked_on_the_h200s_own_sweep():
+    """The H100's fp16 table transferred to the H200 predicts the H200's own fp16 library sweep
+    (measured, never fitted into its spec) about as well as the fp32 transfer does its sweep."""
+    from gpusim.calibrate import transfer_check
+
+    chk = transfer_check("h100", "h200", "library_fp16")
+    assert chk["transferred"]["points"] >= 100
+    assert chk["own_fit"]["mape"] < chk["transferred"]["mape"] < 0.15
+    from gpusim.specs import spec_path
+
+    comment = " ".join(line.lstrip("# ") for line in spec_path("v100").read_text().splitlines()
+                       if line.startswith("#"))
+    assert f"MAPE {100 * chk['transferred']['mape']:.1f}% (its own fit" in comment
+
+
 def test_fp16_library_table_is_checked_like_the_fp32_one():
     bad = _doc("h100")
     del bad["library_fp16"]["spmv_fixed_s"]
