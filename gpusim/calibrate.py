@@ -584,10 +584,15 @@ def _fp16_transfer_note(source: str) -> str:
     if source != "h100" or not (ROOT / "measurements" / "h200" /
                                 "library_sweep_cells.json").exists():
         return f"Only the {source} has an fp16 library sweep: this transfer is not checked."
-    chk = transfer_check(source, "h200", "library_fp16")
-    return (f"Out of sample, the same transfer h100 -> h200 predicts the fp16 layers of the "
-            f"H200's own library_sweep_cells.json ({chk['transferred']['points']} timings) at "
-            f"MAPE {100 * chk['transferred']['mape']:.1f}% (its own fit "
+    return _check_note(transfer_check(source, "h200", "library_fp16"),
+                       "the fp16 layers of the H200's own library_sweep_cells.json")
+
+
+def _check_note(chk: dict, what: str) -> str:
+    """The spec comment of a :func:`transfer_check` result on the sweep ``what``."""
+    return (f"Out of sample, the same transfer h100 -> h200 predicts {what} "
+            f"({chk['transferred']['points']} timings) at MAPE "
+            f"{100 * chk['transferred']['mape']:.1f}% (its own fit "
             f"{100 * chk['own_fit']['mape']:.1f}%, the h100 values unchanged "
             f"{100 * chk['unchanged']['mape']:.1f}%).")
 
@@ -596,19 +601,12 @@ def _main_transfer(source: str, target: str, write: bool) -> int:
     from gpusim.specs import load_spec, spec_path
 
     try:
-        moved = transfer_library(load_spec(source), load_spec(target))
-        chk = transfer_check(source, "h200") if source == "h100" else None
-        note = ("" if chk is None else
-                f"Out of sample, the same transfer h100 -> h200 predicts the H200's own "
-                f"library_sweep.json "
-                f"({chk['transferred']['points']} timings) at MAPE "
-                f"{100 * chk['transferred']['mape']:.1f}% (its own fit "
-                f"{100 * chk['own_fit']['mape']:.1f}%, the h100 values unchanged "
-                f"{100 * chk['unchanged']['mape']:.1f}%).")
-        src = load_spec(source)
-        moved16 = (transfer_library(src, load_spec(target), "library_fp16")
+        src, tgt = load_spec(source), load_spec(target)
+        moved = transfer_library(src, tgt)
+        note = ("" if source != "h100" else
+                _check_note(transfer_check(source, "h200"), "the H200's own library_sweep.json"))
+        moved16 = (transfer_library(src, tgt, "library_fp16")
                    if src.library_params_fp16 and not src.library_fp16_from else None)
-        tgt = load_spec(target)
         if write:
             if not (tgt.library_params and not tgt.library_from):   # never over a fitted one
                 write_transferred_library(spec_path(target), moved, source, note)

@@ -154,16 +154,18 @@ def annotate(report, bands: dict | None = None) -> Uncertainty:
             f = pick(f)
             rows[row.name] = (row.per_step_s * f["ratio_p10"], row.per_step_s * f["ratio_p90"])
     sp = None
-    s = b["speedup"].get(eng)
-    if c:   # a gated / fp16 layer: the speedup band of the out-of-sample gated / fp16 layers
-        s = c
+    # a gated / fp16 layer: the speedup band of the out-of-sample gated / fp16 layers (whole);
+    # an RNN fp32 layer: the RNN band of its third of the sizes
+    s = c or b["speedup"].get(eng)
+    if c:
         notes.append(f"cell={report.cell} dtype={report.dtype}: the speedup's range is that of "
                      f"the {b['cells']['layers']} out-of-sample gated and fp16 layers "
                      f"({b['cells']['draws']}), which measured {c['ratio_p10']:.2f}-"
                      f"{c['ratio_p90']:.2f} times the predicted speedup; the kernels' ranges "
                      f"are the RNN fp32 layers'")
     if report.speedup is not None and s:
-        s = s if c else pick(s)
+        if not c:
+            s = pick(s)
         sp = (report.speedup * s["ratio_p10"], report.speedup * s["ratio_p90"])
         if not c and not sp[0] <= report.speedup <= sp[1]:
             side = "above" if sp[0] > report.speedup else "below"

@@ -27,13 +27,11 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from measurements.probe import L2_COUNT_METRICS, check_l2_count_probe  # noqa: E402
+
 MODES = ("same", "distinct")
 ROUNDS, CTAS, WARPS = 16, 132, 8
-METRICS = ("lts__t_sectors_srcunit_tex_op_read.sum", "lts__t_requests_srcunit_tex_op_read.sum",
-           "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum",
-           "l1tex__t_sectors_pipe_lsu_mem_global_op_ld_lookup_hit.sum",
-           "l1tex__t_sectors_pipe_lsu_mem_global_op_ld_lookup_miss.sum",
-           "smsp__inst_executed_op_global_ld.sum", "gpu__time_duration.sum")
+METRICS = L2_COUNT_METRICS
 
 
 def probe(mode: str, rounds: int = ROUNDS, ctas: int = CTAS, warps: int = WARPS):
@@ -41,18 +39,11 @@ def probe(mode: str, rounds: int = ROUNDS, ctas: int = CTAS, warps: int = WARPS)
     import numpy as np
 
     from kernels_ir.builder import Builder
-    from kernels_ir.errors import InputError
     from kernels_ir.ir import F32, I32
     from kernels_ir.kernels.microbench import Microbench
     from kernels_ir.verify import verify
 
-    if mode not in MODES:
-        raise InputError(f"mode={mode!r} is unknown; accepted: {', '.join(MODES)}")
-    for n, v in (("rounds", rounds), ("ctas", ctas), ("warps", warps)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise InputError(f"{n}={v!r}: accepted whole numbers >= 1")
-    if warps > 32:
-        raise InputError(f"warps={warps}: accepted 1..32 warps per CTA")
+    check_l2_count_probe(mode, MODES, rounds, ctas, warps)
     lines = rounds * (warps if mode == "distinct" else 1) * 32
     name = f"l1_merge_{mode}"
     b = Builder(f"mb_{name}", grid=ctas, block=32 * warps, bench=name, rounds=rounds)

@@ -170,6 +170,30 @@ def price_recorded(spec, rec, fields, build, steps: int) -> dict:
     return res
 
 
+# What an L2-count probe (l1_merge.py, l1_pair.py) asks Nsight: the L2's read sectors and
+# requests from the SMs, L1's global-load sectors, hits and misses, the loads issued, the time
+L2_COUNT_METRICS = ("lts__t_sectors_srcunit_tex_op_read.sum",
+                    "lts__t_requests_srcunit_tex_op_read.sum",
+                    "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum",
+                    "l1tex__t_sectors_pipe_lsu_mem_global_op_ld_lookup_hit.sum",
+                    "l1tex__t_sectors_pipe_lsu_mem_global_op_ld_lookup_miss.sum",
+                    "smsp__inst_executed_op_global_ld.sum", "gpu__time_duration.sum")
+
+
+def check_l2_count_probe(mode: str, modes, rounds, ctas, warps) -> None:
+    """One InputError naming the value, for an L2-count probe's ``mode`` (one of ``modes``) and
+    its whole-number sizes (``warps`` at most 32 per CTA)."""
+    from kernels_ir.errors import InputError
+
+    if mode not in modes:
+        raise InputError(f"mode={mode!r} is unknown; accepted: {', '.join(modes)}")
+    for n, v in (("rounds", rounds), ("ctas", ctas), ("warps", warps)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise InputError(f"{n}={v!r}: accepted whole numbers >= 1")
+    if warps > 32:
+        raise InputError(f"warps={warps}: accepted 1..32 warps per CTA")
+
+
 def l2_count_probe_main(argv: list | None, doc: str, script: str, modes, probe, filename: str,
                         metrics) -> int:
     """:func:`probe_main` of an L2-count probe: one checked microbenchmark ``probe(mode)`` per

@@ -220,7 +220,8 @@ def cublas_paths(torch, layer, seed: int = 0, dtype: str = "fp32"):
     wdt = H.dtype
     U = torch.from_numpy(layer.U.toarray().astype(np.float32)).to(dev).to(wdt)
     finish, pre = _tail(torch, layer, H, X, C, dtype)
-    # fp32 RNN: the product lands in the pre-activation buffer (the harness's original nodes)
+    # fp32 weights: the product lands in the pre-activation buffer (for the RNN cell, the
+    # harness's original nodes); fp16: in an fp16 buffer the add reads
     Y = pre if (dtype == "fp32") else torch.empty((rows, b), dtype=wdt, device=dev)
     P = torch.zeros((layer.hidden, 8), dtype=wdt, device=dev)   # batch padded to 8
     YP = torch.empty((rows, 8), dtype=wdt, device=dev)
