@@ -30,7 +30,8 @@ Passes (:func:`plan`), per GPU:
    density and batch and Lamport-wide :data:`BELOW` of it, dense Lamport and barrier.
 
 ``excess`` of a kernel: ptxas' registers (256 if it spilled) minus ``declared``, the builder's
-count at prefetch depth 1 plus, dense with R >= 2 row-slots, ``dense_reuse_registers``.
+count at prefetch depth 1 (``counted_registers``: dense with R >= 2 row-slots it holds
+``dense_reuse_registers``, the shared h words).
 ``summary``: per architecture and kernel family, ptxas' registers minus ``declared`` over the
 kernels that did not spill (``excess_pf1``: mean, min, max), and the kernels that spilled.
 ``extra``: the table the capacity model and the builder use
@@ -167,8 +168,8 @@ def measure(spec, arch: str, case: dict, layers: dict) -> dict:
     counted1 = counted_registers(prog, prefetch=1)
     reuse = dense_reuse_registers(m.rows_per_warp, max(m.slots), prog.batch) if m.dense else 0
     # the reference of the excess: the count at prefetch depth 1 (ptxas pipelines the shared
-    # loads itself, whatever depth the IR has) and the dense row-slots' shared h words
-    declared = counted1 + reuse
+    # loads itself, whatever depth the IR has), which holds the dense row-slots' shared h words
+    declared = counted1
     need = 256 if rep.spills else rep.registers
     rec.update({
         "status": "ok", "hidden": prog.hidden, "slots": m.total_slots,

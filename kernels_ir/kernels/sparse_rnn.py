@@ -333,7 +333,12 @@ def _build(layer, spec, *, sync, wide_loads, layout, threads_per_cta, seed, dens
 
     # --- the time loop ------------------------------------------------------------------------
     acc = bld.reg(F32, "acc", b)
-    hv = bld.reg(F32, "hv", b * depth)
+    # dense tiles of R >= 2 row-slots: every row-slot reads the same words of h_s (the
+    # addresses do not depend on the row and nothing stores to h_s between them), so the warp
+    # loads them once, in row-slot 0, and keeps all K B words for the later row-slots, as
+    # ptxas compiles the per-row loads (one LDS per slot in the SASS, not R)
+    share_h = shares_h(dense, R)
+    hv = bld.reg(F32, "hv", b * (mapping.slots[0] if share_h else depth))
     wv = bld.reg(F32, "wv", depth) if half else None
     xv = bld.reg(F32, "xv", R)
     val = bld.reg(F32, "val")
@@ -359,11 +364,13 @@ def _build(layer, spec, *, sync, wide_loads, layout, threads_per_cta, seed, dens
                 bld.mov(0.0, dst=acc[k])
             n_s = mapping.slots[j]
 
-            def load_slot(i, off=off):
-                s, base = off + i, b * (i % depth)
+            reload = not (share_h and j > 0)               # else: h already in registers
+
+            def load_slot(i, off=off, reload=reload):
+                s, base = off + i, b * (i if share_h else i % depth)
                 if half and not dense:
                     bld.u16(w[s], dst=ca)                  # the column word address
-                for width, woff in loads:
+                for width, woff in loads if reload else ():
                     dst = tuple(hv[base + woff + q] for q in range(width))
                     if dense:
                         bld.lds(h_s, lane_b_addr, offset=WARP * i * b + woff, width=width,
@@ -379,7 +386,7 @@ def _build(layer, spec, *, sync, wide_loads, layout, threads_per_cta, seed, dens
             for i in range(min(depth, n_s)):
                 load_slot(i)
             for i in range(n_s):
-                base = b * (i % depth)
+                base = b * (i if share_h else i % depth)
                 wi = wv[i % depth] if half else w[off + i]
                 for k in range(b):
                     bld.ffma(wi, hv[base + k], acc[k], dst=acc[k])
@@ -700,14 +707,22 @@ def registers_needed(S: int, R: int, b: int, dense: bool, *, sync: str = "barrie
         4 * group + SCALAR_REGS + extra + (prefetch - 1) * per_slot + cell_registers(cell, R)
 
 
+def shares_h(dense: bool, R: int) -> bool:
+    """Whether a kernel loads each ``h_s`` word once for all its row-slots: dense tiles of
+    ``R >= 2`` row-slots (every row-slot reads the same words; the builder keeps all ``K B``
+    of them in registers, :func:`dense_reuse_registers`)."""
+    return bool(dense) and int(R) >= 2
+
+
 def dense_reuse_registers(R: int, kmax: int, b: int) -> int:
     """Registers ptxas may keep beyond the builder's count in a dense kernel of ``R >= 2``
     row-slots: every row-slot of a dense tile reads the same words of ``h_s`` (the addresses
     do not depend on the row, and nothing stores to ``h_s`` between them), so ptxas loads each
     word once for all row-slots (the SASS has ``kmax`` shared loads per step, not ``R * kmax``)
-    and, at worst, keeps all ``kmax * b`` words live until the last row-slot has used them:
-    ``(kmax - 1) * b`` more than the one B-word set the builder counts at prefetch depth 1."""
-    return (int(kmax) - 1) * int(b) if R >= 2 else 0
+    and keeps all ``kmax * b`` words live until the last row-slot has used them: ``(kmax - 1)
+    * b`` more than the one B-word set :func:`registers_needed` counts at prefetch depth 1. The
+    builder does the same (:func:`shares_h`), so :func:`counted_registers` includes them."""
+    return (int(kmax) - 1) * int(b) if shares_h(True, R) else 0
 
 
 def counted_registers(program: RNNProgram, prefetch: int | None = None) -> int:
@@ -718,11 +733,16 @@ def counted_registers(program: RNNProgram, prefetch: int | None = None) -> int:
     b, slot = program.batch, program.slot_words
     hs_words = max(slot, WARP * max(m.slots) * b) if m.dense else slot
     sync = LOCAL if meta.get("exchange") == "cta" else meta["sync"]
+    depth = meta["prefetch"] if prefetch is None else prefetch
+    dtype = meta.get("dtype", "fp32")
+    share = shares_h(m.dense, m.rows_per_warp)
+    # a kernel that shares h holds all K B words whatever its depth; only fp16 values in flight
+    extra = dense_reuse_registers(m.rows_per_warp, max(m.slots), b) + \
+        (depth - 1) * (dtype == "fp16") if share else 0
     return registers_needed(m.total_slots, m.rows_per_warp, b, m.dense, sync=sync,
                             group=min(STAGE_GROUP, -(-slot // (4 * k.block))),
-                            dense_tail=hs_words > slot,
-                            prefetch=meta["prefetch"] if prefetch is None else prefetch,
-                            cell=meta.get("cell", "rnn"), dtype=meta.get("dtype", "fp32"))
+                            dense_tail=hs_words > slot, prefetch=1 if share else depth,
+                            cell=meta.get("cell", "rnn"), dtype=dtype) + extra
 
 
 # Registers ptxas allocates beyond the kernel's count at prefetch depth 1 (registers_needed;
@@ -775,12 +795,18 @@ def _prefetch_depth(spec, *, b, S, R, dense, threads, sync, group, dense_tail,
     :data:`PREFETCH_LOADS` loads, as far as the registers left over allow (B per slot). This
     is the order the simulator issues; ptxas pipelines the loads on its own and allocates the
     same registers whatever the depth (``measurements/ptxas_sweep.json``), so the depth never
-    decides whether a layer spills."""
+    decides whether a layer spills. A kernel that shares h (:func:`shares_h`) already holds
+    every slot's h words: its depth is bounded by the slots of a row-slot (and, fp16, by the
+    registers left for the unpacked values)."""
     want = max(1, PREFETCH_LOADS // loads_per_slot)
     cap = min(spec.max_regs_per_thread, spec.regs_per_sm // threads)
     spare = cap - PREFETCH_MARGIN - registers_needed(S, R, b, dense, sync=sync, group=group,
                                                      dense_tail=dense_tail, cell=cell,
                                                      dtype=dtype)
+    if shares_h(dense, R):   # every h word has its register already: only fp16 values cost
+        kmax = S // R
+        spare -= dense_reuse_registers(R, kmax, b)
+        return int(max(1, min(want, kmax, 1 + spare if dtype == "fp16" else want)))
     return int(max(1, min(want, 1 + spare // (b + (dtype == "fp16")))))
 
 

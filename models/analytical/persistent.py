@@ -55,6 +55,21 @@ _BOUNDS = np.array(["latency", "issue", "fp32", "int", "smem"])
 _CELL_OF_GATES = {g: cell for cell, g in cap.CELLS.items()}
 
 
+def _loads_h(v: Variant, R):
+    """1 where a row-slot loads its h words from shared memory, 0 where it reuses the words a
+    previous row-slot loaded (``kernels_ir.kernels.sparse_rnn.shares_h``: a dense kernel's
+    row-slots after the first when a warp has several). ``R``: row-slots per warp, an int (one
+    row of flags) or an array of configurations (configs x max R)."""
+    R = np.asarray(R)
+    rmax = int(R.max()) if R.size else 1
+    first = np.arange(rmax) == 0
+    if v.sparse:
+        return np.ones((rmax,) if R.ndim == 0 else (R.size, rmax))
+    if R.ndim == 0:
+        return np.where(first | (int(R) < 2), 1.0, 0.0)
+    return np.where(first[None, :] | (R[:, None] < 2), 1.0, 0.0)
+
+
 def _persistent_from_slots(spec, v: Variant, N, B, K, wf_sm, wf_warp, mask, R, S, dtype,
                            spread_wf=0.0, cta_spread=0.0, shared=None, cell="rnn"):
     """Assemble per-step cycles from per-row-slot arrays (configs x Rmax).
@@ -108,7 +123,14 @@ def _persistent_from_slots(spec, v: Variant, N, B, K, wf_sm, wf_warp, mask, R, S
         batch = wf_sm / (k1 * c["wf"])
         chain = chain - np.maximum(Kf - 1, 0) * own_slot + \
             np.maximum(Kf - 1, 0) * np.maximum(own_slot / D, batch)
-    thr = _row_throughput(spec, Kf, wf_sm, B, L, epilogue=instrs, unpack=tuple(u_instr))
+    # a dense row-slot that reuses the h words of the first (``_loads_h`` 0): per slot only
+    # its B FFMAs, each accumulator's chain one FMA latency a slot
+    ld = np.broadcast_to(_loads_h(v, R), Kf.shape)
+    if not ld.all():
+        fma_only = _row_chain(spec, Kf, 0.0, B, L, tail=tails, loads=False)
+        chain = np.where(ld > 0, chain, fma_only)
+    thr = _row_throughput(spec, Kf, wf_sm, B, L, epilogue=instrs, unpack=tuple(u_instr),
+                          loads=ld)
     bounds = np.concatenate([chain[None], thr])
     bounds = np.where(mask[None], bounds, 0.0)
     row = bounds.max(axis=0)
@@ -233,7 +255,7 @@ def _persistent_fast(spec, v: Variant, N, B, d, cell, dtype):
                 rmax = int(R.max())
             mask = np.arange(rmax)[None, :] < R[:, None]
             K = np.where(mask, np.ceil(n / WARP)[:, None], 0)
-            wf_warp = K * _dense_slot_wavefronts(b, v.wide_loads)
+            wf_warp = K * _dense_slot_wavefronts(b, v.wide_loads) * _loads_h(v, R)
         S = K.sum(axis=-1)
         if gates > 1:
             regs = cap.registers_per_thread(S, R, b, dense=not v.sparse, dtype=dtype,
@@ -288,6 +310,7 @@ def predict_mapping(spec, variant: str | Variant, mapping, batch: int, *, dtype:
     R = len(mapping.slots)
     per_rs = np.zeros((mapping.n_warps, R))
     np.add.at(per_rs, (slice(None), rs), wf.sum(axis=-1))
+    per_rs = per_rs * _loads_h(v, R)[None, :]
     wpc = mapping.warps_per_cta
     per_cta = per_rs.reshape(mapping.n_ctas, wpc, R)
     wf_sm = per_cta.sum(axis=1)                       # (n_ctas, R)

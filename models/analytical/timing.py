@@ -139,7 +139,7 @@ def _unpack_costs(spec, sparse: bool, dtype: str):
     return 1.0, 1.0, 1.0, 0.0
 
 
-def _row_chain(spec, K, W, B, L, tail=None, unpack=0.0):
+def _row_chain(spec, K, W, B, L, tail=None, unpack=0.0, loads=True):
     """One warp's row-slot as a dependent chain (cycles), from its first MOV to the next row's,
     with one slot's loads in flight at a time (prefetch depth 1; :func:`_persistent_from_slots`
     shortens the later slots for the kernel's real depth).
@@ -149,11 +149,17 @@ def _row_chain(spec, K, W, B, L, tail=None, unpack=0.0):
     (the last load's FFMAs wait for it); then the reduction and the epilogue (``tail``: per
     row-slot instead of :func:`_tail_cycles`, a gated cell's, see :func:`_gated_tails`).
     ``unpack``: chain cycles an fp16 slot's unpacking adds (:func:`_unpack_costs`).
+    ``loads=False``: a row-slot whose h words are already in registers (a dense kernel's later
+    row-slots, ``sparse_rnn.shares_h``): per slot B FFMAs, one FMA latency at least (each
+    accumulator's chain); an fp16 value's unpacking is issued ahead of its slot.
     """
     c = _cyc(spec)
     B = np.asarray(B, dtype=np.float64)
     own = W / c["wf"]
-    slots = K * (spec.smem_latency_cycles + 1 + unpack) + own + K * (B // L - 1) * c["pipe"]
+    if loads:
+        slots = K * (spec.smem_latency_cycles + 1 + unpack) + own + K * (B // L - 1) * c["pipe"]
+    else:
+        slots = K * np.maximum(B * c["pipe"], spec.fma_latency_cycles)
     return (B - 1) * c["occ_i"] + 1 + slots + (_tail_cycles(spec, B) if tail is None else tail)
 
 
@@ -191,7 +197,7 @@ def prefetch_depths(spec, v: Variant, N, B, K, R, S, dtype: str = "fp32"):
     return np.asarray(depth, dtype=np.float64)
 
 
-def _row_throughput(spec, K, wf_sm, B, L, epilogue=None, unpack=(0.0, 0.0, 0.0)):
+def _row_throughput(spec, K, wf_sm, B, L, epilogue=None, unpack=(0.0, 0.0, 0.0), loads=1.0):
     """Per row-slot resource bounds of the sub-partition / SM (cycles), stacked.
 
     issue: ``wps`` warps x the row's instructions (B MOV, K (L LDS + B FFMA), 5 B SHFL + 5 B
@@ -200,15 +206,16 @@ def _row_throughput(spec, K, wf_sm, B, L, epilogue=None, unpack=(0.0, 0.0, 0.0))
     ``epilogue``: the instructions after MOV + SELs per row-slot instead of the vanilla row's 5
     (a gated cell's, :func:`_gated_tails`; its FP32 ones average 2 per gate row, as counted).
     ``unpack``: an fp16 slot's extra (issue slots, FP32, INT) instructions
-    (:func:`_unpack_costs`).
+    (:func:`_unpack_costs`). ``loads``: 1 where a row-slot issues its L loads a slot, 0 where it
+    reuses h words already in registers (per row-slot, broadcast against ``K``).
     """
     c = _cyc(spec)
     B = np.asarray(B, dtype=np.float64)
     u_issue, u_fp, u_int = unpack
     if epilogue is None:
-        issue = c["wps"] * (12 * B + 5 + K * (L + B + u_issue)) / c["ipc"]
+        issue = c["wps"] * (12 * B + 5 + K * (L * loads + B + u_issue)) / c["ipc"]
     else:
-        issue = c["wps"] * (12 * B + epilogue + K * (L + B + u_issue)) / c["ipc"]
+        issue = c["wps"] * (12 * B + epilogue + K * (L * loads + B + u_issue)) / c["ipc"]
     fp32 = c["wps"] * c["pipe"] * (K * (B + u_fp) + REDUCTION_STEPS * B + 2)
     intp = c["wps"] * c["occ_i"] * (2 * B + 1 + K * u_int)
     smem = wf_sm / c["wf"]

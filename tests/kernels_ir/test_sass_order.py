@@ -123,20 +123,24 @@ def test_disassemble_errors_name_the_problem(tmp_path, monkeypatch):
 
 
 @pytest.mark.skipif(NVCC is None or CUOBJDUMP is None, reason="needs nvcc and cuobjdump")
-@pytest.mark.parametrize("cell", [
-    "rnn",
-    pytest.param("gru", marks=pytest.mark.xfail(strict=True, reason=(
-        "known gap: the IR's dense gated kernel loads a unit's h once per gate; ptxas loads it "
-        "once for all the unit's gates (97 LDS in the IR, 33 in SASS at hidden 504, batch 8), "
-        "so the simulator prices the dense gated kernels too slow (s18: +14%)"))),
+@pytest.mark.parametrize("cell,hidden,batch,dtype,rows", [
+    ("rnn", 504, 8, "fp32", 1),     # one row-slot a warp
+    ("rnn", 1224, 2, "fp32", 2),    # two rows a warp read the same h words
+    ("gru", 504, 8, "fp32", 3),     # a unit's three gate rows
+    ("lstm", 360, 2, "fp16", 4),    # a unit's four gate rows, fp16 weights
 ])
-def test_dense_kernel_shared_loads_are_those_ptxas_keeps(cell, tmp_path):
+def test_dense_kernel_shared_loads_are_those_ptxas_keeps(cell, hidden, batch, dtype, rows,
+                                                        tmp_path):
     """The dense kernel's shared loads of h in the IR are the LDS instructions left in its SASS
-    (sm_90): what the simulator charges is what the GPU issues."""
+    (sm_90): what the simulator charges is what the GPU issues. With several row-slots a warp
+    every row reads the same words of h; ptxas loads them once (the builder too, and holds
+    them for the later rows)."""
     from kernels_ir.ir import Op, instructions
 
-    layer = make_layer(504, 8, 1.0, 4, 1, cell=cell)
-    prog = build_dense_rnn(layer, load_spec("h100"), sync="lamport", wide_loads=True)
+    layer = make_layer(hidden, batch, 1.0, 4, 1, cell=cell)
+    prog = build_dense_rnn(layer, load_spec("h100"), sync="lamport", wide_loads=True,
+                           dtype=dtype)
+    assert prog.mapping.rows_per_warp == rows
     ir_lds = sum(i.op is Op.LDS for i in instructions(prog.kernel))
     cu, cubin = tmp_path / "k.cu", tmp_path / "k.cubin"
     cu.write_text(generate(prog.kernel).code)

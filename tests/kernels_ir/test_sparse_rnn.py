@@ -15,6 +15,7 @@ from kernels_ir.kernels.sparse_rnn import (
     build_sparse_rnn,
     cell_registers,
     counted_registers,
+    dense_reuse_registers,
     make_layer,
     registers_needed,
 )
@@ -50,9 +51,13 @@ def test_dense_registers_needed(hidden, batch, sync):
     m, k = prog.mapping, prog.kernel
     group = min(STAGE_GROUP, -(-prog.slot_words // (4 * k.block)))
     tail = any(r.name == "zidx" for r in k.regs)
+    # R >= 2 row-slots: every h word is loaded once and held for all of them (its K B words
+    # counted whatever the prefetch depth)
+    reuse = dense_reuse_registers(m.rows_per_warp, max(m.slots), batch)
+    assert m.rows_per_warp >= 2 and reuse == (max(m.slots) - 1) * batch
     assert _declared(k) == registers_needed(m.total_slots, m.rows_per_warp, batch, True,
                                             sync=sync, group=group, dense_tail=tail,
-                                            prefetch=dict(k.meta)["prefetch"])
+                                            prefetch=1) + reuse
 
 
 def test_layer_over_the_register_budget_is_refused_with_the_numbers():
