@@ -30,6 +30,11 @@ exp_latency_cycles             exp_latency       (the CUDA backend's tanhf, expf
 sigmoid_latency_cycles         sigmoid_latency   1 / (1 + expf(-x)): software sequences)
 cta_barrier_latency_cycles     bar_latency       rounds 2 / 4 of 32 barriers, one CTA of 8
                                                  warps
+cta_barrier_drain_cycles       stage_bar_c4      rounds 2 / 4 of 8 links: 4 chunks of 128-bit
+                                                 staging stores, then the barrier
+                                                 (stage_bar.json, measurements/stage_bar.py;
+                                                 the other chunk counts and the links with a
+                                                 load after the barrier are held out)
 graph_launch_overhead_s        graph_node        library_profile.json (not microbench.json):
                                                  per-node time of a CUDA graph of 1000 vs 100
                                                  one-element adds, minus the simulated
@@ -90,12 +95,14 @@ FITS = {
     "exp_latency_cycles": ("exp_latency", (2, 4), {}, (1, 1000)),
     "sigmoid_latency_cycles": ("sigmoid_latency", (2, 4), {}, (1, 1000)),
     "cta_barrier_latency_cycles": ("bar_latency", (2, 4), {}, (1, 500)),
+    # after the barrier's own latency: 4 chunks of staging stores (the kernels' group) before it
+    "cta_barrier_drain_cycles": ("stage_bar_c4", (2, 4), {}, (0, 500)),
 }
 # a parameter whose benchmark was not recorded falls back to this one
 FALLBACK = {"store_visibility_8": ("store_visibility", (4, 8))}
 # recorded after the campaign (measurements/l2_partition.py, pipes.py, fence.py), merged over
 # microbench.json
-EXTRA_RECORDS = ("l2_partition.json", "pipes.json", "fence.json")
+EXTRA_RECORDS = ("l2_partition.json", "pipes.json", "fence.json", "stage_bar.json")
 HELD_OUT = {"flag_round_trip": ((4, 8), {}), "flag_round_trip_same_sm": ((4, 8), {}),
             "poll_storm": ((2, 4), {}), "poll_storm_rot": ((32, 64), {}),
             "poll_storm_plain": ((32, 64), {}), "grid_barrier": ((4, 8), {})}
@@ -105,6 +112,9 @@ HELD_OUT.update({n: ((4, 8) if n.startswith("grid_barrier") else (8, 16), {})
                            "fence_st1_atom_w8_c132", "grid_barrier_c1",
                            "grid_barrier_nofence_c1", "grid_barrier_nofence_c8",
                            "grid_barrier_nofence_c33", "grid_barrier_nofence")})
+HELD_OUT.update({n: ((2, 4), {}) for n in ("stage_bar_c0", "stage_bar_c1", "stage_bar_c2",
+                                           "stage_bar_c8", "stage_bar_c1_ld", "stage_bar_c2_ld",
+                                           "stage_bar_c4_ld", "stage_bar_c8_ld")})
 
 
 def simulated_cycles_per_op(spec, bench: str, sizes, kwargs) -> float:

@@ -11,7 +11,11 @@ computes, vectorised over the warps of the lockstep step:
 3. the result's ready cycle: + ``fma``/``alu``/``sfu``/``shfl`` latency; LDS/STS through the SM's
    shared pipe (:mod:`.smem`); LDG/STG/atomics through L2 slices and DRAM (:mod:`.l2`), a
    global load also through the SM's L1TEX tag stage before and data stage after (:mod:`.smem`);
-   BAR releases all warps of a CTA ``cta_barrier_latency_cycles`` after the last one arrives;
+   BAR releases all warps of a CTA ``cta_barrier_latency_cycles`` after the last one arrives,
+   and not before ``cta_barrier_drain_cycles`` after the SM's shared pipe has served the
+   accesses issued before it (``measurements/stage_bar.py``: on the H100 a barrier after the
+   staging's 128-bit stores costs 32 cycles more per chunk of a CTA's 8 warps, their 32
+   wavefronts, with or without a load after it);
    FENCE ends ``fence_latency_cycles`` after its issue or ``fence_after_store_cycles`` after the
    warp's last store or atomic is acknowledged, whichever is later (``measurements/fence.py``:
    on the H100 a fence costs about 690 cycles alone and little more after a store, so its own
@@ -303,8 +307,12 @@ class _Timing:
         elif kind == "bar":
             cta = ws // self.W
             rel = np.full(self.nw // self.W, -np.inf)
-            np.maximum.at(rel, cta, issue_f)
-            self.ctrl[ws] = rel[cta] + self.spec.cta_barrier_latency_cycles
+            np.maximum.at(rel, cta, issue_f + self.spec.cta_barrier_latency_cycles)
+            # ... and not before the SM's shared pipe has served what was issued before it
+            # (the staging stores: measurements/h100/stage_bar.json)
+            np.maximum.at(rel, cta, self.smem.free[self.sm[ws]]
+                          + self.spec.cta_barrier_drain_cycles)
+            self.ctrl[ws] = rel[cta]
             self.ctrl_cat[ws] = BARRIER
         elif kind == "fence":
             self.ctrl[ws] = np.maximum(self.store_ack[ws] + self.spec.fence_after_store_cycles,

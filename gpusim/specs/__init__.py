@@ -72,6 +72,10 @@ PARAMS: dict[str, Param] = {
     "smem_wavefronts_per_cycle": Param("wavefronts/cycle", float, 0.1, 8,
                                        "wavefronts the SM's shared-memory pipe serves per cycle"),
     "cta_barrier_latency_cycles": Param("cycles", int, 1, 500, "__syncthreads() latency"),
+    "cta_barrier_drain_cycles": Param("cycles", int, 0, 500,
+                                      "a CTA barrier releases no earlier than this after the "
+                                      "SM's shared-memory pipe has served the accesses issued "
+                                      "before it"),
     "l1_hit_latency_cycles": Param("cycles", int, 1, 500, "global load round trip on an L1 hit"),
     "l1_unified_bytes_per_sm": Param("bytes", int, 1024, 1 << 22,
                                      "L1 + shared-memory SRAM per SM (L1 gets what shared "
@@ -177,6 +181,7 @@ class GPUSpec:
     smem_latency_cycles: int
     smem_wavefronts_per_cycle: float
     cta_barrier_latency_cycles: int
+    cta_barrier_drain_cycles: int
     l1_hit_latency_cycles: int
     l1_unified_bytes_per_sm: int
     l2_size_bytes: int

@@ -8,7 +8,8 @@ The terms of the step (:mod:`.persistent` adds them up) that live here:
 - ``stage`` (:func:`_stage_parts`, ``_stage_h``): HBASE, TID4 and the chunk MOVs, then per group
   of ``STAGE_GROUP`` 128-bit chunks the dependent index ops, the loads issued back to back (one
   L2 round trip per group), for Lamport the dependent checks (BITCAST, ISETP, POR per word, and
-  PAND when the slot ends inside a group), the STS, and the CTA barrier. INT ops of the
+  PAND when the slot ends inside a group), the STS, and the CTA barrier, which releases once
+  the shared pipe has served the last round's stores (:func:`_stage_release`). INT ops of the
   sub-partition's two warps share the INT pipe after a barrier (``ig``/``ia``). ``broadcast``:
   all SMs read h through the L2 slices.
 - ``sync``: Lamport: at least one extra poll round (the first poll of a group almost always
@@ -44,6 +45,7 @@ from kernels_ir.kernels.sparse_rnn import STAGE_GROUP
 
 from .. import capacity as cap
 from .timing import _cyc, _prefetch_cycles
+from .variants import WARP
 
 
 def _stage_parts(spec, N, B, R, sync):
@@ -80,6 +82,26 @@ def _stage_parts(spec, N, B, R, sync):
     if sync == "barrier":
         bw = np.maximum(0.0, bw - _poll_phases(spec)[1])
     return setup, per_round, poll, rounds, bw
+
+
+def _stage_release(spec, N, B, sync):
+    """Cycles from the last staging round's shared stores to the CTA barrier's release: the
+    barrier's latency, or (the engine's rule, ``measurements/stage_bar.py``) the SM's shared
+    pipe serving the stores, one wavefront per 32 words (4 per warp and 128-bit chunk), then
+    ``cta_barrier_drain_cycles``, whichever is later. After the grid barrier (``sync``
+    "barrier") every warp of a CTA is released at once and the round's stores of all of them
+    queue together; the Lamport kernel's warps leave their own poll loops spread by more than
+    that drain (``lamport_trace.json``: 80-340 ns within a CTA), so only the last warp's share
+    is left when it arrives."""
+    slot = np.ceil(np.asarray(N) * np.asarray(B) / 4.0) * 4
+    per_chunk = 4 * cap.THREADS_PER_CTA
+    chunks = np.ceil(slot / per_chunk)
+    G = np.minimum(STAGE_GROUP, chunks)
+    last = slot - (np.ceil(chunks / G) - 1) * G * per_chunk   # words of the last round
+    if sync == "lamport":
+        last = last / (cap.THREADS_PER_CTA // WARP)
+    drain = last / LINE_WORDS / spec.smem_wavefronts_per_cycle   # 32 words a wavefront
+    return np.maximum(spec.cta_barrier_latency_cycles, drain + spec.cta_barrier_drain_cycles)
 
 
 @functools.cache

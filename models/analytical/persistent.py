@@ -35,6 +35,7 @@ from .l2 import (
     _barrier_cycles,
     _handover_cycles,
     _stage_parts,
+    _stage_release,
     deal_handovers,
     l2_latency,
     shared_lines,
@@ -146,8 +147,7 @@ def _persistent_from_slots(spec, v: Variant, N, B, K, wf_sm, wf_warp, mask, R, S
     tail = (np.where(mask, tails, 0.0).sum(axis=-1) if gated else _tail_cycles(spec, B) * R)
     Rf = np.asarray(R, dtype=np.float64)
     setup_st, per_round, poll, rounds, bw = _stage_parts(spec, N, B, Rf, v.sync)
-    bar = spec.cta_barrier_latency_cycles
-    stage = setup_st + rounds * (per_round + poll) + 1 + bar
+    stage = setup_st + rounds * (per_round + poll) + 1 + _stage_release(spec, N, B, v.sync)
     if v.sync == "lamport":
         pre = _prefetch_cycles(spec, Rf)
         # a warp polls as soon as its own rows are stored: when the busiest warp (anywhere)

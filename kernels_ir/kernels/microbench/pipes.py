@@ -10,6 +10,13 @@ chain of one kind of instruction, so that each link costs exactly its latency.
 - :func:`bar_latency` - a CTA of ``warps`` warps runs ``chain`` CTA barriers per round, each
   followed by one dependent integer op per warp (the barrier's release to the next arrival).
   Op = one barrier.
+- :func:`stage_bar` - the persistent kernels' staging in miniature: a CTA of ``warps`` warps,
+  per link every thread stores ``chunks`` conflict-free 128-bit words into shared memory (the
+  staging's ``STS.128``, a warp 4 wavefronts each), then a CTA barrier, then (``load``) a
+  32-bit shared load of its own first word, on whose value the next link's stores depend (or,
+  without ``load``, one dependent integer op). Op = one link. Whether a barrier waits for the
+  CTA's shared stores to drain, and whether a load after it queues behind them, shows as the
+  link's growth with ``chunks``.
 """
 
 from __future__ import annotations
@@ -22,7 +29,7 @@ from ...ir import F32, I32
 from ...verify import verify
 from .core import WARP, Microbench, _positive
 
-__all__ = ["CHAIN_OPS", "chain_latency", "bar_latency"]
+__all__ = ["CHAIN_OPS", "chain_latency", "bar_latency", "stage_bar"]
 
 CHAIN_OPS = ("ffma", "imad", "shfl", "tanh", "exp", "sigmoid")
 # the chains' constants: contracting maps that keep the values in the range the kernels see
@@ -132,4 +139,43 @@ def bar_latency(rounds: int = 8, warps: int = 8, chain: int = 32) -> Microbench:
     return Microbench("bar_latency", kernel, {"out": np.zeros(threads, np.int32)},
                       rounds * chain, "one CTA barrier",
                       {"rounds": rounds, "warps": warps, "chain": chain},
+                      lambda g: bool(np.array_equal(np.asarray(g["out"]), expect)))
+
+
+def stage_bar(rounds: int = 8, warps: int = 8, chunks: int = 4, load: bool = True,
+              chain: int = 8) -> Microbench:
+    """One CTA of ``warps`` warps: ``rounds`` rounds of ``chain`` links of ``chunks`` 128-bit
+    shared stores per thread, a CTA barrier and (``load``) a dependent shared load (module
+    docstring). ``chunks`` 0 (no stores) needs ``load`` False."""
+    rounds, warps, chain = (_positive(n, v) for n, v in
+                            (("rounds", rounds), ("warps", warps), ("chain", chain)))
+    chunks = int(chunks)
+    if chunks < 0 or (chunks == 0 and load):
+        raise InputError(f"chunks={chunks}: accepted 0 (without load) or more")
+    threads = warps * WARP
+    name = f"stage_bar_c{chunks}" + ("_ld" if load else "")
+    b = Builder(f"mb_{name}", grid=1, block=threads, bench=name, rounds=rounds)
+    g_out = b.global_buffer("out", I32, threads, role="out")
+    s = b.shared("stage", I32, max(1, chunks) * threads * 4)
+    tid = b.sreg("tid", dst=b.reg(I32, "tid"))
+    addr = b.imul(tid, 4, dst=b.reg(I32, "addr"))
+    v = b.mov(tid, I32, dst=b.reg(I32, "v"))
+    x = b.reg(I32, "x")
+    with b.loop("r", 0, rounds):
+        for _ in range(chain):
+            for c in range(chunks):           # thread t's words 4t..4t+3 of chunk c
+                b.sts(s, addr, (v, v, v, v), offset=c * threads * 4)
+            b.bar()
+            if load:
+                b.lds(s, addr, dst=x)
+                b.iadd(x, 1, dst=v)
+            else:
+                b.iadd(v, 1, dst=v)
+    b.stg(g_out, tid, v)
+    kernel = verify(b.build())
+    expect = np.arange(threads) + rounds * chain
+    return Microbench(name, kernel, {"out": np.zeros(threads, np.int32)},
+                      rounds * chain, "one staging link (stores, barrier, load)",
+                      {"rounds": rounds, "warps": warps, "chunks": chunks, "load": bool(load),
+                       "chain": chain},
                       lambda g: bool(np.array_equal(np.asarray(g["out"]), expect)))

@@ -15,7 +15,7 @@ from .core import Microbench
 from .gathers import gather
 from .grid_exchange import LAMPORT_OWNERS, broadcast, lamport_exchange
 from .l2 import l2_latency, l2_latency_block, l2_latency_wide
-from .pipes import CHAIN_OPS, bar_latency, chain_latency
+from .pipes import CHAIN_OPS, bar_latency, chain_latency, stage_bar
 from .polls import flag_round_trip, poll_storm, store_visibility
 from .smem import smem_latency
 
@@ -42,6 +42,11 @@ MICROBENCHES: dict[str, Callable[..., Microbench]] = {
 for _op in CHAIN_OPS:      # the SM pipes' latencies: one warp, a dependent chain
     MICROBENCHES[f"{_op}_latency"] = lambda _op=_op, **kw: chain_latency(op=_op, **kw)
 MICROBENCHES["bar_latency"] = bar_latency
+MICROBENCHES["stage_bar"] = stage_bar      # staging stores + CTA barrier (+ a load after it)
+for _c in (0, 1, 2, 4, 8):                 # by name, as measurements/stage_bar.py records them
+    for _ld in ((False, True) if _c else (False,)):
+        MICROBENCHES[f"stage_bar_c{_c}" + ("_ld" if _ld else "")] = (
+            lambda _c=_c, _ld=_ld, **kw: stage_bar(chunks=_c, load=_ld, **kw))
 FENCE_BENCHES = {}   # the fence: alone, after 1 / 8 stores, before an atomic; 1 or 132 CTAs;
 for _c in (1, 132):  # one warp, or 8 warps that all store before a CTA barrier (the kernel's)
     for _s, _a, _w in ((0, False, 1), (1, False, 1), (8, False, 1), (0, True, 1),
@@ -93,8 +98,10 @@ SIZE_ARG = {"smem_latency": "rounds", "l2_latency": "rounds", "flag_round_trip":
 SIZE_ARG.update({k: "rounds" for k in MICROBENCHES
                  if k.startswith(("lamport_", "broadcast_", "l2_latency_", "store_visibility",
                                  "gather_"))})
-SIZE_ARG.update({f"{op}_latency": "rounds" for op in CHAIN_OPS} | {"bar_latency": "rounds"})
+SIZE_ARG.update({f"{op}_latency": "rounds" for op in CHAIN_OPS} | {"bar_latency": "rounds",
+                                                                  "stage_bar": "rounds"})
 SIZE_ARG.update({k: "rounds" for k in FENCE_BENCHES})
+SIZE_ARG.update({k: "rounds" for k in MICROBENCHES if k.startswith("stage_bar_")})
 
 
 def build(name: str, size: int, **kwargs) -> Microbench:
