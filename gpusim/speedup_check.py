@@ -47,7 +47,7 @@ def measured_layers(cases) -> dict[tuple, dict[str, float]]:
         if c["status"] != "ok" or not c["result"].get("values_ok", True):
             continue
         name = predict_name(c)
-        if name is None:
+        if name is None or int(c.get("heads", 1)) > 1:   # head-wise layers: no baselines
             continue
         key = (int(c["hidden"]), int(c["batch"]), float(c["density"]), c.get("cell", "rnn"),
                c.get("dtype", "fp32"))

@@ -20,6 +20,11 @@ fp16 library paths with fp16 weights; :mod:`gpusim.backends.baselines`); the CSR
 is fp32 RNN only, so these layers have no CSR case. Their cases carry ``cell`` and ``dtype``;
 ``fresh`` then also holds ``cell_layers``.
 
+``--heads K`` adds K multi-head (block-diagonal) layers (:func:`fresh_head_layers`, RNN and LSTM
+fp32): their sparse variants and dense kernel, values checked and timed, without baselines
+(:func:`fresh_head_cases` says why); their cases carry ``heads``, ``fresh`` holds
+``head_layers`` (each with the exchange its kernel builds: ``cta`` or ``grid``).
+
 Stages (progress on stdout, a short table last):
 1. provenance: GPU, driver, CUDA runtime, NVRTC, CuPy, torch versions, nvidia-smi, date, command;
 2. microbenchmarks (kernels_ir.kernels.microbench), two sizes each -> ``microbench.json``;
@@ -270,10 +275,85 @@ def fresh_cell_cases(layers, seed: int, spec, start: int = 0) -> list[dict]:
     return out
 
 
+# --heads: multi-head (block-diagonal) layers, docs/heads.md: H heads of a head size drawn
+# log-uniform and rounded to FRESH_HIDDEN_STEP, hidden = H x head size up to HEAD_HIDDEN_MAX
+HEAD_KINDS = (("rnn", "fp32"), ("lstm", "fp32"))
+HEAD_COUNTS = (4, 8, 16, 32, 64, 128)
+HEAD_SIZE = (32, 512)
+HEAD_HIDDEN_MAX = 4096
+
+
+def fresh_head_layers(m: int, seed: int, spec, exclude: set | None = None):
+    """``m`` random multi-head layers ``{cell, dtype, heads, hidden, batch, density}``
+    (:data:`HEAD_KINDS`, :data:`HEAD_COUNTS`, :data:`HEAD_SIZE`; ``density`` within the
+    diagonal blocks) whose (hidden, batch, density) no recorded file holds and whose sparse
+    persistent kernel builds for ``spec`` (whole heads per CTA or, when a CTA cannot hold them,
+    the grid-wide exchange); also the rejected draws. Its own random stream (``seed`` +
+    2_000_000), so ``--heads`` leaves the other layers of a seed unchanged."""
+    import numpy as np
+
+    from kernels_ir.errors import CapacityError
+    from kernels_ir.kernels.sparse_rnn import build_sparse_rnn, make_layer
+
+    exclude = recorded_layers() if exclude is None else exclude
+    rng = np.random.default_rng(seed + 2_000_000)
+    layers, rejected = [], []
+    for _ in range(50 * m):
+        if len(layers) == m:
+            break
+        cell, dtype = HEAD_KINDS[int(rng.integers(len(HEAD_KINDS)))]
+        heads = int(rng.choice(HEAD_COUNTS))
+        hi = min(HEAD_SIZE[1], HEAD_HIDDEN_MAX // heads)
+        size, batch, density = _draw_layer(rng, (HEAD_SIZE[0], max(HEAD_SIZE[0], hi)))
+        layer = {"cell": cell, "dtype": dtype, "heads": heads, "hidden": heads * size,
+                 "batch": batch, "density": density}
+        if (layer["hidden"], batch, density) in exclude or layer in layers:
+            rejected.append({"layer": layer, "why": "already recorded"})
+            continue
+        try:
+            prog = build_sparse_rnn(make_layer(layer["hidden"], batch, density, 2, 0, cell=cell,
+                                               heads=heads), spec, layout="optimal")
+        except CapacityError as exc:
+            rejected.append({"layer": layer, "why": f"does not fit: {exc}"})
+            continue
+        layer["exchange"] = dict(prog.kernel.meta).get("exchange", "grid")
+        layers.append(layer)
+    return layers, rejected
+
+
+def fresh_head_cases(layers, seed: int, spec, start: int = 0) -> list[dict]:
+    """The cases of :func:`fresh_head_layers`'s layers: the sparse variants
+    (:data:`FRESH_VARIANTS`; a layer whose CTAs hold whole heads exchange h inside the CTA
+    whatever the sync, so only its Lamport ones) and the dense kernel where it fits. No
+    baselines: the libraries would see one block-diagonal matrix, not the per-head products a
+    head-wise layer is run with, so these layers are checked per step, not for a speedup."""
+    from models import capacity as cap
+
+    out = []
+    for lay in layers:
+        base = {k: lay[k] for k in ("hidden", "batch", "density", "cell", "dtype", "heads")}
+        local = lay.get("exchange") == "cta"
+        for sync, wide, layout in FRESH_VARIANTS:
+            if local and sync != "lamport":
+                continue
+            out.append({"kind": "sparse_persistent", **base, "sync": sync, "wide_loads": wide,
+                        "layout": layout})
+        if cap.fit(spec, lay["hidden"], lay["batch"], 1.0, cell=lay["cell"], dtype=lay["dtype"],
+                   dense=True, exact=False).fits:
+            out.append({"kind": "dense_persistent", **base, "sync": "lamport",
+                        "wide_loads": True, "layout": "naive"})
+    for i, c in enumerate(out):
+        c["id"] = case_id(c)
+        c["seed"] = 100_000 * (seed + 1) + start + i
+    return out
+
+
 def case_id(c: dict) -> str:
     tag = "".join(f"-{x}" for x, default in ((c.get("cell", "rnn"), "rnn"),
                                              (c.get("dtype", "fp32"), "fp32"))
                   if x != default)
+    if int(c.get("heads", 1)) > 1:
+        tag += f"-H{int(c['heads'])}"
     base = f"{c['kind']}{tag}-h{c['hidden']}-b{c['batch']}-d{c['density']}"
     if "sync" in c:
         base += f"-{c['sync']}-{'wide' if c['wide_loads'] else 'scalar'}-{c['layout']}"
@@ -536,13 +616,17 @@ def compile_only(arch: str = "sm_90", selected: list[dict] | None = None) -> int
 
 
 def _fresh_draw(args, spec):
-    """(layers, rejected, cell layers, cell rejected, cases) of ``--fresh N [--cells M]``."""
+    """(layers, rejected, cell layers, cell rejected, head layers, head rejected, cases) of
+    ``--fresh N [--cells M] [--heads K]``."""
     layers, rejected = fresh_layers(args.fresh, args.seed, spec)
     cell_layers, cell_rejected = (fresh_cell_layers(args.cells, args.seed, spec) if args.cells
                                   else ([], []))
+    head_layers, head_rejected = (fresh_head_layers(args.heads, args.seed, spec) if args.heads
+                                  else ([], []))
     selected = fresh_cases(layers, args.seed, spec)
     selected += fresh_cell_cases(cell_layers, args.seed, spec, start=len(selected))
-    return layers, rejected, cell_layers, cell_rejected, selected
+    selected += fresh_head_cases(head_layers, args.seed, spec, start=len(selected))
+    return layers, rejected, cell_layers, cell_rejected, head_layers, head_rejected, selected
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -562,26 +646,32 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0, help="--fresh: seed of the draw")
     ap.add_argument("--cells", type=int, default=0, metavar="M",
                     help="with --fresh: also M gated / fp16 layers (fresh_cell_layers)")
+    ap.add_argument("--heads", type=int, default=0, metavar="K",
+                    help="with --fresh: also K multi-head layers (fresh_head_layers)")
     ap.add_argument("--cases-file", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--dry-run", action="store_true",
                     help="--fresh: print the draw and stop (no GPU)")
     ap.add_argument("--compile-only", action="store_true",
                     help="build every kernel and compile it with nvcc (no GPU), then stop")
     args = ap.parse_args(argv)
-    if args.cells and not args.fresh:
-        raise SystemExit(f"--cells {args.cells}: accepted only with --fresh N (N >= 1)")
+    if (args.cells or args.heads) and not args.fresh:
+        raise SystemExit(f"--cells {args.cells} --heads {args.heads}: accepted only with "
+                         f"--fresh N (N >= 1)")
     if args.fresh and (args.compile_only or args.dry_run):   # local checks of a draw, no GPU
         from gpusim.specs import load_spec
 
         spec = load_spec("h100")
-        layers, rejected, cell_layers, _, selected = _fresh_draw(args, spec)
-        print(f"seed {args.seed}: {len(layers)} + {len(cell_layers)} layers, {len(selected)} "
-              f"cases; rejected: {rejected}")
+        layers, rejected, cell_layers, _, head_layers, _, selected = _fresh_draw(args, spec)
+        print(f"seed {args.seed}: {len(layers)} + {len(cell_layers)} + {len(head_layers)} "
+              f"layers, {len(selected)} cases; rejected: {rejected}")
         for layer in layers:
             print("  hidden={} batch={} density={}".format(*layer))
         for lay in cell_layers:
             print("  {cell} {dtype} hidden={hidden} batch={batch} density={density}".format(
                 **lay))
+        for lay in head_layers:
+            print("  {cell} {dtype} heads={heads} hidden={hidden} batch={batch} "
+                  "density={density} exchange={exchange}".format(**lay))
         return compile_only(selected=selected) if args.compile_only else 0
     if args.compile_only:
         return compile_only()
@@ -601,12 +691,15 @@ def main(argv: list[str] | None = None) -> int:
     runner = Runner()
     fresh = None
     if args.fresh:
-        if not 1 <= args.fresh <= 64 or not 0 <= args.cells <= 64 or args.seed < 0:
-            raise SystemExit(f"--fresh {args.fresh} --cells {args.cells} --seed {args.seed}: "
-                             f"accepted 1..64 layers, 0..64 cell layers and a seed >= 0")
+        if not 1 <= args.fresh <= 64 or not 0 <= args.cells <= 64 or \
+                not 0 <= args.heads <= 64 or args.seed < 0:
+            raise SystemExit(f"--fresh {args.fresh} --cells {args.cells} --heads {args.heads} "
+                             f"--seed {args.seed}: accepted 1..64 layers, 0..64 cell and head "
+                             f"layers and a seed >= 0")
         from gpusim.measurements import model_fingerprint
 
-        layers, rejected, cell_layers, cell_rejected, selected = _fresh_draw(args, spec)
+        (layers, rejected, cell_layers, cell_rejected, head_layers, head_rejected,
+         selected) = _fresh_draw(args, spec)
         fresh = {"seed": args.seed, "n": args.fresh, "layers": layers, "rejected": rejected,
                  "model_fingerprint": model_fingerprint(),
                  "ranges": {"hidden": FRESH_HIDDEN, "batch": FRESH_BATCHES,
@@ -615,8 +708,15 @@ def main(argv: list[str] | None = None) -> int:
             fresh.update({"cells": args.cells, "cell_layers": cell_layers,
                           "cell_rejected": cell_rejected,
                           "cell_ranges": {"kinds": CELL_KINDS, "hidden": CELL_HIDDEN}})
+        if args.heads:
+            fresh.update({"heads": args.heads, "head_layers": head_layers,
+                          "head_rejected": head_rejected,
+                          "head_ranges": {"kinds": HEAD_KINDS, "heads": HEAD_COUNTS,
+                                          "head_size": HEAD_SIZE,
+                                          "hidden_max": HEAD_HIDDEN_MAX}})
         print(f"[fresh] seed {args.seed}: {len(layers)} layers {layers}; "
-              f"{len(rejected)} draws rejected; {len(cell_layers)} cell layers", flush=True)
+              f"{len(rejected)} draws rejected; {len(cell_layers)} cell layers; "
+              f"{len(head_layers)} head layers", flush=True)
         micro = {}
     else:
         micro = run_microbenchmarks(runner, args.smoke)

@@ -21,10 +21,15 @@ from measurements.campaign import (
     FRESH_DENSITY,
     FRESH_HIDDEN,
     FRESH_VARIANTS,
+    HEAD_COUNTS,
+    HEAD_HIDDEN_MAX,
+    HEAD_KINDS,
     case_id,
     fresh_cases,
     fresh_cell_cases,
     fresh_cell_layers,
+    fresh_head_cases,
+    fresh_head_layers,
     fresh_layers,
 )
 
@@ -123,6 +128,35 @@ def test_a_cell_draw_is_reproducible_fits_and_leaves_the_rnn_draw_alone():
     assert any(r["why"] == "already recorded" for r in why)
     layers, _ = fresh_layers(4, 5, spec, exclude=set())
     assert layers == fresh_layers(4, 5, spec, exclude=set())[0]
+
+
+def test_a_head_draw_is_reproducible_builds_and_says_its_exchange():
+    """``--heads K``: K block-diagonal layers from their own random stream, each building its
+    sparse kernel, the exchange recorded as the builder chose it; their cases are the sparse
+    variants (Lamport only where the CTAs hold whole heads: the sync is not used) and the dense
+    kernel, with ``heads`` in the case and its id, and no baseline."""
+    spec = load_spec("h100")
+    heads, rejected = fresh_head_layers(6, 19, spec, exclude=set())
+    assert heads == fresh_head_layers(6, 19, spec, exclude=set())[0]
+    assert len(heads) == 6
+    for lay in heads:
+        assert (lay["cell"], lay["dtype"]) in HEAD_KINDS and lay["heads"] in HEAD_COUNTS
+        assert lay["hidden"] % lay["heads"] == 0 and lay["hidden"] <= HEAD_HIDDEN_MAX
+        assert lay["exchange"] in ("cta", "grid")
+    assert {lay["exchange"] for lay in heads} == {"cta", "grid"}   # both paths drawn
+    assert all(r["why"].startswith("does not fit") for r in rejected)
+    cases = fresh_head_cases(heads, 19, spec, start=100)
+    for lay in heads:
+        mine = [c for c in cases if (c["hidden"], c["heads"]) == (lay["hidden"], lay["heads"])]
+        sparse = [c for c in mine if c["kind"] == "sparse_persistent"]
+        assert len(sparse) == (3 if lay["exchange"] == "cta" else len(FRESH_VARIANTS))
+        assert {c["kind"] for c in mine} <= {"sparse_persistent", "dense_persistent"}
+        assert all(f"-H{lay['heads']}-" in c["id"] for c in mine)
+    local = next(c for c in cases if c["kind"] == "sparse_persistent"
+                 and next(lay for lay in heads if lay["hidden"] == c["hidden"]
+                          and lay["heads"] == c["heads"])["exchange"] == "cta")
+    prog = build_case(local, 2, spec)
+    assert dict(prog.kernel.meta)["exchange"] == "cta" and "_local_" in prog.kernel.name
 
 
 def test_cell_cases_are_every_variant_and_the_libraries_without_csr():
