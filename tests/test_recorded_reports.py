@@ -127,7 +127,9 @@ def test_the_previous_model_on_the_headline_draws_is_what_the_readme_says():
         assert [d["draw"] for d in rec["draws"]] == [draw]
         assert "c7ab02a" in rec["command"]
         today = [r for r in CROSSCHECK["rows"] if r["draw"] == draw]
-        assert {r["id"] for r in rec["rows"]} == {r["id"] for r in today}
+        # less the cases whose kernel changed since (stale: left out of today's rows)
+        assert {r["id"] for r in rec["rows"]} - set(CROSSCHECK["stale_cases"]) == \
+            {r["id"] for r in today}
         model += [r["model"]["ape"] for r in rec["speedup"]["rows"]]
         sim += [r["sim"]["ape"] for r in rec["speedup"]["rows"]]
         ape += [r["ape"] for r in rec["rows"]]

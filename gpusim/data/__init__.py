@@ -20,11 +20,11 @@ from kernels_ir.errors import InputError
 __all__ = ["RECORDS", "measurement_dir", "available_gpus", "CHECKOUT_DIR", "PACKAGE_DIR"]
 
 # The measurement files the package reads (crosscheck: campaign, microbench, ncu; calibrate:
-# microbench, l2_partition, pipes, fence, library_profile, library_sweep; calibration: the last
-# fit's report).
+# microbench, l2_partition, pipes, fence, stage_bar, library_profile, library_sweep; calibration:
+# the last fit's report).
 RECORDS = ("campaign.json", "microbench.json", "ncu.json", "calibration.json",
-           "l2_partition.json", "pipes.json", "fence.json", "library_profile.json",
-           "library_sweep.json")
+           "l2_partition.json", "pipes.json", "fence.json", "stage_bar.json",
+           "library_profile.json", "library_sweep.json")
 # the fresh draws (gpusim.samples: out-of-sample evidence) that crosscheck reads too
 FRESH_RECORDS = ("fresh_*/campaign.json", "fresh_*/ncu.json")
 # ``measurements/`` of a source checkout (next to the ``gpusim`` package folder)
