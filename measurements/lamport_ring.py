@@ -43,7 +43,11 @@ EXPERIMENTS = tuple((str(k), k, "rotated", "line") for k in LINES) + (
     ("33_exact_few_warps_c1", 33, "exact", "warps_few_c1"))
 WRITES = {"line": "", "sectors": "_sec", "warps": "_warps", "rows": "_rows",
           "sectors4": "_sec4", "sectors12": "_sec12", "sectors32": "_sec32",
-          "line_few": "_few", "warps_few": "_few_warps", "warps_few_c1": "_few_warps_c1"}
+          "line_few": "_few", "warps_few": "_few_warps", "warps_few_c1": "_few_warps_c1",
+          # measurements/lamport_pollers.py: whole lines with the kernel's check, and (_solo) only
+          # the writer CTAs polling
+          "line_c1": "_c1", "warps_c1": "_warps_c1", "line_few_c1": "_few_c1",
+          "line_few_c1_solo": "_few_c1_solo", "warps_few_c1_solo": "_few_warps_c1_solo"}
 GPU_ROUNDS, SIM_ROUNDS = (64, 256), (4, 8)
 REPEATS, WARMUP = 9, 2
 
@@ -70,7 +74,10 @@ def ring(rounds: int, k: int, order: str = "rotated", writes: str = "line"):
     ``"same"`` and ``"rotated"`` it polls chunk 0 again, which in the same order puts most of
     the later polls of every CTA on line 0's first sector). A ``writes`` ending in ``"_c1"``
     checks one word of each polled 16-byte chunk for the sentinel, as the kernel's staging
-    does (a chunk's four words are written by one store instruction), instead of all four."""
+    does (a chunk's four words are written by one store instruction), instead of all four. A
+    ``_few`` ``writes`` ending in ``"_solo"``: the CTAs that do not write do not poll either
+    (they only pass the round's barrier), so each line has only its ``k`` waiting CTAs as
+    pollers (``measurements/lamport_pollers.py``)."""
     import numpy as np
 
     from kernels_ir.builder import Builder
@@ -91,13 +98,14 @@ def ring(rounds: int, k: int, order: str = "rotated", writes: str = "line"):
     first = 1 if order == "rotated" else 0
     if writes not in WRITES:
         raise InputError(f"writes={writes!r}: accepted {', '.join(map(repr, WRITES))}")
-    one_word = writes.endswith("_c1")   # check one word per chunk, as the kernel's staging
-    few = writes.removesuffix("_c1").endswith("_few")
+    solo = writes.endswith("_solo")     # only the writers poll
+    one_word = writes.removesuffix("_solo").endswith("_c1")   # one word per chunk, as the kernel
+    few = writes.removesuffix("_solo").removesuffix("_c1").endswith("_few")
     if few and order == "rotated":
         raise InputError(f"writes={writes!r} with order={order!r}: accepted with 'same' or "
                          f"'exact' only")
     key = writes
-    writes = writes.removesuffix("_c1").removesuffix("_few")
+    writes = writes.removesuffix("_solo").removesuffix("_c1").removesuffix("_few")
     stride, chunks = CTAS // k, 8 * k
     groups = -(-chunks // (4 * THREADS))
     name = f"ring_{k}" + {"rotated": "", "same": "_same", "exact": "_exact"}[order] + \
@@ -148,6 +156,7 @@ def ring(rounds: int, k: int, order: str = "rotated", writes: str = "line"):
         own = b.imad(wl, LINE, lane, dst=b.reg(I32, "own"))
     is_writer = (b.isetp("lt", lane, 4, dst=b.reg(PRED, "writes")) if writes in ("warps", "rows")
                  else b.isetp("eq", warp, 0, dst=b.reg(PRED, "writes")))
+    waited = None
     if few:   # only the CTAs whose lines are waited for: cta % stride == 0
         waited = b.isetp("eq", b.irem(cta, stride, dst=b.reg(I32, "cmod")), 0,
                          dst=b.reg(PRED, "waited"))
@@ -165,21 +174,13 @@ def ring(rounds: int, k: int, order: str = "rotated", writes: str = "line"):
     with b.loop("r", 0, rounds, kind="time") as r:
         b.imul(r, WORDS, dst=base)
         for g in range(groups):
-            with b.while_(spin_limit=1 << 22, label="ring_poll") as poll:
-                for q in range(4):
-                    b.iadd(base, offs[4 * g + q], dst=addr)
-                    if order == "exact":
-                        with b.if_(ins[4 * g + q]):
-                            b.ldg_volatile(g_h, addr, width=4, dst=v[q])
-                    else:
-                        b.ldg_volatile(g_h, addr, width=4, dst=v[q])
-                b.mov(False, PRED, dst=waiting)
-                for q in range(4):
-                    for x in range(1 if one_word else 4):
-                        b.bitcast(v[q][x], I32, dst=bits)
-                        b.isetp("eq", bits, SENT, dst=one)
-                        b.por(waiting, one, dst=waiting)
-                poll.cond = b.vote_any(waiting, dst=warp_waiting)
+            args = (b, g, order, one_word, offs, ins, base, addr, g_h, v, bits, waiting, one,
+                    warp_waiting)
+            if solo:   # the CTAs that do not write skip the polls
+                with b.if_(waited):
+                    _ring_poll(*args)
+            else:
+                _ring_poll(*args)
         b.bar()
         r1 = b.iadd(r, 1, dst=b.reg(I32, "rnext"))
         b.i2f(r1, dst=val)
@@ -205,6 +206,31 @@ def ring(rounds: int, k: int, order: str = "rotated", writes: str = "line"):
                       f"({order} order)",
                       {"rounds": rounds, "k": k, "order": order, "writes": writes, "ctas": CTAS,
                        "threads": THREADS}, check)
+
+
+def _ring_poll(b, g, order, one_word, offs, ins, base, addr, g_h, v, bits, waiting, one,
+               warp_waiting) -> None:
+    """Group ``g``'s poll loop of :func:`ring`: its 4 chunks' 16-byte L2-coherent loads
+    (``exact``: only the chunks inside the waited lines), re-polled while any checked word of
+    the warp is the sentinel."""
+    from kernels_ir.ir import I32, PRED
+    from kernels_ir.kernels.microbench.lamport_kernel import SENT
+
+    with b.while_(spin_limit=1 << 22, label="ring_poll") as poll:
+        for q in range(4):
+            b.iadd(base, offs[4 * g + q], dst=addr)
+            if order == "exact":
+                with b.if_(ins[4 * g + q]):
+                    b.ldg_volatile(g_h, addr, width=4, dst=v[q])
+            else:
+                b.ldg_volatile(g_h, addr, width=4, dst=v[q])
+        b.mov(False, PRED, dst=waiting)
+        for q in range(4):
+            for x in range(1 if one_word else 4):
+                b.bitcast(v[q][x], I32, dst=bits)
+                b.isetp("eq", bits, SENT, dst=one)
+                b.por(waiting, one, dst=waiting)
+        poll.cond = b.vote_any(waiting, dst=warp_waiting)
 
 
 def measure(out: str, argv: list) -> dict:
