@@ -3,6 +3,7 @@ varied. One device call, or the simulator.
 
     PYTHONPATH=. python3 measurements/lamport_pollers.py --out $OUT   # GPU: lamport_pollers.json
     python measurements/lamport_pollers.py --simulate measurements/h100/lamport_pollers.json
+    ... --curve --out $OUT / --curve --simulate FILE     # the curve: lamport_pollers_curve.json
 
 ``ring_33_exact_few_warps_c1`` (``lamport_ring.py``, ``h100/lamport_ring_ir_repeat.json``) is the
 exchange of a small persistent Lamport kernel in miniature: 33 of 132 CTAs write a line a round
@@ -16,6 +17,9 @@ at a time (:func:`measurements.lamport_ring.ring`):
 - ``33_exact_few_c1``: each line written by one warp store of 32 words instead of 8 warps' stores
   of 4 (and its ``_solo``);
 - ``132_exact_c1`` / ``132_exact_warps_c1``: all 132 CTAs write and wait for all 132 lines.
+
+``--curve`` (:data:`CURVE`): the round against the pollers of a line, 33 / 66 / 132 CTAs polling
+33 lines (``_p66``: the even CTAs) and 66 / 132 polling 66 lines, and 132 of 132.
 
 ns per round: slope between 64 and 256 rounds (9 repeats); the simulator's between 4 and 8
 rounds, buffers warm in L2, both partition assignments averaged, values checked.
@@ -38,9 +42,20 @@ EXPERIMENTS = (
     ("132_exact_c1", 132, "exact", "line_c1"),
     ("132_exact_warps_c1", 132, "exact", "warps_c1"),
 )
+# the curve (measurements/README.md, "How many CTAs poll"): pollers 33 / 66 / 132 of 33 lines,
+# 66 / 132 of 66 lines (``lamport_pollers_curve.json``, ``--curve``)
+CURVE = (
+    ("33_exact_few_warps_c1_solo", 33, "exact", "warps_few_c1_solo"),
+    ("33_exact_few_warps_c1_p66", 33, "exact", "warps_few_c1_p66"),
+    ("33_exact_few_warps_c1", 33, "exact", "warps_few_c1"),
+    ("66_exact_few_warps_c1_solo", 66, "exact", "warps_few_c1_solo"),
+    ("66_exact_few_warps_c1", 66, "exact", "warps_few_c1"),
+    ("132_exact_warps_c1", 132, "exact", "warps_c1"),
+)
 
 
-def measure(out: str, argv: list) -> dict:
+def measure(out: str, argv: list, experiments=EXPERIMENTS,
+            filename: str = "lamport_pollers.json") -> dict:
     from gpusim.backends.cupy_backend import Runner, run_microbench
     from measurements.campaign import provenance
     from measurements.lamport_ring import GPU_ROUNDS, REPEATS, WARMUP, ring
@@ -52,22 +67,22 @@ def measure(out: str, argv: list) -> dict:
     rec = {"format_version": 1, "provenance": prov, "repeats": REPEATS, "warmup": WARMUP,
            "results": {}}
     t0 = time.time()
-    for key, k, order, writes in EXPERIMENTS:
+    for key, k, order, writes in experiments:
         r = run_microbench(GPU_ROUNDS, lambda s, k=k, o=order, w=writes: ring(s, k, o, w),
                            repeats=REPEATS, warmup=WARMUP, runner=runner)
         rec["results"][key] = r
         print(f"ring_{key:28s}: {r['per_op_s'] * 1e9:7.1f} ns per round", flush=True)
     clocks.stop(prov)
     rec["timing_s"] = time.time() - t0
-    save_record(os.path.join(out, "lamport_pollers.json"), rec)
+    save_record(os.path.join(out, filename), rec)
     return rec
 
 
-def _simulated(spec, rec) -> dict:
+def _simulated(spec, rec, experiments=EXPERIMENTS) -> dict:
     from measurements.lamport_ring import simulate_k
 
     res = {}
-    for key, k, order, writes in EXPERIMENTS:
+    for key, k, order, writes in experiments:
         res[key] = simulate_k(spec, k, order, writes)
         g = rec.get("results", {}).get(key, {}).get("per_op_s")
         print(f"ring_{key:28s}: simulated {res[key]['per_op_s'] * 1e9:7.1f} ns per round"
@@ -78,8 +93,15 @@ def _simulated(spec, rec) -> dict:
 def main(argv: list | None = None) -> int:
     from measurements.probe import add_simulated, probe_main
 
-    return probe_main(argv, __doc__, "measurements/lamport_pollers.py", measure,
-                      lambda path: add_simulated(path, _simulated, l2_warm=True))
+    argv = sys.argv[1:] if argv is None else list(argv)
+    exps, name = EXPERIMENTS, "lamport_pollers.json"
+    if "--curve" in argv:
+        argv.remove("--curve")
+        exps, name = CURVE, "lamport_pollers_curve.json"
+    return probe_main(argv, __doc__, "measurements/lamport_pollers.py",
+                      lambda out, a: measure(out, a + ["--curve"] * (exps is CURVE), exps, name),
+                      lambda path: add_simulated(
+                          path, lambda spec, rec: _simulated(spec, rec, exps), l2_warm=True))
 
 
 if __name__ == "__main__":

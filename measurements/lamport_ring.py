@@ -47,7 +47,8 @@ WRITES = {"line": "", "sectors": "_sec", "warps": "_warps", "rows": "_rows",
           # measurements/lamport_pollers.py: whole lines with the kernel's check, and (_solo) only
           # the writer CTAs polling
           "line_c1": "_c1", "warps_c1": "_warps_c1", "line_few_c1": "_few_c1",
-          "line_few_c1_solo": "_few_c1_solo", "warps_few_c1_solo": "_few_warps_c1_solo"}
+          "line_few_c1_solo": "_few_c1_solo", "warps_few_c1_solo": "_few_warps_c1_solo",
+          "warps_few_c1_p66": "_few_warps_c1_p66"}
 GPU_ROUNDS, SIM_ROUNDS = (64, 256), (4, 8)
 REPEATS, WARMUP = 9, 2
 
@@ -77,7 +78,8 @@ def ring(rounds: int, k: int, order: str = "rotated", writes: str = "line"):
     does (a chunk's four words are written by one store instruction), instead of all four. A
     ``_few`` ``writes`` ending in ``"_solo"``: the CTAs that do not write do not poll either
     (they only pass the round's barrier), so each line has only its ``k`` waiting CTAs as
-    pollers (``measurements/lamport_pollers.py``)."""
+    pollers (``measurements/lamport_pollers.py``); ending in ``"_p66"``: only the even CTAs
+    poll (66 pollers; with ``k`` 33 they include the writers)."""
     import numpy as np
 
     from kernels_ir.builder import Builder
@@ -89,23 +91,26 @@ def ring(rounds: int, k: int, order: str = "rotated", writes: str = "line"):
 
     if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
         raise InputError(f"rounds={rounds!r}: accepted whole numbers >= 1")
-    if k not in LINES:
-        raise InputError(f"k={k!r}: accepted {', '.join(map(str, LINES))}")
+    if k not in LINES + (66,):
+        raise InputError(f"k={k!r}: accepted {', '.join(map(str, LINES + (66,)))}")
     if order not in ("rotated", "same", "exact") or (order != "rotated"
-                                                     and k not in (33, CTAS)):
+                                                     and k not in (33, 66, CTAS)):
         raise InputError(f"order={order!r} with k={k}: accepted 'rotated', or 'same' / 'exact' "
-                         f"with k=33 or {CTAS}")
+                         f"with k=33, 66 or {CTAS}")
     first = 1 if order == "rotated" else 0
     if writes not in WRITES:
         raise InputError(f"writes={writes!r}: accepted {', '.join(map(repr, WRITES))}")
-    solo = writes.endswith("_solo")     # only the writers poll
-    one_word = writes.removesuffix("_solo").endswith("_c1")   # one word per chunk, as the kernel
-    few = writes.removesuffix("_solo").removesuffix("_c1").endswith("_few")
+    # who polls: everyone, only the writers (_solo) or every second CTA (_p66)
+    solo = writes.endswith("_solo")
+    p66 = writes.endswith("_p66")
+    bare = writes.removesuffix("_solo").removesuffix("_p66")
+    one_word = bare.endswith("_c1")   # one word per chunk, as the kernel
+    few = bare.removesuffix("_c1").endswith("_few")
     if few and order == "rotated":
         raise InputError(f"writes={writes!r} with order={order!r}: accepted with 'same' or "
                          f"'exact' only")
     key = writes
-    writes = writes.removesuffix("_solo").removesuffix("_c1").removesuffix("_few")
+    writes = bare.removesuffix("_c1").removesuffix("_few")
     stride, chunks = CTAS // k, 8 * k
     groups = -(-chunks // (4 * THREADS))
     name = f"ring_{k}" + {"rotated": "", "same": "_same", "exact": "_exact"}[order] + \
@@ -161,6 +166,8 @@ def ring(rounds: int, k: int, order: str = "rotated", writes: str = "line"):
         waited = b.isetp("eq", b.irem(cta, stride, dst=b.reg(I32, "cmod")), 0,
                          dst=b.reg(PRED, "waited"))
         b.pand(is_writer, waited, dst=is_writer)
+    polls = b.isetp("eq", b.irem(cta, 2, dst=b.reg(I32, "cmod2")), 0,
+                    dst=b.reg(PRED, "polls")) if p66 else None
     v = [b.reg(F32, f"v{q}", 4) for q in range(4)]
     bits = b.reg(I32, "bits")
     waiting, one = b.reg(PRED, "waiting"), b.reg(PRED, "sent")
@@ -176,8 +183,8 @@ def ring(rounds: int, k: int, order: str = "rotated", writes: str = "line"):
         for g in range(groups):
             args = (b, g, order, one_word, offs, ins, base, addr, g_h, v, bits, waiting, one,
                     warp_waiting)
-            if solo:   # the CTAs that do not write skip the polls
-                with b.if_(waited):
+            if solo or p66:   # the CTAs that do not write (_p66: every second) skip the polls
+                with b.if_(waited if solo else polls):
                     _ring_poll(*args)
             else:
                 _ring_poll(*args)

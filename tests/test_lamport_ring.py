@@ -139,3 +139,28 @@ def test_solo_needs_few_and_computes_the_right_slots():
         assert m.verify_result(g), writes
     with pytest.raises(InputError, match="writes='warps_c1_solo'"):   # solo only with few
         lr.ring(2, 33, "exact", "warps_c1_solo")
+
+
+def test_pollers_curve_record_and_the_readme():
+    """lamport_pollers_curve.json and its repeat, as measurements/README.md reads them: on the
+    GPU the round grows with the pollers of 33 lines (both runs) and with the lines; the
+    simulator's is flat within 15 ns up to 66 lines; the README's rows are the records'."""
+    from measurements import lamport_pollers as lp
+
+    rec = json.loads((RECORD.parent / "lamport_pollers_curve.json").read_text())
+    rep = json.loads((RECORD.parent / "lamport_pollers_curve_repeat.json").read_text())
+    keys = [e[0] for e in lp.CURVE]
+    assert list(rec["results"]) == keys == list(rep["results"])
+    g1 = {k: v["per_op_s"] * 1e9 for k, v in rec["results"].items()}
+    g2 = {k: v["per_op_s"] * 1e9 for k, v in rep["results"].items()}
+    s = {k: v["per_op_s"] * 1e9 for k, v in rec["simulated"]["results"].items()}
+    p33 = ["33_exact_few_warps_c1_solo", "33_exact_few_warps_c1_p66", "33_exact_few_warps_c1"]
+    for g in (g1, g2):
+        assert g[p33[0]] + 25 < g[p33[1]] < g[p33[2]] - 25
+        assert g[p33[0]] < g["66_exact_few_warps_c1_solo"] < g["132_exact_warps_c1"]
+    flat = [s[k] for k in keys[:-1]]
+    assert max(flat) - min(flat) < 15
+    text = (RECORD.parents[1] / "README.md").read_text()
+    for key in keys:
+        assert f"| `ring_{key}` | {round(g1[key])} | {round(g2[key])} | {round(s[key])} |" \
+            in text, key
