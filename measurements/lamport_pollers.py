@@ -21,6 +21,12 @@ at a time (:func:`measurements.lamport_ring.ring`):
 ``--curve`` (:data:`CURVE`): the round against the pollers of a line, 33 / 66 / 132 CTAs polling
 33 lines (``_p66``: the even CTAs) and 66 / 132 polling 66 lines, and 132 of 132.
 
+``--merge`` (:data:`MERGE`): what the 99 CTAs that only poll cost, by what they send: the 33-line
+ring with 132 pollers, with 33 (``_solo``), and with the 99 loading only the first sector of
+each line (``_q1``: a quarter of the bytes, the same line requests) or backing off about 400
+cycles after every failed poll (``_bo``: about half the poll rate; GPU only, the simulator's
+replays cannot run a back-off).
+
 ns per round: slope between 64 and 256 rounds (9 repeats); the simulator's between 4 and 8
 rounds, buffers warm in L2, both partition assignments averaged, values checked.
 """
@@ -53,6 +59,15 @@ CURVE = (
     ("132_exact_warps_c1", 132, "exact", "warps_c1"),
 )
 
+# what the extra pollers cost, by bytes, requests and poll rate (``lamport_pollers_merge.json``)
+MERGE = (
+    ("33_exact_few_warps_c1", 33, "exact", "warps_few_c1"),
+    ("33_exact_few_warps_c1_solo", 33, "exact", "warps_few_c1_solo"),
+    ("33_exact_few_warps_c1_q1", 33, "exact", "warps_few_c1_q1"),
+    ("33_exact_few_warps_c1_bo", 33, "exact", "warps_few_c1_bo"),
+)
+GPU_ONLY = ("33_exact_few_warps_c1_bo",)
+
 
 def measure(out: str, argv: list, experiments=EXPERIMENTS,
             filename: str = "lamport_pollers.json") -> dict:
@@ -83,6 +98,8 @@ def _simulated(spec, rec, experiments=EXPERIMENTS) -> dict:
 
     res = {}
     for key, k, order, writes in experiments:
+        if key in GPU_ONLY:
+            continue
         res[key] = simulate_k(spec, k, order, writes)
         g = rec.get("results", {}).get(key, {}).get("per_op_s")
         print(f"ring_{key:28s}: simulated {res[key]['per_op_s'] * 1e9:7.1f} ns per round"
@@ -94,12 +111,14 @@ def main(argv: list | None = None) -> int:
     from measurements.probe import add_simulated, probe_main
 
     argv = sys.argv[1:] if argv is None else list(argv)
-    exps, name = EXPERIMENTS, "lamport_pollers.json"
-    if "--curve" in argv:
-        argv.remove("--curve")
-        exps, name = CURVE, "lamport_pollers_curve.json"
+    exps, name, flag = EXPERIMENTS, "lamport_pollers.json", []
+    for opt, e, n in (("--curve", CURVE, "lamport_pollers_curve.json"),
+                      ("--merge", MERGE, "lamport_pollers_merge.json")):
+        if opt in argv:
+            argv.remove(opt)
+            exps, name, flag = e, n, [opt]
     return probe_main(argv, __doc__, "measurements/lamport_pollers.py",
-                      lambda out, a: measure(out, a + ["--curve"] * (exps is CURVE), exps, name),
+                      lambda out, a: measure(out, a + flag, exps, name),
                       lambda path: add_simulated(
                           path, lambda spec, rec: _simulated(spec, rec, exps), l2_warm=True))
 

@@ -48,7 +48,10 @@ WRITES = {"line": "", "sectors": "_sec", "warps": "_warps", "rows": "_rows",
           # the writer CTAs polling
           "line_c1": "_c1", "warps_c1": "_warps_c1", "line_few_c1": "_few_c1",
           "line_few_c1_solo": "_few_c1_solo", "warps_few_c1_solo": "_few_warps_c1_solo",
-          "warps_few_c1_p66": "_few_warps_c1_p66"}
+          "warps_few_c1_p66": "_few_warps_c1_p66",
+          # measurements/lamport_pollers.py --merge: the 99 CTAs that only poll load one sector
+          # of each line (_q1), or back off after every failed poll (_bo)
+          "warps_few_c1_q1": "_few_warps_c1_q1", "warps_few_c1_bo": "_few_warps_c1_bo"}
 GPU_ROUNDS, SIM_ROUNDS = (64, 256), (4, 8)
 REPEATS, WARMUP = 9, 2
 
@@ -79,7 +82,12 @@ def ring(rounds: int, k: int, order: str = "rotated", writes: str = "line"):
     ``_few`` ``writes`` ending in ``"_solo"``: the CTAs that do not write do not poll either
     (they only pass the round's barrier), so each line has only its ``k`` waiting CTAs as
     pollers (``measurements/lamport_pollers.py``); ending in ``"_p66"``: only the even CTAs
-    poll (66 pollers; with ``k`` 33 they include the writers)."""
+    poll (66 pollers; with ``k`` 33 they include the writers); ending in ``"_q1"``: the CTAs
+    that do not write load only the first 32-byte sector of each line (a quarter of the bytes,
+    the same line requests); ending in ``"_bo"``: they wait :data:`BACKOFF_FFMAS` dependent
+    FFMAs (about 4 cycles each on the H100) after every failed poll, about halving their poll
+    rate (the simulator cannot time this one: a replayed poll repeats the recorded iteration,
+    in which the back-off never ran)."""
     import numpy as np
 
     from kernels_ir.builder import Builder
@@ -103,7 +111,10 @@ def ring(rounds: int, k: int, order: str = "rotated", writes: str = "line"):
     # who polls: everyone, only the writers (_solo) or every second CTA (_p66)
     solo = writes.endswith("_solo")
     p66 = writes.endswith("_p66")
-    bare = writes.removesuffix("_solo").removesuffix("_p66")
+    q1 = writes.endswith("_q1")
+    backoff = writes.endswith("_bo")
+    bare = writes.removesuffix("_solo").removesuffix("_p66").removesuffix("_q1") \
+        .removesuffix("_bo")
     one_word = bare.endswith("_c1")   # one word per chunk, as the kernel
     few = bare.removesuffix("_c1").endswith("_few")
     if few and order == "rotated":
@@ -168,6 +179,13 @@ def ring(rounds: int, k: int, order: str = "rotated", writes: str = "line"):
         b.pand(is_writer, waited, dst=is_writer)
     polls = b.isetp("eq", b.irem(cta, 2, dst=b.reg(I32, "cmod2")), 0,
                     dst=b.reg(PRED, "polls")) if p66 else None
+    if q1:   # the CTAs that do not write: only the chunks of a line's first sector
+        for i, off in enumerate(offs):
+            sec0 = b.isetp("lt", b.and_(off, LINE - 1, dst=b.reg(I32, f"lw{i}")), 8,
+                           dst=b.reg(PRED, f"sec0_{i}"))
+            b.por(sec0, waited, dst=sec0)
+            ins[i] = b.pand(ins[i], sec0, dst=b.reg(PRED, f"inq{i}"))
+    slow = b.pnot(waited, dst=b.reg(PRED, "slow")) if backoff else None
     v = [b.reg(F32, f"v{q}", 4) for q in range(4)]
     bits = b.reg(I32, "bits")
     waiting, one = b.reg(PRED, "waiting"), b.reg(PRED, "sent")
@@ -182,7 +200,7 @@ def ring(rounds: int, k: int, order: str = "rotated", writes: str = "line"):
         b.imul(r, WORDS, dst=base)
         for g in range(groups):
             args = (b, g, order, one_word, offs, ins, base, addr, g_h, v, bits, waiting, one,
-                    warp_waiting)
+                    warp_waiting, slow)
             if solo or p66:   # the CTAs that do not write (_p66: every second) skip the polls
                 with b.if_(waited if solo else polls):
                     _ring_poll(*args)
@@ -215,12 +233,17 @@ def ring(rounds: int, k: int, order: str = "rotated", writes: str = "line"):
                        "threads": THREADS}, check)
 
 
+BACKOFF_FFMAS = 96   # ring(..., writes="..._bo"): the back-off after a failed poll
+
+
 def _ring_poll(b, g, order, one_word, offs, ins, base, addr, g_h, v, bits, waiting, one,
-               warp_waiting) -> None:
+               warp_waiting, slow=None) -> None:
     """Group ``g``'s poll loop of :func:`ring`: its 4 chunks' 16-byte L2-coherent loads
     (``exact``: only the chunks inside the waited lines), re-polled while any checked word of
-    the warp is the sentinel."""
-    from kernels_ir.ir import I32, PRED
+    the warp is the sentinel; with ``slow`` (a predicate), the lanes where it holds back off
+    after a failed poll (a chain of dependent FFMAs fed by a polled word, whose result can
+    never end the loop but which the compiler cannot remove)."""
+    from kernels_ir.ir import F32, I32, PRED
     from kernels_ir.kernels.microbench.lamport_kernel import SENT
 
     with b.while_(spin_limit=1 << 22, label="ring_poll") as poll:
@@ -238,6 +261,19 @@ def _ring_poll(b, g, order, one_word, offs, ins, base, addr, g_h, v, bits, waiti
                 b.isetp("eq", bits, SENT, dst=one)
                 b.por(waiting, one, dst=waiting)
         poll.cond = b.vote_any(waiting, dst=warp_waiting)
+        if slow is not None:
+            back = b.pand(slow, warp_waiting, dst=b.reg(PRED, f"back{g}"))
+            with b.if_(back):
+                x = b.fadd(v[0][0], 1.0, dst=b.reg(F32, f"bo{g}"))
+                for _ in range(BACKOFF_FFMAS):
+                    b.ffma(x, 1.0001, 0.5, dst=x)
+                # a payload no FFMA chain of finite values produces: never true, but only the
+                # chain can tell, so the compiler keeps it (it would end the wait if it held)
+                nan = b.isetp("eq", b.bitcast(x, I32, dst=b.reg(I32, f"bob{g}")), 0x7FC00001,
+                              dst=b.reg(PRED, f"bon{g}"))
+                stay = b.pnot(b.vote_any(nan, dst=b.reg(PRED, f"bov{g}")),
+                              dst=b.reg(PRED, f"bos{g}"))
+                b.pand(warp_waiting, stay, dst=warp_waiting)
 
 
 def measure(out: str, argv: list) -> dict:

@@ -164,3 +164,18 @@ def test_pollers_curve_record_and_the_readme():
     for key in keys:
         assert f"| `ring_{key}` | {round(g1[key])} | {round(g2[key])} | {round(s[key])} |" \
             in text, key
+
+
+@pytest.mark.parametrize("writes", ["warps_few_c1_q1", "warps_few_c1_bo"])
+def test_merge_probe_variants_compute_the_slots(writes):
+    """The ``--merge`` variants of measurements/lamport_pollers.py: the CTAs that only poll load
+    one sector of each line (``_q1``: predicated loads, every chunk of the waited lines still
+    polled by some CTA) or back off after a failed poll (``_bo``), and the slots still come out
+    right; the back-off is a chain of dependent FFMAs inside the poll loop."""
+    m = lr.ring(2, 33, "exact", writes)
+    g = {n: np.array(v, copy=True) for n, v in execute(m.kernel, m.inputs).globals.items()}
+    assert m.verify_result(g)
+    ffma = sum(i.op is Op.FFMA for i in instructions(m.kernel))
+    assert ffma == (lr.BACKOFF_FFMAS if writes.endswith("_bo") else 0)
+    with pytest.raises(InputError, match="order='rotated'"):
+        lr.ring(2, 33, "rotated", writes)
