@@ -179,3 +179,26 @@ def test_merge_probe_variants_compute_the_slots(writes):
     assert ffma == (lr.BACKOFF_FFMAS if writes.endswith("_bo") else 0)
     with pytest.raises(InputError, match="order='rotated'"):
         lr.ring(2, 33, "rotated", writes)
+
+
+def test_merge_record_and_the_readme():
+    """lamport_pollers_merge.json, as measurements/README.md reads it: the 99 CTAs that only
+    poll cost the GPU about 100 ns a round whether they load four sectors of a line or one
+    (within 3%), less with a back-off but not half; the simulator charges them nothing; the
+    README's rows are the record's."""
+    from measurements import lamport_pollers as lp
+
+    rec = json.loads((RECORD.parent / "lamport_pollers_merge.json").read_text())
+    assert "--merge" in rec["provenance"]["command"]
+    g = {k: v["per_op_s"] * 1e9 for k, v in rec["results"].items()}
+    s = {k: v["per_op_s"] * 1e9 for k, v in rec["simulated"]["results"].items()}
+    assert set(g) == {e[0] for e in lp.MERGE} and set(s) == set(g) - set(lp.GPU_ONLY)
+    base = "33_exact_few_warps_c1"
+    cost = g[base] - g[base + "_solo"]
+    assert 80 < cost < 140
+    assert abs(g[base + "_q1"] / g[base] - 1) < 0.03            # not the bytes
+    assert 0.5 * cost < g[base + "_bo"] - g[base + "_solo"] < cost  # mostly their number
+    assert abs(s[base] - s[base + "_solo"]) < 10
+    text = (RECORD.parents[1] / "README.md").read_text()
+    for key in s:
+        assert f"    | `ring_{key}` | {round(g[key])} | {round(s[key])} |" in text, key
