@@ -165,8 +165,10 @@ def predict(gpu="v100", hidden: int = 2304, batch: int = 4, density: float = 0.1
     uses the expectation over random layers (:func:`models.analytical.predict_many`, what a
     sweep uses), which differs by a few percent. ``heads`` H (a divisor of ``hidden``):
     H independent recurrences of N/H units (block-diagonal U, ``density`` within each head's
-    block, docs/heads.md); engine ``"sim"`` only (the model prices one recurrence and refuses
-    H > 1). ``heads_note`` says which persistent kernels exchange h inside a CTA.
+    block, docs/heads.md); both engines price the persistent kernels on the multi-head layer
+    (the model with the CTA-local exchange where a CTA holds whole heads), the baselines keep
+    their single-head rows. ``heads_note`` says which persistent kernels exchange h inside a
+    CTA.
     """
     from models.analytical import predict_layer
     from models.sparse import check_heads
@@ -174,11 +176,6 @@ def predict(gpu="v100", hidden: int = 2304, batch: int = 4, density: float = 0.1
     spec = _spec(gpu)
     _choice("engine", engine, ("model", "sim"))
     heads = check_heads(heads, _int("hidden", hidden))
-    if heads > 1 and engine != "sim":
-        raise InputError(f"heads={heads} needs engine 'sim' (--engine sim): the analytical "
-                         f"model prices the grid-wide exchange of one recurrence and does not "
-                         f"model the CTA-local exchange of whole heads; accepted with engine "
-                         f"'model': heads=1")
     sim = None
     if engine == "sim":
         from gpusim.cli.predict import simulator
@@ -188,16 +185,17 @@ def predict(gpu="v100", hidden: int = 2304, batch: int = 4, density: float = 0.1
     from gpusim.uncertainty import annotate
 
     rep = predict_layer(spec, hidden, batch, density, timesteps=timesteps, cell=cell,
-                        dtype=dtype, engine=engine, seed=seed, simulator=sim, exact=exact)
+                        dtype=dtype, engine=engine, seed=seed, simulator=sim, exact=exact,
+                        **({} if heads == 1 or engine != "model" else {"heads": heads}))
     return Prediction(rep.gpu, spec.full_name, rep.hidden, rep.batch, rep.density,
                       rep.timesteps, rep.cell, rep.dtype, rep.engine, seed, tuple(rep.rows),
                       rep.best_persistent, rep.next_best, rep.speedup, rep.note, rep,
                       annotate(rep), heads,
-                      heads_note(spec, hidden, batch, density, cell, seed, heads))
+                      heads_note(spec, hidden, batch, density, cell, seed, heads, engine))
 
 
 def heads_note(spec, hidden: int, batch: int, density: float, cell: str, seed: int,
-               heads: int) -> str:
+               heads: int, engine: str = "sim") -> str:
     """One line on a multi-head layer's exchange: which persistent kernels (the default
     variant of each, sparse and dense) hold whole heads per CTA and so exchange h inside the
     CTA with no grid-wide sync, which keep the grid-wide exchange; "" for ``heads`` 1."""
@@ -222,7 +220,9 @@ def heads_note(spec, hidden: int, batch: int, density: float, cell: str, seed: i
                      f"(h through shared memory, CTA barriers)")
     if grid:
         parts.append(f"a CTA cannot hold whole heads for {', '.join(grid)}: grid-wide exchange")
-    parts.append("cuBLAS/cuSPARSE rows are the model's, for this density over the full N x N")
+    parts.append("cuBLAS/cuSPARSE rows are the model's, for this density over the full N x N"
+                 if engine == "sim" else "cuBLAS/cuSPARSE/CSR rows are the model's, for this "
+                 "density over the full N x N")
     return "; ".join(parts)
 
 

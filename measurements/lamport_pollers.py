@@ -27,6 +27,10 @@ each line (``_q1``: a quarter of the bytes, the same line requests) or backing o
 cycles after every failed poll (``_bo``: about half the poll rate; GPU only, the simulator's
 replays cannot run a back-off).
 
+``--fit-sharers FOLDER`` (:func:`fit_sharers`): ``l2_poll_sharer_cycles`` from the curve's
+three runs (``lamport_pollers_curve.json``, ``_repeat.json``, ``_repeat2.json``); the grid and
+the choice are written to ``FOLDER/lamport_pollers_fit.json``.
+
 ns per round: slope between 64 and 256 rounds (9 repeats); the simulator's between 4 and 8
 rounds, buffers warm in L2, both partition assignments averaged, values checked.
 """
@@ -107,10 +111,62 @@ def _simulated(spec, rec, experiments=EXPERIMENTS) -> dict:
     return res
 
 
+CURVE_RECORDS = ("lamport_pollers_curve.json", "lamport_pollers_curve_repeat.json",
+                 "lamport_pollers_curve_repeat2.json")
+SHARER_GRID = (0.0, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0)
+
+
+def fit_sharers(folder: str, grid=SHARER_GRID) -> dict:
+    """``l2_poll_sharer_cycles`` (:mod:`gpusim.engine.l2`): the value of ``grid`` whose
+    simulated ns per round of the :data:`CURVE` experiments have the smallest mean absolute log
+    error against the mean of the GPU's runs in :data:`CURVE_RECORDS` under ``folder`` (every
+    other parameter as in the h100 spec)."""
+    import dataclasses
+    import json
+    import math
+
+    from gpusim.specs import load_spec
+    from measurements.lamport_ring import simulate_k
+
+    runs = []
+    for name in CURVE_RECORDS:
+        with open(os.path.join(folder, name)) as f:
+            runs.append(json.load(f)["results"])
+    gpu = {key: sum(r[key]["per_op_s"] for r in runs) / len(runs) for key, *_ in CURVE}
+    spec = load_spec("h100")
+    rows = []
+    for value in grid:
+        s = dataclasses.replace(spec, l2_poll_sharer_cycles=float(value))
+        sims = {key: simulate_k(s, k, o, w)["per_op_s"] for key, k, o, w in CURVE}
+        err = sum(abs(math.log(sims[k] / gpu[k])) for k in sims) / len(sims)
+        rows.append({"value": value, "mean_abs_log_error": err, "simulated_s": sims})
+        print(f"  {value:4.1f} cycles/SM: mean |log error| {err:.3f}  " + "  ".join(
+            f"{k.removesuffix('_exact_few_warps_c1')}:{sims[k] * 1e9:.0f}/{gpu[k] * 1e9:.0f}"
+            for k in sims), flush=True)
+    best = min(rows, key=lambda r: r["mean_abs_log_error"])
+    print(f"l2_poll_sharer_cycles = {best['value']}")
+    return {"value": best["value"], "grid": rows, "gpu_mean_s": gpu,
+            "records": list(CURVE_RECORDS), "benchmarks": [e[0] for e in CURVE]}
+
+
 def main(argv: list | None = None) -> int:
     from measurements.probe import add_simulated, probe_main
 
     argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["--fit-sharers"]:
+        if len(argv) != 2:
+            print("usage: lamport_pollers.py --fit-sharers FOLDER (measurements/h100)",
+                  file=sys.stderr)
+            return 2
+        import datetime
+
+        from measurements.probe import save_record
+
+        rec = fit_sharers(argv[1])
+        rec["command"] = "python measurements/lamport_pollers.py --fit-sharers " + argv[1]
+        rec["date"] = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+        save_record(os.path.join(argv[1], "lamport_pollers_fit.json"), rec)
+        return 0
     exps, name, flag = EXPERIMENTS, "lamport_pollers.json", []
     for opt, e, n in (("--curve", CURVE, "lamport_pollers_curve.json"),
                       ("--merge", MERGE, "lamport_pollers_merge.json")):

@@ -47,8 +47,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--heads", type=int, default=1, metavar="H",
                    help="independent recurrences (block-diagonal U, heads of N/H units; H must "
                    "divide N); when a CTA holds whole heads, h is exchanged inside it "
-                   "with no grid-wide sync"
-                   "; --engine sim only: the model prices one recurrence")
+                   "with no grid-wide sync (both engines; baselines keep their "
+                   "single-head rows)")
     p.add_argument("--sample-steps", type=positive_int("sample-steps"), default=3,
                    help="--engine sim: steps simulated in full before extrapolating")
     p.add_argument("--seed", type=nonnegative_int("seed"), default=0,

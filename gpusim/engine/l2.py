@@ -83,6 +83,18 @@ Model (every number from the spec):
   ``lmech_xb_4096`` (``lamport_mech.json``) show 3.96 sectors per Nsight request, and charging
   per sector made that barrier exchange 24% too slow: the unit is one 128-byte line of one
   warp-instruction. Stores and atomics are not limited (not measured).
+- Pollers of a line (``l2_poll_sharer_cycles``, ``measurements/lamport_pollers.py``, records
+  ``measurements/h100/lamport_pollers_curve*.json`` and ``lamport_pollers_merge.json``): a word
+  written into a line of a polled data buffer (the Lamport slots; not an atomic counter) is seen
+  by the polls ``N x l2_poll_sharer_cycles`` after it reaches L2, ``N`` the number of distinct
+  SMs that have polled the line so far (:meth:`L2.note_polls`, :meth:`L2.seen_delay`). What the
+  probes show: 33 lines polled by 132 SMs instead of their 33 writers cost the GPU 50-120 ns a
+  round; a quarter of the bytes (one sector of each line) costs the same, half the poll rate
+  removes about a fifth of it; the cost grows with the pollers of a line and with the lines.
+  The simulator's polls of many SMs were latency-bound and cost nothing. Which unit of the L2
+  does this is not known: the rule is the probes' shape, charged at the detection. A grid
+  barrier's counter keeps the replay phase of ``timing._Timing._phase`` instead (its
+  microbenchmarks, ``measurements/h100/fence.json``, grow with the CTAs as the phase does).
 """
 
 from __future__ import annotations
@@ -285,6 +297,10 @@ class L2:
         self.group_server = (BucketServer(int(self.groups.max()) + 1, gc)
                              if self.groups is not None else None)
         self.transactions = {"data": 0, "poll": 0, "atomic": 0, "store": 0}
+        # pollers of the lines of polled data buffers: per buffer's line range, a bitmap of the
+        # SMs that have polled each line and their number (:meth:`note_polls`)
+        self.sharer = float(getattr(spec, "l2_poll_sharer_cycles", 0.0) or 0.0)
+        self.sharer_ranges: list[tuple[int, int, np.ndarray, np.ndarray]] = []
 
     def half_trip(self, warp: np.ndarray, sector: np.ndarray) -> np.ndarray:
         """One-way cycles (half the round trip) of each request (``warp``, ``sector``): near or
@@ -427,6 +443,50 @@ class L2:
         if self.handover:
             lw = self.sector_words * self.sectors_per_line
             self.polled[lo_word // lw:-(-(lo_word + n_words) // lw)] = True
+
+    def track_pollers(self, lo_word: int, n_words: int) -> None:
+        """Words ``[lo_word, lo_word + n_words)`` belong to a data buffer the kernel polls: count
+        the distinct SMs that poll each of its lines (:meth:`note_polls`)."""
+        if self.sharer <= 0 or self.sm_of_warp is None or n_words <= 0:
+            return
+        lw = self.sector_words * self.sectors_per_line
+        lo, hi = lo_word // lw, -(-(lo_word + n_words) // lw)
+        n_sms = int(self.sm_of_warp.max()) + 1
+        self.sharer_ranges.append((lo, hi, np.zeros((hi - lo, -(-n_sms // 8)), dtype=np.uint8),
+                                   np.zeros(hi - lo, dtype=np.int64)))
+
+    def note_polls(self, warps: np.ndarray, flat: np.ndarray, active: np.ndarray) -> None:
+        """The polls of rows ``warps`` (word addresses ``flat``, lanes ``active``): every SM
+        that polls a line of a tracked buffer for the first time adds one to its pollers."""
+        if not self.sharer_ranges:
+            return
+        act = active[warps]
+        lw = self.sector_words * self.sectors_per_line
+        lines = (flat[warps] // lw)[act]
+        sms = np.broadcast_to(self.sm_of_warp[warps][:, None], act.shape)[act]
+        for lo, hi, bits, count in self.sharer_ranges:
+            inside = (lines >= lo) & (lines < hi)
+            if not inside.any():
+                continue
+            key = np.unique((lines[inside] - lo) * 4096 + sms[inside])
+            idx, sm = key // 4096, key % 4096
+            byte, bit = sm >> 3, (1 << (sm & 7)).astype(np.uint8)
+            new = (bits[idx, byte] & bit) == 0
+            if new.any():
+                np.bitwise_or.at(bits, (idx[new], byte[new]), bit[new])
+                np.add.at(count, idx[new], 1)
+
+    def seen_delay(self, flat: np.ndarray) -> np.ndarray:
+        """Cycles after its arrival at L2 that a word at ``flat`` is seen by the polls:
+        ``l2_poll_sharer_cycles`` times the SMs that poll its line (0 outside tracked buffers)."""
+        out = np.zeros(flat.shape)
+        lw = self.sector_words * self.sectors_per_line
+        lines = flat // lw
+        for lo, hi, _bits, count in self.sharer_ranges:
+            inside = (lines >= lo) & (lines < hi)
+            if inside.any():
+                out[inside] = self.sharer * count[lines[inside] - lo]
+        return out
 
     def warm(self, lo_word: int, n_words: int) -> None:
         """Mark words ``[lo_word, lo_word + n_words)`` as resident in L2 (no DRAM on first use)."""

@@ -26,8 +26,12 @@ warp's polling loads of its last iteration are checked against the cycle at whic
 they read were written at L2; a warp whose load was served earlier would have seen the old value,
 so the body's events are replayed for that warp (same addresses, counted as ``poll`` L2
 transactions) until every load is served after its data arrived, bounded by the spin limit.
-The replays start after a delay uniform over one L2 round trip, one per CTA and exit of the
-loop (:meth:`_Timing._phase`): the phase at which a CTA's poll loop meets the last write.
+A word written into a line of a polled data buffer is seen by the polls
+``l2_poll_sharer_cycles`` per SM polling the line after it reaches L2 (:mod:`.l2`, "Pollers of a
+line"), and a stale warp's replays start right after its stale poll, as a poll loop re-polls.
+Polls of a grid barrier's counter (a buffer that atomics update) instead start their replays
+after a delay uniform over one L2 round trip, one per CTA and exit of the loop
+(:meth:`_Timing._phase`).
 
 Breakdown attribution: for each warp the time from its previous issue to this one is charged:
 1 cycle plus any structural wait (issue slot, pipe) to ``issue``; the rest -- the wait for the
@@ -171,9 +175,11 @@ class _Timing:
             for name in resident_buffers(kernel, [b.name for b in kernel.global_buffers],
                                          spec.l2_size_bytes):
                 self.l2.warm(gspace.bases[name], gspace.buffers[name].size)
-        for name in {i.srcs[0].buffer.name for i in instructions(kernel)
-                     if i.op is Op.LDG_VOLATILE}:
+        for name in sorted({i.srcs[0].buffer.name for i in instructions(kernel)
+                            if i.op is Op.LDG_VOLATILE}):
             self.l2.mark_polled(gspace.bases[name], gspace.buffers[name].size)
+            if name not in atomic_bufs:   # a data buffer: its lines' pollers are counted
+                self.l2.track_pollers(gspace.bases[name], gspace.buffers[name].size)
         l1 = L1(spec, kernel, gspace, sm, self.n_sms, -(-n_ctas // spec.sm_count))
         self.l1 = l1 if l1.active else None
         self.whiles = [s for s in walk(kernel.body) if isinstance(s, While)]
@@ -297,6 +303,8 @@ class _Timing:
             self._write(st, ws, full, done, st.cat)
             if kind == "poll" and polls is not None:
                 polls.append((ws, served, flat[ws], m.arr[ws], st.width))
+            if kind == "poll" and st.cat != BARRIER and not self.replaying:
+                self.l2.note_polls(ws, flat, m.arr)
         elif kind == "stg":
             done, _ = self.l2.access(issue_f, ws, flat, m.arr, st.width, "store", True)
             self.store_ack[ws] = np.maximum(self.store_ack[ws], done)
@@ -343,28 +351,36 @@ class _Timing:
             self.cat[st.dst[:, None], ws] = category
 
     def _stale(self, polls) -> np.ndarray:
-        """Warps whose polling load was served before the data it returned reached L2."""
+        """Warps whose polling load was served before the data it returned was seen at L2
+        (its arrival, plus :meth:`.l2.L2.seen_delay` for a word written into a line that
+        several SMs poll)."""
         bad = np.zeros(self.nw, dtype=bool)
         arrival = self.l2.arrival
+        sharers = bool(self.l2.sharer_ranges)
         for ws, served, flat, act, width in polls:
             need = arrival[flat]
             for j in range(1, width):
                 need = np.maximum(need, arrival[flat + j])
+            if sharers:   # words written during the launch (initial data is seen at once)
+                need = np.where(need > 0, need + self.l2.seen_delay(flat), need)
             stale = (served < need) & act
             bad[ws[stale.any(axis=1)]] = True
         return bad
 
     def _phase(self, w: np.ndarray, cat: int) -> None:
-        """Warps ``w`` must poll again: their next poll starts after a delay uniform over one L2
-        round trip, the same for the warps of a CTA and drawn afresh for every wait of the CTA
-        (a hash of the CTA and the number of its earlier waits, so that the draws do not depend
-        on how the program is written). On the GPU a CTA's poll loop meets the last write at a
+        """Warps ``w`` must poll a grid barrier's counter again: their next poll starts after a
+        delay uniform over one L2 round trip, the same for the warps of a CTA and drawn afresh
+        for every wait of the CTA (a hash of the CTA and the number of its earlier waits, so
+        that the draws do not depend on how the program is written). On the GPU a CTA's poll loop meets the last write at a
         phase of its own: the CTAs arrive at different times and poll from their own arrival,
         and the last CTA to notice sets the round (``measurements/fence.py``: the arrive and
         spin of a grid barrier grows from 470 cycles on one CTA to 604, 770 and 1194 on 2, 8
         and 132; ``lamport_trace.py``: the slowest warp of a Lamport step comes 300-600 ns after
         the simulator's). Without it the simulator's CTAs, alike and deterministic, all poll in
-        step and notice together."""
+        step and notice together. Polls of data buffers (the Lamport slots) no longer take it:
+        on the pollers curve (``measurements/lamport_pollers.py --curve``) it made a small
+        exchange about 100 ns too slow whatever polled it, while the GPU's round grows with
+        the SMs that poll a line (``l2_poll_sharer_cycles``)."""
         cta = w // self.W
         ctas = np.unique(cta)
         k = self.waits[ctas]
@@ -383,7 +399,8 @@ class _Timing:
         if bad.any():
             cat = next((self.static[sid].cat for sid, _, _ in events
                         if self.static[sid].kind == "poll"), DATA)
-            self._phase(np.flatnonzero(bad), cat)
+            if cat == BARRIER:   # a grid barrier's counter; data polls re-poll at once
+                self._phase(np.flatnonzero(bad), cat)
         self.replaying = True
         try:
             while bad.any() and n < limit:

@@ -117,6 +117,10 @@ PARAMS: dict[str, Param] = {
     "l2_request_cycles_per_sm": Param("cycles/request", float, 0, 64,
                                       "an SM sends at most one load request to L2 every this "
                                       "many cycles (0: no limit)"),
+    "l2_poll_sharer_cycles": Param("cycles/SM", float, 0, 64,
+                                   "a word written into a line that N SMs poll (a data buffer, "
+                                   "not an atomic counter) is seen by the polls N x this many "
+                                   "cycles after it reaches L2"),
     "dram_latency_cycles": Param("cycles", int, 10, 10000, "load round trip on an L2 miss"),
     "dram_bandwidth_bytes_per_s": Param("bytes/s", float, 1e9, 1e14, "sustained DRAM bandwidth"),
     "launch_overhead_s": Param("s", float, 1e-8, 1e-3, "extra time per back-to-back launch"),
@@ -201,6 +205,7 @@ class GPUSpec:
     l2_group_map: str
     l2_group_request_cycles: float
     l2_request_cycles_per_sm: float
+    l2_poll_sharer_cycles: float
     dram_latency_cycles: int
     dram_bandwidth_bytes_per_s: float
     launch_overhead_s: float
@@ -255,7 +260,7 @@ def load_group_map(name: str) -> tuple[int, ...]:
     try:
         doc = json.loads(path.read_text())
         n = int(doc["groups"])
-        table = tuple(int(g) for g in doc["map"])
+        table = tuple(map(int, doc["map"]))
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise SpecError(f"L2 group map {path}: unreadable ({type(exc).__name__}: {exc}); "
                         f"accepted: JSON with 'groups' and 'map' (one group per line)") from None
@@ -297,13 +302,21 @@ def load_spec(name_or_path: str | Path = DEFAULT_GPU) -> GPUSpec:
         body = read_text(path, "spec file", SPEC_FILE_MAX)
     except InputError as exc:
         raise SpecError(str(exc)) from None
+    return _parse_text(body, str(path))
+
+
+@functools.lru_cache(maxsize=8)
+def _parse_text(body: str, path: str) -> GPUSpec:
+    """A spec file's text, parsed and checked once per content and path: a command loads its
+    spec twice (the argument check, then the command itself), and a :class:`GPUSpec` is frozen.
+    A file whose text changed is parsed again; a bad one raises every time."""
     try:
         data = tomllib.loads(body)
     except tomllib.TOMLDecodeError as exc:
         raise SpecError(f"spec file {path} is not valid TOML: {exc}") from None
     except RecursionError:
         raise SpecError(f"spec file {path} is not valid TOML: nested too deeply") from None
-    return parse_spec(data, str(path))
+    return parse_spec(data, path)
 
 
 def parse_spec(data: dict, origin: str = "<spec>") -> GPUSpec:

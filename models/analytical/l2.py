@@ -13,13 +13,13 @@ The terms of the step (:mod:`.persistent` adds them up) that live here:
   sub-partition's two warps share the INT pipe after a barrier (``ig``/``ia``). ``broadcast``:
   all SMs read h through the L2 slices.
 - ``sync``: Lamport: at least one extra poll round (the first poll of a group almost always
-  misses on the GPU), started after the phase delay of the last CTA to notice (the largest of
-  ``sm_count`` draws uniform over one L2 round trip, as the engine's ``_Timing._phase``), and
-  more when the busiest warp's stores become visible (``l2_store_visibility_cycles`` after the
-  slice serves them) later than that (the idlest warp's first poll comes a poll's ``lead``
-  after its own store); ``spread`` = FIFO stagger + per-warp
-  wavefront difference of the mapping + the h broadcast (the slices serve the SMs' staging
-  loads over ``bw`` cycles, so the SMs start their rows that far apart). A warp's load of its
+  misses on the GPU), re-polled at once, and more when the busiest warp's stores are seen
+  (``l2_store_visibility_cycles`` after the slice serves them, then ``l2_poll_sharer_cycles``
+  per SM polling the line, every SM here, as the engine's ``L2.seen_delay``) later than that
+  (the idlest warp's first poll comes a poll's ``lead`` after its own store); ``spread`` =
+  FIFO stagger + per-warp wavefront difference of the mapping + the h broadcast (the slices
+  serve the SMs' staging loads over ``bw`` cycles, so the SMs start their rows that far
+  apart). A warp's load of its
   own pending store waits instead of re-polling (never longer than a re-poll). Lines of the
   exchanged h written by several SMs (:func:`shared_lines`: where a CTA's words do not fill
   whole 128-byte lines) are handed to each further writer SM by one GPU-wide server, one every

@@ -53,6 +53,7 @@ from .timing import (
 from .variants import REASONS, VARIANTS, WARP, KernelTimes, Variant
 
 _BOUNDS = np.array(["latency", "issue", "fp32", "int", "smem"])
+LOCAL = "cta"   # the exchange of a CTA that holds whole heads (kernels_ir sparse_rnn.LOCAL)
 _CELL_OF_GATES = {g: cell for cell, g in cap.CELLS.items()}
 
 
@@ -71,8 +72,38 @@ def _loads_h(v: Variant, R):
     return np.where(first[None, :] | (R[:, None] < 2), 1.0, 0.0)
 
 
+def _local_cycles(spec, R, gates, before_x):
+    """The CTA-local exchange of a CTA that holds whole heads (kernels ``*_local_*``,
+    docs/heads.md), cycles per step beside the rows, for the slowest warp:
+
+    - x: the step's ``x_proj`` loads, issued by the prefetch when the step begins, read sectors
+      never touched before (a cold miss, as the engine's L2: one round trip plus
+      ``dram_latency - l2_hit_latency``; the far partition's, since the CTA barrier waits for
+      the slowest of its warps' loads and the slowest CTA sets the step); with no staging or polls
+      to hide behind, what is left of it after the first unit's rows (``before_x``) is exposed;
+    - the MOV keeping ``h_t`` for the exchange, then the CTA barrier
+      (``cta_barrier_latency`` after the last warp arrives);
+    - one STS per unit the warp owns (its B words are contiguous: one wavefront), the
+      sub-partition's warps issuing together (``ig`` apart), then the second barrier: released
+      ``cta_barrier_latency`` after the last STS issued and not before
+      ``cta_barrier_drain`` after the shared pipe served the CTA's stores (the engine's rule, as
+      :func:`.l2._stage_release`).
+    """
+    c = _cyc(spec)
+    Rf = np.asarray(R, dtype=np.float64)
+    units = np.ceil(Rf / gates)
+    x = l2_latency(spec, np.inf) + max(0.0, spec.dram_latency_cycles
+                                       - spec.l2_hit_latency_cycles)
+    wait = np.maximum(0.0, x - before_x)
+    bar = spec.cta_barrier_latency_cycles
+    drain = units * c["wpc"] / c["wf"]
+    return wait + 1 + bar + np.maximum(units * c["ig"] + bar,
+                                       drain + spec.cta_barrier_drain_cycles)
+
+
 def _persistent_from_slots(spec, v: Variant, N, B, K, wf_sm, wf_warp, mask, R, S, dtype,
-                           spread_wf=0.0, cta_spread=0.0, shared=None, cell="rnn"):
+                           spread_wf=0.0, cta_spread=0.0, shared=None, cell="rnn",
+                           exchange=""):
     """Assemble per-step cycles from per-row-slot arrays (configs x Rmax).
 
     ``spread_wf``: wavefronts by which the busiest warp's rows exceed the idlest warp's (exact
@@ -82,7 +113,8 @@ def _persistent_from_slots(spec, v: Variant, N, B, K, wf_sm, wf_warp, mask, R, S
     mapping, whose CTAs are the rows of ``wf_sm``) or an array with one :func:`deal_handovers`
     per configuration (expectation: alike CTAs); None: not counted. ``cell``: a gated cell's
     row-slots are gate rows (reduced and selected) and every unit's last one runs the unit's
-    epilogue (:func:`.timing._gated_tails`).
+    epilogue (:func:`.timing._gated_tails`). ``exchange`` ``"cta"`` (whole heads per CTA): no
+    staging, broadcast or grid-wide sync, the CTA-local exchange instead (:func:`_local_cycles`).
     """
     c = _cyc(spec)
     L = len(access_pattern(int(B), v.wide_loads))
@@ -146,9 +178,18 @@ def _persistent_from_slots(spec, v: Variant, N, B, K, wf_sm, wf_warp, mask, R, S
     smem_total = np.where(mask, wf_sm, 0.0).sum(axis=-1) / c["wf"]
     tail = (np.where(mask, tails, 0.0).sum(axis=-1) if gated else _tail_cycles(spec, B) * R)
     Rf = np.asarray(R, dtype=np.float64)
-    setup_st, per_round, poll, rounds, bw = _stage_parts(spec, N, B, Rf, v.sync)
-    stage = setup_st + rounds * (per_round + poll) + 1 + _stage_release(spec, N, B, v.sync)
-    if v.sync == "lamport":
+    if exchange == LOCAL:
+        pre = _prefetch_cycles(spec, Rf)
+        stage = bw = 0.0 * Rf
+        # the x of the first unit's epilogue, loaded when the step began
+        first_unit = row[..., :cap.CELLS[cell]].sum(axis=-1) + stagger
+        sync = _local_cycles(spec, Rf, cap.CELLS[cell], first_unit)
+    else:
+        setup_st, per_round, poll, rounds, bw = _stage_parts(spec, N, B, Rf, v.sync)
+        stage = setup_st + rounds * (per_round + poll) + 1 + _stage_release(spec, N, B, v.sync)
+    if exchange == LOCAL:
+        pass   # sync: the CTA-local exchange, above
+    elif v.sync == "lamport":
         pre = _prefetch_cycles(spec, Rf)
         # a warp polls as soon as its own rows are stored: when the busiest warp (anywhere)
         # stores more than `lead` cycles after the idlest one, the idlest warp's first poll is
@@ -160,13 +201,12 @@ def _persistent_from_slots(spec, v: Variant, N, B, K, wf_sm, wf_warp, mask, R, S
                                                  - spec.l2_hit_latency_cycles) / 2
         late = np.maximum(0.0, spread + vis - lead)
         # the first poll of a group almost always misses (the GPU: 2.04 polls per group and
-        # round, ``lmech_ws_1``), and a CTA that polls again does so after a phase delay
-        # uniform over one L2 round trip (the engine's ``_Timing._phase``): the last CTA to
-        # notice draws the largest of ``sm_count``, RT n / (n + 1), and its replays then need
-        # the data to have arrived (``late`` after the idlest warp's first poll)
-        n = spec.sm_count
-        phase = spec.l2_hit_latency_cycles * n / (n + 1)
-        again = phase + np.maximum(1.0, np.ceil(np.maximum(0.0, late - phase) / poll)) * poll
+        # round, ``lmech_ws_1``); a warp polls again at once, and its polls see the data
+        # ``l2_poll_sharer_cycles`` per polling SM after it arrived (the engine's rule: every
+        # SM polls every line of h), so the replays need ``late + seen`` after the idlest
+        # warp's first poll
+        seen = float(getattr(spec, "l2_poll_sharer_cycles", 0.0) or 0.0) * spec.sm_count
+        again = np.maximum(1.0, np.ceil(np.maximum(0.0, late + seen) / poll)) * poll
         sync = np.maximum(0.0, again - spread)
         if shared is not None:
             # the hand-over server starts with the first CTA's stores, `spread` before the last
@@ -294,7 +334,9 @@ def predict_mapping(spec, variant: str | Variant, mapping, batch: int, *, dtype:
     ``variant``: a name of :data:`VARIANTS` or any :class:`Variant` (e.g. a recorded case's
     sync / wide-loads / layout combination). ``report`` (:func:`kernels_ir.layouts.analyse` of
     the mapping) or ``wavefronts`` (:func:`mapping_wavefronts`) may be given to avoid recomputing
-    them. The slowest SM sets the step.
+    them. The slowest SM sets the step. A mapping of whole heads per CTA (``cta_local``, a
+    multi-head layer, :func:`builder_mapping`) is priced with the CTA-local exchange
+    (:func:`_local_cycles`) in place of the staging, broadcast and grid-wide sync.
     """
     v = variant if isinstance(variant, Variant) else VARIANTS[variant]
     if v.family != "persistent":
@@ -323,12 +365,15 @@ def predict_mapping(spec, variant: str | Variant, mapping, batch: int, *, dtype:
     args = (spec, v, np.array([N]), b, K, wf_sm, wf_warp, mask, R, S, dtype)
     # the rows whose warps store h: a gated cell's units are its gate-0 rows
     units = mapping.row_ids[:, ::mapping.gates]
+    # whole heads per CTA (multi-head layers, docs/heads.md): h is exchanged inside the CTA
+    exchange = LOCAL if getattr(mapping, "cta_local", False) else ""
     shared = (shared_lines(units, mapping.positions, b, wpc)
-              if v.sync == "lamport" else None)
+              if v.sync == "lamport" and not exchange else None)
     cell = _CELL_OF_GATES[mapping.gates]
     t, su, parts, which = _persistent_from_slots(*args, spread_wf=float(tw.max() - tw.min()),
-                                                 shared=shared, cell=cell)
-    if v.sync == "barrier":  # the other CTAs' atomics arrive earlier by their shorter work
+                                                 shared=shared, cell=cell, exchange=exchange)
+    if v.sync == "barrier" and not exchange:  # the other CTAs' atomics arrive earlier by their
+        # shorter work
         work = t - parts["sync_s"] / spec.cycle_s
         t, su, parts, which = _persistent_from_slots(
             *args, spread_wf=float(tw.max() - tw.min()), cta_spread=float(work.max() - work.min()),
@@ -336,10 +381,36 @@ def predict_mapping(spec, variant: str | Variant, mapping, batch: int, *, dtype:
     worst = int(np.argmax(t))
     f = cap.fit(spec, N, b, 1.0, cell=cell, dtype=dtype, dense=not v.sparse,
                 slots=mapping.slots)
-    ok = f.fits
+    # whole heads per CTA: the builder kept them after its own capacity check, with the
+    # registers of the CTA-local kernel (no staging), which the single-head count overstates
+    ok = f.fits or bool(exchange)
     parts = {k: np.atleast_1d(np.asarray(val))[worst if np.size(val) > 1 else 0]
              for k, val in parts.items()}
     return KernelTimes(v.name, np.array([t[worst] if ok else np.nan]), np.array([ok]),
                        np.array([0 if ok else REASONS.index(f.limit)]), np.array([su]),
                        {k: np.array([val]) for k, val in parts.items()},
                        np.array([which[worst]], dtype=object))
+
+
+def builder_mapping(spec, variant: str | Variant, layer, *, seed: int = 0, dtype: str = "fp32"):
+    """The mapping the kernel builder makes for ``layer`` with ``variant`` (one CTA of
+    ``THREADS_PER_CTA`` threads per SM), after its capacity check: for a multi-head layer whole
+    heads per CTA when the registers of a CTA hold them (``cta_local``), else the heads dealt
+    over all warps (the grid-wide exchange), as :mod:`kernels_ir.kernels.sparse_rnn` decides.
+    Raises :class:`kernels_ir.errors.CapacityError` when neither fits."""
+    from kernels_ir.errors import CapacityError
+    from kernels_ir.kernels.sparse_rnn import _map_and_check, fp16_layer
+
+    v = variant if isinstance(variant, Variant) else VARIANTS[variant]
+    if dtype == "fp16":
+        layer = fp16_layer(layer)
+    args = dict(sync=v.sync, wide_loads=v.wide_loads, layout=v.layout if v.sparse else "naive",
+                threads_per_cta=cap.THREADS_PER_CTA, seed=seed if v.sparse else 0,
+                dense=not v.sparse, n_ctas=spec.sm_count, dtype=dtype)
+    heads = int(getattr(layer, "heads", 1))
+    try:
+        return _map_and_check(layer, spec, heads=heads, **args)[0]
+    except CapacityError:
+        if heads == 1:
+            raise
+        return _map_and_check(layer, spec, heads=1, **args)[0]

@@ -153,7 +153,7 @@ def _f(x) -> float | None:
 
 def predict_layer(spec, hidden: int, batch: int, density: float, *, timesteps: int = 1,
                   cell: str = "rnn", dtype: str = "fp32", engine: str = "model", seed: int = 0,
-                  simulator=None, exact: bool = True) -> Report:
+                  simulator=None, exact: bool = True, heads: int = 1) -> Report:
     """Per-step and total time of every kernel and baseline for one layer (``gpusim predict``).
 
     The persistent kernels are evaluated on a concrete random layer (seeded) mapped onto the GPU
@@ -164,6 +164,13 @@ def predict_layer(spec, hidden: int, batch: int, density: float, *, timesteps: i
     on as ``cell=`` and fp16 as ``dtype=`` for the persistent kernels, while the CSR kernel
     (fp32 rnn cell only in the IR) keeps the model for them, with a note. This package never
     imports the simulator: the CLI passes it in. Every row names the engine that produced it.
+
+    ``heads`` H > 1 (a multi-head layer, docs/heads.md; the simulator callable builds its own
+    layers, so only ``engine="model"`` uses it): whether a kernel fits is the single-head answer,
+    as with the simulator, and each persistent kernel that fits is priced on the mapping its
+    builder makes for the seeded block-diagonal layer (:func:`.persistent.builder_mapping`: whole
+    heads per CTA and the CTA-local exchange where they fit, else the grid-wide exchange); the
+    baselines have no head-wise model and keep their single-head rows, with a note.
     """
     _validate(hidden, batch, density, timesteps, cell, dtype, engine)
     if engine == "sim" and simulator is None:
@@ -195,6 +202,10 @@ def predict_layer(spec, hidden: int, batch: int, density: float, *, timesteps: i
     rows = []
     notes = []
     to_simulate: list[str] = []
+    head_layers: dict = {}
+    if heads > 1 and engine == "model":
+        notes.append("csr-row-per-warp: no head-wise model; priced by the model for this density "
+                     "over the full N x N")
     for name, kt in fast.items():
         v = VARIANTS[name]
         eng = "model"
@@ -223,6 +234,17 @@ def predict_layer(spec, hidden: int, batch: int, density: float, *, timesteps: i
                 bound = str(ex.bound[0])
                 bd = {k: _f(val[0]) for k, val in ex.breakdown.items()}
                 eng = "model (exact layout)"
+        if ok and heads > 1 and engine == "model" and v.family == "persistent":
+            ex, why = _head_price(spec, v, hidden, batch, density, cell, dtype, seed, heads,
+                                  head_layers)
+            if ex is None:
+                ok, code = False, 0
+                rows.append(Row(name, v.family, "model", False, None, None, why, "", {}))
+                continue
+            per, setup = float(ex.per_step_s[0]), float(ex.setup_s[0])
+            bound = str(ex.bound[0])
+            bd = {k: _f(val[0]) for k, val in ex.breakdown.items()}
+            eng = "model (exact layout)"
         if ok and engine == "sim" and name in SIMULATED:
             if cell != "rnn" and v.family != "persistent":
                 notes.append(f"{name}: the kernel in the IR has the rnn cell only; priced by the "
@@ -266,6 +288,33 @@ def predict_layer(spec, hidden: int, batch: int, density: float, *, timesteps: i
     return Report(spec.name, int(hidden), int(batch), float(density), int(timesteps), cell,
                   dtype, engine, tuple(rows), best_p.name if best_p else None,
                   nxt.name if nxt else None, speed, "; ".join(notes))
+
+
+def _head_price(spec, v: Variant, hidden, batch, density, cell, dtype, seed, heads, cache):
+    """``(KernelTimes, "")`` of persistent variant ``v`` on the seeded multi-head layer (the
+    layer the simulator builds: same draw of ``U``), priced on its builder's mapping; ``(None,
+    why)`` when the builder finds no mapping that fits. ``cache``: layers and mappings by key."""
+    from kernels_ir.errors import CapacityError
+
+    from ..sparse import random_layer
+    from .persistent import builder_mapping
+
+    d = density if v.sparse else 1.0
+    if d not in cache:
+        cache[d] = random_layer(hidden, batch, d, 1, seed, cell=cell, heads=heads)
+    key = (_mapping_key(v), v.sparse, v.sync)
+    if key not in cache:
+        try:
+            cache[key] = builder_mapping(spec, v, cache[d], seed=seed, dtype=dtype)
+        except CapacityError as exc:
+            cache[key] = str(exc)
+    m = cache[key]
+    if isinstance(m, str):
+        return None, m
+    t = predict_mapping(spec, v, m, batch, dtype=dtype)
+    if not bool(t.fits[0]):
+        return None, f"the multi-head mapping does not fit: {REASONS[int(t.reason[0])]}"
+    return t, ""
 
 
 def _mapping_key(v: Variant) -> tuple:

@@ -132,8 +132,14 @@ def test_predict_sim_heads_says_where_the_grid_sync_disappears(capsys, monkeypat
 
 
 
-def test_predict_model_refuses_heads(capsys):
-    rc, _, err = _run(["predict", "--hidden", "640", "--heads", "4"], capsys)
-    assert rc == 2 and "heads=4 needs engine 'sim' (--engine sim)" in err
+def test_predict_model_prices_heads(capsys):
+    rc, out, _ = _run(["predict", "--gpu", "h100", "--hidden", "640", "--batch", "2",
+                       "--heads", "4", "--json"], capsys)
+    assert rc == 0
+    rep = json.loads(out)
+    assert rep["engine"] == "model" and rep["heads"] == 4
+    persistent = [k for k in rep["kernels"] if k["family"] == "persistent" and k["fits"]]
+    assert persistent and all(k["engine"].startswith("model") for k in persistent)
+    assert "CSR rows are the model's" in rep["heads_note"]
     rc, _, err = _run(["predict", "--hidden", "640", "--heads", "3", "--engine", "sim"], capsys)
     assert rc == 2 and "heads=3 must be a positive integer that divides hidden=640" in err

@@ -64,12 +64,10 @@ def _run_all(configs, steps=3, cell="rnn"):
 # Known gaps, each bounded (at most the bound given) and strict (an entry back within
 # TOLERANCE fails, so that it is removed):
 KNOWN = {
-    # the model charges every Lamport exchange a missed first poll and a poll phase (as the GPU
-    # at full size, ``lmech_ws_1``); on this 8-SM launch the warps store in lockstep and the
-    # simulator's first poll finds h (one L2 round trip after the last store). The rows
-    # agree: 288 simulated cycles a row-slot, 284 in the model's chain (the dense row-slots
-    # after the first reuse h in registers in both), so the exchange's ~500 cycles show.
-    ("v100", 8, 512, 1, 0.2, "dense-persistent", "rnn"): 0.20,
+    # the pollers' delay (``l2_poll_sharer_cycles`` x 132 SMs, 264 cycles) moves the engine's
+    # detection by whole poll periods, the model's by its expected share of them: at this small
+    # slot (128 lines, one staging group) the model is 16% over the simulator
+    ("h100", None, 512, 8, 0.2, "sparse-lamport", "rnn"): 0.20,
 }
 
 
