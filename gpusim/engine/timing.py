@@ -369,18 +369,18 @@ class _Timing:
 
     def _phase(self, w: np.ndarray, cat: int) -> None:
         """Warps ``w`` must poll a grid barrier's counter again: their next poll starts after a
-        delay uniform over one L2 round trip, the same for the warps of a CTA and drawn afresh
-        for every wait of the CTA (a hash of the CTA and the number of its earlier waits, so
-        that the draws do not depend on how the program is written). On the GPU a CTA's poll
-        loop meets the last write at a phase of its own: the CTAs arrive at different times and poll from their own arrival,
-        and the last CTA to notice sets the round (``measurements/fence.py``: the arrive and
-        spin of a grid barrier grows from 470 cycles on one CTA to 604, 770 and 1194 on 2, 8
-        and 132; ``lamport_trace.py``: the slowest warp of a Lamport step comes 300-600 ns after
-        the simulator's). Without it the simulator's CTAs, alike and deterministic, all poll in
-        step and notice together. Polls of data buffers (the Lamport slots) no longer take it:
-        on the pollers curve (``measurements/lamport_pollers.py --curve``) it made a small
-        exchange about 100 ns too slow whatever polled it, while the GPU's round grows with
-        the SMs that poll a line (``l2_poll_sharer_cycles``)."""
+        delay uniform over one L2 round trip, the same for the warps of a CTA and drawn afresh for
+        every wait of the CTA (a hash of the CTA and the number of its earlier waits, so that the
+        draws do not depend on how the program is written). On the GPU a CTA's poll loop meets the
+        last write at a phase of its own: the CTAs arrive at different times and poll from their own
+        arrival, and the last CTA to notice sets the round (``measurements/fence.py``: the arrive
+        and spin of a grid barrier grows from 470 cycles on one CTA to 604, 770 and 1194 on 2, 8 and
+        132; ``lamport_trace.py``: the slowest warp of a Lamport step comes 300-600 ns after the
+        simulator's). Without it the simulator's CTAs, alike and deterministic, all poll in step and
+        notice together. Polls of data buffers (the Lamport slots) no longer take it: on the pollers
+        curve (``measurements/lamport_pollers.py --curve``) it made a small exchange about 100 ns
+        too slow whatever polled it, while the GPU's round grows with the SMs that poll a line
+        (``l2_poll_sharer_cycles``)."""
         cta = w // self.W
         ctas = np.unique(cta)
         k = self.waits[ctas]
