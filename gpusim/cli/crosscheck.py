@@ -170,8 +170,6 @@ def run_crosscheck(data: str | Path, *, every: int = 1, kinds: tuple[str, ...] |
     draws, :func:`gpusim.samples.draws`); return per-case rows and the summary, overall and per
     sample (in sample / out of sample, :mod:`gpusim.samples`). ``jobs``: worker processes
     (each case is simulated independently; the result does not depend on ``jobs``)."""
-    from scipy.stats import spearmanr
-
     from gpusim.measurements import (
         ARBITRATION,
         BANK_METRICS,
@@ -249,6 +247,15 @@ def run_crosscheck(data: str | Path, *, every: int = 1, kinds: tuple[str, ...] |
         raise InputError(f"no recorded case in {data} could be predicted (kinds={kinds}; "
                          f"{len(stale)} stale; {len(skipped)} not predicted"
                          + (f", e.g. {first[0]}: {first[1]})" if first else ")"))
+    return _report(rows, mismatched, stale, skipped, min(versions), str(data), gpus, specs,
+                   draw_info, every)
+
+
+def _report(rows, mismatched, stale, skipped, version, data, gpus, specs, draw_info,
+            every) -> dict:
+    """The summary of per-case ``rows``, overall and per sample, with the cases left out."""
+    from scipy.stats import spearmanr
+
     # the whole summary covers every predicted case; per sample, the RNN fp32 layers (the main
     # job's, the headline) and the gated, fp16 and multi-head layers of the fresh draws
     # ("cells") are summarised apart
@@ -264,10 +271,38 @@ def run_crosscheck(data: str | Path, *, every: int = 1, kinds: tuple[str, ...] |
     summary.update({"unscored": len(mismatched), "unscored_cases": mismatched,
                     "stale": len(stale), "stale_cases": stale,
                     "skipped": len(skipped), "skipped_cases": skipped,
-                    "format_version": min(versions), "data": str(data),
+                    "format_version": version, "data": data,
                     "gpu": ", ".join(sorted(gpus)), "spec": ", ".join(sorted(specs)),
                     "draws": draw_info, "every": every, "rows": rows})
     return summary
+
+
+def merge_reports(parts: list[dict], data: str) -> dict:
+    """One report of ``data`` from cross-checks of disjoint sets of its draws (each a
+    :func:`run_crosscheck` report, e.g. the campaign and the earlier draws in one run and a new
+    draw right after its measurement in another, under the same model): their rows, draws and
+    left-out cases together, summarised as :func:`run_crosscheck` summarises. The draws come
+    out in :func:`gpusim.samples.draws` order; a draw in two parts, or parts with different
+    ``every``, are refused."""
+    from gpusim.samples import draws
+
+    names = [d["draw"] for p in parts for d in p["draws"]]
+    if len(set(names)) != len(names):
+        raise InputError(f"merge_reports: a draw is in two parts ({sorted(names)})")
+    if len({p["every"] for p in parts}) != 1:
+        raise InputError("merge_reports: the parts used different --every")
+    order = {g.name: i for i, g in enumerate(draws(data))}
+    info = sorted((d for p in parts for d in p["draws"]), key=lambda d: order.get(d["draw"], 1e9))
+    rank = {d["draw"]: i for i, d in enumerate(info)}
+    rows = sorted((r for p in parts for r in p["rows"]), key=lambda r: rank[r["draw"]])
+
+    def joined(key):
+        return {k: v for p in parts for k, v in p[key].items()}
+
+    return _report(rows, joined("unscored_cases"), joined("stale_cases"),
+                   joined("skipped_cases"), min(p["format_version"] for p in parts), str(data),
+                   {g for p in parts for g in p["gpu"].split(", ")},
+                   {x for p in parts for x in p["spec"].split(", ")}, info, parts[0]["every"])
 
 
 def _summarise(rows, spearmanr) -> dict:
