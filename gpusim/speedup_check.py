@@ -94,7 +94,7 @@ def check_speedups(data, *, engines=("model", "sim"), include_fresh: bool = True
     processes predict the layers (one layer per process)."""
     from gpusim.cli.crosscheck import _map
     from gpusim.measurements import load_campaign
-    from gpusim.samples import IN_SAMPLE, OUT_OF_SAMPLE, draws
+    from gpusim.samples import draws
     from gpusim.specs import load_spec
 
     rows = []
@@ -130,6 +130,14 @@ def check_speedups(data, *, engines=("model", "sim"), include_fresh: bool = True
                             "fastest_named": fastest == row["measured"]["fastest"],
                             "times_s": {r.name: r.per_step_s for r in rep.rows}}
             rows.append(row)
+    return summarise_speedups(rows, engines)
+
+
+def summarise_speedups(rows: list, engines=("model", "sim")) -> dict:
+    """The speedup summary of per-layer ``rows`` (:func:`check_speedups`' rows, from one run
+    or from several runs over disjoint draws under one model), per sample and engine."""
+    from gpusim.samples import IN_SAMPLE, OUT_OF_SAMPLE
+
     summary = {"engines": list(engines), "rows": rows, "samples": {}, "cells": {}}
     # the headline samples are the RNN fp32 layers (the main job's); the gated and fp16 layers
     # are summarised apart under "cells"
