@@ -67,3 +67,33 @@ def test_bad_arguments_exit_2(tmp_path, capsys):
     assert "does not exist" in capsys.readouterr().err
     assert main(["crosscheck", "--kinds", "bogus"]) == 2
     assert "bogus" in capsys.readouterr().err
+
+
+def test_merged_reports_equal_one_run_over_the_same_draws(tmp_path):
+    """``merge_reports``: the cross-checks of disjoint draws (the campaign alone, then each fresh
+    draw alone) merged give the report of one run over all of them, rows, summaries and labels
+    alike; a draw in two parts is refused. The library cases only (the model prices them: fast)."""
+    import os
+
+    from gpusim.cli.crosscheck import merge_reports, run_crosscheck
+    from kernels_ir.errors import InputError
+
+    data = tmp_path / "h100"
+    data.mkdir()
+    for name in ("campaign.json", "ncu.json"):
+        os.symlink(DATA / name, data / name)
+    draws = sorted(p.name for p in DATA.glob("fresh_*"))[-2:]
+    for name in draws:
+        os.symlink(DATA / name, data / name)
+    kinds = ("cublas", "cusparse")
+    whole = run_crosscheck(data, kinds=kinds)
+    parts = [run_crosscheck(data, kinds=kinds, include_fresh=False)]
+    parts += [run_crosscheck(data / name, kinds=kinds) for name in reversed(draws)]
+    merged = merge_reports(parts, str(data))
+    assert [d["draw"] for d in merged["draws"]] == [d["draw"] for d in whole["draws"]]
+    assert merged["rows"] == whole["rows"]
+    for key in ("cases", "mape", "spearman", "samples", "cells", "by_family", "stale",
+                "skipped", "unscored"):
+        assert merged[key] == whole[key], key
+    with pytest.raises(InputError, match="a draw is in two parts"):
+        merge_reports(parts + parts[1:2], str(data))
