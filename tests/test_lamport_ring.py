@@ -202,3 +202,25 @@ def test_merge_record_and_the_readme():
     text = (RECORD.parents[1] / "README.md").read_text()
     for key in s:
         assert f"    | `ring_{key}` | {round(g[key])} | {round(s[key])} |" in text, key
+
+
+def test_the_spec_holds_the_pollers_fit():
+    """``l2_poll_sharer_cycles`` of the H100 spec is the value ``lamport_pollers.py
+    --fit-sharers`` chose (the grid's smallest mean absolute log error against the mean of the
+    curve's three GPU runs, which the record names), and the H200 and V100 carry it over."""
+    from gpusim.specs import load_spec
+    from measurements import lamport_pollers as lp
+
+    rec = json.loads((RECORD.parent / "lamport_pollers_fit.json").read_text())
+    assert rec["records"] == list(lp.CURVE_RECORDS)
+    assert all((RECORD.parent / name).exists() for name in rec["records"])
+    best = min(rec["grid"], key=lambda r: r["mean_abs_log_error"])
+    assert best["value"] == rec["value"] == load_spec("h100").l2_poll_sharer_cycles
+    assert load_spec("h200").l2_poll_sharer_cycles == load_spec("v100").l2_poll_sharer_cycles \
+        == rec["value"]
+    assert 0.0 in [r["value"] for r in rec["grid"]]   # the rule's absence was on the grid
+    gpu = rec["gpu_mean_s"]
+    for key, *_ in lp.CURVE:   # the GPU's mean is the three runs' mean
+        runs = [json.loads((RECORD.parent / n).read_text())["results"][key]["per_op_s"]
+                for n in lp.CURVE_RECORDS]
+        assert gpu[key] == pytest.approx(sum(runs) / len(runs), rel=1e-12)
