@@ -121,32 +121,18 @@ def fit_sharers(folder: str, grid=SHARER_GRID) -> dict:
     simulated ns per round of the :data:`CURVE` experiments have the smallest mean absolute log
     error against the mean of the GPU's runs in :data:`CURVE_RECORDS` under ``folder`` (every
     other parameter as in the h100 spec)."""
-    import dataclasses
     import json
-    import math
 
-    from gpusim.specs import load_spec
-    from measurements.lamport_ring import simulate_k
+    from measurements.lamport_ring import grid_fit
 
     runs = []
     for name in CURVE_RECORDS:
         with open(os.path.join(folder, name)) as f:
             runs.append(json.load(f)["results"])
     gpu = {key: sum(r[key]["per_op_s"] for r in runs) / len(runs) for key, *_ in CURVE}
-    spec = load_spec("h100")
-    rows = []
-    for value in grid:
-        s = dataclasses.replace(spec, l2_poll_sharer_cycles=float(value))
-        sims = {key: simulate_k(s, k, o, w)["per_op_s"] for key, k, o, w in CURVE}
-        err = sum(abs(math.log(sims[k] / gpu[k])) for k in sims) / len(sims)
-        rows.append({"value": value, "mean_abs_log_error": err, "simulated_s": sims})
-        print(f"  {value:4.1f} cycles/SM: mean |log error| {err:.3f}  " + "  ".join(
-            f"{k.removesuffix('_exact_few_warps_c1')}:{sims[k] * 1e9:.0f}/{gpu[k] * 1e9:.0f}"
-            for k in sims), flush=True)
-    best = min(rows, key=lambda r: r["mean_abs_log_error"])
-    print(f"l2_poll_sharer_cycles = {best['value']}")
-    return {"value": best["value"], "grid": rows, "gpu_mean_s": gpu,
-            "records": list(CURVE_RECORDS), "benchmarks": [e[0] for e in CURVE]}
+    fit = grid_fit("l2_poll_sharer_cycles", grid, CURVE, gpu)
+    return {**fit, "gpu_mean_s": gpu, "records": list(CURVE_RECORDS),
+            "benchmarks": [e[0] for e in CURVE]}
 
 
 def main(argv: list | None = None) -> int:

@@ -330,33 +330,44 @@ HANDOVER_FIT = ("132_sec", "132_sec12", "132_sec32", "132_rows", "4_sec", "4_row
 HANDOVER_GRID = (1.0, 1.25, 1.5, 1.75, 2.0, 2.5)
 
 
-def fit_handover(path: str, grid=HANDOVER_GRID) -> dict:
-    """``l2_line_handover_cycles`` (:mod:`gpusim.engine.l2`) from the record ``path``: the value
-    of ``grid`` whose simulated ns per round of :data:`HANDOVER_FIT` have the smallest mean
-    absolute log error against the GPU's (every other parameter as in the h100 spec)."""
+def grid_fit(field: str, grid, experiments, gpu: dict) -> dict:
+    """The value of ``grid`` for spec parameter ``field`` whose simulated ns per round of
+    ``experiments`` (:data:`EXPERIMENTS`-style tuples ``(key, k, order, writes)``) have the
+    smallest mean absolute log error against ``gpu`` (seconds per round by key), every other
+    parameter as in the h100 spec: ``{"value", "grid"}``, each grid row with its error and
+    simulated seconds."""
     import dataclasses
-    import json
     import math
 
     from gpusim.specs import load_spec
 
-    with open(path) as f:
-        rec = json.load(f)
     spec = load_spec("h100")
-    exps = {e[0]: e for e in EXPERIMENTS}
     rows = []
     for value in grid:
-        s = dataclasses.replace(spec, l2_line_handover_cycles=float(value))
-        sims = {key: simulate_k(s, *exps[key][1:])["per_op_s"] for key in HANDOVER_FIT}
-        err = sum(abs(math.log(sims[k] / rec["results"][k]["per_op_s"])) for k in HANDOVER_FIT)
-        rows.append({"value": value, "mean_abs_log_error": err / len(HANDOVER_FIT),
-                     "simulated_s": sims})
-        print(f"  {value:5.2f} cycles: mean |log error| {err / len(HANDOVER_FIT):.3f}  "
-              + "  ".join(f"{k} {sims[k] * 1e9:.0f}/{rec['results'][k]['per_op_s'] * 1e9:.0f}"
-                          for k in HANDOVER_FIT), flush=True)
+        s = dataclasses.replace(spec, **{field: float(value)})
+        sims = {key: simulate_k(s, k, o, w)["per_op_s"] for key, k, o, w in experiments}
+        err = sum(abs(math.log(sims[x] / gpu[x])) for x in sims) / len(sims)
+        rows.append({"value": value, "mean_abs_log_error": err, "simulated_s": sims})
+        print(f"  {value:5.2f}: mean |log error| {err:.3f}  "
+              + "  ".join(f"{x} {sims[x] * 1e9:.0f}/{gpu[x] * 1e9:.0f}" for x in sims),
+              flush=True)
     best = min(rows, key=lambda r: r["mean_abs_log_error"])
-    print(f"l2_line_handover_cycles = {best['value']}")
-    return {"value": best["value"], "grid": rows, "benchmarks": list(HANDOVER_FIT)}
+    print(f"{field} = {best['value']}")
+    return {"value": best["value"], "grid": rows}
+
+
+def fit_handover(path: str, grid=HANDOVER_GRID) -> dict:
+    """``l2_line_handover_cycles`` (:mod:`gpusim.engine.l2`) from the record ``path``: the value
+    of ``grid`` whose simulated ns per round of :data:`HANDOVER_FIT` have the smallest mean
+    absolute log error against the GPU's (:func:`grid_fit`)."""
+    import json
+
+    with open(path) as f:
+        rec = json.load(f)
+    exps = {e[0]: e for e in EXPERIMENTS}
+    gpu = {k: rec["results"][k]["per_op_s"] for k in HANDOVER_FIT}
+    fit = grid_fit("l2_line_handover_cycles", grid, [exps[k] for k in HANDOVER_FIT], gpu)
+    return {**fit, "benchmarks": list(HANDOVER_FIT)}
 
 
 def main(argv: list | None = None) -> int:
