@@ -319,6 +319,7 @@ def simulate(gpu="v100", hidden: int = 1152, batch: int = 4, density: float = 0.
     from gpusim.cli.common import BATCH_MAX, HIDDEN_MAX, TIMESTEPS_MAX
     from gpusim.cli.run import build_program
     from gpusim.engine import simulate as engine_simulate
+    from gpusim.pricing import PERSISTENT_L2_WARM
     from kernels_ir.kernels.sparse_rnn import max_rel_err
 
     args = SimpleNamespace(
@@ -340,7 +341,7 @@ def simulate(gpu="v100", hidden: int = 1152, batch: int = 4, density: float = 0.
         args.gpu = _spec(gpu)
     spec, prog = build_program(args)
     res = engine_simulate(prog.kernel, prog.inputs, spec, sample_steps=sample_steps,
-                          progress=bool(progress))
+                          progress=bool(progress), l2_warm=PERSISTENT_L2_WARM)
     H = prog.outputs(res.globals)[: steps + 1]
     res = res.with_error(max_rel_err(H, prog.reference()[: steps + 1]))
     wall = time.perf_counter() - t0

@@ -271,6 +271,7 @@ class L2:
         # the slice arrival / visible cycle of the line's last store that waited for a
         # hand-over (loads reaching the line after it wait for it)
         self.sectors_per_line = max(1, 128 // int(spec.l2_sector_bytes))
+        self.line_words = self.sector_words * self.sectors_per_line
         self.handover = float(getattr(spec, "l2_line_handover_cycles", 0))
         self.sm_of_warp = None if sm_of_warp is None else np.asarray(sm_of_warp, dtype=np.int64)
         if self.handover > 0 and self.sm_of_warp is not None:
@@ -441,7 +442,7 @@ class L2:
         in lockstep every CTA's stores of a round are taken before any CTA's polls of it, while
         on the GPU the early CTAs already poll the sectors the late ones still write."""
         if self.handover:
-            lw = self.sector_words * self.sectors_per_line
+            lw = self.line_words
             self.polled[lo_word // lw:-(-(lo_word + n_words) // lw)] = True
 
     def track_pollers(self, lo_word: int, n_words: int) -> None:
@@ -449,7 +450,7 @@ class L2:
         the distinct SMs that poll each of its lines (:meth:`note_polls`)."""
         if self.sharer <= 0 or self.sm_of_warp is None or n_words <= 0:
             return
-        lw = self.sector_words * self.sectors_per_line
+        lw = self.line_words
         lo, hi = lo_word // lw, -(-(lo_word + n_words) // lw)
         n_sms = int(self.sm_of_warp.max()) + 1
         self.sharer_ranges.append((lo, hi, np.zeros((hi - lo, -(-n_sms // 8)), dtype=np.uint8),
@@ -461,7 +462,7 @@ class L2:
         if not self.sharer_ranges:
             return
         act = active[warps]
-        lw = self.sector_words * self.sectors_per_line
+        lw = self.line_words
         lines = (flat[warps] // lw)[act]
         sms = np.broadcast_to(self.sm_of_warp[warps][:, None], act.shape)[act]
         for lo, hi, bits, count in self.sharer_ranges:
@@ -480,7 +481,7 @@ class L2:
         """Cycles after its arrival at L2 that a word at ``flat`` is seen by the polls:
         ``l2_poll_sharer_cycles`` times the SMs that poll its line (0 outside tracked buffers)."""
         out = np.zeros(flat.shape)
-        lw = self.sector_words * self.sectors_per_line
+        lw = self.line_words
         lines = flat // lw
         for lo, hi, _bits, count in self.sharer_ranges:
             inside = (lines >= lo) & (lines < hi)

@@ -8,6 +8,14 @@ order is close to the hardware's); the data is ready ``smem_latency_cycles`` aft
 wavefront. Bank conflicts (wavefronts beyond one per active phase,
 :func:`kernels_ir.banks.cost`) are counted per static instruction and per warp.
 
+Warp shuffles (``SHFL``) take the same pipe (:meth:`SharedPipe.shuffle`): the LSU pipe hands
+them to L1TEX one warp-instruction a cycle per SM (``shfl_per_cycle_per_sm``), in the FIFO of the
+shared accesses. ``measurements/h100/shfl_pipe.json``: from 4 warps per SM up the GPU issues 1.00
+shuffle a cycle per SM whatever the warps (the simulator, with a shuffle pipe per sub-partition,
+issued up to 3.9), a conflict-free shared load beside every shuffle doubles the cost (1.03
+cycles per instruction: one pipe), an FFMA beside it does not. Shuffles are not counted as
+shared wavefronts (the bank-conflict cross-check compares those with Nsight).
+
 Global loads (``LDG``, polls) pass two L1TEX stages of the SM:
 
 - :meth:`SharedPipe.tag_stage` at issue, in distinct 128-byte lines the warp's active lanes
@@ -69,6 +77,7 @@ TAG_SETS_PER_CYCLE = 4
 class SharedPipe:
     def __init__(self, spec, n_sms: int, n_warps: int, n_instrs: int):
         self.rate = float(spec.smem_wavefronts_per_cycle)
+        self.shfl_cycles = 1.0 / float(spec.shfl_per_cycle_per_sm)
         self.latency = float(spec.smem_latency_cycles)
         self.free = np.zeros(n_sms)
         self._cache: dict[int, list] = {}
@@ -104,6 +113,12 @@ class SharedPipe:
         self.conflicts[sid] += int(bc.sum())
         self.conflicts_per_warp[warps] += bc
         return self._fifo(issue, sm[warps], wf / self.rate) + self.latency
+
+    def shuffle(self, issue: np.ndarray, warps: np.ndarray, sm: np.ndarray) -> np.ndarray:
+        """Per-warp cycle at which a shuffle issued at ``issue`` takes its place in the pipe
+        (its result is ready the shuffle latency later)."""
+        d = np.full(warps.size, self.shfl_cycles)
+        return self._fifo(issue, sm[warps], d) - d
 
     def tag_stage(self, issue: np.ndarray, warps: np.ndarray, sm: np.ndarray,
                   lines: np.ndarray) -> np.ndarray:

@@ -8,8 +8,10 @@ computes, vectorised over the warps of the lockstep step:
    elements, control wait (CTA barrier release, fence));
 2. issue cycle = first cycle >= ready with a free issue slot and free pipe cycles on the warp's
    sub-partition (:mod:`.scheduler`, with backfill);
-3. the result's ready cycle: + ``fma``/``alu``/``sfu``/``shfl`` latency; LDS/STS through the SM's
-   shared pipe (:mod:`.smem`); LDG/STG/atomics through L2 slices and DRAM (:mod:`.l2`), a
+3. the result's ready cycle: + ``fma``/``alu``/``sfu`` latency; a shuffle takes its place in
+   the SM's shared pipe (:mod:`.smem`, ``shfl_per_cycle_per_sm``) and is ready ``shfl``
+   latency after it; LDS/STS through the SM's shared pipe (:mod:`.smem`); LDG/STG/atomics
+   through L2 slices and DRAM (:mod:`.l2`), a
    global load also through the SM's L1TEX tag stage before and data stage after (:mod:`.smem`);
    BAR releases all warps of a CTA ``cta_barrier_latency_cycles`` after the last one arrives,
    and not before ``cta_barrier_drain_cycles`` after the SM's shared pipe has served the
@@ -108,6 +110,8 @@ class _Static:
             self.kind, pipe, self.lat = "alu", "sfu", {
                 Op.TANH: spec.sfu_latency_cycles, Op.EXP: spec.exp_latency_cycles,
                 Op.SIGMOID: spec.sigmoid_latency_cycles}[op]
+        elif op in (Op.SHFL_XOR, Op.SHFL_IDX):   # through the SM's shared pipe (smem.py)
+            self.kind, pipe, self.lat = "shfl", "mem", spec.shfl_latency_cycles
         elif op in WARP_OPS:
             self.kind, pipe, self.lat = "alu", "mem", spec.shfl_latency_cycles
         elif op in INT_ALU:
@@ -285,6 +289,8 @@ class _Timing:
         kind = st.kind
         if kind == "alu":
             self._write(st, ws, full, issue_f + st.lat, ISSUE)
+        elif kind == "shfl":
+            self._write(st, ws, full, self.smem.shuffle(issue_f, ws, self.sm) + st.lat, ISSUE)
         elif kind in ("lds", "sts"):
             words = flat - self.smem_base
             done = self.smem.access(sid, issue_f, ws, self.sm, words, m.arr, st.width,

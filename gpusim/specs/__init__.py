@@ -57,6 +57,9 @@ PARAMS: dict[str, Param] = {
     "sigmoid_latency_cycles": Param("cycles", int, 1, 1000,
                                     "latency of sigmoid (CUDA 1 / (1 + expf(-x)))"),
     "shfl_latency_cycles": Param("cycles", int, 1, 200, "latency of a warp shuffle"),
+    "shfl_per_cycle_per_sm": Param("warp-instr/cycle", float, 0.1, 8,
+                                   "warp shuffles an SM issues per cycle (the LSU pipe to "
+                                   "L1TEX, shared with the shared-memory wavefronts)"),
     "regs_per_sm": Param("32-bit registers", int, 1024, 1 << 20, "register file per SM"),
     "max_regs_per_thread": Param("registers", int, 16, 1024, "largest register count per thread"),
     "reg_alloc_unit_per_warp": Param("registers", int, 1, 4096,
@@ -172,6 +175,7 @@ class GPUSpec:
     exp_latency_cycles: int
     sigmoid_latency_cycles: int
     shfl_latency_cycles: int
+    shfl_per_cycle_per_sm: float
     regs_per_sm: int
     max_regs_per_thread: int
     reg_alloc_unit_per_warp: int

@@ -76,11 +76,11 @@ def _local_cycles(spec, R, gates, before_x):
     """The CTA-local exchange of a CTA that holds whole heads (kernels ``*_local_*``,
     docs/heads.md), cycles per step beside the rows, for the slowest warp:
 
-    - x: the step's ``x_proj`` loads, issued by the prefetch when the step begins, read sectors
-      never touched before (a cold miss, as the engine's L2: one round trip plus
-      ``dram_latency - l2_hit_latency``; the far partition's, since the CTA barrier waits for
-      the slowest of its warps' loads and the slowest CTA sets the step); with no staging or polls
-      to hide behind, what is left of it after the first unit's rows (``before_x``) is exposed;
+    - x: the step's ``x_proj`` loads, issued by the prefetch when the step begins, hit L2 (the
+      launch finds its buffers there, as the engine's ``gpusim.pricing.PERSISTENT_L2_WARM``: one
+      round trip, the far partition's, since the CTA barrier waits for the slowest of its warps'
+      loads and the slowest CTA sets the step); with no staging or polls to hide behind, what is
+      left of it after the first unit's rows (``before_x``) is exposed;
     - the MOV keeping ``h_t`` for the exchange, then the CTA barrier
       (``cta_barrier_latency`` after the last warp arrives);
     - one STS per unit the warp owns (its B words are contiguous: one wavefront), the
@@ -92,8 +92,7 @@ def _local_cycles(spec, R, gates, before_x):
     c = _cyc(spec)
     Rf = np.asarray(R, dtype=np.float64)
     units = np.ceil(Rf / gates)
-    x = l2_latency(spec, np.inf) + max(0.0, spec.dram_latency_cycles
-                                       - spec.l2_hit_latency_cycles)
+    x = l2_latency(spec, np.inf)
     wait = np.maximum(0.0, x - before_x)
     bar = spec.cta_barrier_latency_cycles
     drain = units * c["wpc"] / c["wf"]
@@ -187,34 +186,32 @@ def _persistent_from_slots(spec, v: Variant, N, B, K, wf_sm, wf_warp, mask, R, S
     else:
         setup_st, per_round, poll, rounds, bw = _stage_parts(spec, N, B, Rf, v.sync)
         stage = setup_st + rounds * (per_round + poll) + 1 + _stage_release(spec, N, B, v.sync)
-    if exchange == LOCAL:
-        pass   # sync: the CTA-local exchange, above
-    elif v.sync == "lamport":
-        pre = _prefetch_cycles(spec, Rf)
-        # a warp polls as soon as its own rows are stored: when the busiest warp (anywhere)
-        # stores more than `lead` cycles after the idlest one, the idlest warp's first poll is
-        # served before that data reached L2 and it polls again; its CTA waits for it
-        lead = 1 + pre + setup_st + per_round
-        spread = stagger + spread_wf / c["wf"] + bw
-        # ... and its stores to the far partition reach L2 a quarter of the far extra later
-        vis = spec.l2_store_visibility_cycles + (l2_latency(spec, np.inf)
-                                                 - spec.l2_hit_latency_cycles) / 2
-        late = np.maximum(0.0, spread + vis - lead)
-        # the first poll of a group almost always misses (the GPU: 2.04 polls per group and
-        # round, ``lmech_ws_1``); a warp polls again at once, and its polls see the data
-        # ``l2_poll_sharer_cycles`` per polling SM after it arrived (the engine's rule: every
-        # SM polls every line of h), so the replays need ``late + seen`` after the idlest
-        # warp's first poll
-        seen = float(getattr(spec, "l2_poll_sharer_cycles", 0.0) or 0.0) * spec.sm_count
-        again = np.maximum(1.0, np.ceil(np.maximum(0.0, late + seen) / poll)) * poll
-        sync = np.maximum(0.0, again - spread)
-        if shared is not None:
-            # the hand-over server starts with the first CTA's stores, `spread` before the last
-            hand = _handover_cycles(spec, shared, spread)
-            sync = sync + hand
-    else:
-        pre = 0.0 * Rf        # warp 0 prefetches while the atomic is in flight (in sync)
-        sync = _barrier_cycles(spec, Rf, cta_spread)
+        if v.sync == "lamport":
+            pre = _prefetch_cycles(spec, Rf)
+            # a warp polls as soon as its own rows are stored: when the busiest warp (anywhere)
+            # stores more than `lead` cycles after the idlest one, the idlest warp's first poll is
+            # served before that data reached L2 and it polls again; its CTA waits for it
+            lead = 1 + pre + setup_st + per_round
+            spread = stagger + spread_wf / c["wf"] + bw
+            # ... and its stores to the far partition reach L2 a quarter of the far extra later
+            vis = spec.l2_store_visibility_cycles + (l2_latency(spec, np.inf)
+                                                     - spec.l2_hit_latency_cycles) / 2
+            late = np.maximum(0.0, spread + vis - lead)
+            # the first poll of a group almost always misses (the GPU: 2.04 polls per group and
+            # round, ``lmech_ws_1``); a warp polls again at once, and its polls see the data
+            # ``l2_poll_sharer_cycles`` per polling SM after it arrived (the engine's rule: every
+            # SM polls every line of h), so the replays need ``late + seen`` after the idlest
+            # warp's first poll
+            seen = float(getattr(spec, "l2_poll_sharer_cycles", 0.0) or 0.0) * spec.sm_count
+            again = np.maximum(1.0, np.ceil(np.maximum(0.0, late + seen) / poll)) * poll
+            sync = np.maximum(0.0, again - spread)
+            if shared is not None:
+                # the hand-over server starts with the first CTA's stores, `spread` before the last
+                hand = _handover_cycles(spec, shared, spread)
+                sync = sync + hand
+        else:
+            pre = 0.0 * Rf        # warp 0 prefetches while the atomic is in flight (in sync)
+            sync = _barrier_cycles(spec, Rf, cta_spread)
     total = pre + stage + bw + compute + sync
     cs = spec.cycle_s
     breakdown = {

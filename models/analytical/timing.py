@@ -2,8 +2,8 @@
 
 The model's side of ``gpusim/engine/timing.py``: in-order issue, one issue slot and
 ``32 / lanes`` pipe cycles per warp-instruction, dependent results after the unit's latency,
-a FIFO shared pipe per SM. The terms of the step (:mod:`.persistent` adds them up) that
-live here:
+a FIFO shared pipe per SM that the shuffles share. The terms of the step (:mod:`.persistent`
+adds them up) that live here:
 
 - ``prefetch`` (Lamport; the barrier kernel hides it behind the atomic): IMUL, then per row
   IADD -> LDG of x_t (ALU latency each).
@@ -202,7 +202,9 @@ def _row_throughput(spec, K, wf_sm, B, L, epilogue=None, unpack=(0.0, 0.0, 0.0),
 
     issue: ``wps`` warps x the row's instructions (B MOV, K (L LDS + B FFMA), 5 B SHFL + 5 B
     FADD, MOV + B - 1 SEL, FADD, TANH, FADD, IADD, STG); FP32 pipe: ``K B + 5 B + 2`` FP32
-    instructions; INT pipe: ``2 B + 1``; shared pipe: all warps' wavefronts of the SM.
+    instructions; INT pipe: ``2 B + 1``; shared pipe: all warps' wavefronts of the SM and their
+    ``5 B`` shuffles, ``shfl_per_cycle_per_sm`` a cycle (the engine's rule: one pipe,
+    ``measurements/h100/shfl_pipe.json``).
     ``epilogue``: the instructions after MOV + SELs per row-slot instead of the vanilla row's 5
     (a gated cell's, :func:`_gated_tails`; its FP32 ones average 2 per gate row, as counted).
     ``unpack``: an fp16 slot's extra (issue slots, FP32, INT) instructions
@@ -218,7 +220,7 @@ def _row_throughput(spec, K, wf_sm, B, L, epilogue=None, unpack=(0.0, 0.0, 0.0),
         issue = c["wps"] * (12 * B + epilogue + K * (L * loads + B + u_issue)) / c["ipc"]
     fp32 = c["wps"] * c["pipe"] * (K * (B + u_fp) + REDUCTION_STEPS * B + 2)
     intp = c["wps"] * c["occ_i"] * (2 * B + 1 + K * u_int)
-    smem = wf_sm / c["wf"]
+    smem = wf_sm / c["wf"] + c["wpc"] * REDUCTION_STEPS * B / spec.shfl_per_cycle_per_sm
     return np.stack(np.broadcast_arrays(issue, fp32, intp, smem))
 
 

@@ -25,11 +25,12 @@ import numpy as np
 
 from ...builder import Builder
 from ...errors import InputError
-from ...ir import F32, I32
+from ...ir import F32, I32, PRED
 from ...verify import verify
 from .core import WARP, Microbench, _positive
 
-__all__ = ["CHAIN_OPS", "chain_latency", "bar_latency", "stage_bar"]
+__all__ = ["CHAIN_OPS", "SHFL_MIXES", "chain_latency", "bar_latency", "stage_bar",
+           "shfl_throughput"]
 
 CHAIN_OPS = ("ffma", "imad", "shfl", "tanh", "exp", "sigmoid")
 # the chains' constants: contracting maps that keep the values in the range the kernels see
@@ -179,3 +180,127 @@ def stage_bar(rounds: int = 8, warps: int = 8, chunks: int = 4, load: bool = Tru
                       {"rounds": rounds, "warps": warps, "chunks": chunks, "load": bool(load),
                        "chain": chain},
                       lambda g: bool(np.array_equal(np.asarray(g["out"]), expect)))
+
+
+SHFL_MIXES = ("none", "red", "lds", "ffma", "lds_only")
+
+
+def shfl_throughput(rounds: int = 8, warps: int = 8, ctas: int = 132, mix: str = "none",
+                    chains: int = 8, chain: int = 10) -> Microbench:
+    """How many warp shuffles an SM issues a cycle, and what shares their pipe.
+
+    ``ctas`` CTAs of ``warps`` warps (one CTA per SM). Each warp keeps ``chains`` independent
+    integer chains and runs ``rounds`` rounds of ``chain`` links; a link is, for every chain:
+
+    - ``none``: ``v = shfl.xor(v, 1 << (k % 5))``;
+    - ``red``: the kernels' reduction step, ``v = v + shfl.xor(v, 1 << (k % 5))``, the chains'
+      shuffles first and then their adds (the order in which the kernels emit them);
+    - ``lds``: the shuffle and a conflict-free 32-bit shared load (one wavefront) added into an
+      accumulator of its own (the address moves with the round, so no load is hoisted);
+    - ``ffma``: the shuffle and an FFMA on a float chain of its own;
+    - ``lds_only``: the shared load alone (the control of ``lds``).
+
+    With 8 chains a warp has 8 independent shuffles in flight, so the links are issue- or
+    pipe-bound, not latency-bound, from a few warps per SM up. Op = one round.
+    """
+    rounds, warps, ctas, chains, chain = (
+        _positive(n, v) for n, v in (("rounds", rounds), ("warps", warps), ("ctas", ctas),
+                                     ("chains", chains), ("chain", chain)))
+    if mix not in SHFL_MIXES:
+        raise InputError(f"mix={mix!r}: accepted {', '.join(SHFL_MIXES)}")
+    threads = warps * WARP
+    name = f"shfl_tput_w{warps}" + ("" if mix == "none" else f"_{mix}")
+    words = 8192                       # the shared table (32 KiB): word i holds i
+    b = Builder(f"mb_{name}", grid=ctas, block=threads, bench=name, rounds=rounds)
+    g_out = b.global_buffer("out", I32, ctas * threads * 2, role="out")
+    g_k = b.global_buffer("k", F32, 2)
+    s = b.shared("table", I32, words)
+    tid = b.sreg("tid", dst=b.reg(I32, "tid"))
+    lane = b.sreg("lane", dst=b.reg(I32, "lane"))
+    cta = b.sreg("cta", dst=b.reg(I32, "cta"))
+    with b.loop("i", 0, -(-words // threads)) as i:
+        w = b.imad(i, threads, tid, dst=b.reg(I32, "w"))
+        inside = b.isetp("lt", w, words, dst=b.reg(PRED, "inside"))
+        with b.if_(inside):
+            b.sts(s, w, w)
+    b.bar()
+    v = b.reg(I32, "v", chains)
+    for j in range(chains):
+        b.imad(lane, 7, b.mov(3 + j, I32, dst=b.reg(I32, f"c{j}")), dst=v[j])
+    acc = b.reg(I32, "acc", chains)
+    for j in range(chains):
+        b.mov(0, I32, dst=acc[j])
+    zero = b.mov(0, I32, dst=b.reg(I32, "zero"))
+    a_ = b.ldg(g_k, zero, dst=b.reg(F32, "a"))
+    c_ = b.ldg(g_k, zero, offset=1, dst=b.reg(F32, "cf"))
+    f = b.reg(F32, "f", chains)
+    for j in range(chains):
+        b.i2f(lane, dst=f[j])
+    x = b.reg(I32, "x", chains)       # one per chain, as ptxas allocates them
+    sh = b.reg(I32, "sh", chains)
+    with b.loop("r", 0, rounds) as r:
+        base = b.and_(b.imad(r, WARP, lane, dst=b.reg(I32, "rb")), words // 2 - 1,
+                      dst=b.reg(I32, "base"))
+        for k in range(chain):        # per link: each kind for every chain, as ptxas orders it
+            if mix == "red":
+                for j in range(chains):
+                    b.shfl_xor(v[j], 1 << (k % 5), dst=sh[j])
+                for j in range(chains):
+                    b.iadd(v[j], sh[j], dst=v[j])
+            elif mix != "lds_only":
+                for j in range(chains):
+                    b.shfl_xor(v[j], 1 << (k % 5), dst=v[j])
+            if mix in ("lds", "lds_only"):
+                for j in range(chains):
+                    b.lds(s, base, offset=(k * chains + j) % (words // 2 // WARP) * WARP,
+                          dst=x[j])
+                for j in range(chains):
+                    b.iadd(acc[j], x[j], dst=acc[j])
+            elif mix == "ffma":
+                for j in range(chains):
+                    b.ffma(f[j], a_, c_, dst=f[j])
+    out = b.imad(b.imad(cta, threads, tid, dst=b.reg(I32, "g")), 2, zero, dst=b.reg(I32, "o"))
+    total = b.mov(0, I32, dst=b.reg(I32, "total"))
+    for j in range(chains):
+        b.iadd(total, acc[j], dst=total)
+    for j in range(chains):
+        b.xor(total, v[j], dst=total)
+    b.stg(g_out, out, total)
+    fsum = b.mov(0.0, F32, dst=b.reg(F32, "fsum"))
+    for j in range(chains):
+        b.fadd(fsum, f[j], dst=fsum)
+    b.stg(g_out, out, b.f2i(fsum, dst=b.reg(I32, "fi")), offset=1)
+    kernel = verify(b.build())
+    expect = _shfl_reference(mix, rounds, warps, ctas, chains, chain, words)
+
+    def check(g) -> bool:
+        got = np.asarray(g["out"]).astype(np.int32).reshape(-1, 2)[:, 0]
+        return bool(np.array_equal(got, expect))
+
+    return Microbench(name, kernel, {"out": np.zeros(ctas * threads * 2, np.int32),
+                                     "k": np.array([0.5, 0.25], np.float32)},
+                      rounds, f"one round of {chain} links x {chains} chains",
+                      {"rounds": rounds, "warps": warps, "ctas": ctas, "mix": mix,
+                       "chains": chains, "chain": chain}, check)
+
+
+def _shfl_reference(mix, rounds, warps, ctas, chains, chain, words) -> np.ndarray:
+    """Word 0 of every thread's output: the accumulated loads xor the chains' values."""
+    lane = np.arange(WARP, dtype=np.int64)
+    v = [(lane * 7 + 3 + j) for j in range(chains)]
+    acc = np.zeros(WARP, np.int64)
+    for r in range(rounds):
+        base = (r * WARP + lane) & (words // 2 - 1)
+        for k in range(chain):
+            for j in range(chains):
+                if mix != "lds_only":
+                    moved = v[j][lane ^ (1 << (k % 5))]
+                    v[j] = (v[j] + moved) & 0xFFFFFFFF if mix == "red" else moved
+                if mix in ("lds", "lds_only"):
+                    acc = (acc + base + (k * chains + j) % (words // 2 // WARP) * WARP) \
+                        & 0xFFFFFFFF
+    total = acc.copy()
+    for j in range(chains):
+        total ^= v[j]
+    per_warp = total.astype(np.uint32).view(np.int32)
+    return np.tile(per_warp, warps * ctas)

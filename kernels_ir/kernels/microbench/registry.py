@@ -15,7 +15,7 @@ from .core import Microbench
 from .gathers import gather
 from .grid_exchange import LAMPORT_OWNERS, broadcast, lamport_exchange
 from .l2 import l2_latency, l2_latency_block, l2_latency_wide
-from .pipes import CHAIN_OPS, bar_latency, chain_latency, stage_bar
+from .pipes import CHAIN_OPS, SHFL_MIXES, bar_latency, chain_latency, shfl_throughput, stage_bar
 from .polls import flag_round_trip, poll_storm, store_visibility
 from .smem import smem_latency
 
@@ -43,6 +43,14 @@ for _op in CHAIN_OPS:      # the SM pipes' latencies: one warp, a dependent chai
     MICROBENCHES[f"{_op}_latency"] = lambda _op=_op, **kw: chain_latency(op=_op, **kw)
 MICROBENCHES["bar_latency"] = bar_latency
 MICROBENCHES["stage_bar"] = stage_bar      # staging stores + CTA barrier (+ a load after it)
+SHFL_BENCHES = {}   # the shuffle pipe: warps per SM, and what shares it (measurements/shfl_pipe.py)
+for _w in (1, 2, 4, 8, 16, 32):
+    SHFL_BENCHES[f"shfl_tput_w{_w}"] = lambda _w=_w, **kw: shfl_throughput(warps=_w, **kw)
+for _m in SHFL_MIXES[1:]:
+    for _w in (4, 8, 16):
+        SHFL_BENCHES[f"shfl_tput_w{_w}_{_m}"] = (
+            lambda _w=_w, _m=_m, **kw: shfl_throughput(warps=_w, mix=_m, **kw))
+MICROBENCHES.update(SHFL_BENCHES)
 for _c in (0, 1, 2, 4, 8):                 # by name, as measurements/stage_bar.py records them
     for _ld in ((False, True) if _c else (False,)):
         MICROBENCHES[f"stage_bar_c{_c}" + ("_ld" if _ld else "")] = (
@@ -101,6 +109,7 @@ SIZE_ARG.update({k: "rounds" for k in MICROBENCHES
 SIZE_ARG.update({f"{op}_latency": "rounds" for op in CHAIN_OPS} | {"bar_latency": "rounds",
                                                                   "stage_bar": "rounds"})
 SIZE_ARG.update({k: "rounds" for k in FENCE_BENCHES})
+SIZE_ARG.update({k: "rounds" for k in SHFL_BENCHES})
 SIZE_ARG.update({k: "rounds" for k in MICROBENCHES if k.startswith("stage_bar_")})
 
 
