@@ -16,9 +16,10 @@ directory ``measurements/<gpu>/fresh_<date>_s<S>/``.
 ``--cells M`` adds M layers of the other kernels the IR builds (:func:`fresh_cell_layers`): gated
 cells (LSTM, GRU) with fp32 or fp16 weights and RNN layers with fp16 weights, each with every
 sparse variant, the dense kernel where it fits, cuBLAS and cuSPARSE over the gated rows (the
-fp16 library paths with fp16 weights; :mod:`gpusim.backends.baselines`); the CSR kernel in the IR
-is fp32 RNN only, so these layers have no CSR case. Their cases carry ``cell`` and ``dtype``;
-``fresh`` then also holds ``cell_layers``.
+fp16 library paths with fp16 weights; :mod:`gpusim.backends.baselines`) and, for fp32 weights,
+the CSR kernel (a warp per unit for a gated cell; it has fp32 weights only, so the fp16 layers
+have no CSR case). Their cases carry ``cell`` and ``dtype``; ``fresh`` then also holds
+``cell_layers``.
 
 ``--heads K`` adds K multi-head (block-diagonal) layers (:func:`fresh_head_layers`, RNN and LSTM
 fp32): their sparse variants and dense kernel, values checked and timed, without baselines
@@ -29,7 +30,8 @@ Stages (progress on stdout, a short table last):
 1. provenance: GPU, driver, CUDA runtime, NVRTC, CuPy, torch versions, nvidia-smi, date, command;
 2. microbenchmarks (kernels_ir.kernels.microbench), two sizes each -> ``microbench.json``;
 3. cases (:func:`cases`): every persistent variant, the CSR kernel, cuBLAS and cuSPARSE per layer,
-   each values-checked against float64 then timed -> ``campaign.json``;
+   each values-checked against float64 (a gated layer's CSR kernel: h and, LSTM, the cell state)
+   then timed -> ``campaign.json``;
 4. Nsight Compute: ``ncu`` re-runs this script with ``--ncu-worker``, which launches every
    persistent / CSR case once at T = NCU_STEPS; the counters (shared wavefronts and bank conflicts,
    L2 sectors by op) are parsed per launch -> ``ncu.json`` (+ the raw CSV).
@@ -253,8 +255,8 @@ def fresh_cell_layers(m: int, seed: int, spec, exclude: set | None = None):
 
 def fresh_cell_cases(layers, seed: int, spec, start: int = 0) -> list[dict]:
     """The cases of :func:`fresh_cell_layers`'s layers: every sparse variant
-    (:data:`FRESH_VARIANTS`), the dense persistent kernel where it fits, cuBLAS and cuSPARSE;
-    seeds continue :func:`fresh_cases`'s from ``start``."""
+    (:data:`FRESH_VARIANTS`), the dense persistent kernel where it fits, the CSR kernel (fp32
+    weights only), cuBLAS and cuSPARSE; seeds continue :func:`fresh_cases`'s from ``start``."""
     from models import capacity as cap
 
     out = []
@@ -267,7 +269,7 @@ def fresh_cell_cases(layers, seed: int, spec, start: int = 0) -> list[dict]:
         if cap.fit(spec, n, b, 1.0, cell=cell, dtype=dtype, dense=True, exact=False).fits:
             out.append({"kind": "dense_persistent", **base, "sync": "lamport",
                         "wide_loads": True, "layout": "naive"})
-        for kind in ("cublas", "cusparse"):
+        for kind in (("csr",) if dtype == "fp32" else ()) + ("cublas", "cusparse"):
             out.append({"kind": kind, **base})
     for i, c in enumerate(out):
         c["id"] = case_id(c)
@@ -664,6 +666,11 @@ def main(argv: list[str] | None = None) -> int:
         layers, rejected, cell_layers, _, head_layers, _, selected = _fresh_draw(args, spec)
         print(f"seed {args.seed}: {len(layers)} + {len(cell_layers)} + {len(head_layers)} "
               f"layers, {len(selected)} cases; rejected: {rejected}")
+        kinds: dict = {}
+        for c in selected:
+            kind = c["kind"] + "".join(f" {c[k]}" for k in ("cell", "dtype") if k in c)
+            kinds[kind] = kinds.get(kind, 0) + 1
+        print("  cases: " + ", ".join(f"{k} {n}" for k, n in kinds.items()))
         for layer in layers:
             print("  hidden={} batch={} density={}".format(*layer))
         for lay in cell_layers:

@@ -68,7 +68,8 @@ def test_fresh_draw_is_complete_and_checked(path):
                   if c["kind"] == "sparse_persistent"}
         assert sparse == set(FRESH_VARIANTS), lay
         assert {"cublas", "cusparse"} <= {c["kind"] for c in mine}
-        assert "csr" not in {c["kind"] for c in mine}       # the IR's CSR kernel is fp32 RNN
+        if lay["dtype"] != "fp32":                          # the IR's CSR kernel is fp32
+            assert "csr" not in {c["kind"] for c in mine}
     for c in camp.ok_cases:      # a time counts only for checked values
         # fp16 library paths round h and the product to fp16 (FP16_TOLERANCE, derived in
         # gpusim.backends.baselines); every kernel of ours, fp16 ones included, meets 1e-5
@@ -162,7 +163,7 @@ def test_a_head_draw_is_reproducible_builds_and_says_its_exchange():
     assert dict(prog.kernel.meta)["exchange"] == "cta" and "_local_" in prog.kernel.name
 
 
-def test_cell_cases_are_every_variant_and_the_libraries_without_csr():
+def test_cell_cases_are_every_variant_and_the_libraries_with_csr_for_fp32():
     spec = load_spec("h100")
     lay = {"cell": "gru", "dtype": "fp16", "hidden": 256, "batch": 2, "density": 0.1}
     rnn = fresh_cases([(512, 2, 0.1)], 3, spec)
@@ -177,5 +178,12 @@ def test_cell_cases_are_every_variant_and_the_libraries_without_csr():
         "csr-h512-b2-d0.1"
     prog = build_case(next(c for c in cells if c["kind"] == "sparse_persistent"), 2, spec)
     assert prog.kernel.name.startswith("sparse_gru") and prog.kernel.name.endswith("fp16")
-    with pytest.raises(InputError, match="CSR kernel in the IR has the fp32 rnn cell only"):
+    with pytest.raises(InputError, match="CSR kernel in the IR has fp32 weights and one head "
+                                         "only .dtype=fp16"):
         build_case({**cells[-1], "kind": "csr"}, 2, spec)
+    # fp32 gated layers: the CSR kernel too (a warp per unit), values checked like the RNN's
+    fp32 = fresh_cell_cases([{**lay, "cell": "lstm", "dtype": "fp32"}], 3, spec)
+    csr = [c for c in fp32 if c["kind"] == "csr"]
+    assert len(csr) == 1 and csr[0]["id"] == "csr-lstm-h256-b2-d0.1"
+    prog = build_case(csr[0], 2, spec)
+    assert prog.kernel.name == "csr_row_per_warp_lstm" and prog.kernel.grid == 256 // 8

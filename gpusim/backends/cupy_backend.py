@@ -293,7 +293,11 @@ def run_csr_program(program, *, repeats: int = 10, warmup: int = 2, seed: int = 
                     short_steps: int | None = None, runner: Runner | None = None,
                     tolerance: float = VALUE_TOLERANCE) -> dict:
     """The one-launch-per-step CSR baseline: values over T back-to-back launches, then timing of
-    CUDA graphs of T and T' launches (and of plain back-to-back launches)."""
+    CUDA graphs of T and T' launches (and of plain back-to-back launches).
+
+    A gated cell's ``x`` holds its ``G * N`` rows per step; the LSTM's cell state ping-pongs
+    between two device buffers (step t reads ``cbuf[t % 2]`` and writes ``cbuf[(t + 1) % 2]``),
+    zeroed before every run (``c_0 = 0``); its final ``c_T`` is checked with ``h``."""
     runner = runner or Runner()
     cp = runner.cp
     T, n, b = program.timesteps, program.hidden, program.batch
@@ -302,11 +306,15 @@ def run_csr_program(program, *, repeats: int = 10, warmup: int = 2, seed: int = 
     bufs0 = runner.device_buffers(comp, program.step_inputs(0, program.layer.h0))
     hseq = cp.zeros((T + 1, n * b), cp.float32)
     hseq[0] = cp.asarray(np.asarray(program.layer.h0, np.float32).reshape(-1))
-    xs = cp.asarray(np.asarray(program.layer.x_proj, np.float32).reshape(T, n * b))
+    xs = cp.asarray(np.asarray(program.layer.x_proj, np.float32).reshape(T, program.gates * n * b))
+    lstm = program.cell == "lstm"
+    cbuf = cp.zeros((2, n * b), cp.float32) if lstm else None
 
     def step_bufs(t):
         d = dict(bufs0)
         d["h_in"], d["h_out"], d["x"] = hseq[t], hseq[t + 1], xs[t]
+        if lstm:
+            d["c_in"], d["c_out"] = cbuf[t % 2], cbuf[(t + 1) % 2]
         return d
 
     steps = [step_bufs(t) for t in range(T)]
@@ -316,7 +324,11 @@ def run_csr_program(program, *, repeats: int = 10, warmup: int = 2, seed: int = 
     runner.check_err(comp, bufs0)
     H = cp.asnumpy(hseq).reshape(T + 1, n, b)
     from kernels_ir.kernels.sparse_rnn import max_rel_err
-    err = float(max_rel_err(H, program.reference()))
+    H_ref, C_ref = program.states_reference()
+    err = float(max_rel_err(H, H_ref))
+    if lstm:   # c_T, where the last launch left it
+        c_T = cp.asnumpy(cbuf[T % 2]).reshape(n, b)
+        err = max(err, float(max_rel_err(np.stack([C_ref[0], c_T]), C_ref[[0, T]])))
     if not err <= tolerance:
         raise InputError(f"csr baseline: values differ from the float64 reference: "
                          f"max_rel_err={err:.3g} > {tolerance}")
@@ -338,6 +350,8 @@ def run_csr_program(program, *, repeats: int = 10, warmup: int = 2, seed: int = 
     def timed(fn) -> float:
         hseq[0] = 0.5 * rng.standard_normal(n * b, dtype=cp.float32)
         xs[...] = 0.5 * rng.standard_normal(xs.shape, dtype=cp.float32)
+        if lstm:
+            cbuf[0] = 0.0
         stream.synchronize()
         e0, e1 = cp.cuda.Event(), cp.cuda.Event()
         e0.record(stream)

@@ -6,7 +6,8 @@
   (slope between T=128 and T'=32 launches), and its shared-memory bank conflicts / wavefronts with
   the Nsight Compute counts of the same kernel at the same T (whole launch, h staging included).
   The CSR kernel is one launch per step: predicted per step = kernel cycles / clock + the spec's
-  graph launch overhead (it was timed in a CUDA graph).
+  graph launch overhead (it was timed in a CUDA graph); a gated layer's CSR case runs the gated
+  kernel (a warp per unit, :mod:`kernels_ir.kernels.csr_baseline`).
 - cuBLAS / cuSPARSE: ``models.analytical`` (when present) predicts the per-step time.
 
 Provenance: every kernel case of the data (persistent, CSR) is rebuilt at its recorded ``steps``
@@ -129,13 +130,13 @@ def predict_model(case: dict, spec, prog) -> float | None:
         return None
     from gpusim.measurements import case_layer_kind
 
+    cell, dtype, _ = case_layer_kind(case)
     if case["kind"] == "csr":
         t = analytical.predict_many(spec, case["hidden"], case["batch"], case["density"],
-                                    kernels=["csr-row-per-warp"])["csr-row-per-warp"]
+                                    kernels=["csr-row-per-warp"], cell=cell)["csr-row-per-warp"]
         return float(t.per_step_s.reshape(-1)[0])
     v = analytical.Variant(case["id"], "persistent", case["kind"] == "sparse_persistent",
                            case["sync"], bool(case["wide_loads"]), case.get("layout", "naive"))
-    _, dtype, _ = case_layer_kind(case)
     t = analytical.predict_mapping(spec, v, prog.mapping, case["batch"],
                                    **({} if dtype == "fp32" else {"dtype": dtype}))
     val = float(t.per_step_s.reshape(-1)[0])

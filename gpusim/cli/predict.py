@@ -6,8 +6,9 @@ kernels (sampled steps, extrapolated) and the CSR row-per-warp kernel, each valu
 the float64 reference of the steps it simulated. Only the library baselines (cuBLAS, cuSPARSE:
 black boxes) keep their model. Every row names the engine that priced it. Layers that do not fit
 are reported with the binding limit, never with a time. ``--cell gru|lstm`` with ``--engine sim``:
-the persistent kernels are simulated with that cell; the CSR kernel in the IR has the rnn cell
-only, so it keeps the model (which counts the cell's gate rows), and a note says so.
+the persistent kernels and the CSR kernel (a warp per unit and its gate rows) are simulated with
+that cell. ``--dtype fp16``: the CSR kernel in the IR has fp32 weights only, so it keeps the
+model for fp16, and a note says so.
 """
 
 from __future__ import annotations
@@ -69,11 +70,11 @@ def _simulate_one(sample_steps, spec, variant, hidden, batch, density, seed, cel
     from kernels_ir.kernels.sparse_rnn import build_dense_rnn, build_sparse_rnn, make_layer
 
     kw = {} if heads == 1 else {"heads": heads}
-    if variant.family == "baseline":   # the CSR kernel: one launch per step (rnn cell only)
-        if cell != "rnn" or dtype != "fp32":
-            raise InputError(f"cell={cell!r}, dtype={dtype!r}: the CSR kernel in the IR builds "
-                             f"the fp32 rnn cell only; accepted: rnn, fp32")
-        prog = build_csr_baseline(make_layer(hidden, batch, density, 1, seed, **kw))
+    if variant.family == "baseline":   # the CSR kernel: one launch per step (fp32 weights)
+        if dtype != "fp32":
+            raise InputError(f"dtype={dtype!r}: the CSR kernel in the IR has fp32 weights only; "
+                             f"accepted: fp32")
+        prog = build_csr_baseline(make_layer(hidden, batch, density, 1, seed, cell=cell, **kw))
     else:
         layer = make_layer(hidden, batch, density if variant.sparse else 1.0,
                            sample_steps + 2, seed, cell=cell, **kw)

@@ -58,7 +58,7 @@ from ..verify import verify
 from ._program import LayerProgram
 
 __all__ = ["CSRProgram", "build_csr_baseline", "CHUNK", "VEC", "DEFAULT_THREADS", "gather_loads",
-           "CELLS"]
+           "CELLS", "cell_epilogue_instructions"]
 
 WARP = 32
 VEC = 4              # nonzeros per lane per chunk (128-bit loads)
@@ -386,3 +386,17 @@ def _csr_cell_epilogue(bld, cell, acc, xv, prev, b) -> None:
         each(bld.tanh, n, dst=n)
         each(bld.fsub, prev, n, dst=prev)                      # h' = n + z (h - n)
         each(bld.ffma, z, prev, n, dst=n)
+
+
+def cell_epilogue_instructions(cell: str, batch: int) -> tuple:
+    """The instructions of lane 0's cell update (:func:`_csr_cell_epilogue`) for ``batch``
+    columns, in issue order, as the gated kernel emits them (the analytical model schedules
+    them: ``models.analytical.csr``)."""
+    if cell not in CELLS or cell == "rnn":
+        raise InputError(f"cell={cell!r}: only the gated cells have this epilogue; accepted: "
+                         f"gru, lstm")
+    G = CELLS[cell]
+    bld = Builder(f"csr_{cell}_epilogue", grid=1, block=WARP)
+    acc, xv = bld.reg(F32, "acc", G * batch), bld.reg(F32, "xv", G * batch)
+    _csr_cell_epilogue(bld, cell, acc, xv, bld.reg(F32, "prev", batch), batch)
+    return bld.build().body

@@ -52,13 +52,42 @@ first round's L1TEX overlaps that queue: ``max(L1TEX + fill, queue + own gathers
 Around the rounds: the prologue (SREG, IMAD, ISETP, IMIN through the INT pipe of the
 sub-partition's warps, the dependent perm and rowptr loads, B MOVs) and the epilogue
 (:func:`_csr_tail_cycles`: butterfly, x load, FADD and TANH at the SFU pipe rate, the stores'
-acknowledgement). Split L2 (``l2_partitions``): each of a warp's own round trips (perm, rowptr,
-indices per chain-bound round, x, store) is near or far with even odds; the step ends with the
-unluckiest of the warps that run the most rounds (``E[max]`` of binomials, normal approximation),
-and a first round bound by the data stage starts with the luckiest warps of the SM. Against the
-simulator (``tests/models/test_csr_model.py``): 40 random layers on the H100 and the V100 (80
-configurations), mean 2.7%, max 9.7%; against the 7 measured H100 CSR cases 16% (the simulator
-16%; the bandwidth stream this model replaces was 39-69% under).
+acknowledgement); the butterfly takes its chain or, where the SM's ``W`` warps' ``5 B`` shuffles
+take longer through the shared pipe (``shfl_per_cycle_per_sm``, as the simulator serves them
+since ``measurements/h100/shfl_pipe.json``), that. Split L2 (``l2_partitions``): each of a
+warp's own round trips (perm, rowptr, indices per chain-bound round, x, store) is near or far
+with even odds; the step ends with the unluckiest of the warps that run the most rounds
+(``E[max]`` of binomials, normal approximation), and a first round bound by the data stage
+starts with the luckiest warps of the SM. Against the simulator
+(``tests/models/test_csr_model.py``): 40 random layers on the H100 and the V100 (80
+configurations), mean 2.7%, max 9.7% when this model was written; against the 7 measured H100
+CSR cases 16% (the simulator 16%; the bandwidth stream this model replaces was 39-69% under).
+Against today's simulator (with the butterfly's shuffle-pipe bound above): mean 7.2%, 4 of the
+80 beyond 15%, one of them 2.6 times too slow (V100, hidden 3477, batch 8, density 0.075: its L2
+term; the same without the bound).
+
+Gated cells (``cell`` lstm / gru: ``R = G N`` gate rows)
+------------------------------------------------------
+The kernel has a warp per *unit* (``ceil(N / 8)`` CTAs, ``W`` from N), units sorted by their G
+gate rows' total nonzeros, and each warp runs its G gate rows back to back, each exactly as a
+vanilla row. So the step is G *phases*, each the vanilla kernel's rounds with N rows in flight
+(one per warp; the requests of a round, the busiest SM's share, the longest row and the rows
+still running are those of N rows), while the footprints that decide L1 and L2 residency are
+the whole matrix's (``x`` has G N rows; the LSTM adds ``c_in`` and ``c_out``, ``c_in`` read
+only). Two things differ from G vanilla launches: the gathers of a later gate row find h in
+the SM's L1 as far as the earlier rows' gathers covered it (the coverage runs on through the
+phases, their first rounds included), and only the first gate row's first round starts every
+warp at once (the queue at the slices, the fill never hidden): the warps reach their later
+gate rows at different times. Per warp the prologue loads the 2G row pointers back to back and
+sets up each gate row (IADD, B MOVs, ISETP); the epilogue is G butterflies, then lane 0's loads
+of the G x vectors and of ``c_{t-1}`` (LSTM) or ``h_{t-1}`` (GRU) in one round trip, the cell's
+update scheduled instruction by instruction from the kernel's own epilogue
+(:func:`_cell_math_cycles`: sigmoid and tanh with their own latencies, the SFU pipe's
+occupancy), and the stores (h_t; LSTM also c_t) with their acknowledgement. Against the
+simulator (``tests/models/test_csr_model.py``, 40 LSTM and GRU layers on the H100 and the V100):
+mean 4.5%, max 14.9%, signed mean -1.9%. The contention of the sub-partition's warps for the SFU
+pipe in the epilogue (5 SFU operations per column for the LSTM, all on lane 0's warp) is not
+modelled.
 """
 
 from __future__ import annotations
@@ -68,7 +97,15 @@ from functools import cache
 
 import numpy as np
 
-from kernels_ir.kernels.csr_baseline import CHUNK, DEFAULT_THREADS, VEC, gather_loads
+from kernels_ir.ir import SFU, Op, RegRef
+from kernels_ir.kernels.csr_baseline import (
+    CELLS,
+    CHUNK,
+    DEFAULT_THREADS,
+    VEC,
+    cell_epilogue_instructions,
+    gather_loads,
+)
 
 from .. import capacity as cap
 from .l2 import group_cycles, l2_latency
@@ -77,21 +114,52 @@ from .variants import REDUCTION_STEPS, WARP
 TAG_SETS_PER_CYCLE = 4   # the L1TEX tag stage's lines per cycle (gpusim/engine/smem.py)
 
 
+def _butterfly_cycles(spec, B):
+    """The butterfly of one row's B batch columns, one after another: per column 5 dependent
+    SHFL_XOR -> FADD pairs (``shfl + fma`` each; the next column's first shuffle issues one
+    cycle after the last FADD, it does not depend on it)."""
+    B = np.asarray(B, dtype=np.float64)
+    fma = spec.fma_latency_cycles
+    return B * (REDUCTION_STEPS * spec.shfl_latency_cycles + (REDUCTION_STEPS - 1) * fma + 1) + fma
+
+
 def _csr_tail_cycles(spec, B):
     """CSR row-per-warp baseline (``kernels_ir/kernels/csr_baseline.py``), after its gathers.
 
-    Butterfly: the B batch columns one after another, per column 5 dependent SHFL_XOR -> FADD
-    pairs (``shfl + fma`` each; the next column's first shuffle issues one cycle after the last
-    FADD, it does not depend on it); ISETP lane 0 -> PAND store -> IMUL base (the ``if``) -> LDG
-    of x (ALU latency each, then one L2 round trip); per column FADD x -> TANH (FMA latency, then
-    the next column's FADD issues); the STG waits for the last TANH (SFU latency).
+    Butterfly (:func:`_butterfly_cycles`); ISETP lane 0 -> PAND store -> IMUL base (the ``if``)
+    -> LDG of x (ALU latency each, then one L2 round trip); per column FADD x -> TANH (FMA
+    latency, then the next column's FADD issues); the STG waits for the last TANH (SFU latency).
     """
     B = np.asarray(B, dtype=np.float64)
     fma, alu = spec.fma_latency_cycles, spec.alu_latency_cycles
-    butterfly = B * (REDUCTION_STEPS * spec.shfl_latency_cycles
-                     + (REDUCTION_STEPS - 1) * fma + 1) + fma
     x_load = 1 + 3 * alu + spec.l2_hit_latency_cycles
-    return butterfly + x_load + B * (fma + 1) + spec.sfu_latency_cycles
+    return _butterfly_cycles(spec, B) + x_load + B * (fma + 1) + spec.sfu_latency_cycles
+
+
+def _cell_math_cycles(spec, B, cell: str):
+    """A gated cell's update on lane 0 (``csr_baseline._csr_cell_epilogue``), from its inputs'
+    arrival to its last result: the kernel's own instructions
+    (:func:`~kernels_ir.kernels.csr_baseline.cell_epilogue_instructions`, each operation for the
+    B columns together) issued in order, one a cycle at most, each when its sources are ready
+    and its pipe is free (FP32 ops: FMA latency; TANH and SIGMOID: their own latencies; the
+    pipes' occupancy ``32 / lanes``), as the simulator's scoreboard issues them."""
+    occ = {"fp32": max(1, WARP // spec.fp32_lanes_per_subpartition),
+           "sfu": max(1, WARP // spec.sfu_lanes_per_subpartition)}
+    latency = {Op.TANH: spec.sfu_latency_cycles, Op.SIGMOID: spec.sigmoid_latency_cycles}
+    B = np.asarray(B)
+    out = np.zeros(np.shape(B))
+    for b in np.unique(B):
+        ready, free, t = {}, {"fp32": 0.0, "sfu": 0.0}, -1.0
+        for ins in cell_epilogue_instructions(cell, int(b)):
+            pipe = "sfu" if ins.op in SFU else "fp32"
+            srcs = [ready.get((r.reg.name, r.index), 0.0) for r in ins.srcs
+                    if isinstance(r, RegRef)]
+            t = max(t + 1.0, free[pipe], *srcs)
+            free[pipe] = t + occ[pipe]
+            for r in ins.dsts:
+                ready[(r.reg.name, r.index)] = t + latency.get(ins.op, spec.fma_latency_cycles)
+        out[B == b] = max(ready.values())
+    return out
 
 
 def _csr_gathers(B):
@@ -175,15 +243,20 @@ def _max_normal_approx(n):
     return np.maximum(ndtri((n - 0.375) / (n + 0.25)), 0.0)
 
 
-def _csr_row_per_warp(spec, N, R, B, d):
+def _csr_row_per_warp(spec, N, R, B, d, cell: str = "rnn"):
     """Cycles of one step of the CSR row-per-warp kernel (``kernels_ir/kernels/csr_baseline.py``)
     for random Bernoulli(d) rows of ``N`` columns, ``R`` rows, batch ``B`` (arrays): a dict of
     arrays ``prologue``, ``loop``, ``epilogue``, ``partition`` (cycles, summed) and the loop's
     bounds ``l1tex``, ``l2``, ``dram``, ``chain`` (cycles, inside ``loop``). See the module
-    docstring for the mechanisms; every number is a spec field or an instruction count."""
+    docstring for the mechanisms; every number is a spec field or an instruction count.
+    ``cell`` gru / lstm: ``R = G N`` gate rows, a warp per unit running its G rows back to back
+    (the G phases' rounds in sequence, each phase ``N`` rows in flight), then the cell's
+    epilogue (module docstring, "Gated cells")."""
     from scipy.special import ndtr
 
+    G = CELLS[cell]
     Nf, Rf, Bf = (np.asarray(x, dtype=np.float64) for x in (N, R, B))
+    Rp = Rf / G                           # rows in flight in a phase: one per warp (= N)
     d = np.asarray(d, dtype=np.float64)
     n_cfg = Nf.size
     idx = np.arange(n_cfg)
@@ -202,7 +275,7 @@ def _csr_row_per_warp(spec, N, R, B, d):
     sector_words = spec.l2_sector_bytes / 4
 
     # the grid: every CTA co-resident (as the simulator runs it), the busiest SM first
-    W = wpc * np.ceil(np.ceil(Rf / wpc) / spec.sm_count)      # warps on the busiest SM
+    W = wpc * np.ceil(np.ceil(Rp / wpc) / spec.sm_count)      # warps on the busiest SM
     wps = W / spec.subpartitions_per_sm
     ig = np.maximum(wps * occ_i, 1.0)     # one INT instruction of all the sub-partition's warps
     ia = np.maximum(alu, ig)
@@ -211,10 +284,13 @@ def _csr_row_per_warp(spec, N, R, B, d):
     sig = np.sqrt(np.maximum(mu * (1.0 - d), 1e-9))
     pad = 1.5                             # padding nonzeros per row, (-r) mod 4, r mod 4 uniform
     nnz = np.maximum(Rf * (mu + pad), VEC)
-    sizes = {"vals": 4 * nnz, "cols": 4 * nnz, "rowptr": 4 * (Rf + 1), "perm": 4 * Rf,
-             "h_in": 4 * Nf * Bf, "x": 4 * Rf * Bf, "h_out": 4 * Rf * Bf}
-    l1 = _resident(sizes, ("vals", "cols", "rowptr", "perm", "h_in", "x"),
-                   spec.l1_unified_bytes_per_sm)
+    sizes = {"vals": 4 * nnz, "cols": 4 * nnz, "rowptr": 4 * (Rf + 1), "perm": 4 * Rp,
+             "h_in": 4 * Nf * Bf, "x": 4 * Rf * Bf, "h_out": 4 * Rp * Bf}
+    read_only = ("vals", "cols", "rowptr", "perm", "h_in", "x")
+    if cell == "lstm":                    # the cell state in and out
+        sizes.update(c_in=4 * Nf * Bf, c_out=4 * Nf * Bf)
+        read_only += ("c_in",)
+    l1 = _resident(sizes, read_only, spec.l1_unified_bytes_per_sm)
     l2 = _resident(sizes, sizes, spec.l2_size_bytes)
     h_l1, vals_dram, cols_dram = l1["h_in"], ~l2["vals"], ~l2["cols"]
     h_sectors = np.ceil(Nf * Bf * 4 / spec.l2_sector_bytes)
@@ -263,7 +339,7 @@ def _csr_row_per_warp(spec, N, R, B, d):
     phi = np.exp(-0.5 * za * za) - np.exp(-0.5 * zb * zb)
     r_end = Mu + Sg * phi / math.sqrt(2 * math.pi) / np.maximum(ndtr(zb) - ndtr(za), 1e-300)
     m_end = np.clip((np.clip(r_end, lo + 1, lo + CHUNK) - lo) / VEC + pad / VEC, 1.0, WARP)
-    p_any = 1.0 - (1.0 - p_act) ** col(Rf)                   # some row is still running
+    p_any = 1.0 - (1.0 - p_act) ** col(Rp)                   # some row is still running
     one = np.ones((n_cfg, 1))
     wgt = np.concatenate([col(i0), np.ones_like(p_act)], axis=1)
     p_full = np.concatenate([one, p_full], axis=1)
@@ -275,16 +351,24 @@ def _csr_row_per_warp(spec, N, R, B, d):
     first = np.where(i0 > 0, 0, 1)                            # the column of the first round
     is_first = np.arange(K + 1)[None, :] == col(first)
     # the longest row: the critical warp's lanes in each round
-    r_max = cap._cf_quantile(1.0 - (1.0 - cap._MEDIAN_RANK[0]) / (Rf + cap._MEDIAN_RANK[1]),
+    r_max = cap._cf_quantile(1.0 - (1.0 - cap._MEDIAN_RANK[0]) / (Rp + cap._MEDIAN_RANK[1]),
                              Nf, d)
     m_crit = np.clip((VEC * np.ceil(col(r_max) / VEC) - lo) / VEC, 0.0, WARP)
     m_crit = np.where(m_crit > 0, m_crit, WARP)
     m_crit[:, 0] = WARP
+    # a warp's G gate rows back to back: the round columns once per phase (gate row)
+    phase = np.repeat(np.arange(G), K + 1)[None, :]
+    if G > 1:
+        wgt, p_full, p_end, m_end, p_any, lo, p_act, is_first, m_crit = (
+            np.tile(a, (1, G)) for a in (wgt, p_full, p_end, m_end, p_any, lo, p_act, is_first,
+                                         m_crit))
+        is_first = is_first & (phase == 0)
     full = WARP * one
 
     # L1TEX of the busiest SM, its warps' loads per round (values, column indices, 4 nonzeros'
     # gathers; the padding lanes read column 0, one more line; perm, rowptr twice and x once
-    # per warp in the first round, one line and one wavefront each): the tag stage in lines
+    # per warp in the first round, one line and one wavefront each; a gated cell's unit: 2G
+    # rowptr loads, G x loads and its c_{t-1} or h_{t-1}): the tag stage in lines
     # (TAG_SETS_PER_CYCLE a cycle) and the data stage in bank wavefronts, the slower one
     tag_full = 2 * tag(vc_lines(full), full) + 4 * col(ng) * tag(g_lines(full), full)
     tag_end = (2 * tag(vc_lines(m_end), m_end)
@@ -293,14 +377,15 @@ def _csr_row_per_warp(spec, N, R, B, d):
     wf_end = 2 * vc_wf(m_end) + 4 * col(ng) * g_wf(m_end)
     tags = col(W) * (p_full * tag_full + p_end * tag_end)
     data = col(W) * (p_full * wf_full + p_end * wf_end)
-    once = W * (3 + ng) / np.maximum(wgt[idx, first], 1.0)
+    epi_loads = G * ng + (ng if G > 1 else 0)   # x of each gate, c_{t-1} or h_{t-1}
+    once = W * (1 + 2 * G + epi_loads) / np.maximum(wgt[idx, first], 1.0)
     tags[idx, first] += once
     data[idx, first] += once
     ds = np.maximum(tags, data / wf)
     # L2 slices (all SMs): values and indices, and the gathers' requests; with h held in L1
     # only each SM's first touch of a sector goes to L2 (coverage of the SM's gathers so far)
-    req_vc = col(Rf) * (p_full * 2 * vc_sectors(full) + p_end * 2 * vc_sectors(m_end))
-    req_g = col(Rf) * 4 * col(ng) * (p_full * g_sectors(full) + p_end * g_sectors(m_end))
+    req_vc = col(Rp) * (p_full * 2 * vc_sectors(full) + p_end * 2 * vc_sectors(m_end))
+    req_g = col(Rp) * 4 * col(ng) * (p_full * g_sectors(full) + p_end * g_sectors(m_end))
     lanes_sm = col(W) * VEC * (p_full * WARP + p_end * m_end)  # nonzeros per SM and round
     done = np.cumsum(lanes_sm * wgt, axis=1)
     before = done - lanes_sm * wgt
@@ -311,13 +396,13 @@ def _csr_row_per_warp(spec, N, R, B, d):
     touch = spec.sm_count * col(h_sectors) * (coverage(done) - coverage(before))
     req_g = np.where(col(h_l1), touch / np.maximum(wgt, 1.0), req_g)
     # ... and the padding lanes' loads of column 0 all wait at one slice when h is not in L1
-    hot = np.where(col(h_l1), 0.0, col(Rf) * p_end * col(ng) * pad * svc)
+    hot = np.where(col(h_l1), 0.0, col(Rp) * p_end * col(ng) * pad * svc)
     l2t = (req_vc + req_g) * svc / spec.l2_slices + hot
     # ... and the busiest SM sends its share of them at most one per l2_request_cycles_per_sm
     # (a request is one 128-byte line of a warp-instruction: the coalesced value and index
     # loads carry 128 / l2_sector_bytes sectors per request, a gather one)
     lines_vc = req_vc / max(1.0, 128.0 / spec.l2_sector_bytes)
-    l2t = np.maximum(l2t, (lines_vc + req_g) * col(W) / np.maximum(col(Rf), 1.0)
+    l2t = np.maximum(l2t, (lines_vc + req_g) * col(W) / np.maximum(col(Rp), 1.0)
                      * float(getattr(spec, "l2_request_cycles_per_sm", 0.0)))
     # ... and the busiest L2 contention group serves them one request at a time: the
     # gathers' requests over the lines of h (a small h sits in a few groups), the value and
@@ -327,7 +412,7 @@ def _csr_row_per_warp(spec, N, R, B, d):
     req_grp = req_g * np.minimum(per_line, 1.0)
     l2t = np.maximum(l2t, group_cycles(spec, col(h_lines), req_grp)
                      + group_cycles(spec, col(np.ceil(nnz * 4 / 128.0)), lines_vc))
-    nz_bytes = col(Rf) * (p_full * WARP + p_end * m_end) * VEC * 4
+    nz_bytes = col(Rp) * (p_full * WARP + p_end * m_end) * VEC * 4
     dram = (np.where(col(vals_dram), nz_bytes, 0.0)
             + np.where(col(cols_dram), nz_bytes, 0.0)) / dram_bpc
     issue = col(wps) * p_act * np.maximum(4 + 4 * col(ng) + 4 * col(Bf),
@@ -338,9 +423,11 @@ def _csr_row_per_warp(spec, N, R, B, d):
     # gathers, back to back -> their round trip (an L1 hit once the SM holds all its lanes'
     # sectors, else the far partition: the lanes span many units) -> own gather lines -> FFMAs
     rt_cols = mean + col(np.where(cols_dram, dram_extra, 0.0))
-    rt_g = np.where(col(h_l1) & (lo > 0),
+    # (a gated cell's later gate rows: their first round too, after the earlier rows' gathers)
+    seen = np.where(phase > 0, before, before / np.maximum(wgt, 1.0))
+    rt_g = np.where(col(h_l1) & ((lo > 0) | (phase > 0)),
                     spec.l1_hit_latency_cycles + (far - spec.l1_hit_latency_cycles)
-                    * (1.0 - coverage(before / np.maximum(wgt, 1.0)) ** m_crit), far)
+                    * (1.0 - coverage(seen) ** m_crit), far)
     fill = (2 * alu + 2 + rt_cols + np.where(col(vals_dram & cols_dram), nz_bytes / dram_bpc, 0.0)
             + 2 * np.maximum(tag(vc_lines(m_crit), m_crit), vc_wf(m_crit) / wf)
             + 4 * col(ng) + rt_g)
@@ -369,12 +456,27 @@ def _csr_row_per_warp(spec, N, R, B, d):
     loop = (rounds * wgt).sum(axis=1)
 
     # prologue: 3 SREG, IMAD, ISETP, IMIN (INT, shared by the sub-partition's warps), LDG perm,
-    # LDG rowptr (two, back to back), IADD, B MOVs, the first ISETP
-    prologue = 3 * ig + 2 * ia + ig + 2 * (mean + 1) + ia + (Bf + 1) * ig + alu
-    # epilogue: butterfly, lane 0 loads x, FADD + TANH per column (the SFU pipe), the stores
-    # and their acknowledgement
-    epilogue = (_csr_tail_cycles(spec, Bf) - Bf * (fma + 1)
-                + Bf * np.maximum(fma + 1, occ_s) + (ng - 1) + mean + 1)
+    # LDG rowptr (two, back to back; a gated unit's 2G), IADD, B MOVs, the first ISETP (one
+    # of each per gate row)
+    prologue = (3 * ig + 2 * ia + ig + 2 * (mean + 1) + (2 * G - 2)
+                + G * (ia + (Bf + 1) * ig + alu))
+    # a row's butterfly: its chain, or the SM's warps' 5 B shuffles each through the shared
+    # pipe (``shfl_per_cycle_per_sm``, the simulator's rule), the slower
+    chain_b = _butterfly_cycles(spec, Bf)
+    shuffles = np.maximum(chain_b, W * REDUCTION_STEPS * Bf / spec.shfl_per_cycle_per_sm)
+    if G == 1:
+        # epilogue: butterfly, lane 0 loads x, FADD + TANH per column (the SFU pipe), the
+        # stores and their acknowledgement
+        epilogue = (_csr_tail_cycles(spec, Bf) - chain_b + shuffles - Bf * (fma + 1)
+                    + Bf * np.maximum(fma + 1, occ_s) + (ng - 1) + mean + 1)
+    else:
+        # a gated cell: the butterfly of each gate row, then lane 0's ISETP -> PAND -> IMUL,
+        # its loads of x (G) and of c_{t-1} or h_{t-1} back to back and their round trip, the
+        # cell's update (:func:`_cell_math_cycles`), the stores (h_t; LSTM also c_t) and their
+        # acknowledgement
+        stores = ng * (2 if cell == "lstm" else 1)
+        epilogue = (G * shuffles + 1 + 3 * alu + (epi_loads - 1) + mean
+                    + _cell_math_cycles(spec, Bf, cell) + (stores - 1) + mean + 1)
     # near / far L2 partition: a round trip of a warp's own (perm, rowptr, indices of a round,
     # x, store) is near or far with even odds. The step ends with the unluckiest of the warps
     # that run the most rounds; a first round bound by the data stage starts with the luckiest
@@ -382,7 +484,7 @@ def _csr_row_per_warp(spec, N, R, B, d):
     chain_bound = chain >= np.maximum(busy, np.maximum(l2r, np.maximum(dram, issue)))
     n_chain = (p_any * wgt * chain_bound).sum(axis=1)
     start_chain = ds[idx, first] < chain[idx, first]
-    n_crit = np.maximum(1.0, Rf * (1.0 - ndtr((CHUNK * np.maximum(np.ceil(r_max / CHUNK) - 1, 0)
+    n_crit = np.maximum(1.0, Rp * (1.0 - ndtr((CHUNK * np.maximum(np.ceil(r_max / CHUNK) - 1, 0)
                                                + 0.5 - mu) / sig)))
     k_end = 2.0 + n_chain + np.where(start_chain, 2.0, 0.0)
     k_start = np.where(start_chain, 0.0, 3.0)

@@ -195,7 +195,7 @@ def _baselines(spec, name, N, B, d, cell, dtype):
         per, la, w = best
         bd = {"launch_s": la, "weights_s": w, "epilogue_s": per - la - w}
     else:  # csr-row-per-warp: our kernel, one graph node, tanh fused (see the docstring of csr.py)
-        c = _csr_row_per_warp(spec, Nf, rows, Bf, d)
+        c = _csr_row_per_warp(spec, Nf, rows, Bf, d, cell)
         per = node + (c["prologue"] + c["loop"] + c["epilogue"] + c["partition"]) * cs
         bd = {"launch_s": node + 0 * per, "prologue_s": c["prologue"] * cs,
               "loop_s": c["loop"] * cs, "epilogue_s": c["epilogue"] * cs,

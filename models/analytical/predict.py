@@ -161,9 +161,10 @@ def predict_layer(spec, hidden: int, batch: int, density: float, *, timesteps: i
     layout analysis), else from the expectation. ``engine="sim"`` calls
     ``simulator(spec, variants, hidden, batch, density, seed) -> {name: (per_step_s, setup_s,
     breakdown)}`` for every kernel of :data:`SIMULATED` that fits; a gru / lstm cell is passed
-    on as ``cell=`` and fp16 as ``dtype=`` for the persistent kernels, while the CSR kernel
-    (fp32 rnn cell only in the IR) keeps the model for them, with a note. This package never
-    imports the simulator: the CLI passes it in. Every row names the engine that produced it.
+    on as ``cell=`` (the persistent kernels and the CSR kernel build every cell) and fp16 as
+    ``dtype=`` for the persistent kernels, while the CSR kernel (fp32 weights only in the IR)
+    keeps the model for fp16, with a note. This package never imports the simulator: the CLI
+    passes it in. Every row names the engine that produced it.
 
     ``heads`` H > 1 (a multi-head layer, docs/heads.md; the simulator callable builds its own
     layers, so only ``engine="model"`` uses it): whether a kernel fits is the single-head answer,
@@ -246,10 +247,7 @@ def predict_layer(spec, hidden: int, batch: int, density: float, *, timesteps: i
             bd = {k: _f(val[0]) for k, val in ex.breakdown.items()}
             eng = "model (exact layout)"
         if ok and engine == "sim" and name in SIMULATED:
-            if cell != "rnn" and v.family != "persistent":
-                notes.append(f"{name}: the kernel in the IR has the rnn cell only; priced by the "
-                             f"model for the {cell} cell ({gates} gate rows per unit)")
-            elif dtype != "fp32" and v.family != "persistent":
+            if dtype != "fp32" and v.family != "persistent":
                 notes.append(f"{name}: the kernel in the IR has fp32 weights only; priced by the "
                              f"model for {dtype} weights")
             else:

@@ -80,7 +80,7 @@ def test_engine_sim_small_layer(capsys, monkeypatch):
     assert rc == 0 and engines["sparse-lamport"] == "sim" and engines["cublas"] == "model"
 
 
-def test_predict_sim_gated_cell_simulates_the_persistent_kernels(capsys):
+def test_predict_sim_gated_cell_simulates_the_persistent_and_csr_kernels(capsys):
     rc, out, _ = _run(["predict", "--gpu", "v100", "--hidden", "256", "--batch", "2",
                        "--density", "0.1", "--timesteps", "4", "--sample-steps", "1",
                        "--engine", "sim", "--cell", "gru", "--json"], capsys)
@@ -90,9 +90,19 @@ def test_predict_sim_gated_cell_simulates_the_persistent_kernels(capsys):
     assert rep["cell"] == "gru"
     assert all(engines[n] == "sim" for n, v in VARIANTS.items()
                if v.family == "persistent"), engines
-    # the CSR kernel in the IR has the rnn cell only: the model prices it, and says so
-    assert engines["csr-row-per-warp"] == "model"
-    assert "csr-row-per-warp: the kernel in the IR has the rnn cell only" in rep["note"]
+    # the CSR kernel builds the gated cells: simulated too, no note that the model priced it
+    assert engines["csr-row-per-warp"] == "sim"
+    assert "csr-row-per-warp" not in rep["note"]
+
+
+def test_predict_sim_lstm_table_names_the_simulator_for_csr(capsys):
+    rc, out, _ = _run(["predict", "--gpu", "h100", "--hidden", "192", "--batch", "4",
+                       "--density", "0.1", "--timesteps", "4", "--sample-steps", "1",
+                       "--engine", "sim", "--cell", "lstm"], capsys)
+    assert rc == 0
+    row = next(line for line in out.splitlines() if line.startswith("csr-row-per-warp"))
+    assert row.split()[1] == "yes" and row.split()[-1] == "sim", row
+    assert "priced by the model" not in out.replace("cuBLAS", "")
 
 
 def test_api_predict_sim_prices_fp16_kernels_with_the_simulator():

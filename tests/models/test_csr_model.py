@@ -4,7 +4,8 @@ The model (``models.analytical``, ``csr-row-per-warp``) reads only the spec and 
 instruction counts; the simulator runs the kernel as the cross-check does (one step,
 ``l2_warm=True``, priced as ``time_s - launch_overhead_s + graph_launch_overhead_s``). Layers are
 random (Bernoulli rows): the model predicts the expectation over such layers, the simulator runs
-one of them (seeded).
+one of them (seeded). Gated cells (LSTM, GRU): the kernel's warp per unit and its G gate rows,
+priced by the model with ``cell=``.
 """
 
 import dataclasses
@@ -42,16 +43,33 @@ def sweep_layers(count=40, seed=2026, nnz_cap=NNZ_CAP):
     return out
 
 
-def simulated(spec, n, b, d, seed):
+def gated_sweep_layers(count=40, seed=2027, nnz_cap=NNZ_CAP):
+    """``count`` gated layers ``(cell, hidden, batch, density)``, LSTM and GRU by turns: hidden
+    log-uniform in 128..4096, batch 1/2/4/8, density log-uniform in 0.01..0.5, drawn with
+    ``seed``; draws above ``nnz_cap`` expected nonzeros (all G N rows) are redrawn."""
+    rng = np.random.default_rng(seed)
+    out = []
+    while len(out) < count:
+        cell = ("lstm", "gru")[len(out) % 2]
+        n = int(round(np.exp(rng.uniform(np.log(128), np.log(4096)))))
+        b = int(rng.choice([1, 2, 4, 8]))
+        d = float(np.exp(rng.uniform(np.log(0.01), np.log(0.5))))
+        if {"lstm": 4, "gru": 3}[cell] * n * n * d <= nnz_cap:
+            out.append((cell, n, b, round(d, 4)))
+    return out
+
+
+def simulated(spec, n, b, d, seed, cell="rnn"):
     from gpusim.engine import simulate
 
-    prog = build_csr_baseline(make_layer(n, b, d, 1, seed))
+    prog = build_csr_baseline(make_layer(n, b, d, 1, seed, cell=cell))
     res = simulate(prog.kernel, prog.step_inputs(0, prog.layer.h0), spec, l2_warm=True)
     return res.time_s - res.launch_overhead_s + spec.graph_launch_overhead_s
 
 
-def modelled(spec, n, b, d):
-    t = an.predict_many(spec, n, b, d, kernels=["csr-row-per-warp"])["csr-row-per-warp"]
+def modelled(spec, n, b, d, cell="rnn"):
+    t = an.predict_many(spec, n, b, d, kernels=["csr-row-per-warp"],
+                        cell=cell)["csr-row-per-warp"]
     return float(t.per_step_s[0])
 
 
@@ -65,13 +83,24 @@ def _errors(layers, gpus=("h100", "v100")):
     return rows
 
 
-def _check(rows):
+def _gated_errors(layers, gpus=("h100", "v100")):
+    rows = []
+    for gpu in gpus:
+        spec = load_spec(gpu)
+        for i, (cell, n, b, d) in enumerate(layers):
+            sim = simulated(spec, n, b, d, seed=i, cell=cell)
+            rows.append(((gpu, cell, n, b, d), sim, modelled(spec, n, b, d, cell)))
+    return rows
+
+
+def _check(rows, tolerance=TOLERANCE):
     errs = np.array([m / s - 1 for _, s, m in rows])
     print(f"\n{len(rows)} configurations: mean |err| {np.abs(errs).mean():.1%}, "
           f"max {np.abs(errs).max():.1%}")
     bad = [f"{c}: sim {s * 1e6:.2f} us, model {m * 1e6:.2f} us ({m / s - 1:+.1%})"
-           for c, s, m in rows if abs(m / s - 1) > TOLERANCE]
+           for c, s, m in rows if abs(m / s - 1) > tolerance]
     assert not bad, "\n".join(bad)
+    return errs
 
 
 def test_the_model_counts_the_kernel_as_built():
@@ -166,3 +195,30 @@ def test_sweep_within_15_percent_of_simulator():
     0.5 on the H100, one step simulated in about 4 minutes, is within 3.2%).
     """
     _check(_errors(sweep_layers()))
+
+
+# gated cells: every configuration within 20%, the sweep's mean within 6% (recorded: see below)
+GATED_TOLERANCE = 0.20
+GATED_MEAN = 0.06
+
+
+def test_small_gated_layers_within_20_percent_of_simulator():
+    """A fast subset: one-round LSTM and GRU rows at batch 1, 2 and 4, and batch 8's long
+    epilogue (its G butterflies and 5 SFU ops per column on lane 0)."""
+    _check(_gated_errors([("lstm", 152, 1, 0.1228), ("gru", 719, 2, 0.0579),
+                          ("lstm", 436, 8, 0.1511), ("gru", 979, 4, 0.1648)], gpus=("h100",)),
+           GATED_TOLERANCE)
+
+
+@pytest.mark.slow
+def test_gated_sweep_within_20_percent_of_simulator():
+    """40 random LSTM and GRU layers (:func:`gated_sweep_layers`) on the H100 and the V100 (80
+    configurations), every one within 20% and the mean within 6%.
+
+    Recorded when this test was written: mean |error| 4.5%, max 14.9%, signed mean -1.9% (the
+    largest: V100 LSTM hidden 2989, batch 4, density 0.0149, -14.9%, where the vanilla model is
+    about -9% on the same rows; the gated model carries the vanilla one's round-by-round error
+    G times). The bound leaves room for the simulator's changes of the mechanisms both share.
+    About 45 s of CPU for the simulator."""
+    errs = _check(_gated_errors(gated_sweep_layers()), GATED_TOLERANCE)
+    assert np.abs(errs).mean() <= GATED_MEAN
