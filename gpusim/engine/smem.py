@@ -9,12 +9,18 @@ wavefront. Bank conflicts (wavefronts beyond one per active phase,
 :func:`kernels_ir.banks.cost`) are counted per static instruction and per warp.
 
 Warp shuffles (``SHFL``) take the same pipe (:meth:`SharedPipe.shuffle`): the LSU pipe hands
-them to L1TEX one warp-instruction a cycle per SM (``shfl_per_cycle_per_sm``), in the FIFO of the
-shared accesses. ``measurements/h100/shfl_pipe.json``: from 4 warps per SM up the GPU issues 1.00
-shuffle a cycle per SM whatever the warps (the simulator, with a shuffle pipe per sub-partition,
-issued up to 3.9), a conflict-free shared load beside every shuffle doubles the cost (1.03
-cycles per instruction: one pipe), an FFMA beside it does not. Shuffles are not counted as
-shared wavefronts (the bank-conflict cross-check compares those with Nsight).
+them to L1TEX one warp-instruction a cycle per SM (``shfl_per_cycle_per_sm``).
+``measurements/h100/shfl_pipe.json``: from 4 warps per SM up the GPU issues 1.00 shuffle a cycle
+per SM whatever the warps (the simulator, with a shuffle pipe per sub-partition, issued up to
+3.9), a conflict-free shared load beside every shuffle doubles the cost (1.03 cycles per
+instruction: one pipe), an FFMA beside it does not. The shuffles' places are a
+:class:`~.l2.BucketServer` per SM (time buckets with backfill) in which every shared access's
+wavefronts take places too, so a shuffle waits for the pipe's shared traffic; the shared
+accesses keep their FIFO and are not delayed by shuffles (an approximation: charging both
+through the FIFO made the kernels' reduction, each warp's next shuffles waiting for its last
+results, 9-29% too slow in that record, because the FIFO serves one instruction of every warp
+before the next instruction of any). Shuffles are not counted as shared wavefronts (the
+bank-conflict cross-check compares those with Nsight).
 
 Global loads (``LDG``, polls) pass two L1TEX stages of the SM:
 
@@ -78,6 +84,9 @@ class SharedPipe:
     def __init__(self, spec, n_sms: int, n_warps: int, n_instrs: int):
         self.rate = float(spec.smem_wavefronts_per_cycle)
         self.shfl_cycles = 1.0 / float(spec.shfl_per_cycle_per_sm)
+        # the shuffles' places in the pipe, in time buckets (with backfill); the shared accesses'
+        # wavefronts take places there too, so a shuffle waits for the pipe's shared traffic
+        self.shfl_server = BucketServer(n_sms, self.shfl_cycles)
         self.latency = float(spec.smem_latency_cycles)
         self.free = np.zeros(n_sms)
         self._cache: dict[int, list] = {}
@@ -112,13 +121,16 @@ class SharedPipe:
         self.wavefronts[sid] += int(wf.sum())
         self.conflicts[sid] += int(bc.sum())
         self.conflicts_per_warp[warps] += bc
-        return self._fifo(issue, sm[warps], wf / self.rate) + self.latency
+        done = self._fifo(issue, sm[warps], wf / self.rate) + self.latency
+        self._units(self.shfl_server, issue, warps, sm,
+                    np.ceil(wf / (self.rate * self.shfl_cycles)).astype(np.int64))
+        return done
 
     def shuffle(self, issue: np.ndarray, warps: np.ndarray, sm: np.ndarray) -> np.ndarray:
         """Per-warp cycle at which a shuffle issued at ``issue`` takes its place in the pipe
-        (its result is ready the shuffle latency later)."""
-        d = np.full(warps.size, self.shfl_cycles)
-        return self._fifo(issue, sm[warps], d) - d
+        (its result is ready the shuffle latency later), after the places that earlier shuffles
+        and the shared accesses' wavefronts took (module docstring)."""
+        return self.shfl_server.serve(sm[warps], issue)
 
     def tag_stage(self, issue: np.ndarray, warps: np.ndarray, sm: np.ndarray,
                   lines: np.ndarray) -> np.ndarray:
