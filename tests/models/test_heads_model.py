@@ -8,10 +8,13 @@ it cannot (grid-wide exchange); the command that produced it is recorded in the 
 the model is recomputed, on the mapping the kernel builder makes for the same seeded layer
 (:func:`models.analytical.persistent.builder_mapping`), and nothing from the simulation.
 
-On the recorded sweep (14 layers, 33 kernels) the model is 6.9% off per step on average (MAPE;
-CTA-local 7.0%, grid-wide 6.7%), worst case 16.5% (LSTM, 16 heads of 32 units, batch 8, the
-Lamport kernel), always on the fast side; the bounds leave a margin: MAPE within 10%, every
-case within 22%.
+On the recorded sweep (14 layers, 33 kernels; re-simulated after shuffles took their place in
+the SM's shared pipe and the launches their buffers in L2) the model is 7.4% off per step on
+average (MAPE; CTA-local 9.3%, grid-wide 4.7%), worst case -21.7% (LSTM, 16 heads of 32 units,
+batch 8, the Lamport kernel), on the fast side: in the engine the warps of such a CTA reach each
+mask of the butterfly together and wait for the SM's other shuffles of it, which the model
+charges only as the pipe's throughput. The bounds: MAPE within 10%, every case within 22% (a
+thin margin for the worst case).
 """
 
 import json
