@@ -105,14 +105,19 @@ def packed(words: np.ndarray, width: int, active: np.ndarray | None = None,
     lead = words.shape[:-1]
     if op != "ld" or width == 1:
         return np.zeros(lead, dtype=bool)
-    out = np.empty(lead, dtype=bool)
-    for i, partner in enumerate((_XOR1, _XOR2)):
-        same = words == words[..., partner]
-        if active is not None:
-            act = np.asarray(active, dtype=bool)
-            same |= ~act | ~act[..., partner]
-        ok = same.all(axis=-1)
-        out = ok if i == 0 else out | ok
+    # lane pairs (l, l ^ x): the two halves of every run of 2 x lanes (equality is symmetric,
+    # so one comparison per pair)
+    act = None if active is None else np.broadcast_to(np.asarray(active, dtype=bool),
+                                                      words.shape)
+    out = None
+    for x in (1, 2):
+        w = words.reshape(*lead, WARP // (2 * x), 2, x)
+        same = w[..., 0, :] == w[..., 1, :]
+        if act is not None:
+            a = act.reshape(*lead, WARP // (2 * x), 2, x)
+            same |= ~a[..., 0, :] | ~a[..., 1, :]
+        ok = same.reshape(*lead, WARP // 2).all(axis=-1)
+        out = ok if out is None else out | ok
     return out
 
 
@@ -121,17 +126,25 @@ def _busiest(starts: np.ndarray, width: int) -> np.ndarray:
     bank (0 for a row with no active lane). A lane's ``width`` aligned words fill the ``width``
     banks of its :func:`bank_group`, so this is the largest number of distinct first words in
     one group."""
-    n = starts.shape[0]
+    n, m = starts.shape
     if n == 0:
         return np.zeros(0, dtype=np.int64)
     groups = BANKS // width
-    srt = np.sort(starts, axis=1)
-    valid = srt >= 0
-    distinct = valid
-    distinct[:, 1:] &= srt[:, 1:] != srt[:, :-1]
-    key = (np.arange(n, dtype=np.int64)[:, None] * groups + (srt % BANKS) // width)[distinct]
-    counts = np.bincount(key, minlength=n * groups)
-    return counts.reshape(n, groups).max(axis=1).astype(np.int64)
+    srt = np.sort(starts, axis=1).reshape(-1)
+    # a lane's word is distinct if active and not its sorted row's previous word (each row's
+    # first lane: no previous one), over the flat array
+    distinct = np.empty(srt.size, dtype=bool)
+    np.not_equal(srt[1:], srt[:-1], out=distinct[1:])
+    distinct[::m] = True
+    distinct &= srt >= 0
+    # the bank group (word % 32) // width of a word >= 0, with bit operations (width: 1, 2, 4);
+    # distinct words counted per (group, row), the rows contiguous for the max over the groups
+    key = ((srt & (BANKS - 1)) >> (width.bit_length() - 1)) * n + np.repeat(np.arange(n), m)
+    counts = np.bincount(key[distinct], minlength=groups * n).reshape(groups, n)
+    return counts.max(axis=0).astype(np.int64)
+
+
+_COST_CHUNK = 1 << 12   # accesses costed at a time: their arrays stay in the CPU's caches
 
 
 def _cost(words, width: int, active, op: str) -> tuple[np.ndarray, np.ndarray]:
@@ -140,15 +153,29 @@ def _cost(words, width: int, active, op: str) -> tuple[np.ndarray, np.ndarray]:
     check_op(op)
     words = _words(words)
     lead = words.shape[:-1]
+    flat = words.reshape(-1, WARP)                                # one row per access
     act = None
     if active is not None:
-        act = np.broadcast_to(np.asarray(active, dtype=bool), words.shape)
-    if width > 1 and np.any((words % width != 0) if act is None else (words % width != 0) & act):
+        act = np.broadcast_to(np.asarray(active, dtype=bool), words.shape).reshape(-1, WARP)
+    n = flat.shape[0]
+    wf = np.empty(n, dtype=np.int64)
+    ideal = np.empty(n, dtype=np.int64)
+    for a in range(0, n, _COST_CHUNK):
+        b = min(n, a + _COST_CHUNK)
+        wf[a:b], ideal[a:b] = _cost_rows(flat[a:b], width, None if act is None else act[a:b], op)
+    return wf.reshape(lead), ideal.reshape(lead)
+
+
+def _cost_rows(words: np.ndarray, width: int, act, op: str) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_cost` of accesses ``(n, 32)``."""
+    # words % width != 0 for width 2 or 4: a low bit set (in the OR of all the words, if all
+    # lanes are active)
+    if width > 1 and (int(np.bitwise_or.reduce(words, axis=None)) & (width - 1) if act is None
+                      else np.any((words & (width - 1) != 0) & act)):
         raise InputError(f"a {32 * width}-bit shared access needs word addresses aligned to "
                          f"{width} words")
-    starts = words if act is None else np.where(act, words, -1)
-    flat = starts.reshape(-1, WARP)                               # one row per access
-    pk = packed(words, width, act, op).reshape(-1)
+    flat = words if act is None else np.where(act, words, -1)
+    pk = packed(words, width, act, op)
     wf = np.empty(flat.shape[0], dtype=np.int64)
     ideal = np.empty(flat.shape[0], dtype=np.int64)
     for merged, sel in ((False, ~pk), (True, pk)):
@@ -163,7 +190,7 @@ def _cost(words, width: int, active, op: str) -> tuple[np.ndarray, np.ndarray]:
         ideal[dest] = (per > 0).sum(axis=1)
         if idx is None:
             break
-    return wf.reshape(lead), ideal.reshape(lead)
+    return wf, ideal
 
 
 def wavefronts(words: np.ndarray, width: int, active: np.ndarray | None = None,
@@ -244,4 +271,6 @@ def bank_group(words: np.ndarray, width: int) -> np.ndarray:
     """
     check_width(width)
     words = np.asarray(words, dtype=np.int64)
-    return (words % BANKS) // width
+    # (words % 32) // width with bit operations: the same for every integer (floor modulo by a
+    # power of two keeps the low bits, and width is a power of two)
+    return (words & (BANKS - 1)) >> (width.bit_length() - 1)

@@ -140,22 +140,27 @@ def row_lower_bound(counts: np.ndarray, groups: np.ndarray, lanes: int) -> np.nd
     S = np.cumsum(-np.sort(-counts, axis=1), axis=1)  # S_a, a = 1..C
     a = np.arange(1, counts.shape[1] + 1, dtype=np.int64)
 
-    def ok(T):
-        lo_, r = T // G, T % G
+    def ok(T, rows=slice(None)):
+        g = G[rows]
+        lo_, r = T // g, T % g
         F = (r[:, None] * np.minimum(lanes, a * (lo_[:, None] + 1))
-             + (G - r)[:, None] * np.minimum(lanes, a * lo_[:, None]))
-        return np.all(S <= F, axis=1)
+             + (g - r)[:, None] * np.minimum(lanes, a * lo_[:, None]))
+        return np.all(S[rows] <= F, axis=1)
 
+    # T* is the least T >= the simple bound with ok(T) (ok only gains with T); usually the
+    # simple bound itself, else a bisection of the rows left
     lo = np.maximum(G, counts.max(axis=1, initial=0))
     hi = np.maximum(lo, G * lanes)
-    lo = np.where(ok(lo), lo, lo + 1)  # common case: the simple bound already holds
-    hi = np.where(ok(lo - 1) & (lo - 1 >= np.maximum(G, counts.max(axis=1, initial=0))),
-                  lo - 1, hi)
-    while np.any(lo < hi):
-        mid = (lo + hi) // 2
-        good = ok(mid)
-        hi = np.where(good, mid, hi)
-        lo = np.where(good, lo, mid + 1)
+    holds = ok(lo)
+    hi = np.where(holds, lo, hi)
+    lo = np.where(holds, lo, lo + 1)
+    rows = np.flatnonzero(lo < hi)
+    while rows.size:
+        mid = (lo[rows] + hi[rows]) // 2
+        good = ok(mid, rows)
+        hi[rows] = np.where(good, mid, hi[rows])
+        lo[rows] = np.where(good, lo[rows], mid + 1)
+        rows = rows[lo[rows] < hi[rows]]
     return lo
 
 
@@ -225,10 +230,30 @@ def _by_class(indptr, indices, batch, wide_loads):
     row = np.repeat(np.arange(nr), nnz)
     cls = column_classes(indices, batch, wide_loads)
     C = g.classes
-    counts = np.bincount(row * C + cls, minlength=nr * C).reshape(nr, C)
-    order = np.argsort(row * C + cls, kind="stable")  # entries grouped by (row, class)
+    key = row * C + cls
+    counts = np.bincount(key, minlength=nr * C).reshape(nr, C)
+    order = _stable_order(key, nr * C, C)            # entries grouped by (row, class)
     start = np.cumsum(counts, axis=1) - counts       # within-row offset of each class
     return g, counts, start, order
+
+
+def _stable_order(key: np.ndarray, n_keys: int, C: int) -> np.ndarray:
+    """``np.argsort(key, kind="stable")`` for ``key = row * C + class`` (rows ascending, keys
+    below ``n_keys``), with NumPy's radix sort of 16-bit keys: runs of rows whose keys span
+    2**16 values are sorted one at a time, modulo 2**16 (``C`` divides 2**16, so no row
+    straddles two runs and every key before a run's start is below it)."""
+    span = 1 << 16
+    if n_keys <= span:
+        return np.argsort(key.astype(np.uint16), kind="stable")
+    if span % C:
+        return np.argsort(key, kind="stable")
+    bounds = np.searchsorted(key, np.arange(0, n_keys + span, span))
+    out = np.empty(key.size, dtype=np.intp)
+    low = (key & (span - 1)).astype(np.uint16)
+    for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+        if b > a:
+            out[a:b] = np.argsort(low[a:b], kind="stable") + a
+    return out
 
 
 def _water_fill(counts, limit, m: int, caps, rule: str):
@@ -247,6 +272,8 @@ def _water_fill(counts, limit, m: int, caps, rule: str):
     is then a merge: the group's picks are the ``m`` best tokens in the order (score, class),
     which one sort per group gives for all rows, instead of ``m`` whole-array steps.
     """
+    if caps is not None:
+        return _water_fill_capped(counts, limit, m, caps)
     nr, C = counts.shape
     limit = np.asarray(limit, dtype=np.int64)
     npos = int(limit.max(initial=0))
@@ -304,6 +331,101 @@ def _water_fill(counts, limit, m: int, caps, rule: str):
     return picks, ranks, rem.astype(np.int32)
 
 
+def _water_fill_capped(counts, limit, m: int, caps):
+    """:func:`_water_fill` with rule "optimal": the same picks, ranks and remainders, with less
+    array work per group (:func:`_capped_group`). Rows whose tokens would make a long sort
+    (more than :data:`_SHORT_SORT` keys) are split by their own count of tokens per class:
+    each row's picks depend on its tokens only."""
+    nr, C = counts.shape
+    limit = np.asarray(limit, dtype=np.int64)
+    npos = int(limit.max(initial=0))
+    big = int(counts.max(initial=0)) + 1
+    dt = np.int32 if big < 1 << 20 else np.int64      # rem, taken
+    rem = counts.astype(dt)
+    taken = np.zeros_like(rem)
+    picks = np.full((nr, npos), -1, dtype=np.int8)
+    ranks = np.zeros((nr, npos), dtype=np.int32)
+    for p0 in range(0, npos, m):
+        width = min(m, npos - p0)                  # positions of this group
+        live = limit > p0
+        n_live = int(np.count_nonzero(live))
+        if n_live == 0:
+            break
+        # live rows: usually a prefix (rows come longest first), else an index array
+        rows = slice(0, n_live) if live[:n_live].all() else np.flatnonzero(live)
+        r = rem[rows]                              # (live rows, C) left at the group's start
+        cap = np.clip(caps[rows, p0 // m], 0, width).astype(dt)   # (a cap below 0: none)
+        n_tok = np.minimum(r, cap[:, None])        # tokens of each class
+        T = int(n_tok.max(initial=0))
+        if T == 0:
+            continue
+        parts = [(rows, r, n_tok, T)]
+        if C * T > _SHORT_SORT and C <= _SHORT_SORT:
+            per_row = n_tok.max(axis=1)
+            short = per_row * C <= _SHORT_SORT
+            if short.any():
+                idx = np.arange(n_live) if isinstance(rows, slice) else rows
+                long_ = ~short
+                parts = [(idx[sel], r[sel], n_tok[sel], t_max) for sel, t_max in
+                         ((short, int(per_row[short].max())), (long_, T)) if sel.any()]
+        for sub, r_s, n_s, t_max in parts:
+            if t_max == 0:
+                continue
+            p, k, got = _capped_group(r_s, n_s, taken[sub], t_max, width, big)
+            picks[sub, p0:p0 + p.shape[1]] = p
+            ranks[sub, p0:p0 + p.shape[1]] = k
+            taken[sub] += got
+            rem[sub] -= got
+    return picks, ranks, rem.astype(np.int32)
+
+
+_SHORT_SORT = 64   # keys per row that NumPy sorts fast (longer rows sort several times slower)
+
+
+def _capped_group(r, n_tok, taken, T: int, width: int, big: int):
+    """One group of :func:`_water_fill_capped` for some rows: ``(picks, ranks, got)``, picks
+    int8 (-1 = padding) and ranks of the group's first ``min(width, C * T)`` positions, and the
+    picks per class. ``r``: remaining per class; ``n_tok``: tokens per class (at most ``T``);
+    ``taken``: picks per class so far; ``big``: more than any count.
+
+    A token's key packs (score, class, t) into bit fields, ``(big - r + t) << sh | class << tb
+    | t``: ascending keys are the merge order of :func:`_water_fill` (larger ``r - t`` first,
+    then the lower class, then ``t``), decoded with shifts and masks. A class's picks are its
+    tokens up to the group's last key, counted from its first key and the key step. With at
+    most one token per class and no more classes than positions (every cap 1) every token is
+    taken, so only the classes' order is needed.
+    """
+    n, C = r.shape
+    cb = max(0, (C - 1).bit_length())              # bits of a class (C is a power of two)
+    tb = (T - 1).bit_length()                      # bits of t
+    sh = cb + tb
+    kt = np.int64 if (big + T) << sh >= np.iinfo(np.int32).max else np.int32
+    done = np.iinfo(kt).max                        # above every key: no token
+    base = ((big - r).astype(kt) << sh) | (np.arange(C, dtype=kt) << tb)   # keys of t = 0
+    taken_at = (np.arange(n, dtype=np.intp) * C)[:, None]  # + class: index into taken, flat
+    taken = taken.reshape(-1)
+    if T == 1 and C <= width:
+        key = np.sort(np.where(n_tok > 0, base, done), axis=1)
+        ok = key != done
+        cc = (key >> tb) & (C - 1)                 # a class even where not ok (masked)
+        return (np.where(ok, cc, -1), np.where(ok, np.take(taken, taken_at + cc), 0),
+                (n_tok > 0).astype(taken.dtype))
+    step = (1 << sh) + 1                           # key(c, t + 1) - key(c, t)
+    t = np.arange(T, dtype=kt)[:, None, None]
+    tokens = np.where(t < n_tok, base + t * step, done)            # (T, rows, C)
+    key = np.sort(tokens.transpose(1, 0, 2).reshape(n, T * C), axis=1)[:, :width]
+    ok = key != done
+    cc = (key >> tb) & (C - 1)                     # a class even where not ok (masked)
+    rank = np.where(ok, np.take(taken, taken_at + cc) + (key & ((1 << tb) - 1)), 0)
+    # picks per class: its tokens up to the row's last pick (keys ascend with t); a row with
+    # fewer tokens than positions takes them all (its last key is `done`: the clip to n_tok)
+    if key.shape[1] < width:
+        got = n_tok
+    else:
+        got = np.clip((key[:, width - 1:width] - base) // step + 1, 0, n_tok)
+    return np.where(ok, cc, -1), rank, got.astype(taken.dtype, copy=False)
+
+
 def _flow_picks(n_g: np.ndarray, L: np.ndarray, m: int, npos: int):
     """Exact transportation by max-flow for one row; returns (picks, ranks) or None."""
     from scipy.sparse.csgraph import maximum_flow
@@ -338,14 +460,20 @@ def _flow_picks(n_g: np.ndarray, L: np.ndarray, m: int, npos: int):
 def _assemble(indptr, order, start, picks, ranks, ks):
     indptr = np.asarray(indptr, dtype=np.int64)
     nr = indptr.size - 1
+    C = start.shape[1]
     real = picks >= 0
-    # per-row values broadcast along the row (cheaper than gathering them per position)
-    first = indptr[:nr, None]
-    glob = first + np.take_along_axis(start, np.where(real, picks, 0), axis=1) + ranks
-    local = np.where(real, order[np.minimum(glob, max(order.size - 1, 0))] - first
-                     if order.size else -1, -1)
+    if order.size == 0:
+        local = np.full(picks.shape, -1, dtype=np.int64)
+    else:
+        it = np.int32 if max(order.size, nr * C) < np.iinfo(np.int32).max else np.int64
+        first = indptr[:nr, None].astype(it)
+        # where in `order` each (row, class) starts, read per position (a padding position's
+        # pick -1 reads a neighbouring one, clipped, and is masked below)
+        off = (start + first).astype(it).reshape(-1)
+        at = np.take(off, (np.arange(nr, dtype=it) * C)[:, None] + picks, mode="clip") + ranks
+        local = np.where(real, np.take(order.astype(it), at, mode="clip") - first, -1)
     keep = np.arange(picks.shape[1])[None, :] < (np.asarray(ks) * WARP)[:, None]
-    return local[keep].reshape(-1, WARP)
+    return local[keep].reshape(-1, WARP).astype(np.int64)
 
 
 def _greedy_many(indptr, indices, ks, *, batch, wide_loads, rng):
@@ -388,12 +516,18 @@ def _optimal_many(indptr, indices, ks, *, batch, wide_loads, rng):
             raise AssertionError(f"optimal layout: no flow meets the bound for row {r}")
         picks[r], ranks[r] = got
     if j.any():  # group positions -> lanes (the identity for rows without a packed slot)
-        lane = _group_lanes(ks, j, g, picks.shape[1])
+        npos = picks.shape[1]
         out_p = np.full((ks.size, int(ks.max(initial=0)) * WARP), -1, dtype=np.int8)
         out_r = np.zeros(out_p.shape, dtype=np.int32)
+        out_p[:, :npos], out_r[:, :npos] = picks, ranks
+        rows = np.flatnonzero(j)               # only these move
+        lane = _group_lanes(ks[rows], j[rows], g, npos)
+        sub_p = np.full((rows.size, out_p.shape[1]), -1, dtype=np.int8)
+        sub_r = np.zeros(sub_p.shape, dtype=np.int32)
         rr, vv = np.nonzero(lane >= 0)
-        out_p[rr, lane[rr, vv]] = picks[rr, vv]
-        out_r[rr, lane[rr, vv]] = ranks[rr, vv]
+        sub_p[rr, lane[rr, vv]] = picks[rows[rr], vv]
+        sub_r[rr, lane[rr, vv]] = ranks[rows[rr], vv]
+        out_p[rows], out_r[rows] = sub_p, sub_r
         picks, ranks = out_p, out_r
     return _assemble(indptr, order, start, picks, ranks, ks)
 

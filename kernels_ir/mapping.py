@@ -307,22 +307,30 @@ def _fill_padding_columns(cols: np.ndarray, pad: np.ndarray) -> None:
 
 def _fill_padding_slots(cols: np.ndarray, pad: np.ndarray) -> None:
     """:func:`_fill_padding_columns` on every slot of ``cols`` (in place)."""
-    todo = pad.copy()
-    partner = np.arange(WARP) ^ 1
-    real = ~pad
-    packable = ~(real & real[..., partner]).any(axis=-1, keepdims=True)
-    t = todo & real[..., partner] & packable
-    cols[t] = cols[..., partner][t]
-    todo &= ~t
     lead = cols.shape[:-1]
-    for size in (WARP // _WIDEST_WORDS, WARP // 2, WARP):
-        c = cols.reshape(*lead, WARP // size, size)
-        real = ~pad.reshape(*lead, WARP // size, size)
-        first = np.take_along_axis(c, real.argmax(axis=-1)[..., None], axis=-1)
-        t = todo.reshape(c.shape) & real.any(axis=-1, keepdims=True)
-        c[t] = np.broadcast_to(first, c.shape)[t]
-        todo &= ~t.reshape(todo.shape)
-    cols[todo] = 0
+    todo = pad.copy()
+    # lane pairs (l, l ^ 1) as the two entries of a trailing axis of 2; [..., ::-1] is the partner
+    real2 = ~pad.reshape(*lead, WARP // 2, 2)
+    packable = ~(real2[..., 0] & real2[..., 1]).any(axis=-1)
+    t = todo.reshape(real2.shape) & real2[..., ::-1] & packable[..., None, None]
+    c2 = cols.reshape(real2.shape)
+    np.copyto(c2, c2[..., ::-1].copy(), where=t)  # a padding lane copies its real partner
+    todo &= ~t.reshape(todo.shape)
+    # the first real lane's column of every quarter-warp, of every half (from its first quarter
+    # that has a real lane) and of the warp; the padding lanes left take their quarter's, else
+    # their half's, else the warp's, else column 0
+    parts = cols.reshape(*lead, _WIDEST_WORDS, WARP // _WIDEST_WORDS)      # quarter-warps
+    real = ~pad.reshape(parts.shape)
+    has_q = real.any(axis=-1)                                               # (..., 4)
+    first_q = np.take_along_axis(parts, real.argmax(axis=-1)[..., None], axis=-1)[..., 0]
+    has_h = has_q[..., 0::2] | has_q[..., 1::2]                             # (..., 2)
+    first_h = np.where(has_q[..., 0::2], first_q[..., 0::2], first_q[..., 1::2])
+    has_w = has_h[..., :1] | has_h[..., 1:]                                 # (..., 1)
+    first_w = np.where(has_h[..., :1], first_h[..., :1], first_h[..., 1:])
+    fill = np.where(has_q, first_q,
+                    np.where(np.repeat(has_h, 2, axis=-1), np.repeat(first_h, 2, axis=-1),
+                             np.where(has_w, first_w, 0)))                 # (..., 4)
+    np.copyto(parts, fill[..., None], where=todo.reshape(parts.shape))
 
 
 def _layout_indices(csr: sp.csr_matrix, ks: np.ndarray, layout, batch: int, wide_loads: bool,
@@ -350,7 +358,7 @@ def _layout_indices(csr: sp.csr_matrix, ks: np.ndarray, layout, batch: int, wide
     glob = (csr.indptr[row_of_slot][:, None] + out)[out >= 0]
     if glob.size != csr.nnz or np.bincount(glob, minlength=csr.nnz).max(initial=1) != 1:
         raise InputError("layout must place every nonzero of its row exactly once")
-    return out.astype(np.int64)
+    return out.astype(np.int64, copy=False)   # only read: a layout's own array is not copied
 
 
 def map_matrix(U, *, n_ctas: int, warps_per_cta: int, batch: int, wide_loads: bool,
@@ -512,8 +520,9 @@ def _deal_sparse(M: sp.csr_matrix, n_ctas: int, warps_per_cta: int,
         owned = owned[owned >= 0]
         positions = np.empty(n_cols, dtype=np.int32)
         positions[owned] = np.arange(owned.size, dtype=np.int32)
-        M = sp.csr_matrix((M.data.copy(), positions[M.indices], M.indptr.copy()), shape=M.shape)
-        M.sort_indices()                         # "naive" = order of the positions
+        # "naive" = order of the positions: sorted within rows, by way of the columns (two
+        # linear passes instead of a sort of every row)
+        M = sp.csr_matrix((M.data, positions[M.indices], M.indptr), shape=M.shape).tocsc().tocsr()
     for a in (row_ids, ks, positions):           # shared by every layout's Mapping
         if a is not None:
             a.setflags(write=False)
@@ -533,21 +542,27 @@ def _place(dealt: _Dealt, hook: Callable, name: str, batch: int, wide_loads: boo
     cols = np.zeros((n_warps, S, WARP), dtype=np.int32)
     values = np.zeros((n_warps, S, WARP), dtype=np.float32)
     pad = np.ones((n_warps, S, WARP), dtype=bool)
-    indices = np.append(Ms.indices, 0).astype(np.int32)
-    data = np.append(Ms.data, 0).astype(np.float32)
+    indices = np.zeros(Ms.nnz + 1, dtype=np.int32)   # the last entry: padding's sentinel
+    indices[:-1] = Ms.indices
+    data = np.zeros(Ms.nnz + 1, dtype=np.float32)
+    data[:-1] = Ms.data
     start = 0
     for j in range(R):
         lo = sum(dealt.counts[:j])
         hi = lo + dealt.counts[j]
         block = idx[start:start + (hi - lo) * K[j]].reshape(hi - lo, K[j], WARP)
         start += (hi - lo) * K[j]
+        flip = False
         if dealt.warps is not None:
             w = dealt.warps[j]
+        elif dealt.reverse[j]:   # rows to the last hi - lo warps, last warp first
+            w, flip = slice(n_warps - (hi - lo), n_warps), True
         else:
-            w = np.arange(hi - lo)
-            w = n_warps - 1 - w if dealt.reverse[j] else w
+            w = slice(0, hi - lo)
         real = block >= 0
         glob = np.where(real, Ms.indptr[lo:hi, None, None] + block, Ms.nnz)  # nnz: sentinel
+        if flip:
+            real, glob = real[::-1], glob[::-1]
         sl = slice(sum(K[:j]), sum(K[:j + 1]))
         cols[w, sl] = indices[glob]
         values[w, sl] = data[glob]

@@ -431,9 +431,13 @@ def max_hidden(spec, density: float, batch: int, *, cell: str = "rnn", dtype: st
     if isinstance(batch, bool) or int(batch) != batch or batch < 1:
         raise InputError(f"batch={batch!r} must be a positive integer")
 
+    seen: dict[int, Fit] = {}   # each size is evaluated once (the search revisits some)
+
     def ok(n: int) -> Fit:
-        return fit(spec, n, batch, density, cell=cell, dtype=dtype, dense=dense, exact=exact,
-                   ptxas=ptxas)
+        if n not in seen:
+            seen[n] = fit(spec, n, batch, density, cell=cell, dtype=dtype, dense=dense,
+                          exact=exact, ptxas=ptxas)
+        return seen[n]
 
     if not ok(1).fits:
         f = ok(1)

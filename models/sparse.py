@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import functools
 import math
+import os
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -116,6 +118,62 @@ def _raw_uniforms_match() -> bool:
     return True
 
 
+def _draw_rows(rng: np.random.Generator, n_rows: int, n_cols: int, d: float, chunk: int):
+    """The nonzero positions of ``n_rows`` rows drawn from ``rng`` (``chunk`` rows at a time):
+    a list of int32 column arrays and a list of per-row counts, row after row."""
+    indices, counts = [], []
+    for r0 in range(0, n_rows, chunk):
+        r1 = min(n_rows, r0 + chunk)
+        if d >= 1.0:
+            mask = np.ones((r1 - r0, n_cols), dtype=bool)
+        else:
+            mask = _uniform_below(rng, (r1 - r0) * n_cols, d)
+        # flat positions are row-major, as np.nonzero(mask) gives them, but 1-D nonzero is
+        # several times faster than 2-D (which builds both index arrays)
+        flat = np.flatnonzero(mask)
+        rows = flat // n_cols
+        counts.append(np.bincount(rows, minlength=r1 - r0))
+        indices.append((flat - rows * n_cols).astype(np.int32))
+    return indices, counts
+
+
+_SPLIT_MIN_ELEMS = 1 << 23  # uniforms of a layer worth drawing on two cores (8192^2: 67 M)
+
+
+def _second_stream(rng: np.random.Generator, n_rows: int, n_cols: int, d: float):
+    """``(r, rng2)``: rows ``r ..`` of a large layer drawn by ``rng2``, a generator placed where
+    ``rng``'s stream reaches row ``r``, so that two threads draw the rows (NumPy releases the
+    GIL while it generates); ``None`` where that does not pay or cannot be done exactly (one
+    CPU, a small layer, a density of 1, another bit generator than PCG64).
+
+    Row ``r`` starts at uniform ``e = r * n_cols``; uniform ``i`` is the kept high half for
+    ``i = 0`` if ``rng`` holds one (``h = 1``), else half ``(i - h) % 2`` (low first) of 64-bit
+    output ``(i - h) // 2`` (:func:`_raw_uint32`). ``PCG64.advance`` skips outputs exactly."""
+    if d >= 1.0 or n_rows < 2 or n_rows * n_cols < _SPLIT_MIN_ELEMS or _cpus() < 2:
+        return None
+    bg = rng.bit_generator
+    if type(bg) is not np.random.PCG64 or not _raw_uniforms_match():
+        return None
+    r = n_rows // 2
+    st = bg.state
+    k = r * n_cols - int(st["has_uint32"])        # 32-bit halves of fresh outputs before row r
+    bg2 = np.random.PCG64()
+    bg2.state = {**st, "has_uint32": 0, "uinteger": 0}
+    bg2.advance(k // 2)
+    if k % 2:                                      # row r starts with a high half
+        high = int(bg2.random_raw(1)[0]) >> 32
+        bg2.state = {**bg2.state, "has_uint32": 1, "uinteger": high}
+    return r, np.random.Generator(bg2)
+
+
+@functools.cache
+def _cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
 def random_sparse(n_rows: int, n_cols: int, density, rng: np.random.Generator, *,
                   scale: float | None = None, dtype=np.float32) -> sp.csr_matrix:
     """Each position is nonzero independently with probability ``density`` (seeded by ``rng``).
@@ -129,31 +187,42 @@ def random_sparse(n_rows: int, n_cols: int, density, rng: np.random.Generator, *
     if scale is None:
         scale = 1.0 / math.sqrt(d * n_cols)
     chunk = max(1, _ROW_CHUNK_ELEMS // n_cols)
-    indptr = [np.zeros(1, dtype=np.int64)]
-    indices = []
-    total = 0
-    for r0 in range(0, n_rows, chunk):
-        r1 = min(n_rows, r0 + chunk)
-        if d >= 1.0:
-            mask = np.ones((r1 - r0, n_cols), dtype=bool)
-        else:
-            mask = _uniform_below(rng, (r1 - r0) * n_cols, d)
-        # flat positions are row-major, as np.nonzero(mask) gives them, but 1-D nonzero is
-        # several times faster than 2-D (which builds both index arrays)
-        flat = np.flatnonzero(mask)
-        rows = flat // n_cols
-        counts = np.bincount(rows, minlength=r1 - r0)
-        indices.append((flat - rows * n_cols).astype(np.int32))
-        indptr.append(total + np.cumsum(counts))
-        total += int(counts.sum())
-    indptr = np.concatenate(indptr)
+    split = _second_stream(rng, n_rows, n_cols, d)
+    if split is None:
+        indices, counts = _draw_rows(rng, n_rows, n_cols, d, chunk)
+    else:   # the later rows drawn by a thread, from their place in the same stream
+        r_split, rng2 = split
+        later: dict = {}
+
+        def draw_later():
+            try:
+                later["rows"] = _draw_rows(rng2, n_rows - r_split, n_cols, d, chunk)
+            except BaseException as exc:  # noqa: BLE001 - raised again below
+                later["error"] = exc
+
+        worker = threading.Thread(target=draw_later, name="random_sparse")
+        worker.start()
+        try:
+            indices, counts = _draw_rows(rng, r_split, n_cols, d, chunk)
+        finally:
+            worker.join()
+        if "error" in later:
+            raise later["error"]
+        indices += later["rows"][0]
+        counts += later["rows"][1]
+        rng.bit_generator.state = rng2.bit_generator.state   # after the last draw
+    counts = np.concatenate(counts)
+    indptr = np.concatenate([np.zeros(1, dtype=np.int64), np.cumsum(counts)])
     indices = np.concatenate(indices) if indices else np.zeros(0, np.int32)
+    total = int(indptr[-1])
     if total == 0:
         r, c = int(rng.integers(n_rows)), int(rng.integers(n_cols))
         indptr = np.r_[np.zeros(r + 1, np.int64), np.ones(n_rows - r, np.int64)]
         indices = np.array([c], dtype=np.int32)
         total = 1
-    values = (rng.standard_normal(total) * scale).astype(dtype)
+    values = rng.standard_normal(total)
+    values *= scale                 # in place: the same float64 products, one array fewer
+    values = values.astype(dtype)
     return sp.csr_matrix((values, indices, indptr), shape=(n_rows, n_cols))
 
 

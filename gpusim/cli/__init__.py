@@ -101,8 +101,51 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+# numpy submodules that no command uses but that scipy's array-API layer imports when scipy is
+# imported (scipy._lib.array_api_compat copies numpy's namespace name by name, and each of these
+# loads on first access): numpy.f2py and numpy.testing alone took 0.1 s of `gpusim predict`.
+_DEFERRED_NUMPY = ("f2py", "testing", "polynomial", "ctypeslib", "char", "rec")
+
+
+def _defer_numpy_modules() -> None:
+    """Load the numpy submodules of :data:`_DEFERRED_NUMPY` on first use instead
+    (:class:`importlib.util.LazyLoader`: the module object exists at once, its code runs when
+    an attribute of it is first read). Nothing else changes. Only before scipy is imported, and
+    only for submodules not loaded yet; any failure leaves numpy as it was (a speed-up only)."""
+    if "scipy._lib._array_api" in sys.modules:
+        return
+    try:
+        import importlib.util
+
+        import numpy
+    except ImportError:
+        return
+    for name in _DEFERRED_NUMPY:
+        full = f"numpy.{name}"
+        if full in sys.modules or name in vars(numpy):
+            continue
+        try:
+            spec = importlib.util.find_spec(full)
+            if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+                continue
+            spec.loader = importlib.util.LazyLoader(spec.loader)
+            mod = importlib.util.module_from_spec(spec)
+            sys.modules[full] = mod
+            spec.loader.exec_module(mod)
+        except Exception:  # noqa: BLE001 - a speed-up only: leave this one as it was
+            sys.modules.pop(full, None)
+            continue
+        setattr(numpy, name, mod)   # `import numpy.X as X` reads the attribute
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    if "numpy" not in sys.modules:
+        # One BLAS thread unless the caller chose otherwise: no command multiplies matrices
+        # large enough for OpenBLAS's threads to pay, and starting its thread pool (when numpy
+        # loads) took 0.05-0.1 s of every `gpusim predict`.
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    _defer_numpy_modules()
     command = next((a for a in argv if not a.startswith("-")), None)
     if command not in COMMANDS:
         command = None
