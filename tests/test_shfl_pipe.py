@@ -1,0 +1,61 @@
+"""The warp-shuffle probe (``measurements/shfl_pipe.py``, ``h100/shfl_pipe.json``): what the H100
+measured, that the spec's ``shfl_per_cycle_per_sm`` is that record's, and that the simulated
+values in the record are today's engine's."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gpusim.specs import load_spec
+from measurements.shfl_pipe import NAMES, SIM_ARGS, SIM_SIZES, stream
+
+ROOT = Path(__file__).resolve().parents[1]
+REC = json.loads((ROOT / "measurements" / "h100" / "shfl_pipe.json").read_text())
+CLOCK = load_spec("h100").clock_hz
+
+
+def _per_instr(name: str) -> float:
+    shfl, lds = stream(name)
+    return REC["results"][name]["per_op_s"] * CLOCK / (shfl + lds)
+
+
+def test_record_is_a_checked_h100_run_of_every_benchmark():
+    assert "H100" in REC["provenance"]["gpu_name"]
+    assert "shfl_pipe.py" in REC["provenance"]["command"]
+    assert set(REC["results"]) == set(NAMES)
+    assert all(r["status"] == "ok" for r in REC["results"].values())
+
+
+def test_one_shuffle_a_cycle_per_sm_shared_with_the_shared_loads():
+    """From 4 warps up an SM issues one shuffle a cycle whatever the warps; a shared load beside
+    each shuffle costs as much again (one pipe); fewer warps are latency-bound."""
+    for w in (4, 8, 16, 32):
+        assert 0.95 < _per_instr(f"shfl_tput_w{w}") < 1.05, w
+    for w in (4, 8, 16):
+        assert 0.95 < _per_instr(f"shfl_tput_w{w}_lds") < 1.10, w      # SHFL + LDS together
+    assert _per_instr("shfl_tput_w1") > 3.0 and _per_instr("shfl_tput_w2") > 1.5
+    assert load_spec("h100").shfl_per_cycle_per_sm == 1.0
+    assert "shfl_pipe.json" in load_spec("h100").source("shfl_per_cycle_per_sm")
+
+
+@pytest.mark.parametrize("name", ["shfl_tput_w8", "shfl_tput_w8_red", "shfl_tput_w4_lds"])
+def test_simulated_values_are_todays(name):
+    from gpusim.calibrate import simulated_cycles_per_op
+
+    sim = REC["simulated"]["results"][name]
+    assert sim["per_op_cycles"] == pytest.approx(
+        simulated_cycles_per_op(load_spec("h100"), name, SIM_SIZES, SIM_ARGS))
+
+
+def test_the_engine_is_within_3_percent_from_4_warps_up_but_the_shared_fifo_alone():
+    """The READMEs' claim: the shuffle-only, reduction and shuffle-beside-load benchmarks of 4+
+    warps within 3%, the FFMA mix within 5% from 8 warps (not at 4 warps, nor the shared loads
+    alone, whose FIFO is an older approximation)."""
+    sim = REC["simulated"]["results"]
+    for name in NAMES:
+        if name.endswith(("_lds_only", "w4_ffma")) or name in ("shfl_tput_w1", "shfl_tput_w2"):
+            continue
+        gpu = REC["results"][name]["per_op_s"] * CLOCK
+        bound = 0.05 if name.endswith("_ffma") else 0.035
+        assert abs(sim[name]["per_op_cycles"] / gpu - 1) < bound, name
