@@ -15,6 +15,8 @@ what a post-mortem needs: the error word (CTA, warp, lane, loop), the first slot
 still holds sentinels, which positions (and so which producer rows) hold them, whether any later
 slot was written, and the launch's inputs (``spin_repro_fail.npz``).
 
+``--positive-zeros`` draws the inputs as the runner does since (``fresh_normal``: no -0.0).
+
 Writes ``spin_repro.json`` (per kernel: launches, stops, per stop its post-mortem) and the npz.
 """
 
@@ -46,7 +48,7 @@ def _post_mortem(program, hseq: np.ndarray, err: np.ndarray) -> dict:
     nb = n * b
     slots = hseq.reshape(program.timesteps + 1, -1)[:, :nb].view(np.int32)
     sent = slots == SENTINEL_BITS
-    incomplete = [t for t in range(1, slots.shape[0]) if sent[t].any()]
+    incomplete = [t for t in range(slots.shape[0]) if sent[t].any()]   # slot 0 is h_0
     first = incomplete[0] if incomplete else None
     out = {"err": [int(x) for x in err[:5]], "first_incomplete_slot": first,
            "slots": int(slots.shape[0])}
@@ -71,8 +73,9 @@ def _post_mortem(program, hseq: np.ndarray, err: np.ndarray) -> dict:
     return out
 
 
-def run(draw: str, case_id: str, launches: int, out_dir: str) -> dict:
-    from gpusim.backends.cupy_backend import Runner, launch_program_checked
+def run(draw: str, case_id: str, launches: int, out_dir: str,
+        positive_zeros: bool = False) -> dict:
+    from gpusim.backends.cupy_backend import Runner, fresh_normal, launch_program_checked
     from gpusim.measurements import build_case
     from gpusim.specs import load_spec
     from measurements.campaign import STEPS
@@ -86,7 +89,8 @@ def run(draw: str, case_id: str, launches: int, out_dir: str) -> dict:
     spec = load_spec("h100")
     runner = Runner()
     cp = runner.cp
-    result = {"draw": draw, "case": case_id, "launches_each": launches, "kernels": {}}
+    result = {"draw": draw, "case": case_id, "launches_each": launches,
+              "positive_zeros": positive_zeros, "kernels": {}}
     progs, comps, bufs, pristine = {}, {}, {}, {}
     for cid in ids:
         c = by_id[cid]
@@ -105,8 +109,13 @@ def run(draw: str, case_id: str, launches: int, out_dir: str) -> dict:
             nb = prog.hidden * prog.batch
             bb["hseq"][...] = pristine[cid]
             bb["__err"][...] = 0
-            bb["hseq"][:nb] = 0.5 * rng.standard_normal(nb, dtype=cp.float32)
-            bb["x_proj"][...] = 0.5 * rng.standard_normal(bb["x_proj"].size, dtype=cp.float32)
+            if positive_zeros:   # the runner's inputs today
+                bb["hseq"][:nb] = fresh_normal(cp, rng, nb)
+                bb["x_proj"][...] = fresh_normal(cp, rng, bb["x_proj"].size)
+            else:                # the runner's inputs when the stop was met (-0.0 possible)
+                bb["hseq"][:nb] = 0.5 * rng.standard_normal(nb, dtype=cp.float32)
+                bb["x_proj"][...] = 0.5 * rng.standard_normal(bb["x_proj"].size,
+                                                              dtype=cp.float32)
             h0 = cp.asnumpy(bb["hseq"][:nb])
             x = cp.asnumpy(bb["x_proj"])
             cp.cuda.Device().synchronize()
@@ -148,6 +157,8 @@ def main(argv=None) -> int:
     ap.add_argument("--draw", required=True)
     ap.add_argument("--case", required=True)
     ap.add_argument("--launches", type=int, default=400)
+    ap.add_argument("--positive-zeros", action="store_true",
+                    help="draw the inputs as the runner does today (every zero +0.0)")
     args = ap.parse_args(argv)
     if not 1 <= args.launches <= 100_000:
         raise SystemExit(f"--launches {args.launches}: accepted 1..100000")
@@ -155,7 +166,7 @@ def main(argv=None) -> int:
     from measurements.campaign import provenance
 
     prov = provenance([os.path.relpath(__file__)] + (argv or sys.argv[1:]))
-    res = run(args.draw, args.case, args.launches, args.out)
+    res = run(args.draw, args.case, args.launches, args.out, args.positive_zeros)
     res["provenance"] = prov
     with open(os.path.join(args.out, "spin_repro.json"), "w") as f:
         json.dump(res, f, indent=1, default=float)

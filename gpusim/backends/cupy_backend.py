@@ -164,7 +164,8 @@ class Runner:
                 comp.source.spin_labels) else f"#{err[3]}"
             raise SpinTimeout(f"kernel {comp.source.name}: spin loop {label!r} reached its limit "
                               f"in CTA {err[1]}, warp {err[2]}, lane {err[4]} (code {err[0]}); "
-                              f"a CTA was not co-resident or a producer never wrote")
+                              f"a CTA was not co-resident, a producer never wrote, or an input "
+                              f"word is the sentinel")
 
 
 def _globals(comp: Compiled):
@@ -209,6 +210,34 @@ def _short_program(program, steps: int, spec):
                             n_ctas=program.kernel.grid, dtype=dtype)
 
 
+def fresh_normal(cp, rng, shape):
+    """``0.5 * N(0, 1)`` in float32 on the device, every zero made +0.0.
+
+    CuPy's normal generator can return -0.0 (the repeat launches of a fresh draw's case met one
+    among 1968 words of ``h_0``: ``measurements/spin_repro.py``). Its bits, 0x80000000, are the
+    Lamport kernels' "not yet written" sentinel: a -0.0 in slot 0 is a word that never arrives,
+    and the kernel stops on its bounded spin (``SpinTimeout``)."""
+    a = 0.5 * rng.standard_normal(shape, dtype=cp.float32)
+    a[a == 0] = 0.0          # -0.0 == 0: both zeros become +0.0
+    return a
+
+
+def _check_first_slot(program) -> None:
+    """A Lamport program's slot 0 (``h_0``) must hold no sentinel word (-0.0): it would never
+    arrive. One clear error instead of a bounded spin on the GPU."""
+    from kernels_ir.kernels.sparse_rnn import SENTINEL_BITS
+
+    if program.variant.get("sync") != "lamport" or program.variant.get("exchange") == "cta":
+        return
+    nb = program.hidden * program.batch
+    words = np.asarray(program.inputs["hseq"], dtype=np.float32)[:nb].view(np.int32)
+    bad = np.nonzero(words == SENTINEL_BITS)[0]
+    if bad.size:
+        raise InputError(f"kernel {program.kernel.name}: h_0 holds -0.0 at word(s) "
+                         f"{bad[:8].tolist()}, the Lamport sentinel; accepted: any other float "
+                         f"(write +0.0 instead)")
+
+
 def launch_program_checked(runner: Runner, program, tolerance: float = VALUE_TOLERANCE):
     """Compile a persistent :class:`RNNProgram` (co-resident grid checked), launch it once on its
     own inputs and check its values against the float64 reference: ``(compiled, device
@@ -216,6 +245,7 @@ def launch_program_checked(runner: Runner, program, tolerance: float = VALUE_TOL
     :class:`InputError`. (Microbenchmarks, checked by their own ``verify_result``, use
     ``measurements/probe.py``'s ``launch_checked``.)"""
     cp = runner.cp
+    _check_first_slot(program)
     comp = runner.compile(program.kernel)
     runner.check_grid(comp)
     bufs = runner.device_buffers(comp, program.inputs)
@@ -264,9 +294,9 @@ def run_program(program, *, repeats: int = 10, warmup: int = 2, seed: int = 0,
             for k, v in pristine.items():
                 bb[k][...] = v
             bb["__err"][...] = 0
-            # fresh inputs, never zeros: h0 and x_proj from N(0, 0.5^2)
-            bb["hseq"][: n * b] = 0.5 * rng.standard_normal(n * b, dtype=cp.float32)
-            bb["x_proj"][...] = 0.5 * rng.standard_normal(bb["x_proj"].size, dtype=cp.float32)
+            # fresh inputs: h0 and x_proj from N(0, 0.5^2), no -0.0 (the Lamport sentinel)
+            bb["hseq"][: n * b] = fresh_normal(cp, rng, n * b)
+            bb["x_proj"][...] = fresh_normal(cp, rng, bb["x_proj"].size)
         return reset
 
     bufs_s = runner.device_buffers(comp_s, short.inputs)
@@ -348,8 +378,8 @@ def run_csr_program(program, *, repeats: int = 10, warmup: int = 2, seed: int = 
     rng = cp.random.default_rng(seed)
 
     def timed(fn) -> float:
-        hseq[0] = 0.5 * rng.standard_normal(n * b, dtype=cp.float32)
-        xs[...] = 0.5 * rng.standard_normal(xs.shape, dtype=cp.float32)
+        hseq[0] = fresh_normal(cp, rng, n * b)
+        xs[...] = fresh_normal(cp, rng, xs.shape)
         if lstm:
             cbuf[0] = 0.0
         stream.synchronize()
