@@ -7,6 +7,7 @@ measurements/README.md says of them."""
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 
@@ -19,7 +20,8 @@ from kernels_ir.kernels import microbench as mb
 
 ROOT = Path(__file__).resolve().parents[1]
 H100 = ROOT / "measurements" / "h100"
-CROSSCHECK = json.loads((H100 / "crosscheck_fresh.json").read_text())
+with gzip.open(H100 / "crosscheck_fresh.json.gz", "rt") as _f:
+    CROSSCHECK = json.load(_f)
 
 
 def _close(a, b, path="bands"):
