@@ -166,19 +166,37 @@ def summarise_speedups(rows: list, engines=("model", "sim")) -> dict:
     return summary
 
 
+def named_slowdown(row: dict, eng: str) -> float | None:
+    """How much slower on the GPU the kernel that ``eng`` names fastest ran than the fastest one
+    (0 where it named the fastest; None where it named nothing or a kernel that was not
+    measured): what following the prediction costs."""
+    times = row["measured"]["times_s"]
+    named = row[eng].get("fastest")
+    if named not in times or not times[named]:
+        return None
+    return times[named] / times[row["measured"]["fastest"]] - 1
+
+
 def _speedup_stats(sel: list, engines) -> dict:
-    """Speedup MAPE, names and the measured / predicted ratio band of rows ``sel``."""
+    """Speedup MAPE, names, the named kernel's slowdown and the measured / predicted ratio band
+    of rows ``sel``."""
     per = {"layers": len(sel)}
     for eng in engines:
         ok = [r[eng] for r in sel if r[eng]["ape"] is not None]
         apes = np.array([x["ape"] for x in ok])
         ratios = np.array([x["ratio"] for x in ok])
+        slow = np.array([x for x in (named_slowdown(r, eng) for r in sel
+                                     if r[eng]["ape"] is not None) if x is not None])
         per[eng] = {
             "layers": len(ok),
             "speedup_mape": float(apes.mean()) if ok else None,
             "speedup_max_ape": float(apes.max()) if ok else None,
             "fastest_named": sum(x["fastest_named"] for x in ok),
             "persistent_named": sum(x["persistent_named"] for x in ok),
+            # the named kernel's measured time over the fastest's, less 1 (0 when named right)
+            "named_slowdown_mean": float(slow.mean()) if slow.size else None,
+            "named_slowdown_max": float(slow.max()) if slow.size else None,
+            "named_within_5pct": int((slow <= 0.05).sum()),
             # measured / predicted speedup: the band a prediction's range is drawn from
             "ratio_p10": float(np.percentile(ratios, 10)) if ok else None,
             "ratio_p90": float(np.percentile(ratios, 90)) if ok else None,
@@ -221,5 +239,6 @@ def print_speedups(s: dict) -> None:
                 continue
             print(f"{label}, --engine {e}: {st['layers']} layers, speedup MAPE "
                   f"{100 * st['speedup_mape']:.1f}% (worst {100 * st['speedup_max_ape']:.0f}%), "
-                  f"fastest kernel named in {st['fastest_named']}/{st['layers']}, fastest "
+                  f"fastest kernel named in {st['fastest_named']}/{st['layers']} (the named one "
+                  f"within 5% of the fastest in {st.get('named_within_5pct', '?')}), fastest "
                   f"persistent variant in {st['persistent_named']}/{st['layers']}")

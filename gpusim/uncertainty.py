@@ -251,3 +251,62 @@ def bands_from(crosscheck: dict, speedup: dict, fingerprint: str) -> dict:
                        "density": [min(r["density"] for r in lays),
                                    max(r["density"] for r in lays)]},
             "hidden_edges": edges, "families": fams, "speedup": sp, "cells": cells}
+
+
+def judge_bands(bands: dict, rows: list, speedup_rows: list) -> dict:
+    """How often ``bands`` (one GPU's, as :func:`bands_from` makes them) held on layers they were
+    not made from: crosscheck ``rows`` and ``speedup_rows`` of the RNN fp32 layers of other
+    draws. Per engine, the share of per-step ratios (measured / predicted) inside the family's
+    10th-90th percentile band, by size (the layer's third where it has one) and whole; the
+    share of speedup ratios inside the speedup band, both ways; and in how many layers the
+    kernel the GPU ran fastest was among the simulator's contenders (with their mean count).
+    A nominal band holds 80%."""
+    edges = bands["hidden_edges"]
+    rows = [r for r in rows if "cell" not in r]
+    lays = [r for r in speedup_rows if "cell" not in r]
+    if not rows or not lays:
+        raise ValueError("judge_bands: no RNN layer to judge the bands on")
+
+    def inside(band, ratio):
+        return band["ratio_p10"] <= ratio <= band["ratio_p90"]
+
+    out: dict = {"cases": len(rows), "layers": len(lays)}
+    for eng in ("sim", "model"):
+        fams = bands["families"][eng]
+        by_size = whole = n = 0
+        for r in rows:
+            pred = r["predicted_s"] if eng == "sim" else r.get("model_s", r["predicted_s"])
+            if r["family"] not in fams or not pred:
+                continue
+            ratio = r["measured_s"] / pred
+            band = fams[r["family"]]
+            by_size += inside(for_hidden(band, r["hidden"], edges)[0], ratio)
+            whole += inside(band, ratio)
+            n += 1
+        sp = bands["speedup"][eng]
+        ratios = [(r["hidden"], r[eng]["ratio"]) for r in lays if r[eng]["ratio"] is not None]
+        out[eng] = {
+            "per_step_by_size": by_size / n, "per_step_whole": whole / n, "per_step_n": n,
+            "speedup_by_size": sum(inside(for_hidden(sp, h, edges)[0], x) for h, x in ratios)
+            / len(ratios),
+            "speedup_whole": sum(inside(sp, x) for _, x in ratios) / len(ratios),
+            "speedup_n": len(ratios)}
+    # the simulator's contenders per layer, from its per-step ranges under the bands
+    per_layer: dict = {}
+    for r in rows:
+        if r["kind"] in ("sparse_persistent", "dense_persistent") and r["source"] == "simulator":
+            per_layer.setdefault((r["draw"], r["hidden"], r["batch"], r["density"]), []).append(r)
+    held, sizes = 0, []
+    for rs in per_layer.values():
+        rng, fam = {}, {}
+        for r in rs:
+            f, _ = for_hidden(bands["families"]["sim"][r["family"]], r["hidden"], edges)
+            rng[r["id"]] = (r["predicted_s"] * f["ratio_p10"], r["predicted_s"] * f["ratio_p90"])
+            fam[r["id"]] = r["family"]
+        cont = contenders(rng, family=fam.get)
+        held += min(rs, key=lambda r: r["measured_s"])["id"] in cont
+        sizes.append(len(cont))
+    out["contenders_held"] = held
+    out["contenders_layers"] = len(sizes)
+    out["contenders_mean"] = float(np.mean(sizes)) if sizes else None
+    return out

@@ -224,3 +224,34 @@ def test_the_readme_quotes_the_bank_conflicts_checked_by_address():
     rows = [r for r in CROSSCHECK["rows"] if r["sample"] == OUT_OF_SAMPLE and "cell" not in r
             and "conflicts_match" in r and not r["conflicts_match"]]
     assert len(rows) == miss and all("wavefronts_sass_measured" in r for r in rows)
+
+
+def _draw_subset(names):
+    rows = [r for r in CROSSCHECK["rows"] if r["draw"] in names]
+    return ({"rows": rows, "draws": [d for d in CROSSCHECK["draws"] if d["draw"] in names],
+             "gpu": CROSSCHECK["gpu"]},
+            {"engines": CROSSCHECK["speedup"]["engines"],
+             "rows": [r for r in CROSSCHECK["speedup"]["rows"] if r["draw"] in names]})
+
+
+def test_the_bands_of_one_draw_judged_on_the_next_two():
+    """``error_bands_s22.json``: the bands ``predict`` printed while s22 was the only draw out of
+    sample (they are s22's: recomputed here from its rows), judged on s23 and s24, measured
+    after them with the same model; the README quotes how often they held."""
+    from gpusim.uncertainty import judge_bands
+
+    old = json.loads((H100 / "error_bands_s22.json").read_text())
+    c, s = _draw_subset({"fresh_2026-11-28_s22"})
+    _close(old, bands_from(c, s, old["model_fingerprint"]))
+    assert old["model_fingerprint"] == model_fingerprint()
+    c, s = _draw_subset({"fresh_2026-11-28_s23", "fresh_2026-11-28_s24"})
+    j = judge_bands(old, c["rows"], s["rows"])
+    sim, mod = j["sim"], j["model"]
+    text = " ".join((ROOT / "README.md").read_text().split())
+    assert (f"{sim['per_step_by_size'] * 100:.0f}% and {sim['per_step_whole'] * 100:.0f}% of the "
+            f"simulator's per-step ratios (by size, whole), the model's "
+            f"{mod['per_step_by_size'] * 100:.0f}% and {mod['per_step_whole'] * 100:.0f}%") in text
+    assert (f"the speedups in {round(mod['speedup_by_size'] * j['layers'])} (model) and "
+            f"{round(sim['speedup_by_size'] * j['layers'])} (sim) of {j['layers']} layers") in text
+    assert (f"the fastest kernel among the contenders in {j['contenders_held']} of "
+            f"{j['contenders_layers']} ({j['contenders_mean']:.1f} a layer)") in text

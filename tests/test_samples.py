@@ -311,3 +311,27 @@ def test_contenders_are_the_persistent_kernels_whose_band_reaches_the_best():
     assert contenders(rows) == ("sparse-lamport", "sparse-bank", "dense-persistent")
     assert contenders({"cublas": (1, 2)}) == ()
     assert contenders({"sparse-bank": (1.0, 1.2)}) == ("sparse-bank",)
+
+
+def test_named_slowdown_is_what_following_the_prediction_costs():
+    """``named_slowdown``: the measured time of the kernel an engine names fastest over the
+    measured fastest, less 1; 0 when it named the fastest, None when it named no measured
+    kernel; the summary counts the layers within 5% and averages the slowdowns."""
+    from gpusim.speedup_check import _speedup_stats, named_slowdown
+
+    times = {"sparse-bank": 2.0e-6, "sparse-lamport": 2.08e-6, "csr-row-per-warp": 3.0e-6}
+
+    def row(named):
+        return {"measured": {"fastest": "sparse-bank", "times_s": times},
+                "sim": {"fastest": named, "ape": 0.1, "ratio": 1.0, "fastest_named":
+                        named == "sparse-bank", "persistent_named": True}}
+
+    assert named_slowdown(row("sparse-bank"), "sim") == 0
+    assert named_slowdown(row("sparse-lamport"), "sim") == pytest.approx(0.04)
+    assert named_slowdown(row("csr-row-per-warp"), "sim") == pytest.approx(0.5)
+    assert named_slowdown(row("cublas"), "sim") is None        # not measured on this layer
+    st = _speedup_stats([row("sparse-bank"), row("sparse-lamport"), row("csr-row-per-warp"),
+                         row("cublas")], ("sim",))["sim"]
+    assert st["fastest_named"] == 1 and st["named_within_5pct"] == 2
+    assert st["named_slowdown_mean"] == pytest.approx(0.54 / 3)
+    assert st["named_slowdown_max"] == pytest.approx(0.5)
