@@ -4,6 +4,8 @@
     L2_SLICE_MERGE=1 PYTHONPATH=. python3 measurements/l2_slice_map.py --out $OUT   # merge runs
     L2_SLICE_SPLIT=1 L2_SLICE_MERGE=1 ... --out $OUT    # l2_slice_split.json: SMs split over sets
     L2_SLICE_GROUP_PAIRS=1 L2_SLICE_MERGE=1 ... --out $OUT   # l2_slice_group_pairs.json
+    L2_SLICE_QUEUES=1 L2_SLICE_MERGE=1 ... --out $OUT        # l2_slice_queues.json
+    python measurements/l2_slice_map.py --simulate-queues measurements/h100/l2_slice_queues.json
     python measurements/l2_slice_map.py --write-map measurements/h100/l2_slice_map.npz
     python measurements/l2_slice_map.py --simulate measurements/h100/l2_slice_map.json
 
@@ -181,7 +183,9 @@ def merge_runs(hammer, buf, sink, groups, mode: str = "merge"):
       its own, or by 1 or 2 warps per CTA;
     - ``split``: the CTAs split into m sets of 32 lines of one group (CTA ``c`` uses set
       ``c % m``): does the cost per request depend on how many SMs ask for one line?
-    - ``group_pairs``: :func:`group_pairs`."""
+    - ``group_pairs``: :func:`group_pairs`;
+    - ``queues``: :func:`queue_sets`: the same load on every group, each warp load spread over
+      ``q`` groups (1 to 16): does a warp load wait for the slowest of its groups' queues?"""
     import cupy as cp
     import numpy as np
 
@@ -193,6 +197,8 @@ def merge_runs(hammer, buf, sink, groups, mode: str = "merge"):
     spread = [int(rng.choice(by[g % 32])) for g in range(128)]      # 4 lines in each of 32
     if mode == "group_pairs":
         return group_pairs(hammer, buf, sink, by, rng)
+    if mode == "queues":
+        return queue_runs(hammer, buf, sink, by, rng)
     if mode == "split":
         many = [int(x) for x in rng.choice(by[0], 32 * 24, replace=False)]
         cases = {f"one_split{m}_w4": (many[:32 * m], 4, m) for m in (1, 2, 4, 8, 16, 24)}
@@ -216,6 +222,56 @@ def merge_runs(hammer, buf, sink, groups, mode: str = "merge"):
         res[name] = {"lines": lines, "warps": warps, "cta_sets": ctas_sets,
                      "cycles_per_load_per_sm": reps}
         print(f"{name:18s} {np.median(reps):8.1f} cycles a warp load and SM", flush=True)
+    return res
+
+
+QUEUE_CTAS = 128       # 16 groups x 8 CTAs: every group gets the same load at every q
+QUEUE_SPREADS = (1, 2, 4, 8, 16)
+
+
+def queue_sets(by, rng, q: int, groups_used=None) -> list[list[int]]:
+    """``16 / q`` sets of 32 lines over 16 groups: set ``j`` holds ``32 / q`` distinct lines of each
+    of the groups ``j q .. j q + q - 1`` (lane ``l``: group ``l % q``). CTA ``c`` hammers set
+    ``c % (16 / q)``, so with :data:`QUEUE_CTAS` every group serves 8 CTAs x 4 warps x 32 = 1024
+    one-sector requests a round, whatever ``q``; only the number of groups a warp load spans
+    changes."""
+    gs = groups_used if groups_used is not None else [int(g) for g in
+                                                      rng.choice(len(by), 16, replace=False)]
+    per = 32 // q
+    sets = []
+    for j in range(16 // q):
+        picks = {g: [int(x) for x in rng.choice(by[g], per, replace=False)]
+                 for g in gs[j * q:(j + 1) * q]}
+        sets.append([picks[gs[j * q + lane % q]][lane // q] for lane in range(32)])
+    return sets
+
+
+def queue_runs(hammer, buf, sink, by, rng):
+    """:func:`queue_sets` for q in :data:`QUEUE_SPREADS`, two draws of groups and lines each,
+    :data:`QUEUE_CTAS` CTAs x 4 warps, 5 launches; per run every CTA's cycles a warp load."""
+    import cupy as cp
+    import numpy as np
+
+    res = {}
+    span = cp.zeros(QUEUE_CTAS, dtype=cp.int64)
+    for draw in "ab":
+        gs = [int(g) for g in rng.choice(len(by), 16, replace=False)]
+        for q in QUEUE_SPREADS:
+            sets = queue_sets(by, rng, q, gs)
+            sdev = cp.asarray(np.asarray([x for st in sets for x in st], dtype=np.int32))
+            reps = []
+            for _ in range(5):
+                hammer((QUEUE_CTAS,), (128,), (buf, sdev, np.int32(ITERS), span, sink,
+                                               np.int32(32), np.int32(len(sets))))
+                cp.cuda.Device().synchronize()
+                reps.append((cp.asnumpy(span) / ITERS / 4).round(2).tolist())
+            med = float(np.median(np.median(np.asarray(reps), axis=0)))
+            res[f"q{q}_{draw}"] = {"q": q, "groups": gs, "sets": sets,
+                                   "cycles_per_load_per_cta": reps,
+                                   "cycles_per_load_per_sm": [float(np.median(r)) for r in reps]}
+            print(f"q{q}_{draw}: {med:8.1f} cycles a warp load and SM "
+                  f"(1024 requests a group a round: {med / 1024:.3f} cycles a request)",
+                  flush=True)
     return res
 
 
@@ -257,7 +313,7 @@ def _region():
 
 
 FOLLOW_UPS = {"merge": "l2_slice_merge.json", "split": "l2_slice_split.json",
-              "group_pairs": "l2_slice_group_pairs.json"}
+              "group_pairs": "l2_slice_group_pairs.json", "queues": "l2_slice_queues.json"}
 
 
 def measure_merge(out: str, argv: list, mode: str = "merge") -> dict:
@@ -369,7 +425,9 @@ def hammer_ir(lines, rounds: int, warps: int = 4, ctas: int = 132):
     """The ``hammer`` kernel in the IR, for the simulator: 132 CTAs x ``warps`` warps, lane
     ``l`` loads word ``l % 8`` of sector ``(s + w) % 4`` of line ``lines[l]`` in load ``s`` of
     each of ``rounds`` rounds (4 relaxed loads back to back), values summed and checked. The
-    table starts the kernel's global space, so its lines are the map's lines."""
+    table starts the kernel's global space, so its lines are the map's lines. ``lines`` may
+    also be several sets of 32 (an array of shape (m, 32)): CTA ``c`` then hammers set ``c % m``
+    (the GPU kernel's ``cta_sets``)."""
     import numpy as np
 
     from kernels_ir.builder import Builder
@@ -377,19 +435,25 @@ def hammer_ir(lines, rounds: int, warps: int = 4, ctas: int = 132):
     from kernels_ir.kernels.microbench import Microbench
     from kernels_ir.verify import verify
 
-    lines = np.asarray(lines, dtype=np.int64)
-    if lines.shape != (32,) or lines.min() < 0:
-        raise ValueError(f"lines: 32 line indices >= 0 expected, got {lines.tolist()}")
-    n_lines = int(lines.max()) + 1
+    sets = np.asarray(lines, dtype=np.int64).reshape(-1, 32) if np.size(lines) % 32 == 0 \
+        else np.asarray(lines)
+    if sets.ndim != 2 or sets.shape[1] != 32 or sets.min() < 0:
+        raise ValueError(f"lines: sets of 32 line indices >= 0 expected, got {np.shape(lines)}")
+    m = sets.shape[0]
+    n_lines = int(sets.max()) + 1
     b = Builder("mb_l2_hammer", grid=ctas, block=32 * warps, bench="l2_hammer", rounds=rounds)
     g_t = b.global_buffer("table", F32, n_lines * 32)
-    g_s = b.global_buffer("set", I32, 32)
+    g_s = b.global_buffer("set", I32, 32 * m)
     g_out = b.global_buffer("out", F32, ctas * 32 * warps, role="out")
     lane = b.sreg("lane", dst=b.reg(I32, "lane"))
     warp = b.sreg("warp", dst=b.reg(I32, "warp"))
     tid = b.sreg("tid", dst=b.reg(I32, "tid"))
     cta = b.sreg("cta", dst=b.reg(I32, "cta"))
-    ln = b.ldg(g_s, lane, dst=b.reg(I32, "ln"))
+    if m == 1:
+        ln = b.ldg(g_s, lane, dst=b.reg(I32, "ln"))
+    else:                                   # set (cta % m), lane
+        sel = b.irem(cta, m, dst=b.reg(I32, "sel"))
+        ln = b.ldg(g_s, b.imad(sel, 32, lane, dst=sel), dst=b.reg(I32, "ln"))
     m8 = b.and_(lane, 7, dst=b.reg(I32, "m8"))
     base = b.imad(ln, 32, m8, dst=b.reg(I32, "base"))
     idx = b.reg(I32, "idx", 4)
@@ -408,13 +472,14 @@ def hammer_ir(lines, rounds: int, warps: int = 4, ctas: int = 132):
     kernel = verify(b.build())
     t = (np.arange(n_lines * 32) % 7).astype(np.float32)
     lanes = np.arange(32)
-    expect = np.zeros((warps, 32), np.float32)
-    for w in range(warps):
-        for s in range(4):
-            expect[w] += t[lines * 32 + lanes % 8 + 8 * ((s + w) % 4)]
-    expect = np.tile(expect * rounds, (ctas, 1))
+    expect = np.zeros((ctas, warps, 32), np.float32)
+    for c in range(ctas):
+        for w in range(warps):
+            for s in range(4):
+                expect[c, w] += t[sets[c % m] * 32 + lanes % 8 + 8 * ((s + w) % 4)]
+    expect = expect * rounds
     return Microbench("l2_hammer", kernel,
-                      {"table": t, "set": lines.astype(np.int32),
+                      {"table": t, "set": sets.reshape(-1).astype(np.int32),
                        "out": np.zeros(ctas * 32 * warps, np.float32)},
                       rounds, "one round: 4 relaxed loads by every warp",
                       {"rounds": rounds, "warps": warps, "ctas": ctas},
@@ -424,11 +489,13 @@ def hammer_ir(lines, rounds: int, warps: int = 4, ctas: int = 132):
 SIM_ROUNDS = (8, 24)
 
 
-def simulated_hammer(spec, lines) -> float:
-    """The simulator's cycles per warp load and SM of a hammered set (slope over SIM_ROUNDS)."""
+def simulated_hammer(spec, lines, ctas: int = 132) -> float:
+    """The simulator's cycles per warp load and SM of a hammered set, or of several sets dealt
+    to the CTAs (slope over SIM_ROUNDS)."""
     from measurements.probe import simulate_checked
 
-    cyc = [simulate_checked(hammer_ir(lines, n), spec, l2_warm=True).cycles for n in SIM_ROUNDS]
+    cyc = [simulate_checked(hammer_ir(lines, n, ctas=ctas), spec, l2_warm=True).cycles
+           for n in SIM_ROUNDS]
     return (cyc[1] - cyc[0]) / (SIM_ROUNDS[1] - SIM_ROUNDS[0]) / 4
 
 
@@ -445,6 +512,26 @@ def simulate_into(path: str, gpu: str = "h100") -> dict:
         r["simulated_cycles_per_load_per_sm"] = simulated_hammer(spec, r["lines"])
         gpu_c = sorted(r["cycles_per_load_per_sm"])[len(r["cycles_per_load_per_sm"]) // 2]
         print(f"{name:14s} GPU {gpu_c:7.1f}  simulated "
+              f"{r['simulated_cycles_per_load_per_sm']:7.1f}", flush=True)
+    with open(path, "w") as f:
+        json.dump(rec, f, indent=1)
+    return rec
+
+
+def simulate_queues_into(path: str, gpu: str = "h100") -> dict:
+    """Add the simulator's cycles to every run of a ``queues`` record (``l2_slice_queues.json``)."""
+    import json
+
+    import numpy as np
+
+    from gpusim.specs import load_spec
+
+    spec = load_spec(gpu)
+    with open(path) as f:
+        rec = json.load(f)
+    for name, r in rec["runs"].items():
+        r["simulated_cycles_per_load_per_sm"] = simulated_hammer(spec, r["sets"], QUEUE_CTAS)
+        print(f"{name:8s} GPU {np.median(r['cycles_per_load_per_sm']):7.1f}  simulated "
               f"{r['simulated_cycles_per_load_per_sm']:7.1f}", flush=True)
     with open(path, "w") as f:
         json.dump(rec, f, indent=1)
@@ -482,10 +569,13 @@ def main(argv: list | None = None) -> int:
     ap.add_argument("--out", help="measure on the GPU, write the record and its .npz here")
     ap.add_argument("--simulate", metavar="JSON",
                     help="add the simulator's cycles of every hammered set to the record")
+    ap.add_argument("--simulate-queues", metavar="JSON",
+                    help="add the simulator's cycles to a queues record (l2_slice_queues.json)")
     ap.add_argument("--write-map", metavar="NPZ",
                     help=f"write the groups of a recorded .npz to {MAP_FILE}")
     a = ap.parse_args(argv)
-    mode = ("group_pairs" if os.environ.get("L2_SLICE_GROUP_PAIRS")
+    mode = ("queues" if os.environ.get("L2_SLICE_QUEUES")
+            else "group_pairs" if os.environ.get("L2_SLICE_GROUP_PAIRS")
             else "split" if os.environ.get("L2_SLICE_SPLIT")
             else "merge" if os.environ.get("L2_SLICE_MERGE") else None)
     if a.out and mode:
@@ -497,7 +587,9 @@ def main(argv: list | None = None) -> int:
         print(f"{MAP_FILE}: {doc['lines']} lines in {doc['groups']} groups")
     if a.simulate:
         simulate_into(a.simulate)
-    if not (a.out or a.write_map or a.simulate):
+    if a.simulate_queues:
+        simulate_queues_into(a.simulate_queues)
+    if not (a.out or a.write_map or a.simulate or a.simulate_queues):
         ap.error("give --out DIR (GPU), --write-map NPZ or --simulate JSON")
     return 0
 
