@@ -227,6 +227,7 @@ def merge_runs(hammer, buf, sink, groups, mode: str = "merge"):
 
 QUEUE_CTAS = 128       # 16 groups x 8 CTAs: every group gets the same load at every q
 QUEUE_SPREADS = (1, 2, 4, 8, 16)
+QUEUE_WARPS = (2, 8)    # the load levels: q = 1 and 16 again at 512 and 2048 requests a group
 
 
 def queue_sets(by, rng, q: int, groups_used=None) -> list[list[int]]:
@@ -248,30 +249,36 @@ def queue_sets(by, rng, q: int, groups_used=None) -> list[list[int]]:
 
 def queue_runs(hammer, buf, sink, by, rng):
     """:func:`queue_sets` for q in :data:`QUEUE_SPREADS`, two draws of groups and lines each,
-    :data:`QUEUE_CTAS` CTAs x 4 warps, 5 launches; per run every CTA's cycles a warp load."""
+    :data:`QUEUE_CTAS` CTAs x 4 warps, 5 launches; then q = 1 and 16 with the warps of
+    :data:`QUEUE_WARPS` (names ``q1_a_w2`` ...): per run every CTA's cycles a warp load."""
     import cupy as cp
     import numpy as np
 
     res = {}
     span = cp.zeros(QUEUE_CTAS, dtype=cp.int64)
-    for draw in "ab":
-        gs = [int(g) for g in rng.choice(len(by), 16, replace=False)]
-        for q in QUEUE_SPREADS:
-            sets = queue_sets(by, rng, q, gs)
-            sdev = cp.asarray(np.asarray([x for st in sets for x in st], dtype=np.int32))
-            reps = []
-            for _ in range(5):
-                hammer((QUEUE_CTAS,), (128,), (buf, sdev, np.int32(ITERS), span, sink,
-                                               np.int32(32), np.int32(len(sets))))
-                cp.cuda.Device().synchronize()
-                reps.append((cp.asnumpy(span) / ITERS / 4).round(2).tolist())
-            med = float(np.median(np.median(np.asarray(reps), axis=0)))
-            res[f"q{q}_{draw}"] = {"q": q, "groups": gs, "sets": sets,
-                                   "cycles_per_load_per_cta": reps,
-                                   "cycles_per_load_per_sm": [float(np.median(r)) for r in reps]}
-            print(f"q{q}_{draw}: {med:8.1f} cycles a warp load and SM "
-                  f"(1024 requests a group a round: {med / 1024:.3f} cycles a request)",
-                  flush=True)
+    runs = [(draw, q, 4) for draw in "ab" for q in QUEUE_SPREADS]
+    runs += [(draw, q, w) for w in QUEUE_WARPS for draw in "ab" for q in (1, 16)]
+    gsets = {draw: [int(g) for g in rng.choice(len(by), 16, replace=False)] for draw in "ab"}
+    sets_of: dict = {}
+    for draw, q, warps in runs:
+        if (draw, q) not in sets_of:
+            sets_of[draw, q] = queue_sets(by, rng, q, gsets[draw])
+        sets = sets_of[draw, q]
+        sdev = cp.asarray(np.asarray([x for st in sets for x in st], dtype=np.int32))
+        reps = []
+        for _ in range(5):
+            hammer((QUEUE_CTAS,), (32 * warps,), (buf, sdev, np.int32(ITERS), span, sink,
+                                                  np.int32(32), np.int32(len(sets))))
+            cp.cuda.Device().synchronize()
+            reps.append((cp.asnumpy(span) / ITERS / 4).round(2).tolist())
+        med = float(np.median(np.median(np.asarray(reps), axis=0)))
+        name = f"q{q}_{draw}" + ("" if warps == 4 else f"_w{warps}")
+        requests = 8 * warps * 32
+        res[name] = {"q": q, "warps": warps, "groups": gsets[draw], "sets": sets,
+                     "requests_per_group": requests, "cycles_per_load_per_cta": reps,
+                     "cycles_per_load_per_sm": [float(np.median(r)) for r in reps]}
+        print(f"{name}: {med:8.1f} cycles a warp load and SM ({requests} requests a group a "
+              f"round: {med / requests:.3f} cycles a request)", flush=True)
     return res
 
 
@@ -489,13 +496,13 @@ def hammer_ir(lines, rounds: int, warps: int = 4, ctas: int = 132):
 SIM_ROUNDS = (8, 24)
 
 
-def simulated_hammer(spec, lines, ctas: int = 132) -> float:
+def simulated_hammer(spec, lines, ctas: int = 132, warps: int = 4) -> float:
     """The simulator's cycles per warp load and SM of a hammered set, or of several sets dealt
     to the CTAs (slope over SIM_ROUNDS)."""
     from measurements.probe import simulate_checked
 
-    cyc = [simulate_checked(hammer_ir(lines, n, ctas=ctas), spec, l2_warm=True).cycles
-           for n in SIM_ROUNDS]
+    cyc = [simulate_checked(hammer_ir(lines, n, warps=warps, ctas=ctas), spec,
+                            l2_warm=True).cycles for n in SIM_ROUNDS]
     return (cyc[1] - cyc[0]) / (SIM_ROUNDS[1] - SIM_ROUNDS[0]) / 4
 
 
@@ -530,7 +537,8 @@ def simulate_queues_into(path: str, gpu: str = "h100") -> dict:
     with open(path) as f:
         rec = json.load(f)
     for name, r in rec["runs"].items():
-        r["simulated_cycles_per_load_per_sm"] = simulated_hammer(spec, r["sets"], QUEUE_CTAS)
+        r["simulated_cycles_per_load_per_sm"] = simulated_hammer(spec, r["sets"], QUEUE_CTAS,
+                                                                 r.get("warps", 4))
         print(f"{name:8s} GPU {np.median(r['cycles_per_load_per_sm']):7.1f}  simulated "
               f"{r['simulated_cycles_per_load_per_sm']:7.1f}", flush=True)
     with open(path, "w") as f:

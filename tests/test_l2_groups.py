@@ -206,3 +206,28 @@ def test_a_warp_load_over_more_groups_costs_more_at_the_same_load():
     for d in "ab":
         quoted = " / ".join(f"{_median(runs[f'q{q}_{d}']):.0f}" for q in (1, 2, 4, 8, 16))
         assert quoted in text, quoted
+
+
+def test_the_cost_of_spreading_a_warp_load_does_not_grow_with_the_load():
+    """l2_slice_queues_levels.json (the repeat): per request 0.57-0.60 cycles at q = 1 and
+    0.65-0.67 at q = 16, at 512, 1024 and 2048 requests a group a round alike; the simulator
+    flat in q at each load; measurements/README.md quotes the medians."""
+    rec = json.loads((H100 / "l2_slice_queues_levels.json").read_text())
+    assert "provenance" in rec and rec["map_check"]["wrong"] == 0
+    runs = rec["runs"]
+    for r in runs.values():
+        rate = _median(r) / r["requests_per_group"]
+        assert (0.57 < rate < 0.60) if r["q"] == 1 else True
+        assert (0.65 < rate < 0.67) if r["q"] == 16 else True
+    assert {r["requests_per_group"] for r in runs.values()} == {512, 1024, 2048}
+    for w in ("", "_w2", "_w8"):
+        sim = [runs[f"q{q}_{d}{w}"]["simulated_cycles_per_load_per_sm"] for q in (1, 16)
+               for d in "ab"]
+        assert max(sim) < 1.04 * min(sim)
+    text = " ".join((ROOT / "measurements" / "README.md").read_text().split())
+    for d in "ab":
+        quoted = " / ".join(f"{_median(runs[f'q{q}_{d}']):.0f}" for q in (1, 2, 4, 8, 16))
+        assert quoted in text, quoted
+    for w in ("_w2", "_w8"):
+        quoted = " / ".join(f"{_median(runs[f'q{q}_a{w}']):.0f}" for q in (1, 16))
+        assert quoted in text, quoted
