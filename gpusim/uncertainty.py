@@ -172,6 +172,13 @@ def annotate(report, bands: dict | None = None) -> Uncertainty:
             notes.append(f"the speedup's range lies {side} the prediction: the out-of-sample "
                          f"layers behind it measured "
                          f"{s['ratio_p10']:.2f}-{s['ratio_p90']:.2f} times the predicted speedup")
+    nm = (b.get("named") or {}).get("cells" if gated else "rnn", {}).get(eng)
+    if nm and nm["layers"] and nm["slowdown_mean"] is not None:
+        notes.append(f"on the out-of-sample {'gated and fp16' if gated else 'RNN'} layers "
+                     f"--engine {eng} named the kernel the GPU ran fastest in {nm['fastest']} of "
+                     f"{nm['layers']}; the one it named ran within 5% of it in "
+                     f"{nm['within_5pct']} ({100 * nm['slowdown_mean']:.1f}% slower on "
+                     f"average): near-ties are common, see the kernels that could be the fastest")
     basis = (f"10th-90th percentile of measured/predicted over {b['layers']} out-of-sample "
              f"layers on the {b['gpu_name']} ({b['draws']}, measured {b['date']})")
     if used_third:
@@ -242,6 +249,9 @@ def bands_from(crosscheck: dict, speedup: dict, fingerprint: str) -> dict:
             ok = [r[eng]["ratio"] for r in cell_lays if r[eng]["ratio"] is not None]
             if ok:
                 cells["speedup"][eng] = one(ok)
+    named = {"rnn": _named(lays, speedup["engines"])}
+    if cell_lays:
+        named["cells"] = _named(cell_lays, speedup["engines"])
     dates = sorted({d["path"] for d in crosscheck["draws"] if d["sample"] == OUT_OF_SAMPLE})
     return {"gpu_name": crosscheck["gpu"], "draws": ", ".join(draws), "date": ", ".join(sorted(
             {Path(p).name.split("_")[1] for p in dates if "_" in Path(p).name})),
@@ -250,7 +260,24 @@ def bands_from(crosscheck: dict, speedup: dict, fingerprint: str) -> dict:
                        "batch": sorted({r["batch"] for r in lays}),
                        "density": [min(r["density"] for r in lays),
                                    max(r["density"] for r in lays)]},
-            "hidden_edges": edges, "families": fams, "speedup": sp, "cells": cells}
+            "hidden_edges": edges, "families": fams, "speedup": sp, "cells": cells,
+            "named": named}
+
+
+def _named(lays: list, engines) -> dict:
+    """Per engine, over speedup rows ``lays``: in how many layers it named the kernel the GPU
+    ran fastest, in how many the one it named ran within 5% of that, and the mean slowdown of
+    the named one (what following the prediction cost)."""
+    from gpusim.speedup_check import named_slowdown
+
+    out = {}
+    for eng in engines:
+        ok = [r for r in lays if r[eng].get("ape") is not None]
+        slow = [x for x in (named_slowdown(r, eng) for r in ok) if x is not None]
+        out[eng] = {"layers": len(ok), "fastest": sum(bool(r[eng]["fastest_named"]) for r in ok),
+                    "within_5pct": sum(x <= 0.05 for x in slow),
+                    "slowdown_mean": float(np.mean(slow)) if slow else None}
+    return out
 
 
 def judge_bands(bands: dict, rows: list, speedup_rows: list) -> dict:

@@ -203,8 +203,9 @@ def test_gated_and_fp16_layers_get_their_own_speedup_band():
               "model": {"ratio": 0.7 + 0.02 * k}, "sim": {"ratio": 0.8}} for k in range(10)]
     odd = {**cc, "rows": cc["rows"] + [{**cc["rows"][0], "cell": "lstm", "measured_s": 99.0}]}
     b = bands_from(odd, {**sp, "rows": sp["rows"] + gated}, model_fingerprint())
-    assert {k: v for k, v in b.items() if k != "cells"} == \
-        {k: v for k, v in b0.items() if k != "cells"}          # the RNN bands are unchanged
+    assert {k: v for k, v in b.items() if k not in ("cells", "named")} == \
+        {k: v for k, v in b0.items() if k not in ("cells", "named")}   # the RNN bands unchanged
+    assert b["named"]["rnn"] == b0["named"]["rnn"] and "cells" in b["named"]
     assert b["cells"]["layers"] == 10 and b["cells"]["kinds"] == ["lstm fp16"]
     assert b["cells"]["speedup"]["sim"]["ratio_p10"] == pytest.approx(0.8)
     row = SimpleNamespace(name="sparse-lamport", engine="sim", per_step_s=2e-6)
@@ -335,3 +336,28 @@ def test_named_slowdown_is_what_following_the_prediction_costs():
     assert st["fastest_named"] == 1 and st["named_within_5pct"] == 2
     assert st["named_slowdown_mean"] == pytest.approx(0.54 / 3)
     assert st["named_slowdown_max"] == pytest.approx(0.5)
+
+
+def test_predict_says_how_often_its_pick_was_the_gpus_fastest():
+    """The bands carry, per engine, in how many out-of-sample layers it named the GPU's fastest
+    kernel and how often its pick ran within 5%; ``annotate`` says so in a note."""
+    from types import SimpleNamespace
+
+    cc, sp = _summaries()
+    times = {"sparse-bank": 1.0, "sparse-lamport": 1.03, "dense-persistent": 1.5}
+    for k, r in enumerate(sp["rows"]):
+        r["measured"] = {"fastest": "sparse-bank", "times_s": times}
+        pick = ("sparse-bank", "sparse-lamport", "dense-persistent")[k % 3] if k < 9 \
+            else "sparse-bank"
+        for eng in ("model", "sim"):
+            r[eng].update(ape=0.1, fastest=pick, fastest_named=pick == "sparse-bank")
+    b = bands_from(cc, sp, model_fingerprint())
+    nm = b["named"]["rnn"]["sim"]
+    assert (nm["layers"], nm["fastest"], nm["within_5pct"]) == (10, 4, 7)
+    assert nm["slowdown_mean"] == pytest.approx((3 * 0.03 + 3 * 0.5) / 10)
+    row = SimpleNamespace(name="sparse-lamport", engine="sim", per_step_s=2e-6)
+    rep = SimpleNamespace(gpu="h100", hidden=1000, batch=4, density=0.05, cell="rnn",
+                          dtype="fp32", engine="sim", rows=[row], speedup=2.0)
+    notes = " ".join(annotate(rep, {"h100": b}).notes)
+    assert ("--engine sim named the kernel the GPU ran fastest in 4 of 10; the one it named ran "
+            "within 5% of it in 7 (15.9% slower on average)") in notes
