@@ -42,8 +42,9 @@ DEFAULT = ("l2_stream", "gather_l2_8", "gather_l2_32", "cmech_miss_same_32", "cm
 
 
 def _load(name: str) -> dict:
-    with open(os.path.join(HERE, name)) as f:
-        return json.load(f)
+    from measurements.probe import read_record
+
+    return read_record(os.path.join(HERE, name))
 
 
 def measured() -> dict[str, list[float]]:

@@ -303,12 +303,31 @@ def simulate_checked(m, spec, **kw):
     return r
 
 
-def save_record(path: str, rec: dict) -> None:
-    """Write a probe's record (JSON, indented)."""
+def record_path(path: str) -> str:
+    """``path``, or ``path + ".gz"`` where only the gzipped copy of a record is kept (the large
+    records are stored gzipped to keep the repository small)."""
+    if not os.path.exists(path) and os.path.exists(path + ".gz"):
+        return path + ".gz"
+    return path
+
+
+def read_record(path: str) -> dict:
+    """A probe's record (JSON) at ``path``, or at ``path + ".gz"`` (:func:`record_path`)."""
+    import gzip
     import json
 
-    with open(path, "w") as f:
-        json.dump(rec, f, indent=1)
+    path = record_path(str(path))
+    with (gzip.open(path, "rt") if path.endswith(".gz") else open(path)) as f:
+        return json.load(f)
+
+
+def save_record(path: str, rec: dict) -> None:
+    """Write a probe's record (JSON, indented; gzipped where ``path`` ends in ``.gz``)."""
+    import gzip
+    import json
+
+    with (gzip.open(path, "wt") if str(path).endswith(".gz") else open(path, "w")) as f:
+        json.dump(rec, f, indent=1, default=float)
 
 
 def add_simulated(path: str, results, gpu: str = "h100", **meta) -> dict:
@@ -407,13 +426,12 @@ class PerSMProbe:
         return 0
 
     def simulate_into(self, path: str) -> None:
-        import json
 
         from gpusim.calibrate import simulated_cycles_per_op
         from gpusim.specs import load_spec
 
-        with open(path) as f:
-            data = json.load(f)
+        path = record_path(path)
+        data = read_record(path)
         spec = load_spec("h100")
         sim = {"spec": "h100", "clock_hz": spec.clock_hz, "sizes": list(self.sim_sizes),
                "results": {}}
@@ -424,8 +442,7 @@ class PerSMProbe:
             print(f"{name:22s} sim {cyc:7.2f}  measured {meas if meas else float('nan'):7.2f} "
                   f"cycles per warp load per SM", flush=True)
         data["simulated"] = sim
-        with open(path, "w") as f:
-            json.dump(data, f, indent=1, default=float)
+        save_record(path, data)
 
     def main(self, argv: list | None, doc: str) -> int:
         argv = sys.argv[1:] if argv is None else argv

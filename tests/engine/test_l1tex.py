@@ -37,7 +37,9 @@ def record():
 
 @pytest.fixture(scope="module")
 def csr_record():
-    return json.loads(CSR_RECORD.read_text())
+    from measurements.probe import read_record
+
+    return read_record(str(CSR_RECORD))
 
 
 def per_request(m: dict, metric: str) -> float:
