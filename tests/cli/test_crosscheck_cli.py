@@ -97,3 +97,49 @@ def test_merged_reports_equal_one_run_over_the_same_draws(tmp_path):
         assert merged[key] == whole[key], key
     with pytest.raises(InputError, match="a draw is in two parts"):
         merge_reports(parts + parts[1:2], str(data))
+
+
+def test_merge_crosschecks_script(tmp_path):
+    """``measurements/merge_crosschecks.py``: two cross-checks of disjoint draws (library cases
+    only: fast), each with speedup rows, merge into one report whose case rows are
+    ``merge_reports``' and whose speedup summary is recomputed over both parts' rows; labels are
+    today's whatever a part said; a layer in two parts is refused; ``.gz`` round-trips."""
+    import copy
+    import os
+
+    from gpusim.cli.crosscheck import merge_reports, run_crosscheck
+    from gpusim.samples import draws as todays_draws
+    from gpusim.speedup_check import summarise_speedups
+    from measurements.merge_crosschecks import merge, read_report, write_report
+
+    data = tmp_path / "h100"
+    data.mkdir()
+    for name in ("campaign.json", "ncu.json"):
+        os.symlink(DATA / name, data / name)
+    names = sorted(p.name for p in DATA.glob("fresh_*"))[-2:]
+    for name in names:
+        os.symlink(DATA / name, data / name)
+    kinds = ("cublas", "cusparse")
+    parts = [run_crosscheck(data / name, kinds=kinds) for name in names]
+    label = {g.name: g.sample for g in todays_draws(data)}
+    for p, name in zip(parts, names, strict=True):
+        p["speedup"] = {"engines": ["model", "sim"], "rows": [
+            {"draw": name, "sample": "in sample" if label[name] != "in sample" else "x",
+             "hidden": 256 + k, "batch": 1, "density": 0.1,
+             "measured": {"fastest": "a", "times_s": {"a": 1.0}},
+             "model": {"ape": 0.1, "ratio": 1.0, "fastest": "a", "fastest_named": True,
+                       "persistent_named": True},
+             "sim": {"ape": 0.2, "ratio": 1.1, "fastest": "a", "fastest_named": True,
+                     "persistent_named": True}} for k in range(3)]}
+    expect_rows = merge_reports(copy.deepcopy(parts), str(data))["rows"]
+    merged = merge(copy.deepcopy(parts), str(data), "how")
+    assert merged["rows"] == expect_rows and merged["command"] == "how"
+    sp = merged["speedup"]
+    assert len(sp["rows"]) == 6 and all(r["sample"] == label[r["draw"]] for r in sp["rows"])
+    assert sp == summarise_speedups(sp["rows"], ("model", "sim"))
+    write_report(str(tmp_path / "m.json.gz"), merged)
+    assert read_report(str(tmp_path / "m.json.gz")) == json.loads(json.dumps(merged))
+    twice = copy.deepcopy(parts)
+    twice[1]["speedup"]["rows"] += twice[0]["speedup"]["rows"]
+    with pytest.raises(SystemExit, match="in two parts"):
+        merge(twice, str(data), "how")
