@@ -645,7 +645,9 @@ def _inputs(mapping: Mapping, layer, slot: int, sync: str, dense: bool,
         inputs["w_cols"] = (mapping.cols.astype(np.int32) * np.int32(b)).reshape(-1)
     hseq = np.zeros((steps + 1, slot), dtype=np.float32)
     h0 = np.empty_like(np.asarray(layer.h0, dtype=np.float32))
-    h0[pos] = layer.h0
+    # + 0.0 turns a -0.0 of h_0 into +0.0: its bits are the Lamport sentinel, a word that would
+    # never arrive (the kernel's own stores do the same before every h store)
+    h0[pos] = np.asarray(layer.h0, dtype=np.float32) + np.float32(0.0)
     hseq[0, :nb] = h0.reshape(-1)
     if sync == "lamport":
         hseq.view(np.int32)[1:, :nb] = SENTINEL_BITS  # pad words stay 0: never waited on

@@ -166,12 +166,12 @@ def predict_layer(spec, hidden: int, batch: int, density: float, *, timesteps: i
     keeps the model for fp16, with a note. This package never imports the simulator: the CLI
     passes it in. Every row names the engine that produced it.
 
-    ``heads`` H > 1 (a multi-head layer, docs/heads.md; the simulator callable builds its own
-    layers, so only ``engine="model"`` uses it): whether a kernel fits is the single-head answer,
-    as with the simulator, and each persistent kernel that fits is priced on the mapping its
-    builder makes for the seeded block-diagonal layer (:func:`.persistent.builder_mapping`: whole
-    heads per CTA and the CTA-local exchange where they fit, else the grid-wide exchange); the
-    baselines have no head-wise model and keep their single-head rows, with a note.
+    ``heads`` H > 1 (a multi-head layer, docs/heads.md): whether a persistent kernel fits is its
+    builder's answer for the seeded block-diagonal layer, and the model prices it on that
+    mapping (:func:`.persistent.builder_mapping`: whole heads per CTA and the CTA-local exchange
+    where they fit, else the grid-wide exchange); ``engine="sim"`` then simulates the kernels
+    that fit (the simulator callable builds the same layer). The baselines have no head-wise
+    model and keep their single-head rows, with a note.
     """
     _validate(hidden, batch, density, timesteps, cell, dtype, engine)
     if engine == "sim" and simulator is None:
@@ -179,7 +179,9 @@ def predict_layer(spec, hidden: int, batch: int, density: float, *, timesteps: i
     fast = predict_many(spec, hidden, batch, density, cell=cell, dtype=dtype)
     gates = cap.CELLS[cell]
     nnz_expected = gates * hidden * hidden * density
-    use_exact = (exact and nnz_expected <= EXACT_NNZ_LIMIT and
+    # a multi-head layer's persistent kernels are fitted and priced on their builder's mapping of
+    # the block-diagonal layer (_head_price), not on a single-head one
+    use_exact = (exact and heads == 1 and nnz_expected <= EXACT_NNZ_LIMIT and
                  gates * hidden * hidden <= EXACT_DRAW_LIMIT)
     U = None
     mappings: dict = {}
@@ -235,13 +237,15 @@ def predict_layer(spec, hidden: int, batch: int, density: float, *, timesteps: i
                 bound = str(ex.bound[0])
                 bd = {k: _f(val[0]) for k, val in ex.breakdown.items()}
                 eng = "model (exact layout)"
-        if ok and heads > 1 and engine == "model" and v.family == "persistent":
+        if heads > 1 and v.family == "persistent":
+            # whether it fits is the builder's answer for the block-diagonal layer (whole heads
+            # per CTA where they fit, else the grid-wide exchange), not the single-head one
             ex, why = _head_price(spec, v, hidden, batch, density, cell, dtype, seed, heads,
                                   head_layers)
             if ex is None:
-                ok, code = False, 0
                 rows.append(Row(name, v.family, "model", False, None, None, why, "", {}))
                 continue
+            ok = True
             per, setup = float(ex.per_step_s[0]), float(ex.setup_s[0])
             bound = str(ex.bound[0])
             bd = {k: _f(val[0]) for k, val in ex.breakdown.items()}
@@ -280,7 +284,7 @@ def predict_layer(spec, hidden: int, batch: int, density: float, *, timesteps: i
     nxt = _best([r for r in rows if not (r.family == "persistent" and
                                         VARIANTS[r.name].sparse)])
     speed = (nxt.per_step_s / best_p.per_step_s) if best_p and nxt else None
-    if not use_exact and exact:
+    if not use_exact and exact and heads == 1:
         notes.append(f"{nnz_expected:.3g} nonzeros: wavefronts and K_j are expectations for "
                      f"random columns, not from a concrete matrix")
     return Report(spec.name, int(hidden), int(batch), float(density), int(timesteps), cell,

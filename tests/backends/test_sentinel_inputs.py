@@ -69,3 +69,17 @@ def test_recorded_stop_was_a_sentinel_in_h0():
     assert bad.tolist() == [1643]
     # the stuck warp (4 of 8, 256 threads) polls words 512-639 and 1536-1663 of a slot
     assert int(z["err"][2]) == 4 and 1536 <= bad[0] < 1664
+
+
+def test_the_builder_makes_a_negative_zero_of_h0_positive():
+    """A layer whose h_0 holds -0.0 gets +0.0 in the Lamport kernel's slot 0 (its values are the
+    same, its bits never the sentinel), so the backend's check passes."""
+    from dataclasses import replace
+
+    lay = make_layer(256, 2, 0.1, 4, 0)
+    h0 = np.array(lay.h0, dtype=np.float32)
+    h0.flat[5] = -0.0
+    prog = build_sparse_rnn(replace(lay, h0=h0), load_spec("h100"), sync="lamport")
+    slot0 = prog.inputs["hseq"][:256 * 2]
+    assert not (slot0.view(np.int32) == SENTINEL_BITS).any() and (slot0 == 0).sum() >= 1
+    _check_first_slot(prog)

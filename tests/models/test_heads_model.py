@@ -68,3 +68,18 @@ def test_model_matches_simulator_on_heads(rows):
     worst = max(rows, key=lambda r: r[3])
     assert mape <= MAPE_BOUND, f"MAPE {100 * mape:.1f}%"
     assert worst[3] <= WORST_BOUND, (worst[0], worst[2])
+
+
+def test_a_head_wise_layer_fits_where_its_heads_do():
+    """A multi-head layer is fitted by its builder's mapping, not by the single-head capacity:
+    an LSTM of 2048 units at density 0.3 does not fit the H100 as one head, but as 64 heads of
+    32 units every sparse kernel holds whole heads per CTA and is priced on that mapping."""
+    import gpusim
+
+    one = gpusim.predict(gpu="h100", hidden=2048, batch=1, density=0.3, cell="lstm")
+    assert not any(r.fits for r in one.kernels if r.name.startswith("sparse-"))
+    many = gpusim.predict(gpu="h100", hidden=2048, batch=1, density=0.3, cell="lstm", heads=64)
+    sparse = [r for r in many.kernels if r.name.startswith("sparse-")]
+    assert sparse and all(r.fits and r.engine == "model (exact layout)" for r in sparse)
+    assert many.best_persistent is not None and many.speedup is not None
+    assert "heads fit in one CTA for sparse" in many.heads_note
