@@ -83,3 +83,21 @@ def test_a_head_wise_layer_fits_where_its_heads_do():
     assert sparse and all(r.fits and r.engine == "model (exact layout)" for r in sparse)
     assert many.best_persistent is not None and many.speedup is not None
     assert "heads fit in one CTA for sparse" in many.heads_note
+
+
+def test_a_recorded_head_wise_case_is_rebuilt_where_its_heads_fit():
+    """``gpusim.measurements.build_case`` checks a recorded persistent case's size with the
+    single-head capacity only for single-head layers: the RNN of 128 heads of 32 units at
+    hidden 4096, batch 2, density 0.445 (drawn in s26: its builder holds a head per CTA) is
+    rebuilt, while the same layer as one head is refused with one clear error."""
+    from gpusim.measurements import build_case
+    from gpusim.specs import load_spec
+    from kernels_ir.errors import InputError
+
+    case = {"kind": "sparse_persistent", "hidden": 4096, "batch": 2, "density": 0.445,
+            "seed": 2700081, "sync": "lamport", "wide_loads": True, "layout": "naive",
+            "heads": 128, "cell": "rnn", "dtype": "fp32", "id": "h128"}
+    prog = build_case(case, 2, load_spec("h100"))
+    assert dict(prog.kernel.meta).get("exchange") == "cta"
+    with pytest.raises(InputError, match="does not fit in the registers"):
+        build_case({**case, "heads": 1, "id": "h1"}, 2, load_spec("h100"))
