@@ -234,19 +234,30 @@ def _draw_subset(names):
              "rows": [r for r in CROSSCHECK["speedup"]["rows"] if r["draw"] in names]})
 
 
+def _draw_fingerprint(draw: str) -> str:
+    rec = json.loads((H100 / draw / "campaign.json").read_text())
+    return rec["fresh"]["model_fingerprint"]
+
+
 @pytest.mark.parametrize("record, made_from, judged_on", [
     ("error_bands_s22.json", ("s22",), ("s23", "s24")),
-    ("error_bands_s22_s24.json", ("s22", "s23", "s24"), ("s25",))])
+    ("error_bands_s22_s24.json", ("s22", "s23", "s24"), ("s25",)),
+    ("error_bands_s22_s25.json", ("s22", "s23", "s24", "s25"), ("s26", "s27"))])
 def test_earlier_bands_judged_on_the_draws_measured_after_them(record, made_from, judged_on):
     """The bands ``predict`` printed while only ``made_from`` were out of sample (they are
-    theirs: recomputed here from their rows), judged on the draws measured after them with the
-    same model; the README quotes how often they held."""
+    theirs: recomputed here from their rows, under the model those draws were measured with),
+    judged on the draws measured after them; the README quotes how often they held."""
     from gpusim.uncertainty import judge_bands
 
     old = json.loads((H100 / record).read_text())
     c, s = _draw_subset({f"fresh_2026-11-28_{d}" for d in made_from})
+    for r in c["rows"] + s["rows"]:      # out of sample for the model they were measured with
+        r["sample"] = OUT_OF_SAMPLE
+    for d in c["draws"]:
+        d["sample"] = OUT_OF_SAMPLE
     _close(old, bands_from(c, s, old["model_fingerprint"]))
-    assert old["model_fingerprint"] == model_fingerprint()
+    assert {_draw_fingerprint(f"fresh_2026-11-28_{d}") for d in made_from} == \
+        {old["model_fingerprint"]}
     c, s = _draw_subset({f"fresh_2026-11-28_{d}" for d in judged_on})
     j = judge_bands(old, c["rows"], s["rows"])
     sim, mod = j["sim"], j["model"]
