@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 __all__ = ["BANDS_FILE", "Uncertainty", "annotate", "load_bands", "bands_from",
-           "row_family", "contenders", "for_hidden"]
+           "row_family", "contenders", "for_hidden", "judge_bands", "contender_hits"]
 
 BANDS_FILE = Path(__file__).resolve().parent / "specs" / "error_bands.json"
 MIN_BIN = 6   # values a third of the hidden range needs for a band of its own
@@ -265,19 +265,39 @@ def bands_from(crosscheck: dict, speedup: dict, fingerprint: str) -> dict:
 
 
 def _named(lays: list, engines) -> dict:
-    """Per engine, over speedup rows ``lays``: in how many layers it named the kernel the GPU
+    """Per engine, over speedup rows ``lays`` (the speedup summary's figures,
+    :func:`gpusim.speedup_check._speedup_stats`): in how many layers it named the kernel the GPU
     ran fastest, in how many the one it named ran within 5% of that, and the mean slowdown of
     the named one (what following the prediction cost)."""
-    from gpusim.speedup_check import named_slowdown
+    from gpusim.speedup_check import _speedup_stats
 
-    out = {}
-    for eng in engines:
-        ok = [r for r in lays if r[eng].get("ape") is not None]
-        slow = [x for x in (named_slowdown(r, eng) for r in ok) if x is not None]
-        out[eng] = {"layers": len(ok), "fastest": sum(bool(r[eng]["fastest_named"]) for r in ok),
-                    "within_5pct": sum(x <= 0.05 for x in slow),
-                    "slowdown_mean": float(np.mean(slow)) if slow else None}
-    return out
+    st = _speedup_stats(lays, engines)
+    return {eng: {"layers": st[eng]["layers"], "fastest": st[eng]["fastest_named"],
+                  "within_5pct": st[eng]["named_within_5pct"],
+                  "slowdown_mean": st[eng]["named_slowdown_mean"]} for eng in engines}
+
+
+def contender_hits(rows: list, bands: dict) -> tuple[int, list, list]:
+    """Over the layers of crosscheck ``rows``: ``(layers whose fastest measured persistent
+    kernel is among the :func:`contenders` of the simulator's ranges under ``bands``, the
+    contenders' count per layer, the persistent kernels measured per layer)``."""
+    edges = bands["hidden_edges"]
+    per_layer: dict = {}
+    for r in rows:
+        if r["kind"] in ("sparse_persistent", "dense_persistent"):
+            per_layer.setdefault((r["draw"], r["hidden"], r["batch"], r["density"]), []).append(r)
+    held, sizes, kernels = 0, [], []
+    for rs in per_layer.values():
+        rng, fam = {}, {}
+        for r in rs:
+            f, _ = for_hidden(bands["families"]["sim"][r["family"]], r["hidden"], edges)
+            rng[r["id"]] = (r["predicted_s"] * f["ratio_p10"], r["predicted_s"] * f["ratio_p90"])
+            fam[r["id"]] = r["family"]
+        cont = contenders(rng, family=fam.get)
+        held += min(rs, key=lambda r: r["measured_s"])["id"] in cont
+        sizes.append(len(cont))
+        kernels.append(len(rs))
+    return held, sizes, kernels
 
 
 def judge_bands(bands: dict, rows: list, speedup_rows: list) -> dict:
@@ -319,20 +339,7 @@ def judge_bands(bands: dict, rows: list, speedup_rows: list) -> dict:
             "speedup_whole": sum(inside(sp, x) for _, x in ratios) / len(ratios),
             "speedup_n": len(ratios)}
     # the simulator's contenders per layer, from its per-step ranges under the bands
-    per_layer: dict = {}
-    for r in rows:
-        if r["kind"] in ("sparse_persistent", "dense_persistent") and r["source"] == "simulator":
-            per_layer.setdefault((r["draw"], r["hidden"], r["batch"], r["density"]), []).append(r)
-    held, sizes = 0, []
-    for rs in per_layer.values():
-        rng, fam = {}, {}
-        for r in rs:
-            f, _ = for_hidden(bands["families"]["sim"][r["family"]], r["hidden"], edges)
-            rng[r["id"]] = (r["predicted_s"] * f["ratio_p10"], r["predicted_s"] * f["ratio_p90"])
-            fam[r["id"]] = r["family"]
-        cont = contenders(rng, family=fam.get)
-        held += min(rs, key=lambda r: r["measured_s"])["id"] in cont
-        sizes.append(len(cont))
+    held, sizes, _ = contender_hits(rows, bands)
     out["contenders_held"] = held
     out["contenders_layers"] = len(sizes)
     out["contenders_mean"] = float(np.mean(sizes)) if sizes else None

@@ -17,25 +17,12 @@ is relabelled as today's rule says. Parts that are gzip files (``.gz``) are read
 from __future__ import annotations
 
 import argparse
-import gzip
-import json
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-
-def read_report(path: str) -> dict:
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rt") as f:
-        return json.load(f)
-
-
-def write_report(path: str, rep: dict) -> None:
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "wt") as f:
-        json.dump(rep, f, indent=1)
-        f.write("\n")
+from measurements.probe import read_record, save_record  # noqa: E402
 
 
 def merge(parts: list[dict], data: str, note: str) -> dict:
@@ -77,9 +64,9 @@ def main(argv=None) -> int:
     ap.add_argument("--out", required=True)
     ap.add_argument("--note", required=True, help="how the parts were made (kept as 'command')")
     args = ap.parse_args(argv)
-    parts = [read_report(p) for p in args.parts]
+    parts = [read_record(p) for p in args.parts]
     merged = merge(parts, args.data, args.note)
-    write_report(args.out, merged)
+    save_record(args.out, merged)
     print(f"{args.out}: {len(merged['rows'])} case rows, "
           f"{len(merged.get('speedup', {}).get('rows', []))} speedup rows, draws "
           f"{[d['draw'] for d in merged['draws']][-4:]} (last four)")

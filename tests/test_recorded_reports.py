@@ -171,31 +171,6 @@ def test_the_readme_quotes_the_bands_by_size_of_the_file():
     assert f"{rng(csr)} over all sizes" in text and f"{rng(sp)} over all sizes" in text
 
 
-def _contender_counts(rows, bands) -> tuple:
-    """Over the layers of ``rows`` (crosscheck rows), ``(layers whose fastest measured
-    persistent variant is among gpusim.uncertainty.contenders of the simulator's ranges under
-    ``bands``, contender counts, variant counts)``."""
-    from gpusim.uncertainty import contenders, for_hidden
-
-    layers: dict = {}
-    for r in rows:
-        if r["kind"] in ("sparse_persistent", "dense_persistent"):
-            layers.setdefault((r["draw"], r["hidden"], r["batch"], r["density"]), []).append(r)
-    held, sizes, kernels = 0, [], []
-    for rs in layers.values():
-        rng, fam = {}, {}
-        for r in rs:
-            f, _ = for_hidden(bands["families"]["sim"][r["family"]], r["hidden"],
-                              bands["hidden_edges"])
-            rng[r["id"]] = (r["predicted_s"] * f["ratio_p10"], r["predicted_s"] * f["ratio_p90"])
-            fam[r["id"]] = r["family"]
-        cont = contenders(rng, family=fam.get)
-        held += min(rs, key=lambda r: r["measured_s"])["id"] in cont
-        sizes.append(len(cont))
-        kernels.append(len(rs))
-    return held, sizes, kernels
-
-
 def test_the_readme_quotes_how_often_the_contenders_held_the_fastest():
     """README: over the out-of-sample layers, the kernel the GPU ran fastest was among the
     simulator's contenders (bands of the same layers, so in sample for the bands) in every layer;
@@ -203,7 +178,9 @@ def test_the_readme_quotes_how_often_the_contenders_held_the_fastest():
     import numpy as np
 
     b = json.loads((ROOT / "gpusim" / "specs" / "error_bands.json").read_text())["h100"]
-    held, sizes, kernels = _contender_counts(
+    from gpusim.uncertainty import contender_hits
+
+    held, sizes, kernels = contender_hits(
         [r for r in CROSSCHECK["rows"] if r["sample"] == OUT_OF_SAMPLE and "cell" not in r], b)
     text = " ".join((ROOT / "README.md").read_text().split())
     assert (f"in {held} of {len(sizes)} out-of-sample layers the kernel the GPU ran fastest "

@@ -159,7 +159,8 @@ def _summaries():
         {"path": "m/fresh_2026-11-23_s2", "sample": OUT_OF_SAMPLE}]}
     lays = [{"sample": OUT_OF_SAMPLE, "draw": "fresh_x_s1", "hidden": 256 * (k + 1),
              "batch": 4, "density": 0.05,
-             "model": {"ratio": 1.0 + 0.05 * k}, "sim": {"ratio": 1.0}} for k in range(10)]
+             "model": {"ratio": 1.0 + 0.05 * k, "ape": None},
+             "sim": {"ratio": 1.0, "ape": None}} for k in range(10)]
     return cc, {"engines": ["model", "sim"], "rows": lays}
 
 
@@ -200,7 +201,8 @@ def test_gated_and_fp16_layers_get_their_own_speedup_band():
     assert b0["cells"] is None
     gated = [{"sample": OUT_OF_SAMPLE, "draw": "fresh_x_s2", "hidden": 512, "batch": 2,
               "density": 0.1, "cell": "lstm", "dtype": "fp16",
-              "model": {"ratio": 0.7 + 0.02 * k}, "sim": {"ratio": 0.8}} for k in range(10)]
+              "model": {"ratio": 0.7 + 0.02 * k, "ape": None},
+              "sim": {"ratio": 0.8, "ape": None}} for k in range(10)]
     odd = {**cc, "rows": cc["rows"] + [{**cc["rows"][0], "cell": "lstm", "measured_s": 99.0}]}
     b = bands_from(odd, {**sp, "rows": sp["rows"] + gated}, model_fingerprint())
     assert {k: v for k, v in b.items() if k not in ("cells", "named")} == \
@@ -232,7 +234,7 @@ def test_bands_per_third_of_the_hidden_sizes():
     assert 256 < lo < hi < 2560
     assert b["families"]["sim"]["sparse lamport"]["by_hidden"] == [None, None, None]  # 3-4 each
     many = {**cc, "rows": [dict(r, hidden=h) for r in cc["rows"] for h in (300, 2500)]}
-    lays = [dict(r, model={"ratio": 0.5 if r["hidden"] < 1000 else 2.0})
+    lays = [dict(r, model={"ratio": 0.5 if r["hidden"] < 1000 else 2.0, "ape": None})
             for r in sp["rows"] for _ in range(2)]
     b = bands_from(many, {**sp, "rows": lays}, model_fingerprint())
     top = b["families"]["sim"]["sparse lamport"]["by_hidden"]
@@ -350,7 +352,8 @@ def test_predict_says_how_often_its_pick_was_the_gpus_fastest():
         pick = ("sparse-bank", "sparse-lamport", "dense-persistent")[k % 3] if k < 9 \
             else "sparse-bank"
         for eng in ("model", "sim"):
-            r[eng].update(ape=0.1, fastest=pick, fastest_named=pick == "sparse-bank")
+            r[eng].update(ape=0.1, fastest=pick, fastest_named=pick == "sparse-bank",
+                          persistent_named=True)
     b = bands_from(cc, sp, model_fingerprint())
     nm = b["named"]["rnn"]["sim"]
     assert (nm["layers"], nm["fastest"], nm["within_5pct"]) == (10, 4, 7)

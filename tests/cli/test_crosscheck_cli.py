@@ -69,14 +69,9 @@ def test_bad_arguments_exit_2(tmp_path, capsys):
     assert "bogus" in capsys.readouterr().err
 
 
-def test_merged_reports_equal_one_run_over_the_same_draws(tmp_path):
-    """``merge_reports``: the cross-checks of disjoint draws (the campaign alone, then each fresh
-    draw alone) merged give the report of one run over all of them, rows, summaries and labels
-    alike; a draw in two parts is refused. The library cases only (the model prices them: fast)."""
+def _campaign_and_last_two_draws(tmp_path):
+    """``(data dir, draw names)``: the campaign and the two newest fresh draws, linked."""
     import os
-
-    from gpusim.cli.crosscheck import merge_reports, run_crosscheck
-    from kernels_ir.errors import InputError
 
     data = tmp_path / "h100"
     data.mkdir()
@@ -85,6 +80,17 @@ def test_merged_reports_equal_one_run_over_the_same_draws(tmp_path):
     draws = sorted(p.name for p in DATA.glob("fresh_*"))[-2:]
     for name in draws:
         os.symlink(DATA / name, data / name)
+    return data, draws
+
+
+def test_merged_reports_equal_one_run_over_the_same_draws(tmp_path):
+    """``merge_reports``: the cross-checks of disjoint draws (the campaign alone, then each fresh
+    draw alone) merged give the report of one run over all of them, rows, summaries and labels
+    alike; a draw in two parts is refused. The library cases only (the model prices them: fast)."""
+    from gpusim.cli.crosscheck import merge_reports, run_crosscheck
+    from kernels_ir.errors import InputError
+
+    data, draws = _campaign_and_last_two_draws(tmp_path)
     kinds = ("cublas", "cusparse")
     whole = run_crosscheck(data, kinds=kinds)
     parts = [run_crosscheck(data, kinds=kinds, include_fresh=False)]
@@ -105,20 +111,14 @@ def test_merge_crosschecks_script(tmp_path):
     ``merge_reports``' and whose speedup summary is recomputed over both parts' rows; labels are
     today's whatever a part said; a layer in two parts is refused; ``.gz`` round-trips."""
     import copy
-    import os
 
     from gpusim.cli.crosscheck import merge_reports, run_crosscheck
     from gpusim.samples import draws as todays_draws
     from gpusim.speedup_check import summarise_speedups
-    from measurements.merge_crosschecks import merge, read_report, write_report
+    from measurements.merge_crosschecks import merge
+    from measurements.probe import read_record, save_record
 
-    data = tmp_path / "h100"
-    data.mkdir()
-    for name in ("campaign.json", "ncu.json"):
-        os.symlink(DATA / name, data / name)
-    names = sorted(p.name for p in DATA.glob("fresh_*"))[-2:]
-    for name in names:
-        os.symlink(DATA / name, data / name)
+    data, names = _campaign_and_last_two_draws(tmp_path)
     kinds = ("cublas", "cusparse")
     parts = [run_crosscheck(data / name, kinds=kinds) for name in names]
     label = {g.name: g.sample for g in todays_draws(data)}
@@ -137,8 +137,8 @@ def test_merge_crosschecks_script(tmp_path):
     sp = merged["speedup"]
     assert len(sp["rows"]) == 6 and all(r["sample"] == label[r["draw"]] for r in sp["rows"])
     assert sp == summarise_speedups(sp["rows"], ("model", "sim"))
-    write_report(str(tmp_path / "m.json.gz"), merged)
-    assert read_report(str(tmp_path / "m.json.gz")) == json.loads(json.dumps(merged))
+    save_record(str(tmp_path / "m.json.gz"), merged)
+    assert read_record(str(tmp_path / "m.json.gz")) == json.loads(json.dumps(merged))
     twice = copy.deepcopy(parts)
     twice[1]["speedup"]["rows"] += twice[0]["speedup"]["rows"]
     with pytest.raises(SystemExit, match="in two parts"):
