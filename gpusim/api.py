@@ -220,9 +220,12 @@ def heads_note(spec, hidden: int, batch: int, density: float, cell: str, seed: i
                      f"(h through shared memory, CTA barriers)")
     if grid:
         parts.append(f"a CTA cannot hold whole heads for {', '.join(grid)}: grid-wide exchange")
-    parts.append("cuBLAS/cuSPARSE rows are the model's, for this density over the full N x N"
-                 if engine == "sim" else "cuBLAS/cuSPARSE/CSR rows are the model's, for this "
-                 "density over the full N x N")
+    parts.append("cuBLAS multiplies the full dense N x N; "
+                 + ("cuSPARSE is" if engine == "sim" else "cuSPARSE and the CSR kernel are")
+                 + f" priced by the model on the layer's nonzeros (density {density:g}/{heads} "
+                 f"over N x N; a head's columns lying in one block of h is not modelled)"
+                 + ("; the CSR kernel is simulated on the block-diagonal U" if engine == "sim"
+                    else ""))
     return "; ".join(parts)
 
 
@@ -399,29 +402,46 @@ class Capacity:
     cell: str
     sparse: tuple[CapacityRow, ...]
     dense: CapacityRow
+    heads: int = 1
+    # heads > 1: the largest with whole heads per CTA (no grid-wide exchange), per density
+    sparse_local: tuple[CapacityRow, ...] = ()
+    dense_local: CapacityRow | None = None
 
     def to_dict(self) -> dict:
         """Exactly ``gpusim capacity --json``."""
-        return {"gpu": self.gpu, "batch": self.batch, "dtype": self.dtype, "cell": self.cell,
-                "max_hidden": {
-                    "sparse": [{"density": r.density, **r.to_dict()} for r in self.sparse],
-                    "dense": self.dense.to_dict()}}
+        out = {"gpu": self.gpu, "batch": self.batch, "dtype": self.dtype, "cell": self.cell,
+               "max_hidden": {
+                   "sparse": [{"density": r.density, **r.to_dict()} for r in self.sparse],
+                   "dense": self.dense.to_dict()}}
+        if self.heads > 1:
+            out["heads"] = self.heads
+            out["max_hidden_cta_local"] = {
+                "sparse": [{"density": r.density, **r.to_dict()} for r in self.sparse_local],
+                "dense": self.dense_local.to_dict()}
+        return out
 
     def to_frame(self):
-        """One row per sparse density, then the dense kernel's row."""
-        return _frame([r.__dict__.copy() for r in (*self.sparse, self.dense)])
+        """One row per sparse density, then the dense kernel's row (with heads, then the
+        CTA-local rows, their ``kernel`` suffixed "-cta-local")."""
+        rows = [r.__dict__.copy() for r in (*self.sparse, self.dense)]
+        if self.heads > 1:
+            rows += [r.__dict__ | {"kernel": r.kernel + "-cta-local"}
+                     for r in (*self.sparse_local, self.dense_local)]
+        return _frame(rows)
 
 
 DEFAULT_DENSITIES = (0.01, 0.05, 0.1, 0.3, 1.0)
 
 
 def capacity(gpu="v100", density: float | Sequence[float] = DEFAULT_DENSITIES, batch: int = 4,
-             dtype: str = "fp32", cell: str = "rnn") -> Capacity:
+             dtype: str = "fp32", cell: str = "rnn", heads: int = 1) -> Capacity:
     """The largest hidden size that fits, for each density (sparse) and dense, with the limit.
 
     ``gpu``: spec name, .toml path or spec; ``density``: one density or a sequence of them;
     ``batch``: batch size B (1..1024); ``dtype``: fp32 or fp16 (16-bit values and indices);
-    ``cell``: rnn, gru, lstm.
+    ``cell``: rnn, gru, lstm; ``heads`` H: a multi-head layer (block-diagonal U, the density
+    within its blocks; hidden sizes are multiples of H): the largest that fits either exchange,
+    and the largest with whole heads per CTA, where the grid-wide sync disappears.
     """
     from models.capacity import capacity_table
 
@@ -435,15 +455,19 @@ def capacity(gpu="v100", density: float | Sequence[float] = DEFAULT_DENSITIES, b
     batch = _int("batch", batch, 1, 1024)
     _choice("dtype", dtype, DTYPES)
     _choice("cell", cell, CELLS)
-    table = capacity_table(spec, densities, batch, cell=cell, dtype=dtype)
+    heads = _int("heads", heads, 1, 1 << 20)
+    table = capacity_table(spec, densities, batch, cell=cell, dtype=dtype, heads=heads)
 
     def row(kind, d, m):
         return CapacityRow(kind, float(d), int(m.hidden), m.limit, m.message, int(m.registers),
                            int(m.smem_bytes))
 
+    local = {} if heads == 1 else dict(
+        sparse_local=tuple(row("sparse", r["density"], r["sparse_local"]) for r in table),
+        dense_local=row("dense", 1.0, table[0]["dense_local"]))
     return Capacity(spec.name, spec.full_name, batch, dtype, cell,
                     tuple(row("sparse", r["density"], r["sparse"]) for r in table),
-                    row("dense", 1.0, table[0]["dense"]))
+                    row("dense", 1.0, table[0]["dense"]), heads, **local)
 
 
 # ----------------------------------------------------------------------------- banks

@@ -42,6 +42,7 @@ class Grid:
     density: tuple[float, ...]
     cell: str = "rnn"
     dtype: str = "fp32"
+    heads: int = 1
 
     def __post_init__(self):
         for name in ("gpus", "hidden", "batch", "density"):
@@ -50,6 +51,13 @@ class Grid:
         for n in self.hidden:
             if int(n) != n or n < 1 or n > SWEEP_HIDDEN_MAX:
                 raise InputError(f"sweep: hidden={n} must be an integer in 1..{SWEEP_HIDDEN_MAX}")
+        if isinstance(self.heads, bool) or int(self.heads) != self.heads or self.heads < 1:
+            raise InputError(f"sweep: heads={self.heads!r} must be a positive integer")
+        odd = [int(n) for n in self.hidden if int(n) % int(self.heads)]
+        if odd:
+            raise InputError(f"sweep: heads={self.heads} does not divide hidden="
+                             f"{','.join(map(str, odd[:8]))}{' ...' if len(odd) > 8 else ''}; "
+                             f"accepted: hidden sizes that are multiples of {self.heads}")
         for b in self.batch:
             if int(b) != b or b < 1 or b > BATCH_MAX:
                 raise InputError(f"sweep: batch={b} must be an integer in 1..{BATCH_MAX}")
@@ -64,32 +72,46 @@ class Grid:
         return len(self.gpus) * len(self.hidden) * len(self.batch) * len(self.density)
 
 
+HEAD_CHUNK = 4   # configurations per task of a multi-head sweep: each is a concrete layer
+
+
 def chunks(grid: Grid, size: int = CHUNK):
-    """Tasks ``(gpu, hidden list, batch list, density list, cell, dtype)`` of <= size configs."""
+    """Tasks ``(gpu, hidden list, batch list, density list, cell, dtype, heads)`` of <= size
+    configs (<= :data:`HEAD_CHUNK` for a multi-head grid: those configurations cost seconds)."""
+    if grid.heads > 1:
+        size = min(size, HEAD_CHUNK)
     for gpu in grid.gpus:
         combos = list(itertools.product(grid.hidden, grid.batch, grid.density))
         for lo in range(0, len(combos), size):
             part = combos[lo:lo + size]
             yield (gpu, [c[0] for c in part], [c[1] for c in part], [c[2] for c in part],
-                   grid.cell, grid.dtype)
+                   grid.cell, grid.dtype, grid.heads)
 
 
 def evaluate_chunk(task) -> dict:
-    """Evaluate one chunk with the analytical model; returns plain columns (lists)."""
+    """Evaluate one chunk with the analytical model; returns plain columns (lists).
+
+    A multi-head chunk (``heads`` > 1) is priced one configuration at a time by
+    :func:`models.analytical.predict_layer` on the seeded block-diagonal layer (its persistent
+    kernels fitted and priced on their builder's mapping, the baselines on its nonzeros), as
+    ``gpusim predict --heads`` does; the vectorised model has no heads."""
     import numpy as np
 
     from gpusim.specs import load_spec
     from models.analytical import predict_many, speedup_summary
 
-    gpu, hidden, batch, density, cell, dtype = task
+    gpu, hidden, batch, density, cell, dtype, *rest = task
+    heads = int(rest[0]) if rest else 1
     spec = load_spec(gpu)
-    times = predict_many(spec, np.asarray(hidden), np.asarray(batch), np.asarray(density),
-                         cell=cell, dtype=dtype)
-    bp_name, bp, nb_name, nb, speed = speedup_summary(times)
     n = len(hidden)
     cols: dict = {"gpu": [spec.name] * n, "hidden": list(map(int, hidden)),
                   "batch": list(map(int, batch)), "density": list(map(float, density)),
-                  "cell": [cell] * n, "dtype": [dtype] * n}
+                  "cell": [cell] * n, "dtype": [dtype] * n, "heads": [heads] * n}
+    if heads > 1:
+        return cols | _head_columns(spec, hidden, batch, density, cell, dtype, heads)
+    times = predict_many(spec, np.asarray(hidden), np.asarray(batch), np.asarray(density),
+                         cell=cell, dtype=dtype)
+    bp_name, bp, nb_name, nb, speed = speedup_summary(times)
     for name, kt in times.items():
         cols[f"{name}_s"] = [None if not math.isfinite(x) else float(x) for x in kt.per_step_s]
         cols[f"{name}_fits"] = [bool(x) for x in kt.fits]
@@ -99,10 +121,30 @@ def evaluate_chunk(task) -> dict:
     return cols
 
 
+def _head_columns(spec, hidden, batch, density, cell, dtype, heads) -> dict:
+    """The kernel columns of multi-head configurations (:func:`evaluate_chunk`)."""
+    from models.analytical import VARIANTS, predict_layer
+
+    cols: dict = {c: [] for name in VARIANTS for c in (f"{name}_s", f"{name}_fits")}
+    cols |= {"best_persistent": [], "next_best": [], "speedup": []}
+    for h, b, d in zip(hidden, batch, density, strict=True):
+        rep = predict_layer(spec, int(h), int(b), float(d), cell=cell, dtype=dtype,
+                            heads=heads)
+        rows = {r.name: r for r in rep.rows}
+        for name in VARIANTS:
+            r = rows.get(name)
+            cols[f"{name}_s"].append(r.per_step_s if r is not None and r.fits else None)
+            cols[f"{name}_fits"].append(bool(r is not None and r.fits))
+        cols["best_persistent"].append(rep.best_persistent)
+        cols["next_best"].append(rep.next_best)
+        cols["speedup"].append(rep.speedup)
+    return cols
+
+
 def _columns():
     from models.analytical import VARIANTS
 
-    base = ["gpu", "hidden", "batch", "density", "cell", "dtype"]
+    base = ["gpu", "hidden", "batch", "density", "cell", "dtype", "heads"]
     for name in VARIANTS:
         base += [f"{name}_s", f"{name}_fits"]
     return base + ["best_persistent", "next_best", "speedup"]

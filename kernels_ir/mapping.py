@@ -44,7 +44,7 @@ import scipy.sparse as sp
 from .banks import WARP
 from .errors import InputError
 
-__all__ = ["Mapping", "map_matrix", "map_matrix_layouts", "access_pattern",
+__all__ = ["Mapping", "map_matrix", "map_matrix_layouts", "dealt_slots", "access_pattern",
            "slot_word_addresses", "apply_mapping", "WIDE_BATCHES", "MAX_BATCH"]
 
 WIDE_BATCHES = (1, 2, 4, 8)  # batches one or two wide (<= 128-bit) loads per column cover
@@ -249,6 +249,32 @@ def _deal_heads(nnz: np.ndarray, n_ctas: int, warps_per_cta: int, gates: int, he
         counts.append(w.size)
         warps.append(w)
     return np.concatenate(order), row_ids, K, tuple(counts), tuple(warps), hpc
+
+
+def dealt_slots(U, *, n_ctas: int, warps_per_cta: int, gates: int = 1, heads: int = 1,
+                dense: bool = False) -> tuple[tuple[int, ...], int]:
+    """``(K, heads_per_cta)`` of the mapping :func:`map_matrix` makes of ``U`` (``K_j`` per
+    row-slot; ``heads_per_cta`` 0 unless whole heads go to each CTA), from the rows' nonzero
+    counts alone: the deal, without placing a weight. A capacity check needs no more, and on
+    the largest layers placing the weights is most of a mapping's time."""
+    n_ctas = _positive("n_ctas", n_ctas)
+    warps_per_cta = _positive("warps_per_cta", warps_per_cta)
+    gates = _positive("gates", gates)
+    M = _as_csr(U, False)      # the row counts only: a dense tile's row holds every column
+    n_rows, n_cols = M.shape
+    if n_rows < 1 or n_cols < 1:
+        raise InputError(f"U has shape {M.shape}; both sides must be at least 1")
+    if gates > 1 and n_rows != gates * n_cols:
+        raise InputError(f"U has shape {M.shape}; gates={gates} needs ({gates}*N, N) = "
+                         f"({gates * n_cols}, {n_cols})")
+    heads = _check_heads(M, heads, n_rows, n_cols, gates)
+    nnz = np.full(n_rows, n_cols) if dense else np.diff(M.indptr)
+    if heads > 1:
+        _, _, K, _, _, hpc = _deal_heads(nnz, n_ctas, warps_per_cta, gates, heads, n_cols)
+        return tuple(K), hpc
+    if gates > 1:
+        return tuple(_deal_units(nnz, n_ctas * warps_per_cta, gates)[2]), 0
+    return tuple(_deal(nnz, n_ctas * warps_per_cta)[2]), 0
 
 
 def _check_heads(M, heads, n_rows: int, n_cols: int, gates: int) -> int:

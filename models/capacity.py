@@ -76,7 +76,7 @@ fits and N + 1 does not).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -95,7 +95,8 @@ from kernels_ir.kernels.sparse_rnn import (
 __all__ = ["THREADS_PER_CTA", "WARP", "SCALAR_REGS", "DTYPES", "CELLS", "Fit", "MaxHidden",
            "registers_per_thread", "ptxas_extra", "smem_bytes", "reg_limit", "row_slot_quantiles",
            "expected_slots", "unit_slot_quantiles", "fit", "check", "max_hidden",
-           "capacity_table", "check_cell", "check_dtype", "fp16_index_fits", "FP16_INDEX",
+           "capacity_table", "check_cell", "check_dtype", "check_heads", "fp16_index_fits",
+           "FP16_INDEX",
            "H_BYTES"]
 
 THREADS_PER_CTA = 256  # the kernel's block (sparse_rnn.DEFAULT_THREADS): a design choice
@@ -255,7 +256,7 @@ def _binom_window(n: int, d: float):
 
 
 def unit_slot_quantiles(hidden: int, density: float, gates: int, nw: int, *,
-                        typical: bool = False):
+                        typical: bool = False, units: int | None = None, groups: int = 1):
     """Expected longest gate row (nonzeros) of each unit group of a gated cell: int array of
     ``ceil(N / nw)`` values, group ``j`` filling row-slots ``j * gates .. j * gates + gates - 1``;
     with ``typical`` also the median gate row of the group (the row a typical warp holds), as
@@ -272,9 +273,16 @@ def unit_slot_quantiles(hidden: int, density: float, gates: int, nw: int, *,
     ``1 - 0.7 / (n_j + 0.4)`` of that distribution (the same rule the rows of the vanilla cell
     follow, :func:`row_slot_quantiles`). Sorting by the total sorts each gate only loosely, so
     these rows are longer than the longest of ``G N`` rows sorted one by one at that rank.
+
+    ``units`` (default ``N``): how many units are dealt, when a row's ``N`` columns are not the
+    number of units (a head's block of a multi-head layer: :func:`expected_slots`); ``groups``:
+    how many such deals (the CTAs of a multi-head layer, each dealing its own heads) share a
+    row-slot's ``K``: it takes the longest of their ``groups * n_j`` rows. With ``gates`` 1 this
+    is the vanilla cell's deal (the total is the row).
     """
     n, d = int(hidden), float(density)
-    Ru = -(-n // nw)
+    u = n if units is None else int(units)
+    Ru = -(-u // nw)
     if d >= 1.0:
         full = np.full(Ru, n, dtype=np.int64)
         return (full, full.copy()) if typical else full
@@ -291,7 +299,7 @@ def unit_slot_quantiles(hidden: int, density: float, gates: int, nw: int, *,
     below = above - pt
     cum = np.cumsum(joint, axis=1)             # P(X_0 = x, T >= t)
     # mass of each x among the units of the top fraction p, at the band edges of every group
-    edges = np.minimum(np.arange(Ru + 1) * nw, n) / n
+    edges = np.minimum(np.arange(Ru + 1) * nw, u) / u
     k = np.minimum(np.searchsorted(above, edges), pt.size - 1)
     part = np.clip(edges - below[k], 0.0, None) / np.maximum(pt[k], 1e-300)
     top = np.where(k > 0, cum[:, np.maximum(k - 1, 0)], 0.0) + joint[:, k] * part
@@ -299,25 +307,56 @@ def unit_slot_quantiles(hidden: int, density: float, gates: int, nw: int, *,
     mid = np.empty(Ru, dtype=np.int64)
     a, b = _MEDIAN_RANK
     for j in range(Ru):
-        nj = min(nw, n - j * nw)
+        nj = min(nw, u - j * nw)
         q = np.clip(top[:, j + 1] - top[:, j], 0.0, None)
         cdf = np.cumsum(q / q.sum())
-        out[j] = xl + int(np.searchsorted(cdf, 1.0 - (1 - a) / (gates * nj + b) - 1e-12))
+        out[j] = xl + int(np.searchsorted(cdf, 1.0 - (1 - a) / (groups * gates * nj + b)
+                                          - 1e-12))
         mid[j] = xl + int(np.searchsorted(cdf, 0.5))
     return (out, mid) if typical else out
 
 
 def expected_slots(spec, hidden: int, density: float, cell: str = "rnn", *,
-                   dense: bool = False, exact: bool = True) -> tuple[tuple[int, ...], int]:
+                   dense: bool = False, exact: bool = True, heads: int = 1,
+                   local: bool = False) -> tuple[tuple[int, ...], int]:
     """Expected ``(K_j per row-slot, R)`` of a random layer on ``spec`` (one CTA per SM).
 
     A gated cell's units are dealt with their ``gates`` rows together
     (:func:`kernels_ir.mapping.map_matrix`): ``R = gates * ceil(N / n_warps)``, and the row-slots
     of unit group ``j`` take the expected longest gate row of the group's units
-    (:func:`unit_slot_quantiles`, exact whatever ``exact`` says)."""
+    (:func:`unit_slot_quantiles`, exact whatever ``exact`` says).
+
+    ``heads`` H > 1 (block-diagonal ``U``, ``density`` within the blocks): a row has
+    Binomial(N / H, d) nonzeros. ``local``: whole heads per CTA, ``ceil(H / n_ctas)`` of them,
+    each CTA dealing its heads' units over its own warps and a row-slot's ``K`` the longest over
+    the CTAs that hold heads (:func:`unit_slot_quantiles` with ``units`` and ``groups``); a
+    dense tile still spans all ``N`` columns. Otherwise the rows are dealt over all warps as
+    for one head."""
     gates = check_cell(cell)
     rows = gates * int(hidden)
     nw = n_warps(spec)
+    heads = int(heads)
+    if heads > 1:
+        size = int(hidden) // heads
+        if local:
+            wpc = THREADS_PER_CTA // WARP
+            hpc = -(-heads // spec.sm_count)
+            Ru = -(-(hpc * size) // wpc)
+            if dense:
+                return (-(-int(hidden) // WARP),) * (gates * Ru), gates * Ru
+            longest = unit_slot_quantiles(size, density, gates, wpc, units=hpc * size,
+                                          groups=-(-heads // hpc))
+            K = np.maximum(1, -(-longest // WARP))
+            return tuple(int(k) for k in K for _ in range(gates)), gates * Ru
+        if not dense:
+            if gates > 1:
+                longest = unit_slot_quantiles(size, density, gates, nw, units=int(hidden))
+                K = np.maximum(1, -(-longest // WARP))
+                return tuple(int(k) for k in K for _ in range(gates)), gates * len(K)
+            R = -(-rows // nw)
+            longest, _, _ = row_slot_quantiles(size, rows, density, nw, R, exact=exact)
+            K = np.maximum(1, np.ceil(longest[0] / WARP)).astype(int)
+            return tuple(int(k) for k in K), R
     if gates > 1:
         Ru = -(-int(hidden) // nw)
         if dense:
@@ -347,20 +386,51 @@ class Fit:
     rows_per_warp: int   # R
     message: str         # why not, in words ("" if it fits)
     ptxas_extra: int = 0  # of ``registers``: what ptxas needs beyond the kernel's count
+    exchange: str = ""   # heads > 1 and it fits: "cta" (whole heads per CTA) or "grid"
+
+
+def check_heads(hidden: int, heads) -> int:
+    """``heads`` as an int, after checking that it is positive and divides ``hidden``."""
+    if isinstance(heads, bool) or int(heads) != heads or heads < 1:
+        raise InputError(f"heads={heads!r} must be a positive integer")
+    if int(hidden) % int(heads):
+        raise InputError(f"heads={heads} must divide hidden={hidden}")
+    return int(heads)
 
 
 def fit(spec, hidden: int, batch: int, density: float, *, cell: str = "rnn", dtype: str = "fp32",
         dense: bool = False, slots: tuple[int, ...] | None = None, exact: bool = True,
-        ptxas: bool = True) -> Fit:
+        ptxas: bool = True, heads: int = 1) -> Fit:
     """Does the layer fit? ``slots`` (``K_j`` of a concrete mapping) overrides the expectation.
     ``ptxas=False`` counts the kernel's registers only (the answer before ptxas was consulted:
-    such a layer may spill)."""
-    check_dtype(dtype)
-    gates = check_cell(cell)
+    such a layer may spill).
+
+    ``heads`` H > 1 (block-diagonal ``U``, ``density`` within its blocks), without ``slots``:
+    whole heads per CTA if they fit (``exchange`` "cta": no grid-wide sync), else the heads
+    dealt over all warps (``exchange`` "grid"), as the kernel builder decides
+    (:func:`expected_slots`)."""
+    heads = check_heads(hidden, heads)
+    if heads > 1 and slots is None:
+        kw = dict(cell=cell, dtype=dtype, dense=dense, ptxas=ptxas)
+        local = _fit(spec, hidden, batch, density, *expected_slots(
+            spec, hidden, density, cell, dense=dense, exact=exact, heads=heads, local=True), **kw)
+        if local.fits:
+            return replace(local, exchange="cta")
+        grid = _fit(spec, hidden, batch, density, *expected_slots(
+            spec, hidden, density, cell, dense=dense, exact=exact, heads=heads), **kw)
+        return replace(grid, exchange="grid") if grid.fits else grid
     if slots is None:
         K, R = expected_slots(spec, hidden, density, cell, dense=dense, exact=exact)
     else:
         K, R = tuple(slots), len(slots)
+    return _fit(spec, hidden, batch, density, K, R, cell=cell, dtype=dtype, dense=dense,
+                ptxas=ptxas)
+
+
+def _fit(spec, hidden, batch, density, K, R, *, cell, dtype, dense, ptxas) -> Fit:
+    """:func:`fit` of row-slots ``K`` (``R`` of them)."""
+    check_dtype(dtype)
+    gates = check_cell(cell)
     S = int(sum(K))
     counted = int(registers_per_thread(S, R, batch, dense=dense, dtype=dtype, ptxas=False,
                                        cell=cell))
@@ -404,7 +474,7 @@ def check(spec, hidden: int, batch: int, density: float, **kw) -> Fit:
     if not f.fits:
         best = max_hidden(spec, density, batch, cell=kw.get("cell", "rnn"),
                           dtype=kw.get("dtype", "fp32"), dense=kw.get("dense", False),
-                          ptxas=kw.get("ptxas", True))
+                          ptxas=kw.get("ptxas", True), heads=kw.get("heads", 1))
         raise CapacityError(f"{f.message}; the largest that fits is hidden={best.hidden} "
                             f"({best.limit})")
     return f
@@ -421,39 +491,50 @@ class MaxHidden:
 
 def max_hidden(spec, density: float, batch: int, *, cell: str = "rnn", dtype: str = "fp32",
                dense: bool = False, upper: int = 1 << 20, exact: bool = True,
-               ptxas: bool = True) -> MaxHidden:
+               ptxas: bool = True, heads: int = 1, local: bool = False) -> MaxHidden:
     """Largest hidden size N that fits, by bisection, and the binding limit at N + 1.
 
     ``exact=False`` uses the Cornish-Fisher quantiles (no ``scipy.stats`` import: fast).
+    ``heads`` H > 1: N runs over the multiples of H (heads of ``N / H`` units; the answer's
+    "N + 1" is ``N + H``), fitting either exchange (:func:`fit`), or with ``local`` only whole
+    heads per CTA (no grid-wide sync).
     """
     if not (0.0 < float(density) <= 1.0):
         raise InputError(f"density={density} is outside (0, 1]")
     if isinstance(batch, bool) or int(batch) != batch or batch < 1:
         raise InputError(f"batch={batch!r} must be a positive integer")
+    heads = check_heads(heads, heads)     # a positive integer (it divides itself)
 
-    seen: dict[int, Fit] = {}   # each size is evaluated once (the search revisits some)
+    seen: dict[int, Fit] = {}   # each multiple of H is evaluated once (the search revisits some)
 
-    def ok(n: int) -> Fit:
-        if n not in seen:
-            seen[n] = fit(spec, n, batch, density, cell=cell, dtype=dtype, dense=dense,
-                          exact=exact, ptxas=ptxas)
-        return seen[n]
+    def ok(m: int) -> Fit:
+        if m not in seen:
+            f = fit(spec, m * heads, batch, density, cell=cell, dtype=dtype, dense=dense,
+                    exact=exact, ptxas=ptxas, heads=heads)
+            if local and f.fits and f.exchange != "cta":
+                f = replace(f, fits=False, limit="whole heads per CTA",
+                            message=f"hidden={m * heads} fits only with the heads dealt over "
+                                    f"all warps (grid-wide exchange)")
+            seen[m] = f
+        return seen[m]
+    upper = max(1, upper // heads)
 
     if not ok(1).fits:
         f = ok(1)
-        return MaxHidden(0, f.limit, f"{f.limit}: not even hidden=1 fits", f.registers,
+        return MaxHidden(0, f.limit, f"{f.limit}: not even hidden={heads} fits", f.registers,
                          f.smem_bytes)
     lo, hi = 1, upper
-    if check_cell(cell) > 1:
-        # a gated cell's expectation costs more the wider the layer: bracket the answer by
-        # doubling from below instead of starting from the search bound
+    if check_cell(cell) > 1 or heads > 1:
+        # a gated cell's or a multi-head layer's expectation costs more the wider the layer:
+        # bracket the answer by doubling from below instead of starting from the search bound
         while hi > 2 * lo and ok(2 * lo).fits:
             lo *= 2
         hi = min(upper, 2 * lo)
     if ok(hi).fits:
         f = ok(hi)
-        return MaxHidden(hi, "search bound", f"fits up to the search bound hidden={hi}",
-                         f.registers, f.smem_bytes)
+        return MaxHidden(hi * heads, "search bound",
+                         f"fits up to the search bound hidden={hi * heads}", f.registers,
+                         f.smem_bytes)
     while hi - lo > 1:
         mid = (lo + hi) // 2
         if ok(mid).fits:
@@ -465,24 +546,42 @@ def max_hidden(spec, density: float, batch: int, *, cell: str = "rnn", dtype: st
     while lo > 1 and ok(lo + 1).fits:
         lo += 1
     good, bad = ok(lo), ok(lo + 1)
+    n = lo * heads
     kind = "dense weights" if dense else f"density {density:g}"
+    if heads > 1:
+        kind += f", {heads} heads of {lo} units" + (
+            "" if not good.exchange else
+            ", whole heads per CTA" if good.exchange == "cta" else ", grid-wide exchange")
     if bad.limit == "registers":
         how = f" as ptxas allocates them on {spec.arch}" if ptxas else ""
-        msg = (f"registers: {bad.register_limit}/thread{how} allow at most hidden={lo} at "
+        msg = (f"registers: {bad.register_limit}/thread{how} allow at most hidden={n} at "
                f"{kind} (batch {batch}, {cell}, {dtype})")
     elif bad.limit == FP16_INDEX:
-        msg = (f"{FP16_INDEX}: 16-bit word addresses reach at most hidden={lo} at batch {batch} "
+        msg = (f"{FP16_INDEX}: 16-bit word addresses reach at most hidden={n} at batch {batch} "
                f"(hidden * batch <= {FP16_ADDR_WORDS})")
+    elif bad.limit == "whole heads per CTA":
+        msg = (f"whole heads per CTA up to hidden={n} ({heads} heads of {lo} units); "
+               f"hidden={n + heads} needs the grid-wide exchange")
     else:
-        msg = (f"shared memory: {bad.smem_limit} bytes/CTA allow at most hidden={lo} at batch "
+        msg = (f"shared memory: {bad.smem_limit} bytes/CTA allow at most hidden={n} at batch "
                f"{batch} (fp32 h)")
-    return MaxHidden(lo, bad.limit, msg, good.registers, good.smem_bytes)
+    return MaxHidden(n, bad.limit, msg, good.registers, good.smem_bytes)
 
 
-def capacity_table(spec, densities, batch: int, *, cell: str = "rnn", dtype: str = "fp32"):
-    """``[{density, sparse: MaxHidden, dense: MaxHidden}]`` for each density."""
-    dense = max_hidden(spec, 1.0, batch, cell=cell, dtype=dtype, dense=True)
-    return [{"density": float(d),
-             "sparse": max_hidden(spec, d, batch, cell=cell, dtype=dtype, dense=False),
-             "dense": dense} for d in densities]
+def capacity_table(spec, densities, batch: int, *, cell: str = "rnn", dtype: str = "fp32",
+                   heads: int = 1):
+    """``[{density, sparse: MaxHidden, dense: MaxHidden}]`` for each density; with ``heads``
+    H > 1 also ``sparse_local`` and ``dense_local``: the largest with whole heads per CTA (no
+    grid-wide exchange)."""
+    kw = dict(cell=cell, dtype=dtype, heads=heads)
+    dense = max_hidden(spec, 1.0, batch, dense=True, **kw)
+    out = [{"density": float(d), "sparse": max_hidden(spec, d, batch, dense=False, **kw),
+            "dense": dense} for d in densities]
+    if heads > 1:
+        dense_local = max_hidden(spec, 1.0, batch, dense=True, local=True, **kw)
+        for row in out:
+            row["sparse_local"] = max_hidden(spec, row["density"], batch, dense=False,
+                                             local=True, **kw)
+            row["dense_local"] = dense_local
+    return out
 

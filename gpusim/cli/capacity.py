@@ -23,6 +23,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="weight precision (fp16: 16-bit values and 16-bit indices)")
     p.add_argument("--cell", choices=("rnn", "gru", "lstm"), default="rnn",
                    help="recurrent cell (gru: 3 gates, lstm: 4 gates of weights)")
+    p.add_argument("--heads", type=positive_int("heads"), default=1,
+                   help="heads H of a multi-head layer (block-diagonal U, the density within "
+                        "its blocks): sizes are multiples of H; also shows the largest with "
+                        "whole heads per CTA (no grid-wide sync)")
     add_output_arguments(p)
 
 
@@ -30,14 +34,25 @@ def main(args) -> int:
     from gpusim.api import capacity
 
     cap = capacity(args.gpu, density=args.density, batch=args.batch, dtype=args.dtype,
-                   cell=args.cell)
+                   cell=args.cell, heads=args.heads)
     if args.json:
         emit_json(cap.to_dict())
         return 0
-    print(f"{cap.gpu_name}: batch={cap.batch} dtype={cap.dtype} cell={cap.cell}")
-    print(f"{'density':>8s} {'sparse max N':>12s}  binding limit")
-    for s in cap.sparse:
-        print(f"{s.density:8g} {s.hidden:12d}  {s.message}")
-    d = cap.dense
-    print(f"{'dense':>8s} {d.hidden:12d}  {d.message}")
+    heads = f" heads={cap.heads}" if cap.heads > 1 else ""
+    print(f"{cap.gpu_name}: batch={cap.batch} dtype={cap.dtype} cell={cap.cell}{heads}")
+    if cap.heads == 1:
+        print(f"{'density':>8s} {'sparse max N':>12s}  binding limit")
+        for s in cap.sparse:
+            print(f"{s.density:8g} {s.hidden:12d}  {s.message}")
+        d = cap.dense
+        print(f"{'dense':>8s} {d.hidden:12d}  {d.message}")
+        return 0
+    print(f"{'density':>8s} {'max N':>8s} {'CTA-local':>9s}  binding limit (either exchange; "
+          f"CTA-local: whole heads per CTA, no grid-wide sync)")
+    for s, loc in zip((*cap.sparse, cap.dense), (*cap.sparse_local, cap.dense_local),
+                      strict=True):
+        name = "dense" if s.kernel == "dense" else f"{s.density:g}"
+        print(f"{name:>8s} {s.hidden:8d} {loc.hidden:9d}  {s.message}")
+        if loc.limit == "whole heads per CTA":
+            print(f"{'':>28s}{loc.message}")
     return 0

@@ -42,6 +42,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="recurrent cell (gru: 3 gates, lstm: 4 gates of weights)")
     p.add_argument("--dtype", choices=("fp32", "fp16"), default="fp32",
                    help="weight precision (fp16: 16-bit values and indices)")
+    p.add_argument("--heads", type=positive_int("heads"), default=1,
+                   help="heads H of a multi-head layer (block-diagonal U, the density within "
+                        "its blocks; every hidden size a multiple of H): each configuration is "
+                        "priced on a concrete layer, about a second each")
     p.add_argument("--csv", metavar="FILE", help="write the table as CSV to FILE")
     p.add_argument("--png", dest="plot", metavar="FILE", help=argparse.SUPPRESS)  # old name
     p.add_argument("--workers", type=positive_int("workers"), default=None,
@@ -62,7 +66,7 @@ def main(args) -> int:
     for g in gpus:
         load_spec(g)  # unknown names fail here with one line
     grid = Grid(gpus, tuple(args.hidden), tuple(args.batch), tuple(args.density), args.cell,
-                args.dtype)
+                args.dtype, args.heads)
     if not (args.csv or args.json or args.plot):
         raise InputError("sweep: give at least one output: --csv FILE, --json or --plot FILE")
     for path, ext in ((args.csv, ".csv"), (args.plot, ".png")):
@@ -71,8 +75,8 @@ def main(args) -> int:
     scheduler = check_scheduler(args.scheduler, args.dask_local)
     progress = Progress(grid.size, enabled=show_progress(args))
     cols = run_sweep(grid, scheduler=scheduler, workers=args.workers, progress=progress)
-    meta = {"gpus": list(gpus), "cell": args.cell, "dtype": args.dtype, "configs": grid.size,
-            "engine": "model"}
+    meta = {"gpus": list(gpus), "cell": args.cell, "dtype": args.dtype, "heads": args.heads,
+            "configs": grid.size, "engine": "model"}
     if args.csv:
         write_csv(cols, args.csv)
     if args.plot:

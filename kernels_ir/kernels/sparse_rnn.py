@@ -82,7 +82,7 @@ import numpy as np
 from ..builder import Builder
 from ..errors import CapacityError, InputError
 from ..ir import F32, I32, PRED, Kernel
-from ..mapping import Mapping, access_pattern, map_matrix
+from ..mapping import Mapping, access_pattern, dealt_slots, map_matrix
 from ..verify import verify
 from ._program import LayerProgram
 
@@ -215,13 +215,14 @@ def _map_and_check(layer, spec, *, sync, wide_loads, layout, threads_per_cta, se
     kw = {} if gates == 1 else {"gates": gates}
     if heads > 1:
         kw["heads"] = heads
-    mapping = map_matrix(layer.U, n_ctas=n_ctas, warps_per_cta=threads_per_cta // WARP,
-                         batch=b, wide_loads=wide_loads, layout=layout, seed=seed, dense=dense,
-                         **kw)
-    exchange = LOCAL if mapping.cta_local else sync
+    wpc = threads_per_cta // WARP
+    # the capacity check needs only the deal's K (dealt_slots); placing the weights of a layer
+    # that does not fit would be most of the time spent on it
+    K, hpc = dealt_slots(layer.U, n_ctas=n_ctas, warps_per_cta=wpc, dense=dense, **kw)
+    exchange = LOCAL if hpc > 0 else sync
     slot = -(-(n * b) // 4) * 4
-    hs_words = max(slot, WARP * max(mapping.slots) * b) if dense else slot
-    _check_capacity(spec, n=n, b=b, S=mapping.total_slots, R=mapping.rows_per_warp, dense=dense,
+    hs_words = max(slot, WARP * max(K) * b) if dense else slot
+    _check_capacity(spec, n=n, b=b, S=sum(K), R=len(K), dense=dense,
                     threads=threads_per_cta, smem_bytes=4 * hs_words,
                     density=layer.U.nnz / max(1, gates * n * n), sync=exchange,
                     group=min(STAGE_GROUP, -(-slot // (4 * threads_per_cta))),
@@ -230,6 +231,11 @@ def _map_and_check(layer, spec, *, sync, wide_loads, layout, threads_per_cta, se
         raise CapacityError(f"hidden={n}, batch={b} with fp16 weights: h has {hs_words} words, "
                             f"more than the {FP16_ADDR_WORDS} that a 16-bit column address "
                             f"reaches; accepted: hidden * batch <= {FP16_ADDR_WORDS} (or fp32)")
+    mapping = map_matrix(layer.U, n_ctas=n_ctas, warps_per_cta=wpc, batch=b,
+                         wide_loads=wide_loads, layout=layout, seed=seed, dense=dense, **kw)
+    if mapping.slots != K or mapping.heads_per_cta != hpc:
+        raise AssertionError(f"dealt_slots gave K={K}, {hpc} heads per CTA; the mapping "
+                             f"{mapping.slots}, {mapping.heads_per_cta}")
     return mapping, exchange
 
 

@@ -44,13 +44,14 @@ from .timing import (
     _cyc,
     _gated_tails,
     _prefetch_cycles,
+    _reduction_cycles,
     _row_chain,
     _row_throughput,
     _tail_cycles,
     _unpack_costs,
     prefetch_depths,
 )
-from .variants import REASONS, VARIANTS, WARP, KernelTimes, Variant
+from .variants import REASONS, REDUCTION_STEPS, VARIANTS, WARP, KernelTimes, Variant
 
 _BOUNDS = np.array(["latency", "issue", "fp32", "int", "smem"])
 LOCAL = "cta"   # the exchange of a CTA that holds whole heads (kernels_ir sparse_rnn.LOCAL)
@@ -98,6 +99,25 @@ def _local_cycles(spec, R, gates, before_x):
     drain = units * c["wpc"] / c["wf"]
     return wait + 1 + bar + np.maximum(units * c["ig"] + bar,
                                        drain + spec.cta_barrier_drain_cycles)
+
+
+def _mask_batch_wait(spec, B):
+    """What a row's butterfly adds to its chain when the CTA's warps reach every xor mask
+    together (the CTA-local step: they leave the CTA barrier into a few rows each and stay in
+    step): the SM's one shared pipe serves ``shfl_per_cycle_per_sm`` shuffles a cycle
+    (``measurements/h100/shfl_pipe.json``, the engine's rule), so a mask's ``wpc * B``
+    shuffles take ``wpc B / rate`` cycles, and a warp's next mask cannot start before the
+    pipe has served the whole batch: each of the five masks takes the longer of its own chain
+    (:func:`.timing._reduction_cycles`) and the batch. The throughput bound
+    (:func:`.timing._row_throughput`) charges the same shuffles but lets them overlap the
+    chain; in step they do not. The grid-wide step keeps the chain alone: its warps reach
+    their rows spread by the staging and polls (docs/heads.md says what the rule gives
+    there)."""
+    c = _cyc(spec)
+    B = np.asarray(B, dtype=np.float64)
+    mask_chain = _reduction_cycles(spec, B) / REDUCTION_STEPS
+    batch = c["wpc"] * B / spec.shfl_per_cycle_per_sm
+    return REDUCTION_STEPS * np.maximum(0.0, batch - mask_chain)
 
 
 def _persistent_from_slots(spec, v: Variant, N, B, K, wf_sm, wf_warp, mask, R, S, dtype,
@@ -161,6 +181,8 @@ def _persistent_from_slots(spec, v: Variant, N, B, K, wf_sm, wf_warp, mask, R, S
     if not ld.all():
         fma_only = _row_chain(spec, Kf, 0.0, B, L, tail=tails, loads=False)
         chain = np.where(ld > 0, chain, fma_only)
+    if exchange == LOCAL:
+        chain = chain + _mask_batch_wait(spec, B)
     thr = _row_throughput(spec, Kf, wf_sm, B, L, epilogue=instrs, unpack=tuple(u_instr),
                           loads=ld)
     bounds = np.concatenate([chain[None], thr])
@@ -389,12 +411,15 @@ def predict_mapping(spec, variant: str | Variant, mapping, batch: int, *, dtype:
                        np.array([which[worst]], dtype=object))
 
 
-def builder_mapping(spec, variant: str | Variant, layer, *, seed: int = 0, dtype: str = "fp32"):
+def builder_mapping(spec, variant: str | Variant, layer, *, seed: int = 0, dtype: str = "fp32",
+                    local: bool = True):
     """The mapping the kernel builder makes for ``layer`` with ``variant`` (one CTA of
     ``THREADS_PER_CTA`` threads per SM), after its capacity check: for a multi-head layer whole
     heads per CTA when the registers of a CTA hold them (``cta_local``), else the heads dealt
     over all warps (the grid-wide exchange), as :mod:`kernels_ir.kernels.sparse_rnn` decides.
-    Raises :class:`kernels_ir.errors.CapacityError` when neither fits."""
+    Raises :class:`kernels_ir.errors.CapacityError` when neither fits. ``local=False``: the
+    heads dealt over all warps only (the mapping the builder does not make while whole heads
+    fit), ``None`` if that does not fit."""
     from kernels_ir.errors import CapacityError
     from kernels_ir.kernels.sparse_rnn import _map_and_check, fp16_layer
 
@@ -405,6 +430,11 @@ def builder_mapping(spec, variant: str | Variant, layer, *, seed: int = 0, dtype
                 threads_per_cta=cap.THREADS_PER_CTA, seed=seed if v.sparse else 0,
                 dense=not v.sparse, n_ctas=spec.sm_count, dtype=dtype)
     heads = int(getattr(layer, "heads", 1))
+    if not local:
+        try:
+            return _map_and_check(layer, spec, heads=1, **args)[0]
+        except CapacityError:
+            return None
     try:
         return _map_and_check(layer, spec, heads=heads, **args)[0]
     except CapacityError:

@@ -170,8 +170,11 @@ def predict_layer(spec, hidden: int, batch: int, density: float, *, timesteps: i
     builder's answer for the seeded block-diagonal layer, and the model prices it on that
     mapping (:func:`.persistent.builder_mapping`: whole heads per CTA and the CTA-local exchange
     where they fit, else the grid-wide exchange); ``engine="sim"`` then simulates the kernels
-    that fit (the simulator callable builds the same layer). The baselines have no head-wise
-    model and keep their single-head rows, with a note.
+    that fit (the simulator callable builds the same layer). The model prices cuSPARSE and the
+    CSR kernel on the layer's nonzeros, ``d / H`` of the full ``N x N`` (their work goes by
+    nonzeros and rows; that a head's columns lie in one block of h is not modelled), and cuBLAS
+    on the full dense ``N x N``; ``engine="sim"`` simulates the CSR kernel on the
+    block-diagonal ``U`` itself.
     """
     _validate(hidden, batch, density, timesteps, cell, dtype, engine)
     if engine == "sim" and simulator is None:
@@ -206,9 +209,12 @@ def predict_layer(spec, hidden: int, batch: int, density: float, *, timesteps: i
     notes = []
     to_simulate: list[str] = []
     head_layers: dict = {}
-    if heads > 1 and engine == "model":
-        notes.append("csr-row-per-warp: no head-wise model; priced by the model for this density "
-                     "over the full N x N")
+    if heads > 1:
+        # the baselines multiply the block-diagonal U as a sparse matrix: its nonzeros are those
+        # of density d / H over the full N x N (cuBLAS multiplies the full dense N x N)
+        spread = predict_many(spec, hidden, batch, density / heads, cell=cell, dtype=dtype)
+        fast = {n: (spread[n] if VARIANTS[n].family != "persistent" else kt)
+                for n, kt in fast.items()}
     for name, kt in fast.items():
         v = VARIANTS[name]
         eng = "model"
@@ -279,6 +285,8 @@ def predict_layer(spec, hidden: int, batch: int, density: float, *, timesteps: i
                 per, setup, bd = simulated[r.name]
                 rows[i] = Row(r.name, r.family, "sim", True, per, setup + timesteps * per, "",
                               "", bd)
+    if heads > 1 and _grid_note(head_layers, heads):
+        notes.append(_grid_note(head_layers, heads))
     best_p = _best([r for r in rows if r.family == "persistent" and
                     VARIANTS[r.name].sparse])
     nxt = _best([r for r in rows if not (r.family == "persistent" and
@@ -316,7 +324,29 @@ def _head_price(spec, v: Variant, hidden, batch, density, cell, dtype, seed, hea
     t = predict_mapping(spec, v, m, batch, dtype=dtype)
     if not bool(t.fits[0]):
         return None, f"the multi-head mapping does not fit: {REASONS[int(t.reason[0])]}"
+    if m.cta_local and v.sparse:
+        # the builder takes whole heads per CTA whenever they fit; with few heads that leaves
+        # most SMs idle, and the heads dealt over all warps may be faster: price that too
+        grid = builder_mapping(spec, v, cache[d], seed=seed, dtype=dtype, local=False)
+        if grid is not None:
+            tg = predict_mapping(spec, v, grid, batch, dtype=dtype)
+            if bool(tg.fits[0]):
+                cache.setdefault("grid", {})[v.name] = (float(t.per_step_s[0]),
+                                                        float(tg.per_step_s[0]))
     return t, ""
+
+
+def _grid_note(cache: dict, heads: int) -> str:
+    """A note when the heads dealt over all warps (grid-wide exchange) would be faster, by the
+    model, than the whole heads per CTA that the builder chose (:func:`_head_price`)."""
+    faster = {n: (a, b) for n, (a, b) in cache.get("grid", {}).items() if b < 0.9 * a}
+    if not faster:
+        return ""
+    n, (a, b) = min(faster.items(), key=lambda kv: kv[1][1])
+    return (f"{', '.join(faster)}: the builder holds whole heads per CTA ({heads} heads use "
+            f"{heads if heads < 132 else 'every'} SMs); dealt over all warps with the grid-wide "
+            f"exchange the model gives {n} {b * 1e6:.2f} us a step instead of {a * 1e6:.2f} "
+            f"(not built: kernels_ir's builder prefers the CTA-local exchange)")
 
 
 def _mapping_key(v: Variant) -> tuple:

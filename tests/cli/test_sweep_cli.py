@@ -86,3 +86,30 @@ def test_bad_input(argv, needle, capsys, tmp_path, monkeypatch):
         rc = exc.code
     err = capsys.readouterr().err
     assert rc == 2 and needle in err and len(err.strip().splitlines()) == 1
+
+
+def test_sweep_heads_prices_each_layer_as_predict_does(capsys):
+    """``--heads``: every configuration is a concrete block-diagonal layer priced as ``gpusim
+    predict --heads`` prices it (the vectorised model has no heads)."""
+    from gpusim.specs import load_spec
+    from models.analytical import predict_layer
+
+    assert main(["sweep", "--gpu", "h100", "--hidden", "512,1024", "--batch", "1,8",
+                 "--density", "0.1", "--heads", "8", "--json", "--scheduler", "serial"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["meta"]["heads"] == 8 and len(data["configs"]) == 4
+    spec = load_spec("h100")
+    for c in data["configs"]:
+        assert c["heads"] == 8
+        rep = predict_layer(spec, c["hidden"], c["batch"], c["density"], heads=8)
+        assert c["speedup"] == pytest.approx(rep.speedup)
+        assert c["best_persistent"] == rep.best_persistent
+        rows = {r.name: r for r in rep.rows}
+        assert c["csr-row-per-warp_s"] == pytest.approx(rows["csr-row-per-warp"].per_step_s)
+
+
+def test_sweep_heads_must_divide_every_hidden(capsys):
+    assert main(["sweep", "--gpu", "h100", "--hidden", "512,1001,1020", "--batch", "1",
+                 "--density", "0.1", "--heads", "8", "--json"]) != 0
+    err = capsys.readouterr().err
+    assert "heads=8 does not divide hidden=1001,1020" in err
