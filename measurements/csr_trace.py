@@ -267,14 +267,13 @@ def simulate_layer(spec, h: int, b: int, d: float, seed: int) -> dict:
 
 
 def simulate_into(path: str) -> None:
-    import json
-
     from gpusim.specs import load_spec
     from measurements.csr_l1 import case_name
+    from measurements.probe import read_record, record_path, save_record
 
     spec = load_spec("h100")
-    with open(path) as f:
-        rec = json.load(f)
+    path = record_path(path)
+    rec = read_record(path)
     sim = {}
     for h, b, d, s in LAYERS:
         name = case_name(h, b, d)
@@ -285,8 +284,7 @@ def simulate_into(path: str) -> None:
               "GPU", {k: v["median"] for k, v in g.items() if isinstance(v, dict)
                       and "median" in v}, flush=True)
     rec["simulated"] = {"spec": "h100", "l2_warm": True, "results": sim}
-    with open(path, "w") as f:
-        json.dump(rec, f)
+    save_record(path, rec)
 
 
 def main(argv: list | None = None) -> int:

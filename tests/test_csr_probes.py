@@ -4,17 +4,18 @@ say what measurements/README.md says of them, and their simulated values are tod
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
+
+from measurements.probe import read_record
 
 ROOT = Path(__file__).resolve().parents[1]
 H100 = ROOT / "measurements" / "h100"
 
 
 def _load(name):
-    return json.loads((H100 / name).read_text())
+    return read_record(str(H100 / name))   # the record, or its gzipped copy
 
 
 def test_csr_limit_no_unit_is_full_at_batch_1_to_4():

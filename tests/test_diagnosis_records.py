@@ -5,7 +5,6 @@ pre-fix records, with exchange_ncu.json, are in archive_2026-11-22_interleaved_l
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -13,13 +12,14 @@ import pytest
 from gpusim.engine import simulate
 from gpusim.measurements import kernel_fingerprint
 from gpusim.specs import load_spec
+from measurements.probe import read_record
 
 DATA = Path(__file__).resolve().parents[1] / "measurements" / "h100"
 SPEC = load_spec("h100")
 
 
 def _load(name):
-    return json.loads((DATA / name).read_text())
+    return read_record(str(DATA / name))   # the record, or its gzipped copy
 
 
 @pytest.mark.parametrize("name", ["exchange_scan.json", "exchange_pcsamp.json",
