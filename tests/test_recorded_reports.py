@@ -220,7 +220,7 @@ def _draw_fingerprint(draw: str) -> str:
     ("error_bands_s22.json", ("s22",), ("s23", "s24")),
     ("error_bands_s22_s24.json", ("s22", "s23", "s24"), ("s25",)),
     ("error_bands_s22_s25.json", ("s22", "s23", "s24", "s25"), ("s26", "s27")),
-    ("error_bands_s26_s27.json", ("s26", "s27"), ("s28", "s29", "s30"))])
+    ("error_bands_s26_s27.json", ("s26", "s27"), ("s28", "s29", "s30", "s31"))])
 def test_earlier_bands_judged_on_the_draws_measured_after_them(record, made_from, judged_on):
     """The bands ``predict`` printed while only ``made_from`` were out of sample (they are
     theirs: recomputed here from their rows, under the model those draws were measured with),
