@@ -150,6 +150,12 @@ def test_predict_model_prices_heads(capsys):
     assert rep["engine"] == "model" and rep["heads"] == 4
     persistent = [k for k in rep["kernels"] if k["family"] == "persistent" and k["fits"]]
     assert persistent and all(k["engine"].startswith("model") for k in persistent)
-    assert "CSR rows are the model's" in rep["heads_note"]
+    assert ("cuSPARSE and the CSR kernel are priced by the model on the layer's nonzeros "
+            "(density 0.1/4 over N x N" in rep["heads_note"])
+    rows = {k["name"]: k for k in rep["kernels"]}
+    spread = {k["name"]: k for k in json.loads(_run(
+        ["predict", "--gpu", "h100", "--hidden", "640", "--batch", "2", "--density", "0.025",
+         "--json"], capsys)[1])["kernels"]}
+    assert rows["csr-row-per-warp"]["per_step_s"] == spread["csr-row-per-warp"]["per_step_s"]
     rc, _, err = _run(["predict", "--hidden", "640", "--heads", "3", "--engine", "sim"], capsys)
     assert rc == 2 and "heads=3 must be a positive integer that divides hidden=640" in err
