@@ -85,6 +85,15 @@ def speedup_heatmap(cols: dict, *, title: str | None = None):
         bar.set_ticks(ticks)
         bar.ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
         bar.ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
-    fig.suptitle(title or "Predicted per-step speedup of the best sparse persistent kernel "
-                 "(hatched x: does not fit)")
+    layer = []
+    for key, default in (("cell", "rnn"), ("dtype", "fp32")):
+        vals = set(cols.get(key) or [default])
+        if vals != {default}:
+            layer.append("/".join(sorted(map(str, vals))))
+    heads = set(cols.get("heads") or [1])
+    if heads != {1}:
+        layer.append("/".join(map(str, sorted(heads))) + " heads (density within the heads)")
+    what = f"\n{', '.join(layer)}; " if layer else " ("
+    fig.suptitle(title or "Predicted per-step speedup of the best sparse persistent kernel"
+                 f"{what}hatched x: does not fit" + ("" if layer else ")"))
     return fig
