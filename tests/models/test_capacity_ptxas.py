@@ -175,3 +175,40 @@ def test_layers_capacity_accepts_compile_without_spills(gpu):
         assert _accepted(spec, p)
         r = ptxas.compile_kernel(p.kernel, spec.arch)
         assert not r.spills, (p.kernel.name, p.hidden, p.batch, r)
+
+
+HEADS_AT_LIMIT = [  # (density, batch, heads, cell, dense, local): capacity's largest layer
+    (0.1, 4, 8, "rnn", False, True), (0.3, 1, 64, "lstm", False, True),
+    (0.05, 8, 16, "rnn", False, False), (1.0, 4, 8, "rnn", True, True),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("gpu", ["v100", "h100"])
+def test_head_wise_layers_capacity_accepts_compile_without_spills(gpu):
+    """``capacity --heads``: the largest multi-head layer it accepts, with whole heads per CTA
+    (``local``) or with either exchange, builds with the exchange it names (stepping down a
+    head's size at a time where the seeded draw's longest rows exceed the expectation) and
+    compiles without spills."""
+
+    spec = load_spec(gpu)
+    if ptxas.available(spec.arch) is None:
+        pytest.skip(f"no compiler for {spec.arch} here: {ptxas.INSTALL_HINT}")
+    for d, b, heads, cell, dense, local in HEADS_AT_LIMIT:
+        best = cap.max_hidden(spec, d, b, cell=cell, dense=dense, heads=heads, local=local)
+        n, prog = best.hidden, None
+        for _ in range(12):
+            layer = make_layer(n, b, d, 2, SEED, cell=cell, heads=heads)
+            try:
+                prog = (build_dense_rnn(layer, spec) if dense else
+                        build_sparse_rnn(layer, spec, sync="lamport", wide_loads=True,
+                                         seed=SEED))
+                if not local or prog.mapping.cta_local:
+                    break
+            except CapacityError:
+                pass
+            prog, n = None, n - heads
+        assert prog is not None, (gpu, d, b, heads, cell, dense, local, best)
+        assert n >= 0.97 * best.hidden, (n, best.hidden)
+        r = ptxas.compile_kernel(prog.kernel, spec.arch)
+        assert not r.spills, (prog.kernel.name, n, b, heads, r)
