@@ -2,6 +2,7 @@
 poll ever waits, on the GPU and in the simulator.
 
     PYTHONPATH=. python3 measurements/lamport_prefill.py --out $OUT     # GPU: lamport_prefill.json
+    LAMPORT_PREFILL_DENSE=1 PYTHONPATH=. python3 measurements/lamport_prefill.py --out $OUT
     python measurements/lamport_prefill.py --simulate measurements/h100/lamport_prefill.json
 
 Why: the simulator's Lamport kernels are 20-37% fast at hidden 1300-5800 while the kernel's
@@ -41,11 +42,20 @@ LAYERS = ((2824, 1, 0.0211), (5840, 1, 0.0539), (1336, 2, 0.0234), (2944, 2, 0.1
 SEED = 7
 STEPS, SHORT_STEPS, SIM_STEPS = 128, 32, 4
 REPEATS, WARMUP = 9, 2
+# ``LAMPORT_PREFILL_DENSE=1`` (record ``lamport_prefill_dense.json``): the dense persistent kernel
+# (Lamport, wide loads) instead, on layers of the fresh draws s22-s27 where it was 17-33% fast at
+# batch 1-2 (its sparse Lamport kernels 2-19% fast), and three where it was within 6% (controls)
+DENSE = bool(os.environ.get("LAMPORT_PREFILL_DENSE"))
+DENSE_LAYERS = ((624, 1, 1.0), (712, 1, 1.0), (984, 1, 1.0), (1160, 1, 1.0), (656, 2, 1.0),
+                (928, 2, 1.0), (264, 1, 1.0), (392, 1, 1.0), (1296, 2, 1.0))
+RECORD = "lamport_prefill_dense.json" if DENSE else "lamport_prefill.json"
 
 
-def build(h: int, b: int, d: float, steps: int, spec):
-    from kernels_ir.kernels.sparse_rnn import build_sparse_rnn, make_layer
+def build(h: int, b: int, d: float, steps: int, spec, dense: bool = DENSE):
+    from kernels_ir.kernels.sparse_rnn import build_dense_rnn, build_sparse_rnn, make_layer
     layer = make_layer(h, b, d, steps, SEED)
+    if dense:
+        return build_dense_rnn(layer, spec, sync="lamport", wide_loads=True)
     return build_sparse_rnn(layer, spec, sync="lamport", wide_loads=True, layout="optimal")
 
 
@@ -174,10 +184,10 @@ def measure(out: str, argv: list) -> dict:
         print(f"{key:20s} normal {n * 1e6:6.2f} us  prefilled {p * 1e6:6.2f} us  "
               f"wait {(n - p) * 1e9:6.0f} ns", flush=True)
 
-    return record_layers(out, argv, "lamport_prefill.json", LAYERS,
+    return record_layers(out, argv, RECORD, DENSE_LAYERS if DENSE else LAYERS,
                          lambda runner, spec, h, b, d:
                          _gpu_pair(runner, build(h, b, d, STEPS, spec), spec), show,
-                         steps=[STEPS, SHORT_STEPS], repeats=REPEATS, seed=SEED)
+                         steps=[STEPS, SHORT_STEPS], repeats=REPEATS, seed=SEED, dense=DENSE)
 
 
 def simulate_pair(spec, prog) -> tuple[dict, object]:
@@ -199,15 +209,15 @@ def simulate_pair(spec, prog) -> tuple[dict, object]:
     return out, first
 
 
-def simulate_layer(spec, h: int, b: int, d: float) -> dict:
+def simulate_layer(spec, h: int, b: int, d: float, dense: bool = False) -> dict:
     """The simulator's per-step time, normal and prefilled (values checked both times)."""
-    return simulate_pair(spec, build(h, b, d, SIM_STEPS, spec))[0]
+    return simulate_pair(spec, build(h, b, d, SIM_STEPS, spec, dense=dense))[0]
 
 
 def _simulated(spec, rec) -> dict:
     res = {}
     for key, r in rec["results"].items():
-        s = simulate_layer(spec, r["hidden"], r["batch"], r["density"])
+        s = simulate_layer(spec, r["hidden"], r["batch"], r["density"], bool(rec.get("dense")))
         res[key] = s
         g = r.get("normal", {}).get("per_step_s")
         print(f"{key:20s} sim normal {s['normal']['per_step_s'] * 1e6:6.2f} us  prefilled "
