@@ -1,8 +1,8 @@
 """``measurements/h100/lamport_prefill_dense.json``: the dense persistent kernel normal and
 prefilled, on the GPU and in the simulator. measurements/README.md's table is the record's, and
-what it says of it holds: without waiting the simulator prices the kernel within 12% on eight
-of the nine layers; the waits differ 2-2.5x on the six layers picked for their error and agree
-within 15% on the three controls."""
+what it says of it holds: without waiting the simulator prices the kernel within -12% to +8%
+on eight of the nine layers; the GPU waits 2.0-2.4 times the simulator's wait (rounded) on the
+six layers picked for their error, and the two agree within 15% on the three controls."""
 
 import json
 from pathlib import Path
@@ -35,10 +35,10 @@ def test_the_readme_table_is_the_records():
 
 def test_the_error_is_the_wait():
     compute = sorted(sp / gp - 1 for _, (gn, gp, sn, sp) in _rows())
-    assert all(abs(x) <= 0.12 for x in compute[:8]) and compute[8] > 0.2
+    assert all(abs(x) < 0.125 for x in compute[:8]) and compute[8] > 0.2   # -12% .. +8%
     for key, (gn, gp, sn, sp) in _rows():
         ratio = (gn - gp) / (sn - sp)
         if key in CONTROLS:
             assert abs(ratio - 1) <= 0.15, key
         else:
-            assert 2.0 <= ratio <= 2.5, key
+            assert 1.995 <= ratio < 2.45, key     # 2.0-2.4 to two digits
