@@ -441,6 +441,28 @@ def run_case(c: dict, runner, spec, repeats: int) -> tuple[dict, dict | None]:
     return r, fp
 
 
+def run_recorded(c: dict, runner, spec, repeats: int, tag: str) -> dict:
+    """The record of case ``c``: the case with its ``result`` (and ``kernel`` fingerprint) and
+    ``status`` "ok", or ``status`` "error" with the error and its traceback; one line printed
+    (``tag`` first)."""
+    t0 = time.time()
+    rec = dict(c)
+    try:
+        rec["result"], fp = run_case(c, runner, spec, repeats)
+        if fp is not None:
+            rec["kernel"] = fp
+        rec["status"] = "ok"
+        ps = rec["result"]["per_step_s"]
+        print(f"{tag} {c['id']:58s} {ps * 1e6:8.3f} us/step "
+              f"err={rec['result']['max_rel_err']:.1e} ({time.time() - t0:.1f}s)", flush=True)
+    except Exception as exc:
+        rec["status"] = "error"
+        rec["error"] = f"{type(exc).__name__}: {exc}"
+        rec["traceback"] = traceback.format_exc()[-2000:]
+        print(f"{tag} {c['id']}: FAILED {rec['error']}", flush=True)
+    return rec
+
+
 def launch_once(runner, kernel, inputs: dict, check_grid: bool = True) -> None:
     """Compile ``kernel``, launch it once on ``inputs`` and raise on its error flag (the launch
     an ``ncu`` worker profiles); ``check_grid``: require a co-resident grid first."""
@@ -738,22 +760,8 @@ def main(argv: list[str] | None = None) -> int:
         selected = [c for c in selected if c["id"] in args.only.split(",")]
     results = []
     for i, c in enumerate(selected):
-        t0 = time.time()
-        rec = dict(c)
-        try:
-            rec["result"], fp = run_case(c, runner, spec, 3 if args.smoke else args.repeats)
-            if fp is not None:
-                rec["kernel"] = fp
-            rec["status"] = "ok"
-            ps = rec["result"]["per_step_s"]
-            print(f"[{i + 1}/{len(selected)}] {c['id']:58s} {ps * 1e6:8.3f} us/step "
-                  f"err={rec['result']['max_rel_err']:.1e} ({time.time() - t0:.1f}s)", flush=True)
-        except Exception as exc:
-            rec["status"] = "error"
-            rec["error"] = f"{type(exc).__name__}: {exc}"
-            rec["traceback"] = traceback.format_exc()[-2000:]
-            print(f"[{i + 1}/{len(selected)}] {c['id']}: FAILED {rec['error']}", flush=True)
-        results.append(rec)
+        results.append(run_recorded(c, runner, spec, 3 if args.smoke else args.repeats,
+                                    f"[{i + 1}/{len(selected)}]"))
         _save_campaign(args.out, prov, results, fresh)
     samples = clocks.stop(prov)
     _save_campaign(args.out, prov, results, fresh)

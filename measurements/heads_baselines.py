@@ -63,34 +63,17 @@ def head_cases(draws=DRAWS) -> list[dict]:
 
 def measure(out: str, argv: list) -> dict:
     import json
-    import time
-    import traceback
 
     from gpusim.backends.cupy_backend import Runner
     from gpusim.specs import load_spec
-    from measurements.campaign import FORMAT_VERSION, provenance, run_case
+    from measurements.campaign import FORMAT_VERSION, provenance, run_recorded
 
     prov = provenance(argv)
     spec = load_spec("h200" if "H200" in prov["gpu_name"] else "h100")
     runner = Runner()
-    results = []
     todo = head_cases()
-    for i, c in enumerate(todo):
-        t0 = time.time()
-        rec = dict(c)
-        try:
-            rec["result"], _ = run_case(c, runner, spec, 9)
-            rec["status"] = "ok"
-            print(f"[{i + 1}/{len(todo)}] {c['draw'][-3:]} {c['id']:52s} "
-                  f"{rec['result']['per_step_s'] * 1e6:9.3f} us/step "
-                  f"err={rec['result']['max_rel_err']:.1e} ({time.time() - t0:.1f}s)",
-                  flush=True)
-        except Exception as exc:
-            rec["status"] = "error"
-            rec["error"] = f"{type(exc).__name__}: {exc}"
-            rec["traceback"] = traceback.format_exc()[-2000:]
-            print(f"[{i + 1}/{len(todo)}] {c['id']}: FAILED {rec['error']}", flush=True)
-        results.append(rec)
+    results = [run_recorded(c, runner, spec, 9, f"[{i + 1}/{len(todo)}] {c['draw'][-3:]}")
+               for i, c in enumerate(todo)]
     res = {"format_version": FORMAT_VERSION, "provenance": prov, "draws": list(DRAWS),
            "cases": results}
     with open(os.path.join(out, "heads_baselines.json"), "w") as f:
