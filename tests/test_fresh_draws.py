@@ -182,9 +182,14 @@ def test_cell_cases_are_every_variant_and_the_libraries_with_csr_for_fp32():
         "csr-h512-b2-d0.1"
     prog = build_case(next(c for c in cells if c["kind"] == "sparse_persistent"), 2, spec)
     assert prog.kernel.name.startswith("sparse_gru") and prog.kernel.name.endswith("fp16")
-    with pytest.raises(InputError, match="CSR kernel in the IR has fp32 weights and one head "
-                                         "only .dtype=fp16"):
+    with pytest.raises(InputError, match=r"CSR kernel in the IR has fp32 weights only "
+                                         r"\(dtype=fp16\)"):
         build_case({**cells[-1], "kind": "csr"}, 2, spec)
+    # a multi-head layer's CSR case builds the kernel on its block-diagonal U
+    head = build_case({"kind": "csr", "hidden": 256, "batch": 2, "density": 0.1, "seed": 5,
+                       "heads": 8, "id": "csr-H8-h256-b2-d0.1"}, 2, spec)
+    assert head.layer.U.nnz and all((head.layer.U.tocoo().row // 32) ==
+                                    (head.layer.U.tocoo().col // 32))
     # fp32 gated layers: the CSR kernel too (a warp per unit), values checked like the RNN's
     fp32 = fresh_cell_cases([{**lay, "cell": "lstm", "dtype": "fp32"}], 3, spec)
     csr = [c for c in fp32 if c["kind"] == "csr"]
