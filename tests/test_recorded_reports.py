@@ -169,6 +169,13 @@ def test_the_readme_quotes_the_bands_by_size_of_the_file():
             quoted += 1
     assert quoted
     assert f"{rng(csr)} over all sizes" in text and f"{rng(sp)} over all sizes" in text
+    # the model's speedup and CSR bands by third, where every third has one
+    msp, mcsr = b["speedup"]["model"]["by_hidden"], b["families"]["model"]["csr-row-per-warp"]
+    if all(msp) and all(mcsr["by_hidden"]):
+        assert ("the speedup measured " + ", ".join(rng(x) for x in msp[:2]) + f" and "
+                f"{rng(msp[2])} times the model's prediction in the three thirds") in text
+        assert ("its CSR baseline ran " + ", ".join(rng(x) for x in mcsr["by_hidden"][:2]) +
+                f" and {rng(mcsr['by_hidden'][2])} times its modelled time") in text
 
 
 def test_the_readme_quotes_how_often_the_contenders_held_the_fastest():
