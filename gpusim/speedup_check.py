@@ -72,12 +72,15 @@ def measured_layers(cases) -> dict[tuple, dict[str, float]]:
             if all(s in v for s in SPARSE + required_baselines(k, gated_csr))}
 
 
-def _predicted(rep, measured: dict):
+def _predicted(rep, measured: dict, restrict: bool | None = None):
     """(best persistent, next best, speedup) of a predict report. An RNN fp32 layer: as
-    ``predict`` prints them. A gated or fp16 layer: among the kernels measured on it (the CSR
-    kernel where its draw measured it on a gated fp32 layer, simulated by ``predict --engine
-    sim`` like the RNN's; not on fp16 layers, nor in the draws before the gated CSR kernel)."""
-    if (rep.cell, rep.dtype) == RNN_FP32:
+    ``predict`` prints them. A gated or fp16 layer (or any, with ``restrict``): among the
+    kernels measured on it (the CSR kernel where its draw measured it on a gated fp32 layer,
+    simulated by ``predict --engine sim`` like the RNN's; not on fp16 layers, nor in the draws
+    before the gated CSR kernel; a multi-head layer's CTA-local kernels: its Lamport ones)."""
+    if restrict is None:
+        restrict = (rep.cell, rep.dtype) != RNN_FP32
+    if not restrict:
         return rep.best_persistent, rep.next_best, rep.speedup
     times = {r.name: r.per_step_s for r in rep.rows
              if r.name in measured and r.per_step_s is not None}
@@ -123,30 +126,36 @@ def check_speedups(data, *, engines=("model", "sim"), include_fresh: bool = True
                                for eng in engines], jobs, desc=f"speedups {g.name}",
                     progress=progress)
         for i, ((h, b, d, cell, dtype), times) in enumerate(items):
-            others = [n for n in times if n not in SPARSE]
-            bp, tp = _best(times, SPARSE)
-            nb, tn = _best(times, others)
             row = {"draw": g.name, "sample": g.sample, "hidden": h, "batch": b, "density": d,
-                   "measured": {"best_persistent": bp, "next_best": nb, "speedup": tn / tp,
-                                "fastest": bp if tp <= tn else nb, "times_s": times}}
+                   **layer_speedups(times, dict(zip(engines, reps[i * len(engines):
+                                                                 (i + 1) * len(engines)],
+                                                      strict=True)))}
             if (cell, dtype) != RNN_FP32:
                 row.update({"cell": cell, "dtype": dtype})
-            for j, eng in enumerate(engines):
-                rep = reps[i * len(engines) + j]
-                pbp, pnb, sp = _predicted(rep, times)
-                fastest = None
-                if sp is not None:
-                    fastest = pbp if sp >= 1 else pnb
-                row[eng] = {"best_persistent": pbp, "next_best": pnb,
-                            "speedup": sp, "fastest": fastest,
-                            "ape": None if sp is None else abs(sp / row["measured"]["speedup"]
-                                                               - 1),
-                            "ratio": None if sp is None else row["measured"]["speedup"] / sp,
-                            "persistent_named": pbp == bp,
-                            "fastest_named": fastest == row["measured"]["fastest"],
-                            "times_s": {r.name: r.per_step_s for r in rep.rows}}
             rows.append(row)
     return summarise_speedups(rows, engines)
+
+
+def layer_speedups(times: dict, reports: dict, restrict: bool | None = None) -> dict:
+    """``{"measured": ..., engine: ...}`` of one layer: the measured per-step ``times`` {predict
+    row name: s}, and per engine its predict report's speedup against them (:func:`_predicted`,
+    ``restrict`` as there): the best persistent kernel, the next best, the speedup, its error
+    and whether the fastest kernel was named."""
+    others = [n for n in times if n not in SPARSE]
+    bp, tp = _best(times, SPARSE)
+    nb, tn = _best(times, others)
+    out = {"measured": {"best_persistent": bp, "next_best": nb, "speedup": tn / tp,
+                        "fastest": bp if tp <= tn else nb, "times_s": times}}
+    for eng, rep in reports.items():
+        pbp, pnb, sp = _predicted(rep, times, restrict)
+        fastest = None if sp is None else (pbp if sp >= 1 else pnb)
+        out[eng] = {"best_persistent": pbp, "next_best": pnb, "speedup": sp, "fastest": fastest,
+                    "ape": None if sp is None else abs(sp / out["measured"]["speedup"] - 1),
+                    "ratio": None if sp is None else out["measured"]["speedup"] / sp,
+                    "persistent_named": pbp == bp,
+                    "fastest_named": fastest == out["measured"]["fastest"],
+                    "times_s": {r.name: r.per_step_s for r in rep.rows}}
+    return out
 
 
 def summarise_speedups(rows: list, engines=("model", "sim")) -> dict:

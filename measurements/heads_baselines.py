@@ -81,9 +81,9 @@ def measure(out: str, argv: list) -> dict:
     return res
 
 
-def _layer_key(c: dict) -> tuple:
-    return (c["draw"] if "draw" in c else None, int(c["hidden"]), int(c["batch"]),
-            float(c["density"]), c.get("cell", "rnn"), int(c["heads"]))
+def _layer_key(draw: str, c: dict) -> tuple:
+    return (draw, int(c["hidden"]), int(c["batch"]), float(c["density"]), c.get("cell", "rnn"),
+            int(c["heads"]))
 
 
 def measured_times(rec: dict, root: str = ".") -> dict:
@@ -93,21 +93,20 @@ def measured_times(rec: dict, root: str = ".") -> dict:
 
     from gpusim.speedup_check import predict_name
 
+    def ok(c):
+        return c.get("status") == "ok" and c["result"].get("values_ok", True)
+
     out: dict = {}
-    for c in rec["cases"]:
-        if c["status"] == "ok" and c["result"].get("values_ok", True):
-            out.setdefault(_layer_key(c), {})[predict_name(c)] = float(c["result"]["per_step_s"])
+    for c in filter(ok, rec["cases"]):
+        out.setdefault(_layer_key(c["draw"], c), {})[predict_name(c)] = \
+            float(c["result"]["per_step_s"])
     for d in rec["draws"]:
         with open(os.path.join(root, d, "campaign.json")) as f:
             cases = json.load(f)["cases"]
-        for c in cases:
-            if int(c.get("heads", 1)) < 2 or c.get("status") != "ok" or \
-                    not c["result"].get("values_ok", True):
-                continue
-            key = (os.path.basename(d),) + _layer_key(c)[1:]
-            name = predict_name(c)
-            if key in out and name is not None:
-                out[key][name] = float(c["result"]["per_step_s"])
+        for c in filter(ok, cases):
+            key = _layer_key(os.path.basename(d), c) if int(c.get("heads", 1)) > 1 else None
+            if key in out and predict_name(c) is not None:
+                out[key][predict_name(c)] = float(c["result"]["per_step_s"])
     return out
 
 
@@ -136,7 +135,7 @@ def check(path: str, jobs: int = 1, engines=("model", "sim")) -> dict:
 
     from gpusim.cli.crosscheck import _map
     from gpusim.specs import load_spec
-    from gpusim.speedup_check import SPARSE, _best
+    from gpusim.speedup_check import SPARSE, _speedup_stats, layer_speedups
 
     with open(path) as f:
         rec = json.load(f)
@@ -148,35 +147,18 @@ def check(path: str, jobs: int = 1, engines=("model", "sim")) -> dict:
                            for eng in engines], jobs, desc="head-wise layers", progress=False)
     csr_cases = [c for c in rec["cases"] if c["kind"] == "csr" and c["status"] == "ok"]
     csr_sim = _map(_csr_sim, [(spec, c) for c in csr_cases], jobs, desc="CSR", progress=False)
-    rows = []
-    for i, k in enumerate(keys):
-        t = times[k]
-        bp, tp = _best(t, SPARSE)
-        nb, tn = _best(t, [n for n in t if n not in SPARSE])
-        row = {"draw": k[0], "hidden": k[1], "batch": k[2], "density": k[3], "cell": k[4],
-               "heads": k[5], "measured": {"best_persistent": bp, "next_best": nb,
-                                           "speedup": tn / tp, "times_s": t}}
-        for j, eng in enumerate(engines):
-            rep = reps[i * len(engines) + j]
-            pt = {r.name: r.per_step_s for r in rep.rows if r.name in t and r.per_step_s}
-            pbp, ptp = _best(pt, SPARSE) if any(n in pt for n in SPARSE) else (None, None)
-            others = [n for n in pt if n not in SPARSE]
-            pnb, ptn = _best(pt, others) if others else (None, None)
-            sp = None if ptp is None or ptn is None else ptn / ptp
-            row[eng] = {"best_persistent": pbp, "next_best": pnb, "speedup": sp,
-                        "ape": None if sp is None else abs(sp / row["measured"]["speedup"] - 1),
-                        "fastest_named": (pbp if sp and sp >= 1 else pnb) ==
-                        (bp if tp <= tn else nb), "times_s": pt}
-        rows.append(row)
+    n = len(engines)
+    # every prediction is compared among the kernels measured on the layer (restrict): a
+    # CTA-local layer's draw has its Lamport kernels only
+    rows = [{"draw": k[0], "hidden": k[1], "batch": k[2], "density": k[3], "cell": k[4],
+             "heads": k[5], **layer_speedups(times[k], dict(zip(engines, reps[i * n:(i + 1) * n],
+                                                                 strict=True)), restrict=True)}
+            for i, k in enumerate(keys)]
     cases = []
     for c, sim in zip(csr_cases, csr_sim, strict=True):
         cases.append({"id": c["id"], "draw": c["draw"], "measured_s": c["result"]["per_step_s"],
                       "sim_s": sim})
-    summary = {"layers": len(rows)}
-    for eng in engines:
-        ape = [r[eng]["ape"] for r in rows if r[eng]["ape"] is not None]
-        summary[eng] = {"speedup_mape": float(np.mean(ape)) if ape else None, "n": len(ape),
-                        "fastest_named": sum(bool(r[eng]["fastest_named"]) for r in rows)}
+    summary = _speedup_stats(rows, engines)
     if cases:
         err = [c["sim_s"] / c["measured_s"] - 1 for c in cases]
         summary["csr_sim"] = {"n": len(err), "mape": float(np.mean(np.abs(err))),
