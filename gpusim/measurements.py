@@ -59,7 +59,8 @@ __all__ = ["Campaign", "load_campaign", "load_json", "spec_name_for_gpu", "SCHEM
            "PROVENANCE_FIELDS", "CASE_FIELDS", "RESULT_FIELDS", "MICRO_FIELDS", "NCU_FIELDS",
            "BANK_METRICS", "KERNEL_FIELDS", "KERNEL_KINDS", "FORMAT_VERSION", "kernel_fingerprint",
            "case_fingerprint", "kernel_staleness", "program_fingerprint", "inputs_fingerprint",
-           "model_fingerprint", "MODEL_SOURCES", "SASS_WAVEFRONTS", "ARBITRATION",
+           "model_fingerprint", "MODEL_SOURCES", "fingerprint_is_current", "fingerprints_at",
+           "FINGERPRINT_ALIASES", "SASS_WAVEFRONTS", "ARBITRATION",
            "case_layer_kind", "CELLS", "DTYPES"]
 
 BANK_METRICS = {
@@ -442,18 +443,90 @@ def _data_meaning(text: str) -> str:
     return json.dumps(json.loads(text), sort_keys=True, separators=(",", ":"))
 
 
-def model_fingerprint(root: Path | str | None = None) -> str:
+def model_fingerprint(root: Path | str | None = None, gpu: str | None = None) -> str:
     """sha256 of everything a prediction depends on (:data:`MODEL_SOURCES`, by meaning).
 
     A fresh draw of layers measured on a GPU records the fingerprint of the model at the time it
     was measured. ``gpusim crosscheck`` counts the draw as out of sample only while the model
     still has that fingerprint: once any mechanism, spec value, kernel or pricing rule changes,
     the draw may have guided the change and counts as in sample.
+
+    ``gpu`` (a spec name, ``h100``): the fingerprint of that GPU's predictions: of the spec
+    files only its own and the data files it names count, since another GPU's values cannot
+    change its predictions. Without ``gpu`` every spec counts (the fingerprint the draws
+    recorded before 2026-11-28; :func:`fingerprint_is_current` reads those through
+    :data:`FINGERPRINT_ALIASES`).
     """
     root = Path(root) if root is not None else Path(__file__).resolve().parents[1]
     files = [f for pattern in MODEL_SOURCES for f in sorted(root.glob(pattern))]
+    if gpu is not None:
+        files = _gpu_sources(root, files, gpu)
     stamp = tuple((str(f), f.stat().st_mtime_ns, f.stat().st_size) for f in files)
     return _fingerprint(root, stamp)
+
+
+def _gpu_sources(root: Path, files: list, gpu: str) -> list:
+    """``files`` less the spec files of other GPUs (``gpu``'s spec and the data files it names
+    stay)."""
+    import tomllib
+
+    specs = root / "gpusim" / "specs"
+    own = specs / f"{gpu}.toml"
+    if own not in files:
+        names = sorted(f.stem for f in files if f.parent == specs and f.suffix == ".toml")
+        raise InputError(f"gpu={gpu!r} has no spec file; accepted: {', '.join(names)}")
+    named = set()
+    for v in tomllib.loads(own.read_text()).get("params", {}).values():
+        val = v.get("value") if isinstance(v, dict) else v
+        if isinstance(val, str) and val.endswith(".json"):
+            named.add(specs / val)
+    return [f for f in files if f.parent != specs or f == own or f in named]
+
+
+# Fingerprints recorded before they were per GPU: ``{all-spec fingerprint: {"commit": the
+# commit whose tree had it, "per_gpu": {spec name: model_fingerprint(gpu=...) of that tree}}}``,
+# written by :func:`fingerprints_at` and checked against the commit by a test.
+FINGERPRINT_ALIASES = Path(__file__).resolve().parent / "specs" / "fingerprint_aliases.json"
+
+
+def fingerprints_at(commit: str, repo: Path | str | None = None) -> dict:
+    """``{"all": model_fingerprint(), spec name: model_fingerprint(gpu=...)}`` of the tree of
+    ``commit`` in the git repository ``repo`` (the checkout by default), from ``git archive``
+    of the model's sources into a temporary directory."""
+    import subprocess
+    import tarfile
+    import tempfile
+
+    repo = Path(repo) if repo is not None else Path(__file__).resolve().parents[1]
+    dirs = sorted({pat.split("*")[0].rstrip("/") for pat in MODEL_SOURCES})
+    with tempfile.TemporaryDirectory() as tmp:
+        tar = Path(tmp) / "tree.tar"
+        r = subprocess.run(["git", "-C", str(repo), "archive", "-o", str(tar), commit, *dirs],
+                           capture_output=True, text=True)
+        if r.returncode:
+            raise InputError(f"commit={commit!r}: git archive failed: {r.stderr.strip()}")
+        tree = Path(tmp) / "tree"
+        with tarfile.open(tar) as t:
+            t.extractall(tree, filter="data")
+        specs = sorted(p.stem for p in (tree / "gpusim" / "specs").glob("*.toml"))
+        return {"all": model_fingerprint(tree),
+                **{g: model_fingerprint(tree, gpu=g) for g in specs}}
+
+
+def fingerprint_is_current(recorded: str | None, scope: str | None, gpu: str) -> bool:
+    """Whether a fingerprint recorded for GPU ``gpu`` (a spec name) is today's model's:
+    ``scope`` is the GPU it was computed for (``model_fingerprint(gpu=scope)``), None for the
+    all-spec fingerprint of earlier records, which is current while every spec is unchanged or,
+    through :data:`FINGERPRINT_ALIASES`, while ``gpu``'s own sources are."""
+    if not isinstance(recorded, str):
+        return False
+    if scope is not None:
+        return recorded == model_fingerprint(gpu=scope)
+    if recorded == model_fingerprint():
+        return True
+    alias = (load_json(FINGERPRINT_ALIASES) if FINGERPRINT_ALIASES.exists() else {}).get(recorded)
+    return isinstance(alias, dict) and alias.get("per_gpu", {}).get(gpu) == \
+        model_fingerprint(gpu=gpu)
 
 
 # The meaning of a file takes the tokenizer and the parser (about 0.5 s for all the sources, more

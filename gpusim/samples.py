@@ -6,8 +6,11 @@ layers the project's mechanisms were developed and judged on) and any number of 
 S``: random layers no earlier file held). A fresh draw records the fingerprint of the model at the
 time it was measured (:func:`gpusim.measurements.model_fingerprint`).
 
-- **out of sample**: a fresh draw whose recorded fingerprint equals today's model: nothing in the
-  model has changed since it was measured, so it cannot have guided any change;
+- **out of sample**: a fresh draw whose recorded fingerprint equals today's model for its GPU:
+  nothing in the model that prices that GPU has changed since it was measured, so it cannot
+  have guided any change (a draw records ``model_fingerprint(gpu=...)`` and its
+  ``fingerprint_gpu``; draws measured before the fingerprint was per GPU recorded the one of
+  every spec, read through :func:`gpusim.measurements.fingerprint_is_current`);
 - **in sample**: the campaign, and every fresh draw measured before the last model change (it may
   have been looked at while the model was changed).
 
@@ -37,16 +40,18 @@ class Draw:
     fresh: dict | None   # the campaign.json "fresh" record (None for the campaign)
 
 
-def _fresh_record(path: Path) -> dict | None:
-    from gpusim.measurements import load_json
+def _fresh_record(path: Path) -> tuple[dict | None, str]:
+    """The campaign file's ``fresh`` record and the spec name of the GPU that measured it."""
+    from gpusim.measurements import load_json, spec_name_for_gpu
 
     data = load_json(path / "campaign.json")
     fresh = data.get("fresh")
     if fresh is not None and not (isinstance(fresh, dict) and
-                                  isinstance(fresh.get("model_fingerprint"), str)):
+                                  isinstance(fresh.get("model_fingerprint"), str) and
+                                  isinstance(fresh.get("fingerprint_gpu", ""), str)):
         raise InputError(f"measurement file {path / 'campaign.json'}: 'fresh' must be an object "
-                         f"with a model_fingerprint string")
-    return fresh
+                         f"with a model_fingerprint string (and fingerprint_gpu a spec name)")
+    return fresh, spec_name_for_gpu(data["provenance"]["gpu_name"])
 
 
 def draws(data: Path | str, *, include_fresh: bool = True, fingerprint: str | None = None
@@ -55,9 +60,10 @@ def draws(data: Path | str, *, include_fresh: bool = True, fingerprint: str | No
 
     ``data`` is a campaign directory (``campaign.json``); its ``fresh_*`` subdirectories are the
     fresh draws (left out with ``include_fresh=False``). A directory that is itself a fresh draw
-    is labelled by its fingerprint.
+    is labelled by its fingerprint. ``fingerprint``: compare every draw's recorded fingerprint
+    with this one instead of today's model's.
     """
-    from gpusim.measurements import model_fingerprint
+    from gpusim.measurements import fingerprint_is_current
 
     d = Path(data)
     if not d.is_dir():
@@ -68,15 +74,16 @@ def draws(data: Path | str, *, include_fresh: bool = True, fingerprint: str | No
     if not paths:
         raise InputError(f"measurement directory {d} has no campaign.json and no fresh_*/ "
                          f"draws")
-    now = fingerprint or model_fingerprint()
     out = []
     for p in paths:
-        fresh = _fresh_record(p)
+        fresh, gpu = _fresh_record(p)
         name = "campaign" if p == d and fresh is None else p.name
         if fresh is None:
             out.append(Draw(p, name, IN_SAMPLE, "the campaign the mechanisms were judged on",
                             None))
-        elif fresh["model_fingerprint"] == now:
+        elif (fresh["model_fingerprint"] == fingerprint if fingerprint else
+              fingerprint_is_current(fresh["model_fingerprint"], fresh.get("fingerprint_gpu"),
+                                     gpu)):
             out.append(Draw(p, name, OUT_OF_SAMPLE,
                             "measured with today's model (no model change since)", fresh))
         else:

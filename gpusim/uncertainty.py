@@ -100,11 +100,11 @@ def contenders(rows: dict, family=row_family) -> tuple:
 
 def annotate(report, bands: dict | None = None) -> Uncertainty:
     """Ranges for the rows and the speedup of a ``models.analytical.Report``."""
-    from gpusim.measurements import model_fingerprint
+    from gpusim.measurements import fingerprint_is_current
 
     bands = load_bands() if bands is None else bands
     notes = []
-    gpu = report.gpu
+    gpu = src = report.gpu     # src: the GPU whose bands are used
     b = bands.get(gpu)
     if b is None:
         if not bands:
@@ -115,7 +115,7 @@ def annotate(report, bands: dict | None = None) -> Uncertainty:
         notes.append(f"no {gpu} was ever measured: the bands are the {src}'s out-of-sample "
                      f"errors, which assumes the mechanisms transfer (spec values of the {gpu} "
                      f"are from the literature, see gpusim specs)")
-    if b.get("model_fingerprint") != model_fingerprint():
+    if not fingerprint_is_current(b.get("model_fingerprint"), b.get("fingerprint_gpu"), src):
         notes.append("the model changed after these bands were measured: they describe an "
                      "earlier model (re-measure a fresh draw)")
     r = b["ranges"]
@@ -189,8 +189,10 @@ def annotate(report, bands: dict | None = None) -> Uncertainty:
     return Uncertainty(rows, sp, tuple(notes), basis, contenders(rows))
 
 
-def bands_from(crosscheck: dict, speedup: dict, fingerprint: str) -> dict:
-    """The bands of one GPU from an out-of-sample ``crosscheck --speedup`` summary."""
+def bands_from(crosscheck: dict, speedup: dict, fingerprint: str,
+               fingerprint_gpu: str | None = None) -> dict:
+    """The bands of one GPU from an out-of-sample ``crosscheck --speedup`` summary;
+    ``fingerprint`` is ``model_fingerprint(gpu=fingerprint_gpu)``."""
     from gpusim.samples import OUT_OF_SAMPLE
 
     # the RNN fp32 layers (the gated / fp16 layers of a draw are reported, not banded)
@@ -256,6 +258,7 @@ def bands_from(crosscheck: dict, speedup: dict, fingerprint: str) -> dict:
     return {"gpu_name": crosscheck["gpu"], "draws": ", ".join(draws), "date": ", ".join(sorted(
             {Path(p).name.split("_")[1] for p in dates if "_" in Path(p).name})),
             "layers": len(lays), "model_fingerprint": fingerprint,
+            **({"fingerprint_gpu": fingerprint_gpu} if fingerprint_gpu else {}),
             "ranges": {"hidden": [min(r["hidden"] for r in lays), max(r["hidden"] for r in lays)],
                        "batch": sorted({r["batch"] for r in lays}),
                        "density": [min(r["density"] for r in lays),

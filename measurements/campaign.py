@@ -8,8 +8,9 @@
 hidden 256..8192 log-uniform, batch 1/2/4/8, density 0.01..0.5 log-uniform, layers where no
 sparse persistent kernel fits are redrawn and listed) and measures every variant and baseline of
 each (:func:`fresh_cases`) with the same checks, without the microbenchmarks. ``campaign.json``
-then carries ``fresh = {seed, n, layers, rejected, model_fingerprint}``: the fingerprint of the
-model at measurement time (:func:`gpusim.measurements.model_fingerprint`), which tells
+then carries ``fresh = {seed, n, layers, rejected, model_fingerprint, fingerprint_gpu}``: the
+fingerprint of the model that prices this GPU at measurement time
+(:func:`gpusim.measurements.model_fingerprint` with ``gpu``), which tells
 ``gpusim crosscheck`` whether the draw is still out of sample. Store the files in a new dated
 directory ``measurements/<gpu>/fresh_<date>_s<S>/``.
 
@@ -730,7 +731,8 @@ def main(argv: list[str] | None = None) -> int:
         (layers, rejected, cell_layers, cell_rejected, head_layers, head_rejected,
          selected) = _fresh_draw(args, spec)
         fresh = {"seed": args.seed, "n": args.fresh, "layers": layers, "rejected": rejected,
-                 "model_fingerprint": model_fingerprint(),
+                 "model_fingerprint": model_fingerprint(gpu=spec.name),
+                 "fingerprint_gpu": spec.name,
                  "ranges": {"hidden": FRESH_HIDDEN, "batch": FRESH_BATCHES,
                             "density": FRESH_DENSITY}}
         if args.cells:

@@ -356,7 +356,7 @@ def _write_bands(s: dict) -> None:
     from gpusim.uncertainty import BANDS_FILE, bands_from, load_bands
 
     try:
-        b = bands_from(s, s["speedup"], model_fingerprint())
+        b = bands_from(s, s["speedup"], model_fingerprint(gpu=s["spec"]), s["spec"])
     except ValueError as exc:
         raise InputError(str(exc)) from None
     allb = load_bands()

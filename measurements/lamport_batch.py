@@ -1,0 +1,183 @@
+"""The persistent kernel's exchange by batch: is the Lamport wait a matter of how many SMs write
+a line? One device call, or the simulator.
+
+    PYTHONPATH=. python3 measurements/lamport_batch.py --out $OUT   # GPU: lamport_batch.json
+    python measurements/lamport_batch.py --simulate measurements/h100/lamport_batch.json
+
+The fresh draws put the simulator's Lamport kernels 8-13% fast at batch 1-2 and within a few
+percent at batch 4-8, and the dense kernel (``lamport_prefill_dense.json``) waits on the GPU
+twice as long as simulated at batch 1-2. At batch B a warp stores B words a row, so a 128-byte
+line of h holds the words of 32 / B rows: at batch 1 about four CTAs' and 32 store
+instructions, at batch 8 one CTA's. This probe is the kernel's own exchange with no mat-vec
+(:func:`kernels_ir.kernels.microbench.lamport_kernel.exchange`: ``_stage_h`` and the kernel's
+owner-ordered h stores, 132 CTAs x 256 threads) at B = 1, 2, 4, 8 over the same words, each
+twice: ``x`` (the Lamport exchange) and ``xp`` (every slot written before the launch: no CTA
+waits, the loads and stores only). ``x - xp`` is the wait, B is the one thing that changes the
+writers of a line at a given number of words.
+
+ns per round: slope between 64 and 256 rounds (9 repeats), two passes in the same call for the
+spread between runs; the simulator's between 4 and 8 rounds, buffers warm in L2, both partition
+assignments averaged, values checked.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+# (words, batch): the kernels' sizes, hidden = words / batch from 512 to 2048
+SIZES = ((1024, 1), (2048, 1), (1024, 2), (2048, 2), (4096, 2), (2048, 4), (4096, 4),
+         (8192, 4), (4096, 8), (8192, 8))
+EXPERIMENTS = tuple((f"w{w}_b{b}_{tag}", w, b, tag == "xp", 0) for w, b in SIZES
+                    for tag in ("x", "xp"))
+# --work: hidden 1024 (one row a warp) at every batch, each row's store after a chain of
+# WORK dependent FFMAs (about 4 cycles each), as the kernel stores a row after its mat-vec
+WORK = (64, 192)
+WORK_SIZES = ((1024, 1), (2048, 2), (4096, 4), (8192, 8))
+WORK_EXPERIMENTS = tuple((f"w{w}_b{b}_{tag}_f{f}", w, b, tag == "xp", f) for f in WORK
+                         for w, b in WORK_SIZES for tag in ("x", "xp"))
+PASSES = 2
+
+
+def with_work(kernel, ffmas: int):
+    """``kernel`` (an ``exchange``) with a chain of ``ffmas`` dependent FFMAs before every h
+    store: the chain starts from the stored value (so the compiler can neither fold nor hoist
+    it) and the store writes ``fma(chain, 0, value)``, the same value."""
+    import dataclasses
+
+    from kernels_ir.ir import F32, If, Imm, Instr, Loop, MemRef, Op, Reg, While
+    from kernels_ir.verify import verify
+
+    acc, out = Reg("work_acc", F32)[0], Reg("work_val", F32)[0]
+    half, quarter, zero = Imm(0.5, F32), Imm(0.25, F32), Imm(0.0, F32)
+
+    def chain(val):
+        ops = [Instr(Op.FFMA, (acc,), (val, half, quarter))]
+        ops += [Instr(Op.FFMA, (acc,), (acc, half, quarter)) for _ in range(ffmas - 1)]
+        return ops + [Instr(Op.FFMA, (out,), (acc, zero, val))]
+
+    def fix(body):
+        res = []
+        for node in body:
+            if isinstance(node, Instr) and node.op is Op.STG and \
+                    isinstance(node.srcs[0], MemRef) and \
+                    node.srcs[0].buffer.name in ("hseq", "sink"):
+                res += chain(node.srcs[1])
+                node = dataclasses.replace(node, srcs=(node.srcs[0], out))
+            elif isinstance(node, (Loop, While)):
+                node = dataclasses.replace(node, body=fix(node.body))
+            elif isinstance(node, If):
+                node = dataclasses.replace(node, then=fix(node.then), orelse=fix(node.orelse))
+            res.append(node)
+        return tuple(res)
+
+    return verify(dataclasses.replace(kernel, name=f"{kernel.name}_f{ffmas}",
+                                      regs=kernel.regs + (acc.reg, out.reg),
+                                      body=fix(kernel.body)))
+
+
+def _bench(rounds: int, words: int, batch: int, present: bool, work: int = 0):
+    import dataclasses
+
+    from kernels_ir.kernels.microbench.lamport_kernel import exchange
+
+    m = exchange(rounds=rounds, words=words, batch=batch, present=present)
+    if not work:
+        return m
+    return dataclasses.replace(m, name=f"{m.name}_f{work}", kernel=with_work(m.kernel, work),
+                               params={**m.params, "work_ffmas": work})
+
+
+def measure(out: str, argv: list, experiments=EXPERIMENTS,
+            filename: str = "lamport_batch.json") -> dict:
+    from gpusim.backends.cupy_backend import Runner, run_microbench
+    from measurements.campaign import provenance
+    from measurements.lamport_ring import GPU_ROUNDS, REPEATS, WARMUP
+    from measurements.probe import ClockSampler, save_record
+
+    runner = Runner()
+    prov = provenance(argv)
+    clocks = ClockSampler()
+    rec = {"format_version": 1, "provenance": prov, "repeats": REPEATS, "warmup": WARMUP,
+           "passes": PASSES, "results": {}, "passes_s": {}}
+    t0 = time.time()
+    for p in range(PASSES):
+        for key, w, b, present, work in experiments:
+            r = run_microbench(GPU_ROUNDS, lambda s, w=w, b=b, pr=present, f=work:
+                               _bench(s, w, b, pr, f),
+                               repeats=REPEATS, warmup=WARMUP, runner=runner)
+            rec["passes_s"].setdefault(key, []).append(r["per_op_s"])
+            print(f"pass {p} {key:18s}: {r['per_op_s'] * 1e9:7.1f} ns per round", flush=True)
+            if p == PASSES - 1:
+                r["per_op_s"] = sum(rec["passes_s"][key]) / PASSES   # the mean of the passes
+                rec["results"][key] = r
+    clocks.stop(prov)
+    rec["timing_s"] = time.time() - t0
+    save_record(os.path.join(out, filename), rec)
+    return rec
+
+
+def simulate_one(spec, words: int, batch: int, present: bool, work: int = 0) -> dict:
+    """The simulator's ns per round (slope between the two round counts, buffers warm in L2,
+    both partition assignments averaged), values checked."""
+    from gpusim.engine import simulate
+    from measurements.lamport_ring import SIM_ROUNDS
+
+    flips = (False, True) if spec.l2_partitions > 1 and spec.l2_far_extra_cycles else (False,)
+    cyc = []
+    for s in SIM_ROUNDS:
+        m = _bench(s, words, batch, present, work)
+        runs = [simulate(m.kernel, m.inputs, spec, l2_warm=True, l2_flip=f) for f in flips]
+        if not all(m.verify_result(x.globals) for x in runs):
+            raise AssertionError(f"{m.name} batch {batch} (rounds {s}): the simulator's values "
+                                 f"fail the check")
+        cyc.append(sum(x.cycles for x in runs) / len(runs))
+    per = (cyc[1] - cyc[0]) / (SIM_ROUNDS[1] - SIM_ROUNDS[0]) / spec.clock_hz
+    return {"per_op_s": per, "cycles": dict(zip(map(str, SIM_ROUNDS), cyc, strict=True))}
+
+
+def _simulated(spec, rec, experiments=EXPERIMENTS) -> dict:
+    res = {}
+    for key, w, b, present, work in experiments:
+        res[key] = simulate_one(spec, w, b, present, work)
+        g = rec.get("results", {}).get(key, {}).get("per_op_s")
+        print(f"{key:14s}: simulated {res[key]['per_op_s'] * 1e9:7.1f} ns per round"
+              + (f"   GPU {g * 1e9:7.1f}" if g else ""), flush=True)
+    return res
+
+
+def wait_table(rec: dict, sizes=SIZES, work: int = 0) -> list:
+    """Per (words, batch): the GPU's and the simulator's round, free round and wait (ns)."""
+    res, sim = rec.get("results", {}), rec.get("simulated", {}).get("results", {})
+    tail = f"_f{work}" if work else ""
+    rows = []
+    for w, b in sizes:
+        x, xp = f"w{w}_b{b}_x{tail}", f"w{w}_b{b}_xp{tail}"
+        row = {"words": w, "batch": b, "hidden": w // b, "work": work}
+        for src, d in (("gpu", res), ("sim", sim)):
+            if x in d and xp in d:
+                row[src] = {"x": d[x]["per_op_s"] * 1e9, "xp": d[xp]["per_op_s"] * 1e9}
+                row[src]["wait"] = row[src]["x"] - row[src]["xp"]
+        rows.append(row)
+    return rows
+
+
+def main(argv: list | None = None) -> int:
+    from measurements.probe import add_simulated, probe_main
+
+    argv = sys.argv[1:] if argv is None else list(argv)
+    exps, name, flag = EXPERIMENTS, "lamport_batch.json", []
+    if "--work" in argv:
+        argv.remove("--work")
+        exps, name, flag = WORK_EXPERIMENTS, "lamport_batch_work.json", ["--work"]
+    return probe_main(argv, __doc__, "measurements/lamport_batch.py",
+                      lambda out, a: measure(out, a + flag, exps, name),
+                      lambda path: add_simulated(
+                          path, lambda spec, rec: _simulated(spec, rec, exps), l2_warm=True))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
