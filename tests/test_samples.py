@@ -8,7 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from gpusim.measurements import _python_meaning, model_fingerprint
+from gpusim.measurements import (
+    FINGERPRINT_ALIASES,
+    _python_meaning,
+    fingerprint_is_current,
+    fingerprints_at,
+    model_fingerprint,
+)
 from gpusim.samples import IN_SAMPLE, OUT_OF_SAMPLE, draws, family
 from gpusim.speedup_check import measured_layers, predict_name
 from gpusim.uncertainty import annotate, bands_from, row_family
@@ -49,6 +55,68 @@ def test_fingerprint_follows_model_sources(tmp_path):
     fp = model_fingerprint(tmp_path)
     (tmp_path / "gpusim/specs/error_bands.json").write_text('{"bands": 1}')
     assert model_fingerprint(tmp_path) == fp          # the bands are measured, not the model
+
+
+def test_fingerprint_per_gpu_ignores_the_other_gpus_specs(tmp_path):
+    for rel in ("gpusim/engine", "gpusim/specs"):
+        (tmp_path / rel).mkdir(parents=True)
+    (tmp_path / "gpusim/engine/unit.py").write_text("LATENCY = 4\n")
+    spec = '[params]\nclock_hz = {{ value = {} }}\nl2_group_map = {{ value = "{}" }}\n'
+    (tmp_path / "gpusim/specs/a.toml").write_text(spec.format(1.0, "a_l2_groups.json"))
+    (tmp_path / "gpusim/specs/b.toml").write_text(spec.format(2.0, "a_l2_groups.json"))
+    (tmp_path / "gpusim/specs/c.toml").write_text('[params]\nclock_hz = { value = 3.0 }\n')
+    (tmp_path / "gpusim/specs/a_l2_groups.json").write_text('{"groups": [0, 1]}')
+    every, a, b, c = (model_fingerprint(tmp_path, gpu=g) for g in (None, "a", "b", "c"))
+    assert len({every, a, b, c}) == 4
+    (tmp_path / "gpusim/specs/c.toml").write_text('[params]\nclock_hz = { value = 4.0 }\n')
+    assert model_fingerprint(tmp_path, gpu="a") == a          # another GPU's value
+    assert model_fingerprint(tmp_path, gpu="b") == b
+    assert model_fingerprint(tmp_path, gpu="c") != c
+    assert model_fingerprint(tmp_path) != every               # the all-spec one moves
+    (tmp_path / "gpusim/specs/a_l2_groups.json").write_text('{"groups": [1, 0]}')
+    assert model_fingerprint(tmp_path, gpu="b") != b          # a data file the spec names
+    assert model_fingerprint(tmp_path, gpu="c") == model_fingerprint(tmp_path, gpu="c")
+    (tmp_path / "gpusim/engine/unit.py").write_text("LATENCY = 5\n")
+    assert model_fingerprint(tmp_path, gpu="a") != a          # a mechanism: every GPU
+    with pytest.raises(InputError, match="gpu='z'.*accepted: a, b, c"):
+        model_fingerprint(tmp_path, gpu="z")
+
+
+def test_fingerprint_aliases_are_the_commits_fingerprints():
+    """Every alias of an all-spec fingerprint (recorded by draws before the fingerprint was per
+    GPU) is what :func:`fingerprints_at` computes from the commit it names."""
+    import shutil
+    import subprocess
+
+    aliases = json.loads(FINGERPRINT_ALIASES.read_text())
+    assert aliases
+    root = Path(__file__).resolve().parents[1]
+    if shutil.which("git") is None or subprocess.run(
+            ["git", "-C", str(root), "cat-file", "-e", next(iter(aliases.values()))["commit"]],
+            capture_output=True).returncode:
+        pytest.skip("needs the repository's git history")
+    for every, alias in aliases.items():
+        got = fingerprints_at(alias["commit"], root)
+        assert got.pop("all") == every
+        assert got == alias["per_gpu"]
+
+
+def test_an_all_spec_fingerprint_is_read_through_its_alias(monkeypatch, tmp_path):
+    import gpusim.measurements as gm
+
+    now = {None: "new-all", "h100": "h100-now", "h200": "h200-now"}
+    monkeypatch.setattr(gm, "model_fingerprint", lambda root=None, gpu=None: now[gpu])
+    alias = tmp_path / "aliases.json"
+    alias.write_text(json.dumps({"old-all": {"commit": "c", "per_gpu": {
+        "h100": "h100-now", "h200": "h200-then"}}}))
+    monkeypatch.setattr(gm, "FINGERPRINT_ALIASES", alias)
+    assert fingerprint_is_current("new-all", None, "h100")     # nothing changed
+    assert fingerprint_is_current("old-all", None, "h100")     # the H100's sources did not
+    assert not fingerprint_is_current("old-all", None, "h200")  # the H200's did
+    assert not fingerprint_is_current("other", None, "h100")
+    assert fingerprint_is_current("h200-now", "h200", "h200")  # recorded per GPU
+    assert not fingerprint_is_current("h100-now", "h200", "h200")
+    assert not fingerprint_is_current(None, None, "h100")
 
 
 def _fake_gpu_dir(tmp_path: Path, fingerprint: str) -> Path:
