@@ -2,7 +2,9 @@
 a line? One device call, or the simulator.
 
     PYTHONPATH=. python3 measurements/lamport_batch.py --out $OUT   # GPU: lamport_batch.json
-    python measurements/lamport_batch.py --simulate measurements/h100/lamport_batch.json
+    python measurements/lamport_batch.py --simulate measurements/h200/lamport_batch.json
+    ... --work --out $OUT / --work --simulate FILE   # lamport_batch_work.json: FFMA chains
+    ... --rows --out $OUT / --rows --simulate FILE   # lamport_batch_rows.json: mat-vec rows
 
 The fresh draws put the simulator's Lamport kernels 8-13% fast at batch 1-2 and within a few
 percent at batch 4-8, and the dense kernel (``lamport_prefill_dense.json``) waits on the GPU
@@ -14,6 +16,11 @@ owner-ordered h stores, 132 CTAs x 256 threads) at B = 1, 2, 4, 8 over the same 
 twice: ``x`` (the Lamport exchange) and ``xp`` (every slot written before the launch: no CTA
 waits, the loads and stores only). ``x - xp`` is the wait, B is the one thing that changes the
 writers of a line at a given number of words.
+
+``--work`` (:data:`WORK_EXPERIMENTS`) and ``--rows`` (:data:`ROW_EXPERIMENTS`): hidden 1024 at
+every batch, with work before each row's store (:func:`with_work`): a chain of FFMAs by the
+storing lanes, or a row of the mat-vec by the whole warp (shared loads, FFMAs, the shuffle
+butterfly).
 
 ns per round: slope between 64 and 256 rounds (9 repeats), two passes in the same call for the
 spread between runs; the simulator's between 4 and 8 rounds, buffers warm in L2, both partition
@@ -31,42 +38,86 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # (words, batch): the kernels' sizes, hidden = words / batch from 512 to 2048
 SIZES = ((1024, 1), (2048, 1), (1024, 2), (2048, 2), (4096, 2), (2048, 4), (4096, 4),
          (8192, 4), (4096, 8), (8192, 8))
-EXPERIMENTS = tuple((f"w{w}_b{b}_{tag}", w, b, tag == "xp", 0) for w, b in SIZES
+EXPERIMENTS = tuple((f"w{w}_b{b}_{tag}", w, b, tag == "xp", "") for w, b in SIZES
                     for tag in ("x", "xp"))
 # --work: hidden 1024 (one row a warp) at every batch, each row's store after a chain of
 # WORK dependent FFMAs (about 4 cycles each), as the kernel stores a row after its mat-vec
 WORK = (64, 192)
 WORK_SIZES = ((1024, 1), (2048, 2), (4096, 4), (8192, 8))
-WORK_EXPERIMENTS = tuple((f"w{w}_b{b}_{tag}_f{f}", w, b, tag == "xp", f) for f in WORK
+WORK_EXPERIMENTS = tuple((f"w{w}_b{b}_{tag}_f{f}", w, b, tag == "xp", f"f{f}") for f in WORK
                          for w, b in WORK_SIZES for tag in ("x", "xp"))
+# --rows: the same with a row of the mat-vec by the whole warp before each row's store
+# (``with_work(kind="row")``: 16 or 48 128-bit shared loads, 4 FFMAs each, 5 shuffles)
+ROW_WORK = (64, 192)
+ROW_EXPERIMENTS = tuple((f"w{w}_b{b}_{tag}_r{f}", w, b, tag == "xp", f"r{f}") for f in ROW_WORK
+                        for w, b in WORK_SIZES for tag in ("x", "xp"))
 PASSES = 2
 
 
-def with_work(kernel, ffmas: int):
-    """``kernel`` (an ``exchange``) with a chain of ``ffmas`` dependent FFMAs before every h
-    store: the chain starts from the stored value (so the compiler can neither fold nor hoist
-    it) and the store writes ``fma(chain, 0, value)``, the same value."""
+def with_work(kernel, ffmas: int, kind: str = "ffma"):
+    """``kernel`` (an ``exchange``) with work before every h store.
+
+    ``kind="ffma"``: a chain of ``ffmas`` dependent FFMAs by the storing lanes; it starts from
+    the stored value (so the compiler can neither fold nor hoist it) and the store writes
+    ``fma(chain, 0, value)``, the same value. ``kind="row"``: a row of the mat-vec by the whole
+    warp before the ``if`` of the store: ``ffmas / 4`` 128-bit shared loads of the staged h
+    (the lane's 16-byte chunk and then the next one per load, wrapped in the slot: the
+    slot's size is a power of two), four FFMAs each into one sum, the five-shuffle butterfly,
+    and the store of ``fma(sum, 0, value)``."""
     import dataclasses
 
-    from kernels_ir.ir import F32, If, Imm, Instr, Loop, MemRef, Op, Reg, While
+    from kernels_ir.builder import Builder
+    from kernels_ir.ir import F32, I32, If, Imm, Instr, Loop, MemRef, Op, Reg, While
     from kernels_ir.verify import verify
 
+    if kind not in ("ffma", "row"):
+        raise ValueError(f"kind={kind!r}: accepted 'ffma', 'row'")
     acc, out = Reg("work_acc", F32)[0], Reg("work_val", F32)[0]
     half, quarter, zero = Imm(0.5, F32), Imm(0.25, F32), Imm(0.0, F32)
+    h_s = next(b for b in kernel.buffers if b.name == "h_s")
+    extra = [acc.reg, out.reg]
 
     def chain(val):
         ops = [Instr(Op.FFMA, (acc,), (val, half, quarter))]
         ops += [Instr(Op.FFMA, (acc,), (acc, half, quarter)) for _ in range(ffmas - 1)]
         return ops + [Instr(Op.FFMA, (out,), (acc, zero, val))]
 
+    def row(val):
+        b = Builder("work_row", grid=kernel.grid, block=kernel.block)
+        hb = b.shared(h_s.name, h_s.dtype, h_s.size)
+        tid4 = Reg("tid4", I32)[0]
+        v4 = b.reg(F32, "work_h", 4)
+        part = b.reg(F32, "work_part")
+        b.mov(0.0, dst=acc)
+        idx = b.reg(I32, "work_idx")
+        for k in range(max(1, ffmas // 4)):      # the lane's chunk + k, wrapped in the slot
+            b.and_(b.iadd(tid4, 4 * k, dst=idx), h_s.size - 1, dst=idx)
+            b.lds(hb, idx, width=4, dst=v4)
+            for i in range(4):
+                b.ffma(v4[i], half, acc, dst=acc)
+        for m in (16, 8, 4, 2, 1):
+            b.shfl_xor(acc, m, dst=part)
+            b.fadd(acc, part, dst=acc)
+        b.ffma(acc, zero, val, dst=out)
+        extra.extend([v4, part, idx])
+        return list(b._stack[0])
+
+    def stores_h(node) -> bool:
+        return isinstance(node, Instr) and node.op is Op.STG and \
+            isinstance(node.srcs[0], MemRef) and node.srcs[0].buffer.name in ("hseq", "sink")
+
     def fix(body):
         res = []
         for node in body:
-            if isinstance(node, Instr) and node.op is Op.STG and \
-                    isinstance(node.srcs[0], MemRef) and \
-                    node.srcs[0].buffer.name in ("hseq", "sink"):
+            if kind == "ffma" and stores_h(node):
                 res += chain(node.srcs[1])
                 node = dataclasses.replace(node, srcs=(node.srcs[0], out))
+            elif kind == "row" and isinstance(node, If) and any(map(stores_h, node.then)):
+                st = next(n for n in node.then if stores_h(n))
+                res += row(st.srcs[1])
+                node = dataclasses.replace(node, then=tuple(
+                    dataclasses.replace(n, srcs=(n.srcs[0], out)) if stores_h(n) else n
+                    for n in node.then))
             elif isinstance(node, (Loop, While)):
                 node = dataclasses.replace(node, body=fix(node.body))
             elif isinstance(node, If):
@@ -74,12 +125,16 @@ def with_work(kernel, ffmas: int):
             res.append(node)
         return tuple(res)
 
-    return verify(dataclasses.replace(kernel, name=f"{kernel.name}_f{ffmas}",
-                                      regs=kernel.regs + (acc.reg, out.reg),
-                                      body=fix(kernel.body)))
+    body = fix(kernel.body)
+    regs = kernel.regs + tuple(dict.fromkeys(r for r in extra if r not in kernel.regs))
+    tag = "f" if kind == "ffma" else "r"
+    return verify(dataclasses.replace(kernel, name=f"{kernel.name}_{tag}{ffmas}", regs=regs,
+                                      body=body))
 
 
-def _bench(rounds: int, words: int, batch: int, present: bool, work: int = 0):
+def _bench(rounds: int, words: int, batch: int, present: bool, work: str = ""):
+    """The exchange; ``work`` "" (none), ``f<n>`` (a chain of n FFMAs) or ``r<n>`` (a row of
+    n FFMAs) before every h store (:func:`with_work`)."""
     import dataclasses
 
     from kernels_ir.kernels.microbench.lamport_kernel import exchange
@@ -87,8 +142,10 @@ def _bench(rounds: int, words: int, batch: int, present: bool, work: int = 0):
     m = exchange(rounds=rounds, words=words, batch=batch, present=present)
     if not work:
         return m
-    return dataclasses.replace(m, name=f"{m.name}_f{work}", kernel=with_work(m.kernel, work),
-                               params={**m.params, "work_ffmas": work})
+    kind = {"f": "ffma", "r": "row"}[work[0]]
+    return dataclasses.replace(m, name=f"{m.name}_{work}",
+                               kernel=with_work(m.kernel, int(work[1:]), kind),
+                               params={**m.params, "work": work})
 
 
 def measure(out: str, argv: list, experiments=EXPERIMENTS,
@@ -120,7 +177,7 @@ def measure(out: str, argv: list, experiments=EXPERIMENTS,
     return rec
 
 
-def simulate_one(spec, words: int, batch: int, present: bool, work: int = 0) -> dict:
+def simulate_one(spec, words: int, batch: int, present: bool, work: str = "") -> dict:
     """The simulator's ns per round (slope between the two round counts, buffers warm in L2,
     both partition assignments averaged), values checked."""
     from gpusim.engine import simulate
@@ -149,10 +206,11 @@ def _simulated(spec, rec, experiments=EXPERIMENTS) -> dict:
     return res
 
 
-def wait_table(rec: dict, sizes=SIZES, work: int = 0) -> list:
-    """Per (words, batch): the GPU's and the simulator's round, free round and wait (ns)."""
+def wait_table(rec: dict, sizes=SIZES, work: str = "") -> list:
+    """Per (words, batch): the GPU's and the simulator's round, free round and wait (ns);
+    ``work`` as :func:`_bench`'s."""
     res, sim = rec.get("results", {}), rec.get("simulated", {}).get("results", {})
-    tail = f"_f{work}" if work else ""
+    tail = f"_{work}" if work else ""
     rows = []
     for w, b in sizes:
         x, xp = f"w{w}_b{b}_x{tail}", f"w{w}_b{b}_xp{tail}"
@@ -170,9 +228,11 @@ def main(argv: list | None = None) -> int:
 
     argv = sys.argv[1:] if argv is None else list(argv)
     exps, name, flag = EXPERIMENTS, "lamport_batch.json", []
-    if "--work" in argv:
-        argv.remove("--work")
-        exps, name, flag = WORK_EXPERIMENTS, "lamport_batch_work.json", ["--work"]
+    for opt, e, n in (("--work", WORK_EXPERIMENTS, "lamport_batch_work.json"),
+                      ("--rows", ROW_EXPERIMENTS, "lamport_batch_rows.json")):
+        if opt in argv:
+            argv.remove(opt)
+            exps, name, flag = e, n, [opt]
     return probe_main(argv, __doc__, "measurements/lamport_batch.py",
                       lambda out, a: measure(out, a + flag, exps, name),
                       lambda path: add_simulated(
