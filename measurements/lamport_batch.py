@@ -5,6 +5,7 @@ a line? One device call, or the simulator.
     python measurements/lamport_batch.py --simulate measurements/h200/lamport_batch.json
     ... --work --out $OUT / --work --simulate FILE   # lamport_batch_work.json: FFMA chains
     ... --rows --out $OUT / --rows --simulate FILE   # lamport_batch_rows.json: mat-vec rows
+    ... --parts --out $OUT / --parts --simulate FILE # lamport_batch_parts.json: loads / shuffles
 
 The fresh draws put the simulator's Lamport kernels 8-13% fast at batch 1-2 and within a few
 percent at batch 4-8, and the dense kernel (``lamport_prefill_dense.json``) waits on the GPU
@@ -17,10 +18,11 @@ twice: ``x`` (the Lamport exchange) and ``xp`` (every slot written before the la
 waits, the loads and stores only). ``x - xp`` is the wait, B is the one thing that changes the
 writers of a line at a given number of words.
 
-``--work`` (:data:`WORK_EXPERIMENTS`) and ``--rows`` (:data:`ROW_EXPERIMENTS`): hidden 1024 at
+``--work`` (:data:`WORK_EXPERIMENTS`), ``--rows`` (:data:`ROW_EXPERIMENTS`) and ``--parts``
+(:data:`PART_EXPERIMENTS`): hidden 1024 at
 every batch, with work before each row's store (:func:`with_work`): a chain of FFMAs by the
 storing lanes, or a row of the mat-vec by the whole warp (shared loads, FFMAs, the shuffle
-butterfly).
+butterfly), or one of the row's two parts.
 
 ns per round: slope between 64 and 256 rounds (9 repeats), two passes in the same call for the
 spread between runs; the simulator's between 4 and 8 rounds, buffers warm in L2, both partition
@@ -51,6 +53,11 @@ WORK_EXPERIMENTS = tuple((f"w{w}_b{b}_{tag}_f{f}", w, b, tag == "xp", f"f{f}") f
 ROW_WORK = (64, 192)
 ROW_EXPERIMENTS = tuple((f"w{w}_b{b}_{tag}_r{f}", w, b, tag == "xp", f"r{f}") for f in ROW_WORK
                         for w, b in WORK_SIZES for tag in ("x", "xp"))
+# --parts: the longer row split: its shared loads and FFMAs without the butterfly (l192), and
+# 45 shuffles of the butterfly's masks without the loads (s192: nine butterflies, about as many
+# shuffles as the row has loads, from a value that differs by lane)
+PART_EXPERIMENTS = tuple((f"w{w}_b{b}_{tag}_{k}192", w, b, tag == "xp", f"{k}192")
+                         for k in ("l", "s") for w, b in WORK_SIZES for tag in ("x", "xp"))
 PASSES = 2
 
 
@@ -70,8 +77,8 @@ def with_work(kernel, ffmas: int, kind: str = "ffma"):
     from kernels_ir.ir import F32, I32, If, Imm, Instr, Loop, MemRef, Op, Reg, While
     from kernels_ir.verify import verify
 
-    if kind not in ("ffma", "row"):
-        raise ValueError(f"kind={kind!r}: accepted 'ffma', 'row'")
+    if kind not in ("ffma", "row", "lds", "shfl"):
+        raise ValueError(f"kind={kind!r}: accepted 'ffma', 'row', 'lds', 'shfl'")
     acc, out = Reg("work_acc", F32)[0], Reg("work_val", F32)[0]
     half, quarter, zero = Imm(0.5, F32), Imm(0.25, F32), Imm(0.0, F32)
     h_s = next(b for b in kernel.buffers if b.name == "h_s")
@@ -90,12 +97,18 @@ def with_work(kernel, ffmas: int, kind: str = "ffma"):
         part = b.reg(F32, "work_part")
         b.mov(0.0, dst=acc)
         idx = b.reg(I32, "work_idx")
-        for k in range(max(1, ffmas // 4)):      # the lane's chunk + k, wrapped in the slot
-            b.and_(b.iadd(tid4, 4 * k, dst=idx), h_s.size - 1, dst=idx)
-            b.lds(hb, idx, width=4, dst=v4)
-            for i in range(4):
-                b.ffma(v4[i], half, acc, dst=acc)
-        for m in (16, 8, 4, 2, 1):
+        n = max(1, ffmas // 4)
+        if kind != "shfl":
+            for k in range(n):      # the lane's chunk + k, wrapped in the slot
+                b.and_(b.iadd(tid4, 4 * k, dst=idx), h_s.size - 1, dst=idx)
+                b.lds(hb, idx, width=4, dst=v4)
+                for i in range(4):
+                    b.ffma(v4[i], half, acc, dst=acc)
+        else:   # as many shuffles as a row has loads, from a value that differs by lane (a
+            # warp-uniform one lets the compiler drop every shuffle: a first run did)
+            b.ffma(b.i2f(Reg("lane", I32)[0], dst=acc), quarter, val, dst=acc)
+        masks = (16, 8, 4, 2, 1) * (n // 5 if kind == "shfl" else 1)
+        for m in masks if kind != "lds" else ():
             b.shfl_xor(acc, m, dst=part)
             b.fadd(acc, part, dst=acc)
         b.ffma(acc, zero, val, dst=out)
@@ -112,7 +125,7 @@ def with_work(kernel, ffmas: int, kind: str = "ffma"):
             if kind == "ffma" and stores_h(node):
                 res += chain(node.srcs[1])
                 node = dataclasses.replace(node, srcs=(node.srcs[0], out))
-            elif kind == "row" and isinstance(node, If) and any(map(stores_h, node.then)):
+            elif kind != "ffma" and isinstance(node, If) and any(map(stores_h, node.then)):
                 st = next(n for n in node.then if stores_h(n))
                 res += row(st.srcs[1])
                 node = dataclasses.replace(node, then=tuple(
@@ -127,14 +140,15 @@ def with_work(kernel, ffmas: int, kind: str = "ffma"):
 
     body = fix(kernel.body)
     regs = kernel.regs + tuple(dict.fromkeys(r for r in extra if r not in kernel.regs))
-    tag = "f" if kind == "ffma" else "r"
+    tag = {"ffma": "f", "row": "r", "lds": "l", "shfl": "s"}[kind]
     return verify(dataclasses.replace(kernel, name=f"{kernel.name}_{tag}{ffmas}", regs=regs,
                                       body=body))
 
 
 def _bench(rounds: int, words: int, batch: int, present: bool, work: str = ""):
-    """The exchange; ``work`` "" (none), ``f<n>`` (a chain of n FFMAs) or ``r<n>`` (a row of
-    n FFMAs) before every h store (:func:`with_work`)."""
+    """The exchange; ``work`` "" (none), ``f<n>`` (a chain of n FFMAs), ``r<n>`` (a row of n
+    FFMAs), ``l<n>`` (the row without its shuffles) or ``s<n>`` (its shuffles without the
+    loads) before every h store (:func:`with_work`)."""
     import dataclasses
 
     from kernels_ir.kernels.microbench.lamport_kernel import exchange
@@ -142,7 +156,7 @@ def _bench(rounds: int, words: int, batch: int, present: bool, work: str = ""):
     m = exchange(rounds=rounds, words=words, batch=batch, present=present)
     if not work:
         return m
-    kind = {"f": "ffma", "r": "row"}[work[0]]
+    kind = {"f": "ffma", "r": "row", "l": "lds", "s": "shfl"}[work[0]]
     return dataclasses.replace(m, name=f"{m.name}_{work}",
                                kernel=with_work(m.kernel, int(work[1:]), kind),
                                params={**m.params, "work": work})
@@ -229,7 +243,8 @@ def main(argv: list | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     exps, name, flag = EXPERIMENTS, "lamport_batch.json", []
     for opt, e, n in (("--work", WORK_EXPERIMENTS, "lamport_batch_work.json"),
-                      ("--rows", ROW_EXPERIMENTS, "lamport_batch_rows.json")):
+                      ("--rows", ROW_EXPERIMENTS, "lamport_batch_rows.json"),
+                      ("--parts", PART_EXPERIMENTS, "lamport_batch_parts.json")):
         if opt in argv:
             argv.remove(opt)
             exps, name, flag = e, n, [opt]

@@ -26,9 +26,10 @@ H200 = ROOT / "measurements" / "h200"
 BASE = json.loads((H200 / "lamport_batch.json").read_text())
 WORKED = json.loads((H200 / "lamport_batch_work.json").read_text())
 ROWS = json.loads((H200 / "lamport_batch_rows.json").read_text())
+PARTS = json.loads((H200 / "lamport_batch_parts.json").read_text())
 
 
-@pytest.mark.parametrize("rec", [BASE, WORKED, ROWS])
+@pytest.mark.parametrize("rec", [BASE, WORKED, ROWS, PARTS])
 def test_the_records_are_complete_and_their_means_are_the_passes(rec):
     assert "H200" in rec["provenance"]["gpu_name"] and rec["simulated"]["results"]
     assert set(rec["results"]) == set(rec["passes_s"]) == set(rec["simulated"]["results"])
@@ -94,3 +95,20 @@ def test_the_row_table_is_the_records_and_the_wait_grows_with_rows_not_ffmas():
     g_row, s_row = _waits(ROWS, WORK_SIZES, "r192")[(1024, 1)]
     g_ffma, s_ffma = _waits(WORKED, WORK_SIZES, "f192")[(1024, 1)]
     assert g_row["wait"] - g_ffma["wait"] > 200 and abs(s_row["wait"] - s_ffma["wait"]) < 20
+
+
+def test_the_parts_table_is_the_records_and_the_loads_carry_the_wait():
+    text = (ROOT / "measurements" / "README.md").read_text()
+    loads, shuffles = [], []
+    for w, b in WORK_SIZES:
+        (gl, sl), (gs, ss) = (_waits(PARTS, WORK_SIZES, k)[(w, b)] for k in ("l192", "s192"))
+        row = (f"| h{w // b}-b{b} ({w}) | {gl['wait']:.0f} / {sl['wait']:.0f} | "
+               f"{gs['wait']:.0f} / {ss['wait']:.0f} | {gl['xp']:.0f} / {sl['xp']:.0f} | "
+               f"{gs['xp']:.0f} / {ss['xp']:.0f} |")
+        assert row in text, row
+        loads.append(gl["wait"] / sl["wait"])
+        shuffles.append(gs["wait"] / ss["wait"])
+        assert abs(ss["xp"] / gs["xp"] - 1) < 0.07          # the shuffles' free round: within 7%
+        assert 345.5 <= min(sl["wait"], ss["wait"]) and max(sl["wait"], ss["wait"]) <= 401.5
+    assert (round(min(loads), 2), round(max(loads), 2)) == (1.09, 1.78)
+    assert (round(min(shuffles), 2), round(max(shuffles), 2)) == (0.85, 1.41)
