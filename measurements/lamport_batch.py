@@ -61,7 +61,7 @@ PART_EXPERIMENTS = tuple((f"w{w}_b{b}_{tag}_{k}192", w, b, tag == "xp", f"{k}192
 PASSES = 2
 
 
-def with_work(kernel, ffmas: int, kind: str = "ffma"):
+def with_work(kernel, ffmas: int, kind: str = "ffma", order: str = "pipelined"):
     """``kernel`` (an ``exchange``) with work before every h store.
 
     ``kind="ffma"``: a chain of ``ffmas`` dependent FFMAs by the storing lanes; it starts from
@@ -70,7 +70,12 @@ def with_work(kernel, ffmas: int, kind: str = "ffma"):
     warp before the ``if`` of the store: ``ffmas / 4`` 128-bit shared loads of the staged h
     (the lane's 16-byte chunk and then the next one per load, wrapped in the slot: the
     slot's size is a power of two), four FFMAs each into one sum, the five-shuffle butterfly,
-    and the store of ``fma(sum, 0, value)``."""
+    and the store of ``fma(sum, 0, value)``; ``order="pipelined"`` issues each load before the
+    previous one's FFMAs (as ptxas schedules them), ``"interleaved"`` right before its own (the
+    IR the records of 2026-11-28 were measured with: ptxas compiles both to the same SASS,
+    ``tests/test_lamport_batch_record.py``), ``kind="lds"``: the row without its shuffles,
+    ``"shfl"``: 45 shuffles of the butterfly's masks (nine butterflies) with their adds and no
+    loads."""
     import dataclasses
 
     from kernels_ir.builder import Builder
@@ -79,6 +84,9 @@ def with_work(kernel, ffmas: int, kind: str = "ffma"):
 
     if kind not in ("ffma", "row", "lds", "shfl"):
         raise ValueError(f"kind={kind!r}: accepted 'ffma', 'row', 'lds', 'shfl'")
+    if order not in ("pipelined", "interleaved"):
+        raise ValueError(f"order={order!r}: accepted 'pipelined', 'interleaved'")
+    ahead = 1 if order == "pipelined" else 0
     acc, out = Reg("work_acc", F32)[0], Reg("work_val", F32)[0]
     half, quarter, zero = Imm(0.5, F32), Imm(0.25, F32), Imm(0.0, F32)
     h_s = next(b for b in kernel.buffers if b.name == "h_s")
@@ -93,17 +101,24 @@ def with_work(kernel, ffmas: int, kind: str = "ffma"):
         b = Builder("work_row", grid=kernel.grid, block=kernel.block)
         hb = b.shared(h_s.name, h_s.dtype, h_s.size)
         tid4 = Reg("tid4", I32)[0]
-        v4 = b.reg(F32, "work_h", 4)
+        v4 = [b.reg(F32, f"work_h{j}", 4) for j in range(2)]
         part = b.reg(F32, "work_part")
         b.mov(0.0, dst=acc)
         idx = b.reg(I32, "work_idx")
         n = max(1, ffmas // 4)
-        if kind != "shfl":
-            for k in range(n):      # the lane's chunk + k, wrapped in the slot
-                b.and_(b.iadd(tid4, 4 * k, dst=idx), h_s.size - 1, dst=idx)
-                b.lds(hb, idx, width=4, dst=v4)
+
+        def load(k):                # the lane's chunk + k, wrapped in the slot
+            b.and_(b.iadd(tid4, 4 * k, dst=idx), h_s.size - 1, dst=idx)
+            b.lds(hb, idx, width=4, dst=v4[k % 2])
+
+        if kind != "shfl":          # pipelined: load k + 1 before the FFMAs of load k, as
+            if ahead:               # ptxas schedules them (SASS: LDS.128, then 4 FFMA)
+                load(0)
+            for k in range(n):
+                if k + ahead < n:
+                    load(k + ahead)
                 for i in range(4):
-                    b.ffma(v4[i], half, acc, dst=acc)
+                    b.ffma(v4[k % 2][i], half, acc, dst=acc)
         else:   # as many shuffles as a row has loads, from a value that differs by lane (a
             # warp-uniform one lets the compiler drop every shuffle: a first run did)
             b.ffma(b.i2f(Reg("lane", I32)[0], dst=acc), quarter, val, dst=acc)
@@ -112,7 +127,7 @@ def with_work(kernel, ffmas: int, kind: str = "ffma"):
             b.shfl_xor(acc, m, dst=part)
             b.fadd(acc, part, dst=acc)
         b.ffma(acc, zero, val, dst=out)
-        extra.extend([v4, part, idx])
+        extra.extend([*v4, part, idx])
         return list(b._stack[0])
 
     def stores_h(node) -> bool:
@@ -145,10 +160,11 @@ def with_work(kernel, ffmas: int, kind: str = "ffma"):
                                       body=body))
 
 
-def _bench(rounds: int, words: int, batch: int, present: bool, work: str = ""):
+def _bench(rounds: int, words: int, batch: int, present: bool, work: str = "",
+           order: str = "pipelined"):
     """The exchange; ``work`` "" (none), ``f<n>`` (a chain of n FFMAs), ``r<n>`` (a row of n
     FFMAs), ``l<n>`` (the row without its shuffles) or ``s<n>`` (its shuffles without the
-    loads) before every h store (:func:`with_work`)."""
+    loads) before every h store (:func:`with_work`, with ``order``)."""
     import dataclasses
 
     from kernels_ir.kernels.microbench.lamport_kernel import exchange
@@ -158,7 +174,7 @@ def _bench(rounds: int, words: int, batch: int, present: bool, work: str = ""):
         return m
     kind = {"f": "ffma", "r": "row", "l": "lds", "s": "shfl"}[work[0]]
     return dataclasses.replace(m, name=f"{m.name}_{work}",
-                               kernel=with_work(m.kernel, int(work[1:]), kind),
+                               kernel=with_work(m.kernel, int(work[1:]), kind, order),
                                params={**m.params, "work": work})
 
 

@@ -3,7 +3,9 @@ kernel's exchange with no mat-vec at batch 1-8, with and without a chain of FFMA
 row's store, on the GPU and in the simulator. measurements/README.md's table is the records',
 and what it says of them holds: from batch 2 up the GPU waits 0.80-1.06 of the simulator's wait
 without compute and 0.66-1.03 with it, at batch 1 1.25-1.37 times; the chain runs (the free
-rounds grow with it); a chain before the stores does not lengthen the GPU's wait."""
+rounds grow with it); a chain before the stores does not lengthen the GPU's wait; a row of the
+mat-vec does (``lamport_batch_rows.json``), mostly through its shared loads
+(``lamport_batch_parts.json``), while the simulator prices the rows' free rounds."""
 
 import json
 import sys
@@ -88,9 +90,11 @@ def test_the_row_table_is_the_records_and_the_wait_grows_with_rows_not_ffmas():
                + " | " + " | ".join(f"{g['xp']:.0f} / {s['xp']:.0f}" for g, s in cells) + " |")
         assert row in text, row
         ratios += [g["wait"] / s["wait"] for g, s in cells]
-        assert all(350 <= s["wait"] <= 405 for _, s in cells)    # the simulator's: flat
-        assert all(1.17 < s["xp"] / g["xp"] < 1.47 for g, s in cells)  # 18-47% slow free
-    assert round(min(ratios), 2) == 1.01 and round(max(ratios), 2) == 1.96
+        assert all(343.5 <= s["wait"] <= 397.5 for _, s in cells)    # the simulator's: flat
+        assert all(-0.045 < s["xp"] / g["xp"] - 1 < 0.135 for g, s in cells)   # -4% .. +13%
+        if b <= 2:
+            assert all(abs(s["xp"] / g["xp"] - 1) < 0.045 for g, s in cells)
+    assert round(min(ratios), 2) == 1.02 and round(max(ratios), 2) == 1.91
     # batch 1, the longer row: the GPU waits ~340 ns more than with FFMAs alone; the simulator not
     g_row, s_row = _waits(ROWS, WORK_SIZES, "r192")[(1024, 1)]
     g_ffma, s_ffma = _waits(WORKED, WORK_SIZES, "f192")[(1024, 1)]
@@ -109,6 +113,40 @@ def test_the_parts_table_is_the_records_and_the_loads_carry_the_wait():
         loads.append(gl["wait"] / sl["wait"])
         shuffles.append(gs["wait"] / ss["wait"])
         assert abs(ss["xp"] / gs["xp"] - 1) < 0.07          # the shuffles' free round: within 7%
-        assert 345.5 <= min(sl["wait"], ss["wait"]) and max(sl["wait"], ss["wait"]) <= 401.5
-    assert (round(min(loads), 2), round(max(loads), 2)) == (1.09, 1.78)
+        assert 343.5 <= min(sl["wait"], ss["wait"]) and max(sl["wait"], ss["wait"]) <= 403.5
+    assert (round(min(loads), 2), round(max(loads), 2)) == (1.05, 1.76)
     assert (round(min(shuffles), 2), round(max(shuffles), 2)) == (0.85, 1.41)
+
+
+def _sass(tmp_path, m, tag):
+    import subprocess
+
+    from kernels_ir import sass
+    from kernels_ir.codegen_cuda import generate
+
+    cu = tmp_path / f"{tag}.cu"
+    cu.write_text(generate(m.kernel).code)
+    subprocess.run(["nvcc", "-arch=sm_90", "-cubin", "-o", str(cu.with_suffix(".cubin")),
+                    str(cu)], check=True, capture_output=True)
+    return [i.text for i in sass.parse(sass.disassemble(cu.with_suffix(".cubin")).splitlines())]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("work", ["r64", "r192", "l192"])
+def test_the_rows_measured_in_ir_order_are_the_pipelined_rows_in_sass(tmp_path, work):
+    """The row records were measured with each load right before its FFMAs in the IR; the
+    simulator now runs them pipelined (each load before the previous one's FFMAs), which is what
+    ptxas makes of both: the same SASS, so the GPU's times hold for the kernels simulated."""
+    import shutil
+
+    from kernels_ir import sass
+    from measurements.lamport_batch import _bench
+
+    if shutil.which("nvcc") is None or sass.find_cuobjdump() is None:
+        pytest.skip("needs nvcc and cuobjdump")
+    for w, b in WORK_SIZES:
+        for present in (False, True):
+            old, new = (_bench(4, w, b, present, work, order) for order in
+                        ("interleaved", "pipelined"))
+            a, c = _sass(tmp_path, old, "old"), _sass(tmp_path, new, "new")
+            assert a and a == c, (w, b, present)
