@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -79,8 +78,9 @@ def with_work(kernel, ffmas: int, kind: str = "ffma", order: str = "pipelined"):
     import dataclasses
 
     from kernels_ir.builder import Builder
-    from kernels_ir.ir import F32, I32, If, Imm, Instr, Loop, MemRef, Op, Reg, While
+    from kernels_ir.ir import F32, I32, If, Imm, Instr, MemRef, Op, Reg
     from kernels_ir.verify import verify
+    from measurements.probe import rewrite_statements
 
     if kind not in ("ffma", "row", "lds", "shfl"):
         raise ValueError(f"kind={kind!r}: accepted 'ffma', 'row', 'lds', 'shfl'")
@@ -134,26 +134,17 @@ def with_work(kernel, ffmas: int, kind: str = "ffma", order: str = "pipelined"):
         return isinstance(node, Instr) and node.op is Op.STG and \
             isinstance(node.srcs[0], MemRef) and node.srcs[0].buffer.name in ("hseq", "sink")
 
-    def fix(body):
-        res = []
-        for node in body:
-            if kind == "ffma" and stores_h(node):
-                res += chain(node.srcs[1])
-                node = dataclasses.replace(node, srcs=(node.srcs[0], out))
-            elif kind != "ffma" and isinstance(node, If) and any(map(stores_h, node.then)):
-                st = next(n for n in node.then if stores_h(n))
-                res += row(st.srcs[1])
-                node = dataclasses.replace(node, then=tuple(
-                    dataclasses.replace(n, srcs=(n.srcs[0], out)) if stores_h(n) else n
-                    for n in node.then))
-            elif isinstance(node, (Loop, While)):
-                node = dataclasses.replace(node, body=fix(node.body))
-            elif isinstance(node, If):
-                node = dataclasses.replace(node, then=fix(node.then), orelse=fix(node.orelse))
-            res.append(node)
-        return tuple(res)
+    def visit(node):
+        if kind == "ffma" and stores_h(node):
+            return chain(node.srcs[1]) + [dataclasses.replace(node, srcs=(node.srcs[0], out))]
+        if kind != "ffma" and isinstance(node, If) and any(map(stores_h, node.then)):
+            st = next(n for n in node.then if stores_h(n))
+            return row(st.srcs[1]) + [dataclasses.replace(node, then=tuple(
+                dataclasses.replace(n, srcs=(n.srcs[0], out)) if stores_h(n) else n
+                for n in node.then))]
+        return None
 
-    body = fix(kernel.body)
+    body = rewrite_statements(kernel.body, visit)
     regs = kernel.regs + tuple(dict.fromkeys(r for r in extra if r not in kernel.regs))
     tag = {"ffma": "f", "row": "r", "lds": "l", "shfl": "s"}[kind]
     return verify(dataclasses.replace(kernel, name=f"{kernel.name}_{tag}{ffmas}", regs=regs,
@@ -180,31 +171,11 @@ def _bench(rounds: int, words: int, batch: int, present: bool, work: str = "",
 
 def measure(out: str, argv: list, experiments=EXPERIMENTS,
             filename: str = "lamport_batch.json") -> dict:
-    from gpusim.backends.cupy_backend import Runner, run_microbench
-    from measurements.campaign import provenance
-    from measurements.lamport_ring import GPU_ROUNDS, REPEATS, WARMUP
-    from measurements.probe import ClockSampler, save_record
+    from measurements.probe import record_rounds
 
-    runner = Runner()
-    prov = provenance(argv)
-    clocks = ClockSampler()
-    rec = {"format_version": 1, "provenance": prov, "repeats": REPEATS, "warmup": WARMUP,
-           "passes": PASSES, "results": {}, "passes_s": {}}
-    t0 = time.time()
-    for p in range(PASSES):
-        for key, w, b, present, work in experiments:
-            r = run_microbench(GPU_ROUNDS, lambda s, w=w, b=b, pr=present, f=work:
-                               _bench(s, w, b, pr, f),
-                               repeats=REPEATS, warmup=WARMUP, runner=runner)
-            rec["passes_s"].setdefault(key, []).append(r["per_op_s"])
-            print(f"pass {p} {key:18s}: {r['per_op_s'] * 1e9:7.1f} ns per round", flush=True)
-            if p == PASSES - 1:
-                r["per_op_s"] = sum(rec["passes_s"][key]) / PASSES   # the mean of the passes
-                rec["results"][key] = r
-    clocks.stop(prov)
-    rec["timing_s"] = time.time() - t0
-    save_record(os.path.join(out, filename), rec)
-    return rec
+    return record_rounds(out, argv, filename, [
+        (key, lambda s, w=w, b=b, pr=present, f=work: _bench(s, w, b, pr, f))
+        for key, w, b, present, work in experiments], passes=PASSES)
 
 
 def simulate_one(spec, words: int, batch: int, present: bool, work: str = "") -> dict:
@@ -254,20 +225,15 @@ def wait_table(rec: dict, sizes=SIZES, work: str = "") -> list:
 
 
 def main(argv: list | None = None) -> int:
-    from measurements.probe import add_simulated, probe_main
+    from measurements.probe import variant_probe_main
 
     argv = sys.argv[1:] if argv is None else list(argv)
-    exps, name, flag = EXPERIMENTS, "lamport_batch.json", []
-    for opt, e, n in (("--work", WORK_EXPERIMENTS, "lamport_batch_work.json"),
-                      ("--rows", ROW_EXPERIMENTS, "lamport_batch_rows.json"),
-                      ("--parts", PART_EXPERIMENTS, "lamport_batch_parts.json")):
-        if opt in argv:
-            argv.remove(opt)
-            exps, name, flag = e, n, [opt]
-    return probe_main(argv, __doc__, "measurements/lamport_batch.py",
-                      lambda out, a: measure(out, a + flag, exps, name),
-                      lambda path: add_simulated(
-                          path, lambda spec, rec: _simulated(spec, rec, exps), l2_warm=True))
+    return variant_probe_main(argv, __doc__, "measurements/lamport_batch.py",
+                              (EXPERIMENTS, "lamport_batch.json"),
+                              (("--work", WORK_EXPERIMENTS, "lamport_batch_work.json"),
+                               ("--rows", ROW_EXPERIMENTS, "lamport_batch_rows.json"),
+                               ("--parts", PART_EXPERIMENTS, "lamport_batch_parts.json")),
+                              measure, _simulated)
 
 
 if __name__ == "__main__":

@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -75,26 +74,12 @@ GPU_ONLY = ("33_exact_few_warps_c1_bo",)
 
 def measure(out: str, argv: list, experiments=EXPERIMENTS,
             filename: str = "lamport_pollers.json") -> dict:
-    from gpusim.backends.cupy_backend import Runner, run_microbench
-    from measurements.campaign import provenance
-    from measurements.lamport_ring import GPU_ROUNDS, REPEATS, WARMUP, ring
-    from measurements.probe import ClockSampler, save_record
+    from measurements.lamport_ring import ring
+    from measurements.probe import record_rounds
 
-    runner = Runner()
-    prov = provenance(argv)
-    clocks = ClockSampler()
-    rec = {"format_version": 1, "provenance": prov, "repeats": REPEATS, "warmup": WARMUP,
-           "results": {}}
-    t0 = time.time()
-    for key, k, order, writes in experiments:
-        r = run_microbench(GPU_ROUNDS, lambda s, k=k, o=order, w=writes: ring(s, k, o, w),
-                           repeats=REPEATS, warmup=WARMUP, runner=runner)
-        rec["results"][key] = r
-        print(f"ring_{key:28s}: {r['per_op_s'] * 1e9:7.1f} ns per round", flush=True)
-    clocks.stop(prov)
-    rec["timing_s"] = time.time() - t0
-    save_record(os.path.join(out, filename), rec)
-    return rec
+    return record_rounds(out, argv, filename, [
+        (key, lambda s, k=k, o=order, w=writes: ring(s, k, o, w))
+        for key, k, order, writes in experiments], label="ring_")
 
 
 def _simulated(spec, rec, experiments=EXPERIMENTS) -> dict:
@@ -136,7 +121,7 @@ def fit_sharers(folder: str, grid=SHARER_GRID) -> dict:
 
 
 def main(argv: list | None = None) -> int:
-    from measurements.probe import add_simulated, probe_main
+    from measurements.probe import variant_probe_main
 
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["--fit-sharers"]:
@@ -153,16 +138,11 @@ def main(argv: list | None = None) -> int:
         rec["date"] = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
         save_record(os.path.join(argv[1], "lamport_pollers_fit.json"), rec)
         return 0
-    exps, name, flag = EXPERIMENTS, "lamport_pollers.json", []
-    for opt, e, n in (("--curve", CURVE, "lamport_pollers_curve.json"),
-                      ("--merge", MERGE, "lamport_pollers_merge.json")):
-        if opt in argv:
-            argv.remove(opt)
-            exps, name, flag = e, n, [opt]
-    return probe_main(argv, __doc__, "measurements/lamport_pollers.py",
-                      lambda out, a: measure(out, a + flag, exps, name),
-                      lambda path: add_simulated(
-                          path, lambda spec, rec: _simulated(spec, rec, exps), l2_warm=True))
+    return variant_probe_main(argv, __doc__, "measurements/lamport_pollers.py",
+                              (EXPERIMENTS, "lamport_pollers.json"),
+                              (("--curve", CURVE, "lamport_pollers_curve.json"),
+                               ("--merge", MERGE, "lamport_pollers_merge.json")),
+                              measure, _simulated)
 
 
 if __name__ == "__main__":

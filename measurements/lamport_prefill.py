@@ -64,29 +64,24 @@ def redirect_stores(kernel, buffer: str = "hseq", sink: str = "hsink"):
     size (role ``out``); everything else unchanged."""
     import dataclasses
 
-    from kernels_ir.ir import If, Instr, Loop, MemRef, Op, While
+    from kernels_ir.ir import Instr, MemRef, Op
     from kernels_ir.verify import verify
+    from measurements.probe import rewrite_statements
 
     old = next(b for b in kernel.buffers if b.name == buffer)
     new = dataclasses.replace(old, name=sink, role="out")
 
-    def fix(body):
-        out = []
-        for node in body:
-            if isinstance(node, Instr) and node.op is Op.STG and \
-                    isinstance(node.srcs[0], MemRef) and node.srcs[0].buffer.name == buffer:
-                node = dataclasses.replace(node, srcs=(dataclasses.replace(node.srcs[0],
-                                                                           buffer=new),
-                                                       *node.srcs[1:]))
-            elif isinstance(node, (Loop, While)):
-                node = dataclasses.replace(node, body=fix(node.body))
-            elif isinstance(node, If):
-                node = dataclasses.replace(node, then=fix(node.then), orelse=fix(node.orelse))
-            out.append(node)
-        return tuple(out)
+    def visit(node):
+        if isinstance(node, Instr) and node.op is Op.STG and \
+                isinstance(node.srcs[0], MemRef) and node.srcs[0].buffer.name == buffer:
+            return [dataclasses.replace(node, srcs=(dataclasses.replace(node.srcs[0],
+                                                                        buffer=new),
+                                                    *node.srcs[1:]))]
+        return None
 
     k = dataclasses.replace(kernel, name=kernel.name + "_prefilled",
-                            buffers=kernel.buffers + (new,), body=fix(kernel.body))
+                            buffers=kernel.buffers + (new,),
+                            body=rewrite_statements(kernel.body, visit))
     return verify(k)
 
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -277,25 +276,11 @@ def _ring_poll(b, g, order, one_word, offs, ins, base, addr, g_h, v, bits, waiti
 
 
 def measure(out: str, argv: list) -> dict:
-    from gpusim.backends.cupy_backend import Runner, run_microbench
-    from measurements.campaign import provenance
-    from measurements.probe import ClockSampler, save_record
+    from measurements.probe import record_rounds
 
-    runner = Runner()
-    prov = provenance(argv)
-    clocks = ClockSampler()
-    rec = {"format_version": 1, "provenance": prov, "repeats": REPEATS, "warmup": WARMUP,
-           "results": {}}
-    t0 = time.time()
-    for key, k, order, writes in EXPERIMENTS:
-        r = run_microbench(GPU_ROUNDS, lambda s, k=k, o=order, w=writes: ring(s, k, o, w),
-                           repeats=REPEATS, warmup=WARMUP, runner=runner)
-        rec["results"][key] = r
-        print(f"ring_{key:8s}: {r['per_op_s'] * 1e9:7.1f} ns per round", flush=True)
-    clocks.stop(prov)
-    rec["timing_s"] = time.time() - t0
-    save_record(os.path.join(out, "lamport_ring_ir.json"), rec)
-    return rec
+    return record_rounds(out, argv, "lamport_ring_ir.json", [
+        (key, lambda s, k=k, o=order, w=writes: ring(s, k, o, w))
+        for key, k, order, writes in EXPERIMENTS], label="ring_")
 
 
 def simulate_k(spec, k: int, order: str = "rotated", writes: str = "line") -> dict:

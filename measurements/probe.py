@@ -241,6 +241,81 @@ def probe_main(argv: list | None, doc: str, script: str, measure, simulate_into,
     return 0
 
 
+def record_rounds(out: str, argv: list, filename: str, items, passes: int = 1,
+                  label: str = "") -> dict:
+    """Time microbenchmarks at the IR rings' round counts (``lamport_ring.GPU_ROUNDS``, its
+    repeats and warm-ups) and write ``out/filename``: ``items`` is ``(key, build)`` with
+    ``build(rounds)`` a checked :class:`Microbench`. With ``passes`` > 1 every item is timed
+    once a pass (all items per pass), ``passes_s`` keeps each pass's ns per round and
+    ``results[key]["per_op_s"]`` is their mean."""
+    from gpusim.backends.cupy_backend import Runner, run_microbench
+    from measurements.campaign import provenance
+    from measurements.lamport_ring import GPU_ROUNDS, REPEATS, WARMUP
+
+    runner = Runner()
+    prov = provenance(argv)
+    clocks = ClockSampler()
+    rec = {"format_version": 1, "provenance": prov, "repeats": REPEATS, "warmup": WARMUP,
+           "results": {}}
+    if passes > 1:
+        rec.update(passes=passes, passes_s={})
+    t0 = time.time()
+    for p in range(passes):
+        for key, build in items:
+            r = run_microbench(GPU_ROUNDS, build, repeats=REPEATS, warmup=WARMUP, runner=runner)
+            head = f"pass {p} " if passes > 1 else ""
+            print(f"{head}{label}{key:18s}: {r['per_op_s'] * 1e9:7.1f} ns per round", flush=True)
+            if passes > 1:
+                rec["passes_s"].setdefault(key, []).append(r["per_op_s"])
+                r["per_op_s"] = sum(rec["passes_s"][key]) / len(rec["passes_s"][key])
+            if p == passes - 1:
+                rec["results"][key] = r
+    clocks.stop(prov)
+    rec["timing_s"] = time.time() - t0
+    save_record(os.path.join(out, filename), rec)
+    return rec
+
+
+def variant_probe_main(argv: list, doc: str, script: str, default: tuple, variants, measure,
+                       simulated) -> int:
+    """:func:`probe_main` of a probe with several experiment sets: ``default`` is
+    ``(experiments, record file name)``, ``variants`` ``(option, experiments, file name)``
+    (the option picks that set, and is kept in the record's command); ``measure(out, argv,
+    experiments, name)`` and ``simulated(spec, rec, experiments)`` as the probe's own."""
+    exps, name = default
+    flag = []
+    for opt, e, n in variants:
+        if opt in argv:
+            argv = [a for a in argv if a != opt]
+            exps, name, flag = e, n, [opt]
+    return probe_main(argv, doc, script, lambda out, a: measure(out, a + flag, exps, name),
+                      lambda path: add_simulated(
+                          path, lambda spec, rec: simulated(spec, rec, exps), l2_warm=True))
+
+
+def rewrite_statements(body: tuple, visit) -> tuple:
+    """An IR statement tree with ``visit(node)`` applied to every statement, loops' and ifs'
+    bodies included: it returns the statements that replace ``node``, or None to keep it (and
+    rewrite inside it)."""
+    import dataclasses
+
+    from kernels_ir.ir import If, Loop, While
+
+    out = []
+    for node in body:
+        got = visit(node)
+        if got is not None:
+            out.extend(got)
+            continue
+        if isinstance(node, (Loop, While)):
+            node = dataclasses.replace(node, body=rewrite_statements(node.body, visit))
+        elif isinstance(node, If):
+            node = dataclasses.replace(node, then=rewrite_statements(node.then, visit),
+                                       orelse=rewrite_statements(node.orelse, visit))
+        out.append(node)
+    return tuple(out)
+
+
 def launch_checked(runner, m, what: str):
     """Compile microbenchmark ``m`` (non-cooperative), launch it once and check its values:
     ``(compiled, device buffers)``; a wrong result raises naming ``what``."""

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 import gpusim.backends.cupy_backend as cb
 import measurements.campaign as campaign
 from measurements import probe
@@ -77,3 +79,22 @@ def test_simulate_microbenches_adds_the_simulated_slope_next_to_the_measured(tmp
     assert sim["results"]["ffma"]["sizes"] == [2, 4] and "arguments" not in sim["results"]["ffma"]
     assert sim["results"]["bar"]["measured_per_op_s"] is None
     assert sim["results"]["bar"]["arguments"] == {"warps": 4}
+
+
+def test_record_rounds_keeps_every_pass_and_their_mean(monkeypatch, tmp_path):
+    _stand_ins(monkeypatch)
+    times = iter([1e-6, 2e-6, 3e-6, 5e-6])     # pass 0: a, b; pass 1: a, b
+
+    def fake(sizes, build, **kw):
+        assert kw["runner"] == "runner" and build(sizes[0]) == ("built", sizes[0])
+        return {"name": "m", "per_op_s": next(times)}
+    monkeypatch.setattr(cb, "run_microbench", fake)
+    items = [(k, lambda s: ("built", s)) for k in ("a", "b")]
+    rec = probe.record_rounds(str(tmp_path), ["p.py"], "r.json", items, passes=2)
+    assert rec["passes_s"] == {"a": [1e-6, 3e-6], "b": [2e-6, 5e-6]}
+    assert rec["results"]["a"]["per_op_s"] == pytest.approx(2e-6)
+    assert rec["results"]["b"]["per_op_s"] == pytest.approx(3.5e-6)
+    assert json.loads((tmp_path / "r.json").read_text()) == rec
+    times = iter([7e-6])
+    rec1 = probe.record_rounds(str(tmp_path), ["p.py"], "s.json", items[:1])
+    assert "passes_s" not in rec1 and rec1["results"]["a"]["per_op_s"] == 7e-6
