@@ -202,16 +202,22 @@ def heads_note(spec, hidden: int, batch: int, density: float, cell: str, seed: i
     if heads == 1:
         return ""
     from kernels_ir.errors import CapacityError
-    from kernels_ir.kernels.sparse_rnn import build_dense_rnn, build_sparse_rnn, make_layer
+    from kernels_ir.kernels.sparse_rnn import make_layer
+    from models.analytical.persistent import builder_mapping
+    from models.analytical.variants import Variant
 
     local, grid = [], []
-    for kind, build, d in (("sparse", build_sparse_rnn, density), ("dense", build_dense_rnn, 1.0)):
+    # the builders' defaults (build_sparse_rnn / build_dense_rnn): Lamport, wide loads, the
+    # naive layout; only the mapping is needed, not the kernel
+    for kind, sparse, d in (("sparse", True, density), ("dense", False, 1.0)):
+        v = Variant(kind, "persistent", sparse, "lamport", True, "naive")
         try:
-            prog = build(make_layer(hidden, batch, d, 1, seed, cell=cell, heads=heads), spec)
+            m = builder_mapping(spec, v, make_layer(hidden, batch, d, 1, seed, cell=cell,
+                                                    heads=heads), seed=seed)
         except CapacityError:
             continue
-        if prog.mapping.cta_local:
-            local.append(f"{kind} ({prog.mapping.heads_per_cta} per CTA)")
+        if m.cta_local:
+            local.append(f"{kind} ({m.heads_per_cta} per CTA)")
         else:
             grid.append(kind)
     parts = [f"heads={heads} of {hidden // heads} units"]
