@@ -161,7 +161,8 @@ def test_the_rows_measured_in_ir_order_are_the_pipelined_rows_in_sass(tmp_path, 
 def test_ptxas_sinks_the_loads_only_row_into_the_stores_branch(tmp_path):
     """Without a shuffle the loads-only row's result is used only by the storing lanes, and
     ptxas moves the row into the store's branch (a predicated branch right after the staging
-    barrier); the whole row's shuffles keep every lane in it (measurements/README.md)."""
+    barrier); the whole row's shuffles keep every lane in it, and the shuffles' chain keeps
+    its shuffles (measurements/README.md)."""
     import shutil
 
     from kernels_ir import sass
@@ -176,3 +177,6 @@ def test_ptxas_sinks_the_loads_only_row_into_the_stores_branch(tmp_path):
         return code[i + 1]
     assert after_barrier("l192").startswith("@!P") and "BRA" in after_barrier("l192")
     assert "BRA" not in after_barrier("r192")
+    # the shuffles' chain keeps its 45 shuffles (a warp-uniform start lost them all)
+    assert sum(t.split()[0].startswith("SHFL") for t in
+               _sass(tmp_path, _bench(4, 1024, 1, True, "s192"), "s192")) == 45
