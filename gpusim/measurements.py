@@ -507,7 +507,10 @@ def fingerprints_at(commit: str, repo: Path | str | None = None) -> dict:
             raise InputError(f"commit={commit!r}: git archive failed: {r.stderr.strip()}")
         tree = Path(tmp) / "tree"
         with tarfile.open(tar) as t:
-            t.extractall(tree, filter="data")
+            try:
+                t.extractall(tree, filter="data")
+            except TypeError:      # Python 3.11 before 3.11.4: no extraction filters (the
+                t.extractall(tree)  # archive is git's own, of the repository's tracked files)
         specs = sorted(p.stem for p in (tree / "gpusim" / "specs").glob("*.toml"))
         return {"all": model_fingerprint(tree),
                 **{g: model_fingerprint(tree, gpu=g) for g in specs}}
