@@ -523,13 +523,18 @@ def fingerprint_is_current(recorded: str | None, scope: str | None, gpu: str) ->
     through :data:`FINGERPRINT_ALIASES`, while ``gpu``'s own sources are."""
     if not isinstance(recorded, str):
         return False
-    if scope is not None:
-        return recorded == model_fingerprint(gpu=scope)
+    if scope is not None:   # a fingerprint of another GPU's sources says nothing of this one's
+        return scope == gpu and recorded == model_fingerprint(gpu=scope)
     if recorded == model_fingerprint():
         return True
     alias = (load_json(FINGERPRINT_ALIASES) if FINGERPRINT_ALIASES.exists() else {}).get(recorded)
-    return isinstance(alias, dict) and alias.get("per_gpu", {}).get(gpu) == \
-        model_fingerprint(gpu=gpu)
+    if alias is None:
+        return False
+    per_gpu = alias.get("per_gpu") if isinstance(alias, dict) else None
+    if not isinstance(per_gpu, dict):
+        raise InputError(f"{FINGERPRINT_ALIASES}: entry {recorded[:12]}... must be an object "
+                         f"with a 'per_gpu' object of spec name -> fingerprint")
+    return per_gpu.get(gpu) == model_fingerprint(gpu=gpu)
 
 
 # The meaning of a file takes the tokenizer and the parser (about 0.5 s for all the sources, more

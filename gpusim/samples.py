@@ -43,14 +43,18 @@ class Draw:
 def _fresh_record(path: Path) -> tuple[dict | None, str]:
     """The campaign file's ``fresh`` record and the spec name of the GPU that measured it."""
     from gpusim.measurements import load_json, spec_name_for_gpu
+    from gpusim.specs import available
 
     data = load_json(path / "campaign.json")
     fresh = data.get("fresh")
     if fresh is not None and not (isinstance(fresh, dict) and
-                                  isinstance(fresh.get("model_fingerprint"), str) and
-                                  isinstance(fresh.get("fingerprint_gpu", ""), str)):
+                                  isinstance(fresh.get("model_fingerprint"), str)):
         raise InputError(f"measurement file {path / 'campaign.json'}: 'fresh' must be an object "
-                         f"with a model_fingerprint string (and fingerprint_gpu a spec name)")
+                         f"with a model_fingerprint string")
+    scope = fresh.get("fingerprint_gpu") if fresh is not None else None
+    if scope is not None and scope not in available():
+        raise InputError(f"measurement file {path / 'campaign.json'}: fresh.fingerprint_gpu="
+                         f"{scope!r} is not a GPU spec; accepted: {', '.join(available())}")
     return fresh, spec_name_for_gpu(data["provenance"]["gpu_name"])
 
 

@@ -498,10 +498,10 @@ def ncu_worker(args) -> int:
     import numpy as np
 
     from gpusim.backends.cupy_backend import Runner, device_info
+    from gpusim.measurements import kernel_fingerprint, spec_name_for_gpu
     from gpusim.specs import load_spec
 
-    spec = load_spec("h200" if "H200" in device_info()["gpu_name"] else "h100")
-    from gpusim.measurements import kernel_fingerprint
+    spec = load_spec(spec_name_for_gpu(device_info()["gpu_name"]))
 
     runner = Runner()
     order, prints = [], {}
@@ -709,6 +709,7 @@ def main(argv: list[str] | None = None) -> int:
         return ncu_worker(args)
     os.makedirs(args.out, exist_ok=True)
     from gpusim.backends.cupy_backend import Runner
+    from gpusim.measurements import spec_name_for_gpu
     from gpusim.specs import load_spec
     from measurements.probe import ClockSampler
 
@@ -716,7 +717,7 @@ def main(argv: list[str] | None = None) -> int:
     prov = provenance([os.path.relpath(__file__)] + argv)
     print(json.dumps({k: v for k, v in prov.items() if k != "nvidia_smi"}), flush=True)
     print(prov["nvidia_smi"], flush=True)
-    spec = load_spec("h200" if "H200" in prov["gpu_name"] else "h100")
+    spec = load_spec(spec_name_for_gpu(prov["gpu_name"]))
     clocks = ClockSampler()
     runner = Runner()
     fresh = None

@@ -73,9 +73,10 @@ def test_fingerprint_per_gpu_ignores_the_other_gpus_specs(tmp_path):
     assert model_fingerprint(tmp_path, gpu="b") == b
     assert model_fingerprint(tmp_path, gpu="c") != c
     assert model_fingerprint(tmp_path) != every               # the all-spec one moves
+    c = model_fingerprint(tmp_path, gpu="c")
     (tmp_path / "gpusim/specs/a_l2_groups.json").write_text('{"groups": [1, 0]}')
     assert model_fingerprint(tmp_path, gpu="b") != b          # a data file the spec names
-    assert model_fingerprint(tmp_path, gpu="c") == model_fingerprint(tmp_path, gpu="c")
+    assert model_fingerprint(tmp_path, gpu="c") == c          # ... not named by c's spec
     (tmp_path / "gpusim/engine/unit.py").write_text("LATENCY = 5\n")
     assert model_fingerprint(tmp_path, gpu="a") != a          # a mechanism: every GPU
     with pytest.raises(InputError, match="gpu='z'.*accepted: a, b, c"):
@@ -116,7 +117,11 @@ def test_an_all_spec_fingerprint_is_read_through_its_alias(monkeypatch, tmp_path
     assert not fingerprint_is_current("other", None, "h100")
     assert fingerprint_is_current("h200-now", "h200", "h200")  # recorded per GPU
     assert not fingerprint_is_current("h100-now", "h200", "h200")
+    assert not fingerprint_is_current("h100-now", "h100", "h200")  # another GPU's sources
     assert not fingerprint_is_current(None, None, "h100")
+    alias.write_text(json.dumps({"old-all": {"commit": "c", "per_gpu": ["h100-now"]}}))
+    with pytest.raises(InputError, match="per_gpu"):
+        fingerprint_is_current("old-all", None, "h100")
 
 
 def _fake_gpu_dir(tmp_path: Path, fingerprint: str) -> Path:
@@ -149,6 +154,12 @@ def test_draw_labels(tmp_path):
         {"format_version": 2, "provenance": json.loads((d / "campaign.json").read_text())[
             "provenance"], "steps": [128, 32], "cases": [], "fresh": {"model_fingerprint": 3}}))
     with pytest.raises(InputError, match="model_fingerprint"):
+        draws(d)
+    (d / "fresh_2026-01-01_s1" / "campaign.json").write_text(json.dumps(
+        {"format_version": 2, "provenance": json.loads((d / "campaign.json").read_text())[
+            "provenance"], "steps": [128, 32], "cases": [],
+         "fresh": {"model_fingerprint": "f" * 64, "fingerprint_gpu": "h300"}}))
+    with pytest.raises(InputError, match="fresh_2026-01-01_s1.*fingerprint_gpu='h300'"):
         draws(d)
 
 
@@ -432,3 +443,10 @@ def test_predict_says_how_often_its_pick_was_the_gpus_fastest():
     notes = " ".join(annotate(rep, {"h100": b}).notes)
     assert ("--engine sim named the kernel the GPU ran fastest in 4 of 10; the one it named ran "
             "within 5% of it in 7 (15.9% slower on average)") in notes
+
+
+def test_bands_are_written_for_one_gpu_only():
+    from gpusim.cli.crosscheck import _write_bands
+
+    with pytest.raises(InputError, match="covers the GPUs h100, h200"):
+        _write_bands({"spec": "h100, h200", "speedup": {}})

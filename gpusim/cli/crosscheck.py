@@ -355,6 +355,9 @@ def _write_bands(s: dict) -> None:
     from gpusim.measurements import model_fingerprint
     from gpusim.uncertainty import BANDS_FILE, bands_from, load_bands
 
+    if "," in s["spec"]:
+        raise InputError(f"--write-bands: the report covers the GPUs {s['spec']}; bands are "
+                         f"kept per GPU (cross-check one GPU's measurement directory)")
     try:
         b = bands_from(s, s["speedup"], model_fingerprint(gpu=s["spec"]), s["spec"])
     except ValueError as exc:
