@@ -58,6 +58,8 @@ ROW_EXPERIMENTS = tuple((f"w{w}_b{b}_{tag}_r{f}", w, b, tag == "xp", f"r{f}") fo
 PART_EXPERIMENTS = tuple((f"w{w}_b{b}_{tag}_{k}192", w, b, tag == "xp", f"{k}192")
                          for k in ("l", "s") for w, b in WORK_SIZES for tag in ("x", "xp"))
 PASSES = 2
+# a work tag's letter (``_bench``'s ``work``, the records' keys) and its kind of work
+WORK_KINDS = {"f": "ffma", "r": "row", "l": "lds", "s": "shfl"}
 
 
 def with_work(kernel, ffmas: int, kind: str = "ffma", order: str = "pipelined"):
@@ -82,8 +84,9 @@ def with_work(kernel, ffmas: int, kind: str = "ffma", order: str = "pipelined"):
     from kernels_ir.verify import verify
     from measurements.probe import rewrite_statements
 
-    if kind not in ("ffma", "row", "lds", "shfl"):
-        raise ValueError(f"kind={kind!r}: accepted 'ffma', 'row', 'lds', 'shfl'")
+    tags = {k: t for t, k in WORK_KINDS.items()}
+    if kind not in tags:
+        raise ValueError(f"kind={kind!r}: accepted {', '.join(map(repr, tags))}")
     if order not in ("pipelined", "interleaved"):
         raise ValueError(f"order={order!r}: accepted 'pipelined', 'interleaved'")
     ahead = 1 if order == "pipelined" else 0
@@ -127,8 +130,9 @@ def with_work(kernel, ffmas: int, kind: str = "ffma", order: str = "pipelined"):
             b.shfl_xor(acc, m, dst=part)
             b.fadd(acc, part, dst=acc)
         b.ffma(acc, zero, val, dst=out)
-        extra.extend([*v4, part, idx])
-        return list(b._stack[0])
+        built = b.build()
+        extra.extend(built.regs)
+        return list(built.body)
 
     def stores_h(node) -> bool:
         return isinstance(node, Instr) and node.op is Op.STG and \
@@ -146,8 +150,7 @@ def with_work(kernel, ffmas: int, kind: str = "ffma", order: str = "pipelined"):
 
     body = rewrite_statements(kernel.body, visit)
     regs = kernel.regs + tuple(dict.fromkeys(r for r in extra if r not in kernel.regs))
-    tag = {"ffma": "f", "row": "r", "lds": "l", "shfl": "s"}[kind]
-    return verify(dataclasses.replace(kernel, name=f"{kernel.name}_{tag}{ffmas}", regs=regs,
+    return verify(dataclasses.replace(kernel, name=f"{kernel.name}_{tags[kind]}{ffmas}", regs=regs,
                                       body=body))
 
 
@@ -163,7 +166,7 @@ def _bench(rounds: int, words: int, batch: int, present: bool, work: str = "",
     m = exchange(rounds=rounds, words=words, batch=batch, present=present)
     if not work:
         return m
-    kind = {"f": "ffma", "r": "row", "l": "lds", "s": "shfl"}[work[0]]
+    kind = WORK_KINDS[work[0]]
     return dataclasses.replace(m, name=f"{m.name}_{work}",
                                kernel=with_work(m.kernel, int(work[1:]), kind, order),
                                params={**m.params, "work": work})

@@ -267,8 +267,9 @@ def record_rounds(out: str, argv: list, filename: str, items, passes: int = 1,
             print(f"{head}{label}{key:18s}: {r['per_op_s'] * 1e9:7.1f} ns per round", flush=True)
             if passes > 1:
                 rec["passes_s"].setdefault(key, []).append(r["per_op_s"])
-                r["per_op_s"] = sum(rec["passes_s"][key]) / len(rec["passes_s"][key])
             if p == passes - 1:
+                if passes > 1:
+                    r["per_op_s"] = sum(rec["passes_s"][key]) / passes
                 rec["results"][key] = r
     clocks.stop(prov)
     rec["timing_s"] = time.time() - t0
