@@ -3,6 +3,7 @@ own kernel (GPU only).
 
     PYTHONPATH=. python3 measurements/lamport_trace.py --out $OUT     # -> lamport_trace.json(.gz)
     python measurements/lamport_trace.py --simulate measurements/h100/lamport_trace.json
+    ... --dense --out $OUT   # the dense kernel: lamport_trace_dense.json (DENSE_LAYERS)
 
 Why: ``lamport_wait.py`` found that the kernel's wait (its step time minus that of the same
 kernel with every slot already written) is 350-1050 ns on the GPU and 170-310 ns in the
@@ -31,6 +32,10 @@ Two launches per layer: ``normal`` (the campaign's) and ``inplace`` (every slot 
 value and the stores write the same values, as in ``lamport_wait.py``: no poll waits, so
 ``t1 - tp`` is a poll's own duration inside the kernel).
 
+``--dense``: the dense persistent kernel (Lamport exchange, wide loads) on the layers of
+``lamport_prefill_dense`` (:data:`DENSE_LAYERS`), where the GPU waits 2.0-2.4 times as long as
+the simulator at batch 1-2, and its controls; the spec is the measured GPU's.
+
 Stamps cost a few instructions per warp and step; the per-step time of the instrumented kernel
 is recorded next to the plain kernel's, so their cost is visible. Cycle differences within one SM
 need no common clock; across SMs, each SM's ``clock64`` is fitted to ``%globaltimer`` over its
@@ -51,18 +56,28 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from measurements.lamport_wait import LAYERS, build  # noqa: E402
 
 STEPS = 48
+# the dense kernel's layers of lamport_prefill_dense (seed 7): six where the GPU waited 2.0-2.4x
+# the simulator's wait, then the three controls (0.95-1.15x)
+DENSE_LAYERS = ((624, 1, 0.1), (712, 1, 0.1), (984, 1, 0.1), (1160, 1, 0.1), (656, 2, 0.1),
+                (928, 2, 0.1), (264, 1, 0.1), (392, 1, 0.1), (1296, 2, 0.1))
 FIELDS = ("t0", "t1", "polls", "t2", "t3", "g0", "tp")
 ROW_FIELDS = FIELDS + ("tr", "tt")      # with --rows
+DENSE_FIELDS = FIELDS + ("tq",)         # with --dense: right before the step's last h store
+
+
+def fields_of(rows: bool = False, dense: bool = False) -> tuple:
+    """The stamps a traced kernel records (``--rows`` and ``--dense`` exclude each other)."""
+    return ROW_FIELDS if rows else DENSE_FIELDS if dense else FIELDS
 ONE_GROUP_WORDS = 4 * 4 * 256           # h words one staging group of 256 threads covers
 MODES = ("normal", "inplace")
 TS_BUFFER = "ts"
 
 
-def instrumented_code(code: str, steps: int, rows: bool = False) -> str:
+def instrumented_code(code: str, steps: int, rows: bool = False, dense: bool = False) -> str:
     """The generated CUDA of the sparse Lamport kernel with the stamps of the module docstring
     (``g_ts``: one int per field, warp, CTA and step). Raises if the code does not have the
     expected shape (so a change of the generator cannot silently move a stamp)."""
-    nf = len(ROW_FIELDS if rows else FIELDS)
+    nf = len(fields_of(rows, dense))
     loop = f"for (r_t = 0; r_t < {steps}; r_t += 1) {{\n"
     if code.count(loop) != 1:
         raise AssertionError("time loop not found once")
@@ -91,6 +106,11 @@ def instrumented_code(code: str, steps: int, rows: bool = False) -> str:
     if code.count(sync) != 1:
         raise AssertionError("staging barrier not found once")
     code = code.replace(sync, sync + "        if (ts_w) g_ts[ts_i + 3] = (int)clock64();\n")
+    if dense:      # tq: the clock before each h store, the last one executed kept (a store
+        st = "g_hseq[r_tmp] = r_val;"       # that cannot issue shows as t3 - tq)
+        if st not in code:
+            raise AssertionError("h store not found")
+        code = code.replace(st, "if (ts_w) g_ts[ts_i + 7] = (int)clock64();\n            " + st)
     if not rows:
         return _end_stamp(code)
     red = next((r for r in ("        if (r_mine_0) {\n", "        if (r_mine) {\n")
@@ -118,14 +138,14 @@ def _end_stamp(code: str) -> str:
     return code
 
 
-def _with_ts(kernel, steps: int, rows: bool = False):
+def _with_ts(kernel, steps: int, rows: bool = False, dense: bool = False):
     """The kernel with a ``ts`` buffer (int, role out) after ``hseq``: the generator makes
     every global buffer a parameter, used or not."""
     import dataclasses
 
     from kernels_ir.ir import I32, Buffer
 
-    size = steps * kernel.grid * (kernel.block // 32) * len(ROW_FIELDS if rows else FIELDS)
+    size = steps * kernel.grid * (kernel.block // 32) * len(fields_of(rows, dense))
     bufs = []
     for b in kernel.buffers:
         bufs.append(b)
@@ -134,25 +154,37 @@ def _with_ts(kernel, steps: int, rows: bool = False):
     return dataclasses.replace(kernel, name=kernel.name + "_traced", buffers=tuple(bufs))
 
 
-def trace_layer(runner, h: int, b: int, d: float, spec, rows: bool = False) -> dict:
+def build_kernel(h: int, b: int, d: float, steps: int, spec, dense: bool = False):
+    """The traced program: the sparse kernel of ``lamport_wait`` or the dense one (seed 7)."""
+    if not dense:
+        return build(h, b, d, steps, spec)
+    from kernels_ir.kernels.sparse_rnn import build_dense_rnn, make_layer
+    from measurements.lamport_wait import SEED
+    return build_dense_rnn(make_layer(h, b, d, steps, SEED), spec, sync="lamport",
+                           wide_loads=True)
+
+
+def trace_layer(runner, h: int, b: int, d: float, spec, rows: bool = False,
+                dense: bool = False) -> dict:
     import numpy as np
 
     import gpusim.backends.cupy_backend as cb
     from gpusim.backends.cupy_backend import _time_launch
 
     cp = runner.cp
-    prog = build(h, b, d, STEPS, spec)
+    prog = build_kernel(h, b, d, STEPS, spec, dense)
     plain = runner.compile(prog.kernel)
     runner.check_grid(plain)
-    traced_kernel = _with_ts(prog.kernel, STEPS, rows)
-    fields = ROW_FIELDS if rows else FIELDS
+    traced_kernel = _with_ts(prog.kernel, STEPS, rows, dense)
+    fields = fields_of(rows, dense)
     original = cb.generate
 
     def generate(kernel, *a, **k):
         src = original(kernel, *a, **k)
         if kernel.name.endswith("_traced"):
             import dataclasses
-            src = dataclasses.replace(src, code=instrumented_code(src.code, STEPS, rows))
+            src = dataclasses.replace(src, code=instrumented_code(src.code, STEPS, rows,
+                                                                  dense))
         return src
 
     cb.generate = generate
@@ -196,7 +228,9 @@ def summarise(ts, clock_hz: float) -> dict:
     stamps also ``first_row_reduced`` = tr - t2 and ``first_row_tanh`` = tt - tr), ``poll`` (t1 -
     t0), ``staging_wait`` (t2 - t1: the warp waiting at the barrier for the CTA's slowest
     poller), ``step`` (t0 of the next step - t0), the CTAs' spread of t3 (the last store of the
-    step; on one axis via each SM's fit to the global timer) and polls per warp and step."""
+    step; on one axis via each SM's fit to the global timer) and polls per warp and step; with
+    ``tq`` (``--dense``) also ``before_store`` (tq - t2) and ``store_issue`` (t3 - tq: the h
+    store and the stamp's own store issuing)."""
     import numpy as np
 
     t = ts.astype(np.int64)
@@ -212,6 +246,11 @@ def summarise(ts, clock_hz: float) -> dict:
         tr, tt = t[..., len(FIELDS)], t[..., len(FIELDS) + 1]
         res["first_row_reduced_ns"] = float(np.median(wrap(tr - t2)[s][tr[s] != 0]) * ns)
         res["first_row_tanh_ns"] = float(np.median(wrap(tt - tr)[s][tt[s] != 0]) * ns)
+    if t.shape[-1] == len(DENSE_FIELDS):    # tq: 0 where the warp stored no h (padding rows)
+        tq = t[..., len(FIELDS)]
+        res["before_store_ns"] = float(np.median(wrap(tq - t2)[s][tq[s] != 0]) * ns)
+        res["store_issue_ns"] = float(np.median(wrap(t3 - tq)[s][tq[s] != 0]) * ns)
+        res["store_issue_p90_ns"] = float(np.percentile(wrap(t3 - tq)[s][tq[s] != 0], 90) * ns)
     res |= {
         "compute_ns": float(np.median(wrap(t3 - t2)[s]) * ns),
         "compute_cta_max_ns": float(np.median(wrap(t3 - t2)[s].max(axis=2)) * ns),
@@ -240,28 +279,30 @@ def summarise(ts, clock_hz: float) -> dict:
     return res
 
 
-def measure(out: str, argv: list, rows: bool = False) -> dict:
+def measure(out: str, argv: list, rows: bool = False, dense: bool = False) -> dict:
     import numpy as np
 
     from gpusim.backends.cupy_backend import Runner
+    from gpusim.measurements import spec_name_for_gpu
     from gpusim.specs import load_spec
     from measurements.campaign import provenance
     from measurements.probe import ClockSampler, save_record
 
-    spec = load_spec("h100")
     runner = Runner()
     prov = provenance(argv)
+    spec_name = spec_name_for_gpu(prov["gpu_name"]) if dense else "h100"
+    spec = load_spec(spec_name)
     clocks = ClockSampler()
-    name = "lamport_trace_rows" if rows else "lamport_trace"
+    name = "lamport_trace_dense" if dense else "lamport_trace_rows" if rows else "lamport_trace"
     rec = {"format_version": 1, "provenance": prov, "steps": STEPS,
-           "fields": list(ROW_FIELDS if rows else FIELDS),
-           "results": {}}
+           "fields": list(fields_of(rows, dense)), "kernel": "dense" if dense else
+           "sparse", "spec": spec_name, "results": {}}
     raw = {}
     t0 = time.time()
-    for h, b, d in LAYERS:
+    for h, b, d in DENSE_LAYERS if dense else LAYERS:
         key = f"h{h}-b{b}-d{d}"
         try:
-            r = trace_layer(runner, h, b, d, spec, rows)
+            r = trace_layer(runner, h, b, d, spec, rows, dense)
             entry = {"hidden": h, "batch": b, "density": d, "status": "ok",
                      "plain": r["plain"]}
             for mode in MODES:
@@ -280,12 +321,17 @@ def measure(out: str, argv: list, rows: bool = False) -> dict:
     clocks.stop(prov)
     rec["timing_s"] = time.time() - t0
     save_record(os.path.join(out, f"{name}.json"), rec)
-    with gzip.open(os.path.join(out, f"{name}_raw.json.gz"), "wt") as f:
-        json.dump(raw, f)
+    if dense:      # int32 arrays, a fraction of the JSON's size
+        import numpy as np
+        np.savez_compressed(os.path.join(out, f"{name}_raw.npz"),
+                            **{k: np.asarray(v, np.int32) for k, v in raw.items()})
+    else:
+        with gzip.open(os.path.join(out, f"{name}_raw.json.gz"), "wt") as f:
+            json.dump(raw, f)
     return rec
 
 
-def simulate_layer(spec, h: int, b: int, d: float, steps: int = 8) -> dict:
+def simulate_layer(spec, h: int, b: int, d: float, steps: int = 8, dense: bool = False) -> dict:
     """The same quantities in the simulator, for the normal kernel and for the kernel with
     pre-written slots and redirected stores (``lamport_prefill``; the simulator cannot run
     ``inplace``: its staleness rule re-polls a slot written again with the same value): per
@@ -305,9 +351,11 @@ def simulate_layer(spec, h: int, b: int, d: float, steps: int = 8) -> dict:
 
         def first(pred):
             return [i for i, x in enumerate(ins) if pred(x)][:1]
+        poll = first(lambda x: x.op is Op.LDG_VOLATILE)
         pick = {"t0": first(lambda x: x.op is Op.LDG and x.srcs[0].buffer.name == "x_proj"),
-                "tp": first(lambda x: x.op is Op.LDG_VOLATILE),
-                "t1": first(lambda x: x.op is Op.STS and x.srcs[0].buffer.name == "h_s"),
+                "tp": poll,
+                "t1": [i for i, x in enumerate(ins) if x.op is Op.STS and i > poll[0]
+                       and x.srcs[0].buffer.name == "h_s"][:1],   # not the dense zero fill
                 "t2": first(lambda x: x.op is Op.LDS),
                 "t3": [i for i, x in enumerate(ins) if x.op is Op.STG]}
         rec = {k: {} for k in pick}
@@ -317,10 +365,12 @@ def simulate_layer(spec, h: int, b: int, d: float, steps: int = 8) -> dict:
             original(self, sid, m, flat, polls)
             if self.replaying:
                 return
+            step = int(getattr(self, "step_index", -1))
+            if step < 0:                # before the time loop (the dense kernel's zero fill)
+                return
             for k, ids in pick.items():
                 if sid in ids:
                     ws = np.arange(self.nw) if m.full else np.flatnonzero(m.wany)
-                    step = int(self.step_index)
                     a = rec[k].setdefault(step, np.full(self.nw, np.nan))
                     a[ws] = np.fmax(a[ws], self.last[ws])
 
@@ -340,6 +390,7 @@ def simulate_layer(spec, h: int, b: int, d: float, steps: int = 8) -> dict:
         w = kernel.block // 32
         fp = (R["t1"] - R["tp"]) * ns
         cta_max = np.nanmax(fp.reshape(fp.shape[0], -1, w), axis=2)
+        t1w = R["t1"].reshape(R["t1"].shape[0], -1, w)     # NaN: warps with no row
         return {"per_step_ns": res.per_step_s * 1e9,
                 "setup_ns": float(np.nanmedian(R["tp"] - R["t0"]) * ns),
                 "poll_ns": float(np.nanmedian(R["t1"] - R["t0"]) * ns),
@@ -347,10 +398,10 @@ def simulate_layer(spec, h: int, b: int, d: float, steps: int = 8) -> dict:
                 "compute_ns": float(np.nanmedian(R["t3"] - R["t2"]) * ns),
                 "first_poll_percentiles_ns": np.nanpercentile(fp, [10, 50, 90, 99]).tolist(),
                 "slowest_warp_ns": float(np.nanmedian(np.nanmax(cta_max, axis=1))),
-                "cta_spread_ns": float(np.nanmedian(np.ptp(
-                    R["t1"].reshape(R["t1"].shape[0], -1, w), axis=2)) * ns)}
+                "cta_spread_ns": float(np.nanmedian(np.nanmax(t1w, axis=2) -
+                                                    np.nanmin(t1w, axis=2)) * ns)}
 
-    prog = build(h, b, d, steps, spec)
+    prog = build_kernel(h, b, d, steps, spec, dense)
     first = simulate(prog.kernel, prog.inputs, spec, l2_warm=True)
     return {"normal": stamps(prog.kernel, prog.inputs),
             "prefilled": stamps(redirect_stores(prog.kernel),
@@ -371,26 +422,35 @@ def gpu_distribution(ts, clock_hz: float) -> dict:
             "cta_spread_ns": float(np.median(spread))}
 
 
+def read_raw(path: str) -> dict:
+    """The per-warp stamps of the record at ``path``: ``key/mode`` -> array (steps, CTAs,
+    warps, fields), from ``*_raw.npz`` (the dense record) or ``*_raw.json.gz``."""
+    import numpy as np
+    npz = path.replace(".json", "_raw.npz")
+    if os.path.exists(npz):
+        with np.load(npz) as z:
+            return {k: z[k] for k in z.files}
+    with gzip.open(path.replace(".json", "_raw.json.gz"), "rt") as f:
+        return {k: np.array(v) for k, v in json.load(f).items()}
+
+
 def simulate_into(path: str) -> None:
     """Add the simulator's values (:func:`simulate_layer`) of the one-group layers to the
     record at ``path`` (``"simulated"``), with the GPU's distribution next to them."""
-    import gzip as gz
-
     import numpy as np
 
     from gpusim.specs import load_spec
 
-    spec = load_spec("h100")
     with open(path) as f:
         rec = json.load(f)
-    raw_path = path.replace(".json", "_raw.json.gz")
-    with gz.open(raw_path, "rt") as f:
-        raw = json.load(f)
-    sim = {"spec": "h100", "results": {}}
+    dense = rec.get("kernel") == "dense"
+    spec = load_spec(rec.get("spec", "h100"))
+    raw = read_raw(path)
+    sim = {"spec": spec.name, "results": {}}
     for key, r in rec["results"].items():
         if r["hidden"] * r["batch"] > ONE_GROUP_WORDS:
             continue
-        s = simulate_layer(spec, r["hidden"], r["batch"], r["density"])
+        s = simulate_layer(spec, r["hidden"], r["batch"], r["density"], dense=dense)
         for mode, gm in (("normal", "normal"), ("prefilled", "inplace")):
             s[mode]["gpu_" + gm] = gpu_distribution(np.array(raw[f"{key}/{gm}"]),
                                                     spec.clock_hz)
@@ -409,12 +469,14 @@ def main(argv: list | None = None) -> int:
     g.add_argument("--simulate", metavar="FILE", help="add the simulator's values to FILE")
     ap.add_argument("--rows", action="store_true",
                     help="also time the first row's reduction and tanh (lamport_trace_rows.json)")
+    ap.add_argument("--dense", action="store_true",
+                    help="the dense kernel on DENSE_LAYERS (lamport_trace_dense.json)")
     args = ap.parse_args(argv)
     if args.simulate:
         simulate_into(args.simulate)
         return 0
     os.makedirs(args.out, exist_ok=True)
-    measure(args.out, sys.argv if argv is None else argv, args.rows)
+    measure(args.out, sys.argv if argv is None else argv, args.rows, args.dense)
     return 0
 
 
