@@ -305,11 +305,15 @@ def measure(out: str, argv: list, rows: bool = False, dense: bool = False) -> di
             r = trace_layer(runner, h, b, d, spec, rows, dense)
             entry = {"hidden": h, "batch": b, "density": d, "status": "ok",
                      "plain": r["plain"]}
+            prods = producers(build_kernel(h, b, d, 4, spec, dense)) if dense else None
             for mode in MODES:
                 ts = r[mode].pop("ts")
-                raw[f"{key}/{mode}"] = ts.tolist()
                 summ = summarise(ts, spec.clock_hz)
                 entry[mode] = {**r[mode], "summary": summ}
+                if dense:        # the stamps' distributions (the raw stamps are not kept)
+                    entry[mode]["distribution"] = dense_distribution(ts, spec.clock_hz, prods)
+                else:
+                    raw[f"{key}/{mode}"] = ts.tolist()
                 print(key, mode, json.dumps({k: (round(v, 1) if isinstance(v, float) else v)
                                              for k, v in summ.items()
                                              if k != "last_store_cta_counts"}),
@@ -321,14 +325,98 @@ def measure(out: str, argv: list, rows: bool = False, dense: bool = False) -> di
     clocks.stop(prov)
     rec["timing_s"] = time.time() - t0
     save_record(os.path.join(out, f"{name}.json"), rec)
-    if dense:      # int32 arrays, a fraction of the JSON's size
-        import numpy as np
-        np.savez_compressed(os.path.join(out, f"{name}_raw.npz"),
-                            **{k: np.asarray(v, np.int32) for k, v in raw.items()})
-    else:
+    if not dense:   # the dense record keeps distributions only: its stamps are 10 MB
         with gzip.open(os.path.join(out, f"{name}_raw.json.gz"), "wt") as f:
             json.dump(raw, f)
     return rec
+
+
+def dense_distribution(ts, clock_hz: float, prods) -> dict:
+    """What the dense record keeps of its stamps (steps 8 to the last but two, ns):
+    :func:`gpu_distribution`; per number of polls a warp made in a step, the share of the
+    polling warps' steps and the median ``t1 - tp``; and per warp of the CTA the medians of
+    ``t1``, ``t2`` and ``tq`` after ``t0`` (``t2`` is not the barrier's release for warps
+    that arrive early: see measurements/README.md)."""
+    import numpy as np
+
+    def wrap(x):
+        return (x + 2 ** 31) % 2 ** 32 - 2 ** 31
+    t = ts.astype(np.int64)[8:-2]
+    ns = 1e9 / clock_hz
+    polling = np.array([len(c) > 0 for c in prods])
+    polls = t[..., 2][..., polling]
+    first = (wrap(t[..., 1] - t[..., 6]) * ns)[..., polling]
+    by = {}
+    for k in range(1, int(polls.max()) + 1):
+        sel = polls == k
+        if sel.any():
+            by[str(k)] = [float(sel.mean()), float(np.median(first[sel]))]
+    warp = {}
+    for f, i in (("t1", 1), ("t2", 3), ("tq", 7)):     # tq: 0 where the warp stored no h
+        x = np.where(t[..., i] != 0, wrap(t[..., i] - t[..., 0]) * ns, np.nan)
+        warp[f] = np.nanmedian(x, axis=(0, 1)).round(1).tolist()
+    return {**gpu_distribution(ts, clock_hz, prods), "polls": by, "per_warp_after_t0_ns": warp}
+
+
+def producers(prog) -> list:
+    """Per warp of a CTA: the CTAs whose h stores its poll chunks hold (one staging group:
+    thread ``t`` polls words ``4t .. 4t + 3`` of the slot; word ``k`` is position ``k // B``).
+    Every CTA polls the whole slot with the same map, so the list holds for all of them."""
+    import numpy as np
+
+    m = prog.mapping
+    b = prog.layer.batch
+    where = np.full(m.n_cols, -1)                       # position -> the CTA that stores it
+    rows = m.row_ids.reshape(m.n_ctas, -1)
+    for c in range(m.n_ctas):
+        r = rows[c][rows[c] >= 0] % m.n_cols
+        where[m.h_positions[r]] = c
+    words, warps = m.n_cols * b, prog.kernel.block // 32
+    out = []
+    for w in range(warps):
+        k = np.arange(128 * w, min(128 * (w + 1), words))
+        out.append(np.unique(where[k // b]) if k.size else np.array([], int))
+    return out
+
+
+def detection_latency(t1, t3, prods, keep) -> list:
+    """Percentiles 10/50/90/99 (same unit as the stamps) of each polling warp's poll exit
+    ``t1[s + 1, c, w]`` after the last store ``t3[s]`` (max over that CTA's warps) of the CTAs
+    it polls (:func:`producers`), over steps ``keep`` (stamps on one time axis)."""
+    import warnings
+
+    import numpy as np
+
+    lat = []
+    for s in keep:
+        with warnings.catch_warnings():      # a CTA whose warps store nothing (padding rows)
+            warnings.simplefilter("ignore", RuntimeWarning)
+            last = np.nanmax(t3[s], axis=1)
+        for w, cs in enumerate(prods):
+            if len(cs):
+                lat.append(t1[s + 1, :, w] - np.max(last[cs]))
+    lat = np.concatenate(lat)
+    return np.nanpercentile(lat, [10, 50, 90, 99]).tolist()
+
+
+def gpu_axis(ts, clock_hz: float):
+    """``(t1, t3)`` of a raw record (steps, CTAs, warps, fields) in ns on one axis: each SM's
+    ``clock64`` fitted to ``%globaltimer`` over its steps (warp 0's ``t0`` and ``g0``)."""
+    import numpy as np
+
+    t = ts.astype(np.int64)
+    t0 = np.unwrap(t[:, :, 0, 0].astype(np.float64), period=2 ** 32)
+    g = np.unwrap(t[:, :, 0, 5].astype(np.float64), period=2 ** 32)
+    out = []
+    for f in (1, 4):
+        rel = (t[..., f] - t[..., 0, 0][..., None] + 2 ** 31) % 2 ** 32 - 2 ** 31
+        x = np.empty(rel.shape)
+        for c in range(t.shape[1]):
+            a, b0 = np.polyfit(t0[:, c], g[:, c], 1)
+            x[:, c] = a * (t0[:, c, None] + rel[:, c]) + b0
+        out.append(x)
+    del clock_hz
+    return out
 
 
 def simulate_layer(spec, h: int, b: int, d: float, steps: int = 8, dense: bool = False) -> dict:
@@ -359,13 +447,18 @@ def simulate_layer(spec, h: int, b: int, d: float, steps: int = 8, dense: bool =
                 "t2": first(lambda x: x.op is Op.LDS),
                 "t3": [i for i, x in enumerate(ins) if x.op is Op.STG]}
         rec = {k: {} for k in pick}
+        replays: dict = {}
         original = tm._Timing._instr
 
         def instr(self, sid, m, flat, polls):
             original(self, sid, m, flat, polls)
-            if self.replaying:
-                return
             step = int(getattr(self, "step_index", -1))
+            if self.replaying:       # a replayed poll: one more poll of the warp this step
+                if sid in poll and step >= 0:
+                    ws = np.arange(self.nw) if m.full else np.flatnonzero(m.wany)
+                    n = replays.setdefault(step, np.zeros(self.nw))
+                    n[ws] += 1
+                return
             if step < 0:                # before the time loop (the dense kernel's zero fill)
                 return
             for k, ids in pick.items():
@@ -391,7 +484,17 @@ def simulate_layer(spec, h: int, b: int, d: float, steps: int = 8, dense: bool =
         fp = (R["t1"] - R["tp"]) * ns
         cta_max = np.nanmax(fp.reshape(fp.shape[0], -1, w), axis=2)
         t1w = R["t1"].reshape(R["t1"].shape[0], -1, w)     # NaN: warps with no row
+        t3 = R["t3"].reshape(R["t3"].shape[0], -1, w)
+        prods = producers(prog)
+        lat = detection_latency(t1w * ns, t3 * ns, prods, range(t1w.shape[0] - 1))
+        polling = np.array([len(c) > 0 for c in prods])
+        n = 1 + np.array([replays.get(t, np.zeros(kernel.grid * w)) for t in keep])
+        n = n.reshape(n.shape[0], -1, w)[..., polling].astype(int)
+        fpw = fp.reshape(fp.shape[0], -1, w)[..., polling]
+        by = {str(k): [float((n == k).mean()), float(np.nanmedian(fpw[n == k]))]
+              for k in range(1, int(n.max()) + 1) if (n == k).any()}
         return {"per_step_ns": res.per_step_s * 1e9,
+                "detection_latency_percentiles_ns": lat, "polls": by,
                 "setup_ns": float(np.nanmedian(R["tp"] - R["t0"]) * ns),
                 "poll_ns": float(np.nanmedian(R["t1"] - R["t0"]) * ns),
                 "staging_wait_ns": float(np.nanmedian(R["t2"] - R["t1"]) * ns),
@@ -408,28 +511,52 @@ def simulate_layer(spec, h: int, b: int, d: float, steps: int = 8, dense: bool =
                                 prefilled_inputs(prog, first.globals["hseq"]))}
 
 
-def gpu_distribution(ts, clock_hz: float) -> dict:
+def gpu_distribution(ts, clock_hz: float, prods=None) -> dict:
     """``t1 - tp`` over the steady steps: percentiles and the median over steps of the
     slowest warp, and the median spread of ``t1`` over the warps of one CTA (ns), as
-    :func:`simulate_layer` gives them."""
+    :func:`simulate_layer` gives them; with ``prods`` (:func:`producers`) also the detection
+    latency (:func:`detection_latency`, stamps placed on one axis by :func:`gpu_axis`)."""
     import numpy as np
+    extra = {}
+    if prods is not None:
+        t1, t3 = gpu_axis(ts, clock_hz)
+        extra["detection_latency_percentiles_ns"] = detection_latency(
+            t1, t3, prods, range(8, ts.shape[0] - 2))
     t = ts.astype(np.int64)[8:-2]
     fp = ((t[..., 1] - t[..., 6] + 2 ** 31) % 2 ** 32 - 2 ** 31) * 1e9 / clock_hz
     t1 = t[..., 1] - t[..., 1].min(axis=2, keepdims=True)
     spread = ((t1 + 2 ** 31) % 2 ** 32 - 2 ** 31).max(axis=2) * 1e9 / clock_hz
     return {"first_poll_percentiles_ns": np.percentile(fp, [10, 50, 90, 99]).tolist(),
             "slowest_warp_ns": float(np.median(fp.max(axis=(1, 2)))),
-            "cta_spread_ns": float(np.median(spread))}
+            "cta_spread_ns": float(np.median(spread)), **extra}
+
+
+def poll_table(rec: dict) -> list[str]:
+    """measurements/README.md's table of the dense record (GPU / simulator): the polling warps'
+    steps whose first poll succeeds and that poll three times or more, a one-poll warp's poll
+    waiting and without waiting (GPU), and the detection latency's p50 / p90 / p99 (ns)."""
+    sim = rec["simulated"]["results"]
+
+    def share(polls, ok):
+        return sum(v[0] for k, v in polls.items() if ok(int(k))) * 100
+    rows = []
+    for key, r in rec["results"].items():
+        g, s = r["normal"]["distribution"], sim[key]["normal"]
+        gl, sl = g["detection_latency_percentiles_ns"], s["detection_latency_percentiles_ns"]
+        rows.append(
+            f"| {key.rsplit('-d', 1)[0]} | {share(g['polls'], lambda n: n == 1):.0f}% / "
+            f"{share(s['polls'], lambda n: n == 1):.0f}% | "
+            f"{share(g['polls'], lambda n: n >= 3):.0f}% / "
+            f"{share(s['polls'], lambda n: n >= 3):.0f}% | "
+            f"{g['polls']['1'][1]:.0f} / {r['inplace']['distribution']['polls']['1'][1]:.0f} | "
+            + " | ".join(f"{gl[i]:.0f} / {sl[i]:.0f}" for i in (1, 2, 3)) + " |")
+    return rows
 
 
 def read_raw(path: str) -> dict:
-    """The per-warp stamps of the record at ``path``: ``key/mode`` -> array (steps, CTAs,
-    warps, fields), from ``*_raw.npz`` (the dense record) or ``*_raw.json.gz``."""
+    """The per-warp stamps of the record at ``path`` (``*_raw.json.gz``): ``key/mode`` ->
+    array (steps, CTAs, warps, fields)."""
     import numpy as np
-    npz = path.replace(".json", "_raw.npz")
-    if os.path.exists(npz):
-        with np.load(npz) as z:
-            return {k: z[k] for k in z.files}
     with gzip.open(path.replace(".json", "_raw.json.gz"), "rt") as f:
         return {k: np.array(v) for k, v in json.load(f).items()}
 
@@ -445,15 +572,16 @@ def simulate_into(path: str) -> None:
         rec = json.load(f)
     dense = rec.get("kernel") == "dense"
     spec = load_spec(rec.get("spec", "h100"))
-    raw = read_raw(path)
+    raw = None if dense else read_raw(path)
     sim = {"spec": spec.name, "results": {}}
     for key, r in rec["results"].items():
         if r["hidden"] * r["batch"] > ONE_GROUP_WORDS:
             continue
         s = simulate_layer(spec, r["hidden"], r["batch"], r["density"], dense=dense)
+        prods = producers(build_kernel(r["hidden"], r["batch"], r["density"], 4, spec, dense))
         for mode, gm in (("normal", "normal"), ("prefilled", "inplace")):
-            s[mode]["gpu_" + gm] = gpu_distribution(np.array(raw[f"{key}/{gm}"]),
-                                                    spec.clock_hz)
+            s[mode]["gpu_" + gm] = r[gm]["distribution"] if dense else gpu_distribution(
+                np.array(raw[f"{key}/{gm}"]), spec.clock_hz, prods)
         sim["results"][key] = s
         print(key, json.dumps(s, default=lambda x: round(x, 1)), flush=True)
     rec["simulated"] = sim

@@ -144,6 +144,40 @@ def configs():
     return out
 
 
+# the rows of measurements/README.md's table: (kind, streamers)
+TABLE_ROWS = (("lds", 4), ("lds", 6), ("shfl", 6), ("ffma", 6), ("lds", 1))
+LABELS = {"lds": "`lds` (a 128-bit shared load and 4 FFMAs)", "shfl": "`shfl` (4 butterfly chains)",
+          "ffma": "`ffma` (4 FFMA chains)"}
+
+
+def stream_cycles(rec: dict) -> dict:
+    """``(kind, poll, streamers, pollers)`` -> the median over the repeats of the streamers'
+    median cycles per iteration."""
+    import numpy as np
+
+    runs: dict = {}
+    for r in rec["runs"]:
+        runs.setdefault((r["kind"], r["poll"], r["streamers"], r["pollers"]), []).append(
+            r["stream_cycles_per_iter_median"])
+    return {k: float(np.median(v)) for k, v in runs.items()}
+
+
+def table(rec: dict) -> list[str]:
+    """measurements/README.md's table rows: the streamers alone, then with 1 / 2 / 4 / 8 wide
+    pollers and with 8 narrow ones (change against alone, whole percent)."""
+    c = stream_cycles(rec)
+    rows = []
+    for kind, s in TABLE_ROWS:
+        base = c[(kind, None, s, 0)]
+
+        def pct(poll, p, base=base, kind=kind, s=s):
+            return f"{(c[(kind, poll, s, p)] / base - 1) * 100:+.0f}%".replace("-0%", "0%") \
+                .replace("+0%", "0%")
+        rows.append(f"| {LABELS[kind]}, {s} | {base:.1f} | "
+                    f"{' / '.join(pct('wide', p) for p in POLLERS)} | {pct('narrow', 8)} |")
+    return rows
+
+
 def run(cp, kern, kind: str, poll: str | None, s: int, p: int) -> dict:
     """One launch of ``contend``; the streamers' cycles per iteration and the pollers' cycles
     per pass, raw per warp."""
