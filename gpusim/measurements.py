@@ -50,6 +50,7 @@ from gpusim.validate import (
     Str,
     check_schema,
     load_json_text,
+    read_file,
     read_text,
     show,
 )
@@ -186,16 +187,54 @@ class Campaign:
         return spec_name_for_gpu(self.provenance["gpu_name"])
 
 
+def record_file(path: Path | str) -> Path:
+    """``path``, or ``path`` + ``.gz`` where only the gzipped copy exists (the fresh draws'
+    ``campaign.json`` and ``ncu.json`` are kept gzipped); ``path`` when neither does, so that
+    an error names the plain file."""
+    path = Path(path)
+    gz = path.with_name(path.name + ".gz")
+    return gz if not os.path.lexists(path) and os.path.lexists(gz) else path
+
+
+def record_exists(path: Path | str) -> bool:
+    """Whether ``path`` or its gzipped copy (:func:`record_file`) exists."""
+    return os.path.lexists(record_file(path))
+
+
+def _read_record_text(path: Path) -> str:
+    """The UTF-8 text of measurement file ``path``, gunzipped when it ends in ``.gz`` (at most
+    :data:`JSON_FILE_MAX` bytes either way: a larger expansion is refused, not read)."""
+    if path.suffix != ".gz":
+        return read_text(path, "measurement file", JSON_FILE_MAX)
+    import zlib
+
+    raw = read_file(path, "measurement file", JSON_FILE_MAX)
+    inflate = zlib.decompressobj(wbits=31)
+    try:
+        data = inflate.decompress(raw, JSON_FILE_MAX + 1)
+    except zlib.error as exc:
+        raise InputError(f"measurement file {path} is not gzip data ({exc})") from None
+    if len(data) > JSON_FILE_MAX or inflate.unconsumed_tail:
+        raise InputError(f"measurement file {path} expands beyond {JSON_FILE_MAX} bytes; "
+                         f"accepted: a measurement file of at most that size")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"measurement file {path} does not hold UTF-8 text (byte "
+                         f"{exc.start}); accepted: gzipped UTF-8 JSON") from None
+
+
 def load_json(path: Path | str, schema: Obj | None = None) -> dict:
     """A measurement file: a regular file of at most :data:`JSON_FILE_MAX` bytes of UTF-8 JSON
-    whose top level is an object, checked against ``schema`` (by default the one
-    :data:`SCHEMAS` gives its file name, if any)."""
-    path = Path(path)
-    text = read_text(path, "measurement file", JSON_FILE_MAX)
+    (or its gzipped copy, :func:`record_file`) whose top level is an object, checked against
+    ``schema`` (by default the one :data:`SCHEMAS` gives its file name, if any)."""
+    name = Path(path).name
+    path = record_file(path)
+    text = _read_record_text(path)
     data = load_json_text(text, f"measurement file {path}")
     if not isinstance(data, dict):
         raise InputError(f"measurement file {path}: top level must be an object")
-    schema = schema if schema is not None else SCHEMAS.get(path.name)
+    schema = schema if schema is not None else SCHEMAS.get(name)
     if schema is not None:
         check_schema(schema, data, f"measurement file {path}")
     return data
@@ -240,17 +279,17 @@ def load_campaign(directory: Path | str) -> Campaign:
     _check_cases(data, cpath, version)
     micro = {}
     mpath = d / "microbench.json"
-    if os.path.lexists(mpath):
+    if record_exists(mpath):
         m = load_json(mpath)
         micro = {name: r for name, r in m["results"].items() if r["status"] == "ok"}
     ncu, ncu_steps = {}, None
     npath = d / "ncu.json"
-    if os.path.lexists(npath):
+    if record_exists(npath):
         n = load_json(npath)
         ncu_steps = n["steps"]
         ncu = {cid: rec["metrics"] for cid, rec in n["cases"].items()}
     spath = d / "ncu_sass.json"
-    if os.path.lexists(spath):
+    if record_exists(spath):
         sass = load_json(spath)
         if ncu_steps is not None and sass["steps"] != ncu_steps:
             raise InputError(f"measurement file {spath}: steps={sass['steps']}; accepted: the "

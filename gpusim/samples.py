@@ -67,14 +67,14 @@ def draws(data: Path | str, *, include_fresh: bool = True, fingerprint: str | No
     is labelled by its fingerprint. ``fingerprint``: compare every draw's recorded fingerprint
     with this one instead of today's model's.
     """
-    from gpusim.measurements import fingerprint_is_current
+    from gpusim.measurements import fingerprint_is_current, record_exists
 
     d = Path(data)
     if not d.is_dir():
         raise InputError(f"measurement directory {d} does not exist")
-    paths = [d] if (d / "campaign.json").exists() else []
+    paths = [d] if record_exists(d / "campaign.json") else []
     if include_fresh:
-        paths += sorted(p for p in d.glob("fresh_*") if (p / "campaign.json").exists())
+        paths += sorted(p for p in d.glob("fresh_*") if record_exists(p / "campaign.json"))
     if not paths:
         raise InputError(f"measurement directory {d} has no campaign.json and no fresh_*/ "
                          f"draws")

@@ -55,8 +55,8 @@ CASE_KEYS = ("id", "kind", "hidden", "batch", "density", "seed", "sync", "wide_l
 
 def draw_cases(draw: str) -> list[dict]:
     """The kernel cases (kinds Nsight profiles) of a recorded draw, as the campaign built them."""
-    with open(os.path.join(draw, "campaign.json")) as f:
-        data = json.load(f)
+    from measurements.probe import read_record
+    data = read_record(os.path.join(draw, "campaign.json"))     # or its .gz
     return [{k: c[k] for k in CASE_KEYS if k in c} for c in data["cases"]
             if c["kind"] in campaign.KERNEL_KINDS_NCU and c.get("status") == "ok"]
 

@@ -139,12 +139,15 @@ def recorded_layers(root: str | None = None) -> set[tuple[int, int, float]]:
     """(hidden, batch, density) of every layer any recorded campaign file holds (archives and
     earlier fresh draws included)."""
     import glob
+    import gzip
 
     root = root or os.path.join(os.path.dirname(os.path.abspath(__file__)))
     out = set()
-    for path in glob.glob(os.path.join(root, "**", "campaign.json"), recursive=True):
+    for path in sorted(glob.glob(os.path.join(root, "**", "campaign.json"), recursive=True)
+                       + glob.glob(os.path.join(root, "**", "campaign.json.gz"),
+                                   recursive=True)):
         try:
-            with open(path) as f:
+            with (gzip.open(path, "rt") if path.endswith(".gz") else open(path)) as f:
                 data = json.load(f)
         except (OSError, ValueError):
             continue

@@ -41,14 +41,13 @@ SEED_BASE = 7_000_000   # case seeds: distinct from every draw's
 def head_cases(draws=DRAWS) -> list[dict]:
     """The baseline cases of every multi-head layer of ``draws`` (fp32 only: the CSR kernel in the
     IR has fp32 weights)."""
-    import json
 
     from measurements.campaign import case_id
+    from measurements.probe import read_record
 
     out = []
     for d in draws:
-        with open(os.path.join(d, "campaign.json")) as f:
-            fresh = json.load(f)["fresh"]
+        fresh = read_record(os.path.join(d, "campaign.json"))["fresh"]     # or its .gz
         for lay in fresh.get("head_layers", []):
             if lay["dtype"] != "fp32":
                 continue
@@ -89,9 +88,9 @@ def _layer_key(draw: str, c: dict) -> tuple:
 def measured_times(rec: dict, root: str = ".") -> dict:
     """layer key -> {predict row name: measured per-step s}: the draw's persistent kernels of the
     layer (values checked) and the probe's baselines."""
-    import json
 
     from gpusim.speedup_check import predict_name
+    from measurements.probe import read_record
 
     def ok(c):
         return c.get("status") == "ok" and c["result"].get("values_ok", True)
@@ -101,8 +100,7 @@ def measured_times(rec: dict, root: str = ".") -> dict:
         out.setdefault(_layer_key(c["draw"], c), {})[predict_name(c)] = \
             float(c["result"]["per_step_s"])
     for d in rec["draws"]:
-        with open(os.path.join(root, d, "campaign.json")) as f:
-            cases = json.load(f)["cases"]
+        cases = read_record(os.path.join(root, d, "campaign.json"))["cases"]   # or .gz
         for c in filter(ok, cases):
             key = _layer_key(os.path.basename(d), c) if int(c.get("heads", 1)) > 1 else None
             if key in out and predict_name(c) is not None:
@@ -136,9 +134,9 @@ def check(path: str, jobs: int = 1, engines=("model", "sim")) -> dict:
     from gpusim.cli.crosscheck import _map
     from gpusim.specs import load_spec
     from gpusim.speedup_check import SPARSE, _speedup_stats, layer_speedups
+    from measurements.probe import read_record, save_record
 
-    with open(path) as f:
-        rec = json.load(f)
+    rec = read_record(path)
     spec = load_spec("h100")
     times = measured_times(rec)
     keys = sorted(k for k, v in times.items()
@@ -166,8 +164,7 @@ def check(path: str, jobs: int = 1, engines=("model", "sim")) -> dict:
     rec["check"] = {"summary": summary, "layers": rows, "csr_cases": cases,
                     "command": f"python measurements/heads_baselines.py --check {path} "
                                f"--jobs {jobs}"}
-    with open(path, "w") as f:
-        json.dump(rec, f, indent=1)
+    save_record(path, rec)
     for r in rows:
         print(f"{r['draw'][-3:]} {r['cell']} H{r['heads']} h{r['hidden']} b{r['batch']} "
               f"d{r['density']:g}: measured {r['measured']['best_persistent']} over "

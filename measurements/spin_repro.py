@@ -79,9 +79,8 @@ def run(draw: str, case_id: str, launches: int, out_dir: str,
     from gpusim.measurements import build_case
     from gpusim.specs import load_spec
     from measurements.campaign import STEPS
-
-    with open(os.path.join(draw, "campaign.json")) as f:
-        rec = json.load(f)
+    from measurements.probe import read_record
+    rec = read_record(os.path.join(draw, "campaign.json"))     # or its .gz
     by_id = {c["id"]: c for c in rec["cases"]}
     if case_id not in by_id:
         raise SystemExit(f"--case {case_id!r}: not in {draw}/campaign.json")

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 from gpusim.engine import simulate
+from gpusim.measurements import load_json
 from gpusim.specs import load_spec
 from measurements import csr_l1
 
@@ -17,8 +18,8 @@ RECORD = ROOT / "measurements" / "h100" / "csr_l1.json"
 
 def test_layers_are_recorded_csr_cases():
     cases = {}
-    for path in (ROOT / "measurements" / "h100").glob("fresh_*/campaign.json"):
-        for c in json.loads(path.read_text())["cases"]:
+    for draw in (ROOT / "measurements" / "h100").glob("fresh_*"):
+        for c in load_json(draw / "campaign.json")["cases"]:
             if c["kind"] == "csr":
                 cases[(c["hidden"], c["batch"], c["density"])] = c["seed"]
     for h, b, d, seed in csr_l1.LAYERS:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from gpusim.measurements import load_campaign, spec_name_for_gpu
+from gpusim.measurements import load_campaign, load_json, spec_name_for_gpu
 from kernels_ir.errors import InputError
 
 DATA = Path(__file__).resolve().parents[1] / "measurements" / "h100"
@@ -100,6 +100,35 @@ def test_bad_files(tmp_path):
         load_campaign(tmp_path)
 
 
+def test_a_gzipped_record_reads_as_the_plain_one(tmp_path, monkeypatch):
+    """A draw keeps campaign.json / ncu.json gzipped; load_campaign reads either form, and a
+    corrupt or oversized gzip is refused with one line naming the file."""
+    import gzip
+
+    import gpusim.measurements as gm
+
+    src = DATA / "fresh_2026-11-25_s14"
+    d = tmp_path / "draw"
+    d.mkdir()
+    for name in ("campaign.json", "ncu.json"):
+        (d / (name + ".gz")).write_bytes(gm.record_file(src / name).read_bytes())
+    assert gm.record_file(d / "campaign.json") == d / "campaign.json.gz"
+    assert gm.record_exists(d / "ncu.json") and not gm.record_exists(d / "microbench.json")
+    camp = load_campaign(d)
+    assert len(camp.cases) == len(load_campaign(src).cases) and camp.ncu
+    (d / "campaign.json").write_text(gzip.decompress((d / "campaign.json.gz").read_bytes())
+                                     .decode())
+    assert gm.record_file(d / "campaign.json") == d / "campaign.json"    # the plain one wins
+    (d / "campaign.json").unlink()
+    (d / "ncu.json.gz").write_bytes(b"not gzip at all")
+    with pytest.raises(InputError, match=r"ncu.json.gz is not gzip data"):
+        load_campaign(d)
+    (d / "ncu.json.gz").write_bytes(gzip.compress(b" " * 5000 + b"{}"))
+    monkeypatch.setattr(gm, "JSON_FILE_MAX", 4096)
+    with pytest.raises(InputError, match="expands beyond 4096 bytes"):
+        gm.load_json(d / "ncu.json")
+
+
 def test_spec_names():
     assert spec_name_for_gpu("NVIDIA H100 80GB HBM3") == "h100"
     assert spec_name_for_gpu("NVIDIA H200") == "h200"
@@ -171,7 +200,7 @@ def test_sass_pass_joins_the_draw_without_replacing_the_hardware_counts():
     from gpusim.measurements import ARBITRATION, SASS_WAVEFRONTS
 
     camp = load_campaign(S14)
-    ncu = json.loads((S14 / "ncu.json").read_text())["cases"]
+    ncu = load_json(S14 / "ncu.json")["cases"]      # kept gzipped
     sass = json.loads((S14 / "ncu_sass.json").read_text())["cases"]
     assert set(sass) == set(ncu) and len(ncu) == 121
     for cid, rec in camp.ncu.items():

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from gpusim.measurements import kernel_fingerprint, model_fingerprint
+from gpusim.measurements import kernel_fingerprint, load_json, model_fingerprint
 from gpusim.samples import OUT_OF_SAMPLE, draws
 from gpusim.uncertainty import bands_from
 from kernels_ir.kernels import microbench as mb
@@ -253,7 +253,7 @@ def _draw_subset(names):
 
 
 def _draw_fingerprint(draw: str) -> str:
-    rec = json.loads((H100 / draw / "campaign.json").read_text())
+    rec = load_json(H100 / draw / "campaign.json")      # kept gzipped
     return rec["fresh"]["model_fingerprint"]
 
 
