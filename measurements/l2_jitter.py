@@ -141,13 +141,8 @@ def measure(out: str, argv: list) -> dict:
 
 
 def main(argv: list | None = None) -> int:
-    import argparse
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", required=True, help="GPU run: write l2_jitter.json here")
-    args = ap.parse_args(argv)
-    os.makedirs(args.out, exist_ok=True)
-    measure(args.out, sys.argv if argv is None else argv)
-    return 0
+    from measurements.probe import gpu_probe_main
+    return gpu_probe_main(argv, __doc__, measure, "l2_jitter.json")
 
 
 if __name__ == "__main__":

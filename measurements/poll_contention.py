@@ -249,13 +249,8 @@ def measure(out: str, argv: list) -> dict:
 
 
 def main(argv: list | None = None) -> int:
-    import argparse
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", required=True, help="GPU run: write poll_contention.json here")
-    a = ap.parse_args(argv)
-    os.makedirs(a.out, exist_ok=True)
-    measure(a.out, [sys.argv[0]] + (argv if argv is not None else sys.argv[1:]))
-    return 0
+    from measurements.probe import gpu_probe_main
+    return gpu_probe_main(argv, __doc__, measure, "poll_contention.json.gz")
 
 
 if __name__ == "__main__":

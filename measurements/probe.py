@@ -241,6 +241,17 @@ def probe_main(argv: list | None, doc: str, script: str, measure, simulate_into,
     return 0
 
 
+def gpu_probe_main(argv: list | None, doc: str, measure, record: str) -> int:
+    """The command line of a GPU-only probe: ``script --out DIR`` runs ``measure(DIR, argv)``,
+    which writes ``record`` there."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("--out", required=True, help=f"GPU run: write {record} here")
+    a = ap.parse_args(argv)
+    os.makedirs(a.out, exist_ok=True)
+    measure(a.out, sys.argv if argv is None else [sys.argv[0]] + argv)
+    return 0
+
+
 def record_rounds(out: str, argv: list, filename: str, items, passes: int = 1,
                   label: str = "") -> dict:
     """Time microbenchmarks at the IR rings' round counts (``lamport_ring.GPU_ROUNDS``, its
