@@ -1,0 +1,63 @@
+"""measurements/add_draws.py: a device call's draws and reports pair up, the machine's paths
+become the repository's, and a draw's records are copied gzipped (readable as the plain ones)."""
+
+import gzip
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from measurements.add_draws import copy_draw, find, local_paths  # noqa: E402
+
+
+def _device_folder(tmp_path, seeds, reports):
+    out = tmp_path / "device"
+    for s in seeds:
+        d = out / f"fresh_2026-11-28_s{s}"
+        d.mkdir(parents=True)
+        (d / "campaign.json").write_text(json.dumps({"cases": [], "seed": s}))
+        (d / "ncu.json").write_text("{}")
+        (d / "campaign_log.txt").write_text("log\n")
+    for s in reports:
+        (out / f"cc_s{s}.json").write_text("{}")
+    return out
+
+
+def test_draws_and_reports_must_pair_up(tmp_path):
+    out = _device_folder(tmp_path, (41, 42), (41, 42))
+    draws, reports = find([out])
+    assert [p.name for p in draws] == ["fresh_2026-11-28_s41", "fresh_2026-11-28_s42"]
+    assert [p.name for p in reports] == ["cc_s41.json", "cc_s42.json"]
+    with pytest.raises(SystemExit, match=r"draws \['43'\] and reports \[\] .* do not pair up"):
+        find([_device_folder(tmp_path / "b", (43,), ())])
+    with pytest.raises(SystemExit, match="not a folder"):
+        find([tmp_path / "nowhere"])
+
+
+def test_machine_paths_become_the_repositorys():
+    text = json.dumps({"data": "/root/out/fresh_2026-11-28_s37",
+                       "draws": [{"path": "/root/out/fresh_2026-11-28_s37", "draw":
+                                  "fresh_2026-11-28_s37"}], "other": "/root/out/cc.json"})
+    got = json.loads(local_paths(text, "h200"))
+    assert got["data"] == got["draws"][0]["path"] == "measurements/h200/fresh_2026-11-28_s37"
+    assert got["draws"][0]["draw"] == "fresh_2026-11-28_s37" and got["other"] == "/root/out/cc.json"
+
+
+def test_a_copied_draw_keeps_its_records_gzipped(tmp_path):
+    from gpusim.measurements import record_file
+
+    out = _device_folder(tmp_path, (44,), (44,))
+    dest = tmp_path / "repo" / "fresh_2026-11-28_s44"
+    copy_draw(out / "fresh_2026-11-28_s44", dest)
+    assert sorted(p.name for p in dest.iterdir()) == ["campaign.json.gz", "campaign_log.txt",
+                                                       "ncu.json.gz"]
+    assert record_file(dest / "campaign.json").name == "campaign.json.gz"
+    assert json.loads(gzip.decompress((dest / "campaign.json.gz").read_bytes())) == \
+        {"cases": [], "seed": 44}
+    a = (dest / "campaign.json.gz").read_bytes()       # no time stamp: the same bytes again
+    copy_draw(out / "fresh_2026-11-28_s44", tmp_path / "again" / "d")
+    assert (tmp_path / "again" / "d" / "campaign.json.gz").read_bytes() == a
