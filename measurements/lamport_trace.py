@@ -379,24 +379,60 @@ def producers(prog) -> list:
     return out
 
 
-def detection_latency(t1, t3, prods, keep) -> list:
-    """Percentiles 10/50/90/99 (same unit as the stamps) of each polling warp's poll exit
-    ``t1[s + 1, c, w]`` after the last store ``t3[s]`` (max over that CTA's warps) of the CTAs
-    it polls (:func:`producers`), over steps ``keep`` (stamps on one time axis)."""
+def detection_matrix(t1, t3, prods, keep):
+    """Each polling warp's poll exit ``t1[s + 1, c, w]`` after the last store ``t3[s]`` (max
+    over that CTA's warps) of the CTAs it polls (:func:`producers`), for ``s`` in ``keep``
+    (stamps on one time axis): an array (steps, CTAs, polling warps)."""
     import warnings
 
     import numpy as np
 
-    lat = []
+    out = []
     for s in keep:
         with warnings.catch_warnings():      # a CTA whose warps store nothing (padding rows)
             warnings.simplefilter("ignore", RuntimeWarning)
             last = np.nanmax(t3[s], axis=1)
-        for w, cs in enumerate(prods):
-            if len(cs):
-                lat.append(t1[s + 1, :, w] - np.max(last[cs]))
-    lat = np.concatenate(lat)
-    return np.nanpercentile(lat, [10, 50, 90, 99]).tolist()
+        out.append(np.stack([t1[s + 1, :, w] - np.max(last[cs])
+                             for w, cs in enumerate(prods) if len(cs)], axis=-1))
+    return np.array(out)
+
+
+def detection_spread(x) -> dict:
+    """Where the detection latency (:func:`detection_matrix`, steps x CTAs x warps) varies:
+    its standard deviation, and those of its means per step, per CTA, per warp of the CTA and
+    per step and warp (every CTA's warp ``w`` polls the same lines)."""
+    import warnings
+
+    import numpy as np
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return {"total": float(np.nanstd(x)),
+                "step_means": float(np.nanstd(np.nanmean(x, axis=(1, 2)))),
+                "cta_means": float(np.nanstd(np.nanmean(x, axis=(0, 2)))),
+                "warp_means": float(np.nanstd(np.nanmean(x, axis=(0, 1)))),
+                "step_warp_means": float(np.nanstd(np.nanmean(x, axis=1)))}
+
+
+def producer_lateness(t3, prods, x, keep) -> float:
+    """The correlation, over (step, warp) pairs, between how late the last of a warp's
+    producers stored (its last store after the median CTA's) and the warp's mean detection
+    latency over the CTAs (``x``: :func:`detection_matrix` of the same steps)."""
+    import warnings
+
+    import numpy as np
+
+    late = []
+    for s in keep:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            last = np.nanmax(t3[s], axis=1)
+        med = np.nanmedian(last)
+        late.append([np.max(last[cs]) - med for cs in prods if len(cs)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        mean = np.nanmean(x, axis=1)
+    return float(np.corrcoef(np.ravel(late), mean.ravel())[0, 1])
 
 
 def gpu_axis(ts, clock_hz: float):
@@ -486,7 +522,8 @@ def simulate_layer(spec, h: int, b: int, d: float, steps: int = 8, dense: bool =
         t1w = R["t1"].reshape(R["t1"].shape[0], -1, w)     # NaN: warps with no row
         t3 = R["t3"].reshape(R["t3"].shape[0], -1, w)
         prods = producers(prog)
-        lat = detection_latency(t1w * ns, t3 * ns, prods, range(t1w.shape[0] - 1))
+        x = detection_matrix(t1w * ns, t3 * ns, prods, range(t1w.shape[0] - 1))
+        lat = np.nanpercentile(x, [10, 50, 90, 99]).tolist()
         polling = np.array([len(c) > 0 for c in prods])
         n = 1 + np.array([replays.get(t, np.zeros(kernel.grid * w)) for t in keep])
         n = n.reshape(n.shape[0], -1, w)[..., polling].astype(int)
@@ -495,6 +532,7 @@ def simulate_layer(spec, h: int, b: int, d: float, steps: int = 8, dense: bool =
               for k in range(1, int(n.max()) + 1) if (n == k).any()}
         return {"per_step_ns": res.per_step_s * 1e9,
                 "detection_latency_percentiles_ns": lat, "polls": by,
+                "detection_sd_ns": detection_spread(x),
                 "setup_ns": float(np.nanmedian(R["tp"] - R["t0"]) * ns),
                 "poll_ns": float(np.nanmedian(R["t1"] - R["t0"]) * ns),
                 "staging_wait_ns": float(np.nanmedian(R["t2"] - R["t1"]) * ns),
@@ -520,8 +558,12 @@ def gpu_distribution(ts, clock_hz: float, prods=None) -> dict:
     extra = {}
     if prods is not None:
         t1, t3 = gpu_axis(ts, clock_hz)
-        extra["detection_latency_percentiles_ns"] = detection_latency(
-            t1, t3, prods, range(8, ts.shape[0] - 2))
+        x = detection_matrix(t1, t3, prods, range(8, ts.shape[0] - 2))
+        extra["detection_latency_percentiles_ns"] = np.nanpercentile(
+            x, [10, 50, 90, 99]).tolist()
+        extra["detection_sd_ns"] = detection_spread(x)
+        extra["producer_lateness_corr"] = producer_lateness(t3, prods, x,
+                                                            range(8, ts.shape[0] - 2))
     t = ts.astype(np.int64)[8:-2]
     fp = ((t[..., 1] - t[..., 6] + 2 ** 31) % 2 ** 32 - 2 ** 31) * 1e9 / clock_hz
     t1 = t[..., 1] - t[..., 1].min(axis=2, keepdims=True)

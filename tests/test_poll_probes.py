@@ -104,6 +104,20 @@ def test_the_gpu_finds_its_data_at_the_first_poll_and_the_simulator_does_not():
             r["inplace"]["distribution"]["polls"]["1"][1])]}
 
 
+def test_the_gpus_tail_is_a_step_and_a_group_of_lines():
+    """At batch 1 up to h712 the GPU's detection latency varies between (step, warp) pairs
+    (every CTA's warp w polls the same lines) far more than between consumer CTAs, and more
+    than the simulator's does."""
+    for key in ("h264-b1-d0.1", "h392-b1-d0.1", "h624-b1-d0.1", "h712-b1-d0.1"):
+        g = TRACE["results"][key]["normal"]["distribution"]["detection_sd_ns"]
+        s = TRACE["simulated"]["results"][key]["normal"]["detection_sd_ns"]
+        assert 100 < g["step_warp_means"] < 175 and g["cta_means"] < 20, key
+        assert g["step_warp_means"] > 0.7 * g["total"], key
+        assert s["step_warp_means"] < 45, key
+        assert abs(TRACE["results"][key]["normal"]["distribution"]["producer_lateness_corr"]) \
+            < 0.2, key
+
+
 def test_stores_do_not_stall_and_an_early_warp_reads_the_clock_before_the_release():
     for key, r in TRACE["results"].items():
         n, i = r["normal"]["summary"], r["inplace"]["summary"]
