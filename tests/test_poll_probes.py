@@ -143,3 +143,26 @@ def test_the_dense_stamps_and_the_pollers_map():
     prods = producers(prog)      # thread t polls words 4t..4t+3: warp w rows 128w.., 8 a CTA
     assert [list(p) for p in prods[:5]] == [list(range(16 * w, 16 * w + 16)) for w in range(5)]
     assert list(prods[5]) == list(range(80, 89)) and not len(prods[6]) and not len(prods[7])
+
+
+def test_the_h100_sparse_trace_has_the_same_tail():
+    """measurements/README.md: the H100's sparse Lamport trace, recomputed from its stamps,
+    varies by (step, warp) as the dense one does, not by consumer CTA."""
+    from gpusim.specs import load_spec
+    from measurements.lamport_trace import ONE_GROUP_WORDS, gpu_distribution, read_raw
+
+    spec = load_spec("h100")
+    path = ROOT / "measurements" / "h100" / "lamport_trace.json"
+    rec = json.loads(path.read_text())
+    raw = read_raw(str(path))
+    want = {"h2824-b1-d0.0211": (173, 222), "h1336-b2-d0.0234": (106, 164),
+            "h944-b4-d0.0198": (107, 165)}
+    for key, r in rec["results"].items():
+        if r["hidden"] * r["batch"] > ONE_GROUP_WORDS:
+            continue
+        prods = producers(build_kernel(r["hidden"], r["batch"], r["density"], 4, spec))
+        sd = gpu_distribution(raw[f"{key}/normal"], spec.clock_hz, prods)["detection_sd_ns"]
+        assert (round(sd["step_warp_means"]), round(sd["total"])) == want.pop(key), key
+        assert 16 <= sd["cta_means"] < 22, key
+    assert not want
+
