@@ -2,7 +2,7 @@
 gzip its records, merge its cross-check report into the GPU's merged record, rewrite the error
 bands from it and print the out-of-sample figures the READMEs quote.
 
-    python measurements/add_draws.py --gpu h200 /work/.device/8 /work/.device/9
+    python measurements/add_draws.py --gpu h200 OUT_1 OUT_2     # the device calls' $OUT copies
 
 Each source folder is what one device call of the fresh-draw protocol brought back: one or more
 ``fresh_<date>_s<seed>/`` folders (``campaign.json``, ``ncu.json``, their logs; plain or
