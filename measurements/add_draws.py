@@ -83,35 +83,46 @@ def add(gpu: str, sources, dry_run: bool = False) -> dict | None:
         return None
     for p in draws:
         copy_draw(p, data / p.name)
+    before = [read_record(str(merged_path))] if merged_path.exists() else []
     with tempfile.TemporaryDirectory() as tmp:
-        parts = [read_record(str(merged_path))] if merged_path.exists() else []
+        parts = []
         for r in reports:
             local = Path(tmp) / r.name
             local.write_text(local_paths(r.read_text(), gpu))
             parts.append(read_record(str(local)))
-        note = (parts[0].get("command", "") if len(parts) > len(reports) else "") + \
-            f"; then {', '.join(p.name for p in draws)} added by measurements/add_draws.py"
-        merged = merge(parts, str(data.relative_to(ROOT)), note)
+    note = "".join(p.get("command", "") + "; then " for p in before) + \
+        f"{', '.join(p.name for p in draws)} added by measurements/add_draws.py"
+    merged = merge(before + parts, str(data.relative_to(ROOT)), note)
     save_record(str(merged_path), merged)
     _write_bands(merged)
     return merged
 
 
-def figures(merged: dict) -> str:
-    """The out-of-sample lines the READMEs quote (top-level README: the GPU's table)."""
+def readme_rows(merged: dict) -> list[str]:
+    """The rows of the top-level README's table for the GPU of ``merged`` (its out-of-sample
+    draws ``sA`` to ``sB``): speedup error, naming, and per-step error of our kernels."""
     o = merged["samples"]["out of sample"]
     sp = merged["speedup"]["samples"]["out of sample"]
     sim, mod = o["by_source"]["simulator"], o["model_vs_simulator"]["model"]
     m, s = sp["model"], sp["sim"]
-    fam = ", ".join(f"{k} {v['mean_signed'] * 100:+.1f}%" for k, v in o["by_family"].items())
-    return "\n".join([
-        f"| speedup MAPE | {m['speedup_mape'] * 100:.1f}% | {s['speedup_mape'] * 100:.1f}% |",
+    seeds = sorted(int(d["draw"].rsplit("_s", 1)[1]) for d in merged["draws"]
+                   if d["sample"] == "out of sample")
+    return [
+        f"| speedup MAPE, out of sample (s{seeds[0]}-s{seeds[-1]}) | "
+        f"{m['speedup_mape'] * 100:.1f}% | {s['speedup_mape'] * 100:.1f}% |",
         f"| fastest kernel named | {m['fastest_named']} of {m['layers']} | "
         f"{s['fastest_named']} of {s['layers']} |",
         f"| the named kernel within 5% of the fastest | {m['named_within_5pct']} of "
         f"{m['layers']} | {s['named_within_5pct']} of {s['layers']} |",
         f"| per-step time, our kernels ({sim['cases']} cases) | {mod['mape'] * 100:.1f}% | "
-        f"{sim['mape'] * 100:.1f}% (Spearman {sim['spearman']:.3f}) |",
+        f"{sim['mape'] * 100:.1f}% (Spearman {sim['spearman']:.3f}) |"]
+
+
+def figures(merged: dict) -> str:
+    """:func:`readme_rows`, the simulator's mean signed error by family and the draws."""
+    o = merged["samples"]["out of sample"]
+    fam = ", ".join(f"{k} {v['mean_signed'] * 100:+.1f}%" for k, v in o["by_family"].items())
+    return "\n".join(readme_rows(merged) + [
         f"mean signed by family: {fam}",
         f"draws: {', '.join(d['draw'] + ' (' + d['sample'] + ')' for d in merged['draws'])}"])
 

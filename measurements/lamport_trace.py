@@ -63,14 +63,19 @@ DENSE_LAYERS = ((624, 1, 0.1), (712, 1, 0.1), (984, 1, 0.1), (1160, 1, 0.1), (65
 FIELDS = ("t0", "t1", "polls", "t2", "t3", "g0", "tp")
 ROW_FIELDS = FIELDS + ("tr", "tt")      # with --rows
 DENSE_FIELDS = FIELDS + ("tq",)         # with --dense: right before the step's last h store
+ONE_GROUP_WORDS = 4 * 4 * 256           # h words one staging group of 256 threads covers
+MODES = ("normal", "inplace")
+TS_BUFFER = "ts"
 
 
 def fields_of(rows: bool = False, dense: bool = False) -> tuple:
     """The stamps a traced kernel records (``--rows`` and ``--dense`` exclude each other)."""
     return ROW_FIELDS if rows else DENSE_FIELDS if dense else FIELDS
-ONE_GROUP_WORDS = 4 * 4 * 256           # h words one staging group of 256 threads covers
-MODES = ("normal", "inplace")
-TS_BUFFER = "ts"
+
+
+def _wrap(x):
+    """A difference of two 32-bit clock stamps, wrapped into the signed range."""
+    return (x + 2 ** 31) % 2 ** 32 - 2 ** 31
 
 
 def instrumented_code(code: str, steps: int, rows: bool = False, dense: bool = False) -> str:
@@ -235,9 +240,7 @@ def summarise(ts, clock_hz: float) -> dict:
 
     t = ts.astype(np.int64)
     t0, t1, polls, t2, t3, g0, tp = (t[..., i] for i in range(len(FIELDS)))
-
-    def wrap(x):
-        return (x + 2 ** 31) % 2 ** 32 - 2 ** 31
+    wrap = _wrap
     ns = 1e9 / clock_hz
     s = slice(8, t.shape[0] - 1)
     step = wrap(t0[1:] - t0[:-1])[s.start:s.stop - 1 if s.stop else None] * ns
@@ -339,23 +342,24 @@ def dense_distribution(ts, clock_hz: float, prods) -> dict:
     that arrive early: see measurements/README.md)."""
     import numpy as np
 
-    def wrap(x):
-        return (x + 2 ** 31) % 2 ** 32 - 2 ** 31
     t = ts.astype(np.int64)[8:-2]
     ns = 1e9 / clock_hz
     polling = np.array([len(c) > 0 for c in prods])
-    polls = t[..., 2][..., polling]
-    first = (wrap(t[..., 1] - t[..., 6]) * ns)[..., polling]
-    by = {}
-    for k in range(1, int(polls.max()) + 1):
-        sel = polls == k
-        if sel.any():
-            by[str(k)] = [float(sel.mean()), float(np.median(first[sel]))]
+    by = polls_by_count(t[..., 2][..., polling], (_wrap(t[..., 1] - t[..., 6]) * ns)[..., polling])
     warp = {}
     for f, i in (("t1", 1), ("t2", 3), ("tq", 7)):     # tq: 0 where the warp stored no h
-        x = np.where(t[..., i] != 0, wrap(t[..., i] - t[..., 0]) * ns, np.nan)
+        x = np.where(t[..., i] != 0, _wrap(t[..., i] - t[..., 0]) * ns, np.nan)
         warp[f] = np.nanmedian(x, axis=(0, 1)).round(1).tolist()
     return {**gpu_distribution(ts, clock_hz, prods), "polls": by, "per_warp_after_t0_ns": warp}
+
+
+def polls_by_count(polls, first) -> dict:
+    """Per number of polls a warp made in a step (``polls``, an int array), the share of the
+    warp-steps and the median of ``first`` (the same shape: ``t1 - tp``, ns) over them."""
+    import numpy as np
+
+    return {str(k): [float((polls == k).mean()), float(np.nanmedian(first[polls == k]))]
+            for k in range(1, int(polls.max()) + 1) if (polls == k).any()}
 
 
 def producers(prog) -> list:
@@ -379,22 +383,28 @@ def producers(prog) -> list:
     return out
 
 
-def detection_matrix(t1, t3, prods, keep):
-    """Each polling warp's poll exit ``t1[s + 1, c, w]`` after the last store ``t3[s]`` (max
-    over that CTA's warps) of the CTAs it polls (:func:`producers`), for ``s`` in ``keep``
-    (stamps on one time axis): an array (steps, CTAs, polling warps)."""
+def _last_stores(t3):
+    """Per step and CTA, its last h store (max over its warps; NaN for a CTA that stores
+    nothing: padding rows)."""
     import warnings
 
     import numpy as np
 
-    out = []
-    for s in keep:
-        with warnings.catch_warnings():      # a CTA whose warps store nothing (padding rows)
-            warnings.simplefilter("ignore", RuntimeWarning)
-            last = np.nanmax(t3[s], axis=1)
-        out.append(np.stack([t1[s + 1, :, w] - np.max(last[cs])
-                             for w, cs in enumerate(prods) if len(cs)], axis=-1))
-    return np.array(out)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return np.nanmax(t3, axis=2)
+
+
+def detection_matrix(t1, t3, prods, keep):
+    """Each polling warp's poll exit ``t1[s + 1, c, w]`` after the last store ``t3[s]`` (max
+    over that CTA's warps) of the CTAs it polls (:func:`producers`), for ``s`` in ``keep``
+    (stamps on one time axis): an array (steps, CTAs, polling warps)."""
+    import numpy as np
+
+    last = _last_stores(t3)
+    return np.array([np.stack([t1[s + 1, :, w] - np.max(last[s][cs])
+                               for w, cs in enumerate(prods) if len(cs)], axis=-1)
+                     for s in keep])
 
 
 def detection_spread(x) -> dict:
@@ -422,20 +432,16 @@ def producer_lateness(t3, prods, x, keep) -> float:
 
     import numpy as np
 
-    late = []
-    for s in keep:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            last = np.nanmax(t3[s], axis=1)
-        med = np.nanmedian(last)
-        late.append([np.max(last[cs]) - med for cs in prods if len(cs)])
+    last = _last_stores(t3)
+    late = [[np.max(last[s][cs]) - np.nanmedian(last[s]) for cs in prods if len(cs)]
+            for s in keep]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         mean = np.nanmean(x, axis=1)
     return float(np.corrcoef(np.ravel(late), mean.ravel())[0, 1])
 
 
-def gpu_axis(ts, clock_hz: float):
+def gpu_axis(ts):
     """``(t1, t3)`` of a raw record (steps, CTAs, warps, fields) in ns on one axis: each SM's
     ``clock64`` fitted to ``%globaltimer`` over its steps (warp 0's ``t0`` and ``g0``)."""
     import numpy as np
@@ -443,16 +449,10 @@ def gpu_axis(ts, clock_hz: float):
     t = ts.astype(np.int64)
     t0 = np.unwrap(t[:, :, 0, 0].astype(np.float64), period=2 ** 32)
     g = np.unwrap(t[:, :, 0, 5].astype(np.float64), period=2 ** 32)
-    out = []
-    for f in (1, 4):
-        rel = (t[..., f] - t[..., 0, 0][..., None] + 2 ** 31) % 2 ** 32 - 2 ** 31
-        x = np.empty(rel.shape)
-        for c in range(t.shape[1]):
-            a, b0 = np.polyfit(t0[:, c], g[:, c], 1)
-            x[:, c] = a * (t0[:, c, None] + rel[:, c]) + b0
-        out.append(x)
-    del clock_hz
-    return out
+    fit = np.array([np.polyfit(t0[:, c], g[:, c], 1) for c in range(t.shape[1])])  # (a, b)
+    slope, offset = fit[:, 0][None, :, None], fit[:, 1][None, :, None]
+    return [slope * (t0[..., None] + _wrap(t[..., f] - t[..., 0, 0][..., None])) + offset
+            for f in (1, 4)]
 
 
 def simulate_layer(spec, h: int, b: int, d: float, steps: int = 8, dense: bool = False) -> dict:
@@ -527,9 +527,7 @@ def simulate_layer(spec, h: int, b: int, d: float, steps: int = 8, dense: bool =
         polling = np.array([len(c) > 0 for c in prods])
         n = 1 + np.array([replays.get(t, np.zeros(kernel.grid * w)) for t in keep])
         n = n.reshape(n.shape[0], -1, w)[..., polling].astype(int)
-        fpw = fp.reshape(fp.shape[0], -1, w)[..., polling]
-        by = {str(k): [float((n == k).mean()), float(np.nanmedian(fpw[n == k]))]
-              for k in range(1, int(n.max()) + 1) if (n == k).any()}
+        by = polls_by_count(n, fp.reshape(fp.shape[0], -1, w)[..., polling])
         return {"per_step_ns": res.per_step_s * 1e9,
                 "detection_latency_percentiles_ns": lat, "polls": by,
                 "detection_sd_ns": detection_spread(x),
@@ -553,11 +551,11 @@ def gpu_distribution(ts, clock_hz: float, prods=None) -> dict:
     """``t1 - tp`` over the steady steps: percentiles and the median over steps of the
     slowest warp, and the median spread of ``t1`` over the warps of one CTA (ns), as
     :func:`simulate_layer` gives them; with ``prods`` (:func:`producers`) also the detection
-    latency (:func:`detection_latency`, stamps placed on one axis by :func:`gpu_axis`)."""
+    latency (:func:`detection_matrix`, stamps placed on one axis by :func:`gpu_axis`)."""
     import numpy as np
     extra = {}
     if prods is not None:
-        t1, t3 = gpu_axis(ts, clock_hz)
+        t1, t3 = gpu_axis(ts)
         x = detection_matrix(t1, t3, prods, range(8, ts.shape[0] - 2))
         extra["detection_latency_percentiles_ns"] = np.nanpercentile(
             x, [10, 50, 90, 99]).tolist()

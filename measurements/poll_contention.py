@@ -170,9 +170,9 @@ def table(rec: dict) -> list[str]:
     for kind, s in TABLE_ROWS:
         base = c[(kind, None, s, 0)]
 
-        def pct(poll, p, base=base, kind=kind, s=s):
-            return f"{(c[(kind, poll, s, p)] / base - 1) * 100:+.0f}%".replace("-0%", "0%") \
-                .replace("+0%", "0%")
+        def pct(poll, p, base=base, kind=kind, s=s):      # whole percent, "0%" unsigned
+            v = round((c[(kind, poll, s, p)] / base - 1) * 100)
+            return f"{v:+d}%" if v else "0%"
         rows.append(f"| {LABELS[kind]}, {s} | {base:.1f} | "
                     f"{' / '.join(pct('wide', p) for p in POLLERS)} | {pct('narrow', 8)} |")
     return rows

@@ -25,9 +25,6 @@ from measurements.lamport_trace import (  # noqa: E402
     producers,
 )
 from measurements.poll_contention import (  # noqa: E402
-    KINDS,
-    POLLERS,
-    POLLS,
     STREAMERS,
     configs,
     stream_cycles,
@@ -67,7 +64,6 @@ def test_wide_polls_slow_shared_streams_and_narrow_ones_do_not():
     for s in STREAMERS:
         assert c[("ffma", "wide", s, 8)] < 1.07 * c[("ffma", None, s, 0)], s
     assert c[("lds", "wide", 1, 8)] < 1.05 * c[("lds", None, 1, 0)]
-    assert KINDS == ("lds", "shfl", "ffma") and POLLS == ("wide", "narrow") and 8 in POLLERS
 
 
 def test_the_trace_record_is_complete():
@@ -99,9 +95,9 @@ def test_the_gpu_finds_its_data_at_the_first_poll_and_the_simulator_does_not():
         assert _share(sim, lambda n: n == 1) <= 0.33, key
         assert sum(v[0] for v in gpu.values()) == pytest.approx(1.0)
         assert sum(v[0] for v in sim.values()) == pytest.approx(1.0)
-        # without waiting every warp's first poll succeeds, on both
-        assert r["inplace"]["distribution"]["polls"] == {"1": [1.0, pytest.approx(
-            r["inplace"]["distribution"]["polls"]["1"][1])]}
+        # without waiting every warp's first poll succeeds
+        inplace = r["inplace"]["distribution"]["polls"]
+        assert list(inplace) == ["1"] and inplace["1"][0] == 1.0, key
 
 
 def test_the_gpus_tail_is_a_step_and_a_group_of_lines():
