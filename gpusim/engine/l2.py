@@ -103,7 +103,7 @@ import functools
 
 import numpy as np
 
-from gpusim.specs import load_group_map
+from gpusim.specs import group_request_cost, load_group_map
 
 __all__ = ["L2", "fifo"]
 
@@ -220,6 +220,55 @@ class BucketServer:
         return out
 
 
+class CostBucketServer:
+    """:class:`BucketServer` with a cost of its own for every request: a server has ``bucket``
+    cycles of work per ``bucket`` cycles, and a request takes its cost of the first bucket at or
+    after its arrival that has room for it, at ``max(arrival, bucket start + the costs taken
+    before it)``. Same rounds and order as :class:`BucketServer`."""
+
+    RING = 4096
+
+    def __init__(self, n_servers: int, bucket: int = 128):
+        self.bucket = bucket
+        self.used = np.zeros(n_servers * self.RING)
+        self.tag = np.full(n_servers * self.RING, -1, dtype=np.int64)
+
+    def serve(self, keys: np.ndarray, arrive: np.ndarray, cost: np.ndarray) -> np.ndarray:
+        n = arrive.size
+        out = np.empty(n)
+        todo = np.arange(n)
+        t = arrive.astype(np.float64)
+        bucket, mask = self.bucket, self.RING - 1
+        used, tag = self.used, self.tag
+        kbase = keys.astype(np.int64) * self.RING
+        while todo.size:
+            tt = t[todo]
+            b = np.floor(tt / bucket).astype(np.int64)
+            cell = kbase[todo] + (b & mask)
+            stale = tag[cell] != b
+            if stale.any():
+                used[cell[stale]] = 0.0
+                tag[cell[stale]] = b[stale]
+            c = cost[todo]
+            order = np.lexsort((tt, cell))       # by server and bucket, then time
+            cs, cc = cell[order], c[order]
+            head = np.empty(todo.size, dtype=bool)
+            head[:1] = True
+            head[1:] = cs[1:] != cs[:-1]
+            run = np.cumsum(cc)
+            base = np.maximum.accumulate(np.where(head, run - cc, 0.0))
+            before = np.empty(todo.size)
+            before[order] = run - cc - base      # costs taken before it in its cell this round
+            u = used[cell] + before
+            ok = (u + c <= bucket) | ((u == 0) & (before == 0))
+            out[todo[ok]] = np.maximum(tt[ok], b[ok] * bucket + u[ok])
+            np.add.at(used, cell[ok], c[ok])
+            rej = ~ok
+            t[todo[rej]] = (b[rej] + 1) * bucket
+            todo = todo[rej]
+        return out
+
+
 def unit_parity(u: np.ndarray) -> np.ndarray:
     """The partition hash: parity of the upper 16 bits of ``u`` times a Fibonacci constant
     (mod 2**32), so neighbouring units land in the two partitions independently."""
@@ -297,6 +346,14 @@ class L2:
         self.groups = group_map(gname) if gname and gc > 0 else None
         self.group_server = (BucketServer(int(self.groups.max()) + 1, gc)
                              if self.groups is not None else None)
+        # a group's cost per request by the SMs that share the line and the groups its
+        # warp-instruction spans (l2_group_private_request_cycles ...; 0: the one rate above)
+        self.group_private = float(getattr(spec, "l2_group_private_request_cycles", 0.0) or 0.0)
+        self.group_span = float(getattr(spec, "l2_group_span_per_doubling", 0.0) or 0.0)
+        self.group_cost = None
+        if self.groups is not None and (self.group_private > 0 or self.group_span > 0):
+            self.group_cost = CostBucketServer(int(self.groups.max()) + 1)
+            self.line_sms = np.zeros(-(-n_sectors // self.sectors_per_line) + 1, dtype=np.uint64)
         self.transactions = {"data": 0, "poll": 0, "atomic": 0, "store": 0}
         # pollers of the lines of polled data buffers: per buffer's line range, a bitmap of the
         # SMs that have polled each line and their number (:meth:`note_polls`)
@@ -350,7 +407,7 @@ class L2:
         every sector."""
         key = warp.astype(np.int64) * (1 << 40) + rsec // self.sectors_per_line
         _, first, inv = np.unique(key, return_index=True, return_inverse=True)
-        return first, inv.reshape(-1)
+        return first, inv.reshape(-1), warp[first]
 
     def _serve(self, rsec: np.ndarray, t_arr: np.ndarray, store: bool, reqs=None) -> np.ndarray:
         """Cycle each request (sector ``rsec`` arriving at L2 at ``t_arr``) is served at L2:
@@ -360,9 +417,14 @@ class L2:
         miss = ~self.touched[rsec]
         start = self.slice_server.serve(self.slice_of(rsec), t_arr)
         if self.group_server is not None and reqs is not None and not store and rsec.size:
-            first, inv = reqs
-            g = self.groups[(rsec[first] // self.sectors_per_line) % self.groups.size]
-            start = np.maximum(start, self.group_server.serve(g, t_arr[first])[inv])
+            first, inv = reqs[:2]
+            ln = rsec[first] // self.sectors_per_line
+            g = self.groups[ln % self.groups.size]
+            if self.group_cost is None:
+                start = np.maximum(start, self.group_server.serve(g, t_arr[first])[inv])
+            else:
+                cost = self._group_costs(ln, g, reqs[2])
+                start = np.maximum(start, self.group_cost.serve(g, t_arr[first], cost)[inv])
         if miss.any():
             self.touched[rsec[miss]] = True
             if not store:
@@ -370,6 +432,21 @@ class L2:
                          self.dram_service, self.dram_free)
                 start[miss] = d + self.dram_extra
         return start
+
+    def _group_costs(self, line: np.ndarray, g: np.ndarray, rwarp: np.ndarray) -> np.ndarray:
+        """Cycles each load request (``line``, its group ``g``, warp ``rwarp``) costs its group:
+        ``l2_group_private_request_cycles`` for a line that at most ``l2_group_private_sharers``
+        SMs have loaded so far, ``l2_group_request_cycles`` from ``l2_group_shared_sharers`` on
+        (log-linear between), times ``1 + l2_group_span_per_doubling x log2(q)``, ``q`` the
+        groups that the warp-instruction's requests span."""
+        sm = self.sm_of_warp[rwarp] if self.sm_of_warp is not None else np.zeros_like(rwarp)
+        np.bitwise_or.at(self.line_sms, line, np.left_shift(np.uint64(1),
+                                                               (sm % 64).astype(np.uint64)))
+        n = np.bitwise_count(self.line_sms[line]).astype(np.float64)
+        ng = int(self.groups.max()) + 1
+        uk = np.unique(rwarp.astype(np.int64) * ng + g)
+        wq, q = np.unique(uk // ng, return_counts=True)
+        return group_request_cost(self.spec, n, q[np.searchsorted(wq, rwarp)])
 
     def _hand_over(self, rsec: np.ndarray, start: np.ndarray, sm: np.ndarray) -> np.ndarray:
         """Cycle each store request (sector ``rsec``, from SM ``sm``, served by its slice at
@@ -431,7 +508,7 @@ class L2:
         ``t`` itself without the limit."""
         if self.req_server is None or not t.size:
             return t
-        first, inv = reqs
+        first, inv = reqs[:2]
         dep = self.req_server.serve(self.sm_of_warp[warp[first]], t[first])
         return dep[inv]
 

@@ -117,6 +117,18 @@ PARAMS: dict[str, Param] = {
                                      "a contention group serves one load request (the sectors "
                                      "of one line of one warp-instruction) every this many "
                                      "cycles (0: no limit)"),
+    "l2_group_private_request_cycles": Param("cycles/request", float, 0, 64,
+                                             "what a group's request costs when few SMs share "
+                                             "its line (0: l2_group_request_cycles for all)"),
+    "l2_group_private_sharers": Param("SMs", float, 1, 64,
+                                      "up to this many SMs loading a line, its requests cost "
+                                      "l2_group_private_request_cycles"),
+    "l2_group_shared_sharers": Param("SMs", float, 1, 64,
+                                     "from this many SMs loading a line on, its requests cost "
+                                     "l2_group_request_cycles (log-linear between)"),
+    "l2_group_span_per_doubling": Param("fraction", float, 0, 1,
+                                        "a group's request costs 1 + this x log2(q) times more "
+                                        "when its warp-instruction spans q groups"),
     "l2_request_cycles_per_sm": Param("cycles/request", float, 0, 64,
                                       "an SM sends at most one load request to L2 every this "
                                       "many cycles (0: no limit)"),
@@ -208,6 +220,10 @@ class GPUSpec:
     l2_line_handover_cycles: float
     l2_group_map: str
     l2_group_request_cycles: float
+    l2_group_private_request_cycles: float
+    l2_group_private_sharers: float
+    l2_group_shared_sharers: float
+    l2_group_span_per_doubling: float
     l2_request_cycles_per_sm: float
     l2_poll_sharer_cycles: float
     dram_latency_cycles: int
@@ -251,6 +267,28 @@ class GPUSpec:
 _FIELDS = [f.name for f in dataclasses.fields(GPUSpec)]
 assert set(PARAMS) == set(_FIELDS) - {"name", "full_name", "arch", "sources", "library",
                                     "library_from", "library_fp16", "library_fp16_from"}
+
+
+def group_request_cost(spec, sharers, q):
+    """Cycles a load request costs its L2 contention group (arrays broadcast): the rate
+    ``l2_group_private_request_cycles`` for a line that at most ``l2_group_private_sharers``
+    SMs load, ``l2_group_request_cycles`` from ``l2_group_shared_sharers`` SMs on (log-linear
+    between; ``l2_group_private_request_cycles`` 0: that rate for all), times
+    ``1 + l2_group_span_per_doubling x log2(q)`` for a warp-instruction whose requests lie in
+    ``q`` groups. Measured on the H100 (``measurements/l2_slice_map.py``): the split runs (one
+    group, 5.5 to 132 SMs a line: 0.58 to 0.45-0.53 cycles a request) and the queues runs (16
+    groups equally loaded, a warp load over 1 to 16 of them: 0.58 to 0.66)."""
+    import numpy as np
+
+    shared = float(spec.l2_group_request_cycles)
+    private = float(getattr(spec, "l2_group_private_request_cycles", 0.0) or 0.0) or shared
+    lo = np.log2(max(1.0, float(getattr(spec, "l2_group_private_sharers", 8) or 8)))
+    hi = np.log2(max(2.0, float(getattr(spec, "l2_group_shared_sharers", 32) or 32)))
+    n = np.maximum(np.asarray(sharers, dtype=np.float64), 1.0)
+    f = np.clip((np.log2(n) - lo) / max(hi - lo, 1e-9), 0.0, 1.0)
+    span = float(getattr(spec, "l2_group_span_per_doubling", 0.0) or 0.0)
+    return (private + f * (shared - private)) * (
+        1.0 + span * np.log2(np.maximum(np.asarray(q, dtype=np.float64), 1.0)))
 
 
 @functools.lru_cache(maxsize=4)

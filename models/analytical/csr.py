@@ -108,7 +108,7 @@ from kernels_ir.kernels.csr_baseline import (
 )
 
 from .. import capacity as cap
-from .l2 import group_cycles, l2_latency
+from .l2 import distinct_groups, group_cycles, l2_latency
 from .variants import REDUCTION_STEPS, WARP
 
 TAG_SETS_PER_CYCLE = 4   # the L1TEX tag stage's lines per cycle (gpusim/engine/smem.py)
@@ -394,6 +394,7 @@ def _csr_row_per_warp(spec, N, R, B, d, cell: str = "rnn"):
         return 1.0 - np.exp(-q * col(sectors_per_nz) / col(h_sectors))
 
     touch = spec.sm_count * col(h_sectors) * (coverage(done) - coverage(before))
+    req_all = req_g
     req_g = np.where(col(h_l1), touch / np.maximum(wgt, 1.0), req_g)
     # ... and the padding lanes' loads of column 0 all wait at one slice when h is not in L1
     hot = np.where(col(h_l1), 0.0, col(Rp) * p_end * col(ng) * pad * svc)
@@ -410,8 +411,16 @@ def _csr_row_per_warp(spec, N, R, B, d, cell: str = "rnn"):
     h_lines = np.ceil(Nf * Bf * 4 / 128.0)
     per_line = g_lines(full) / np.maximum(g_sectors(full), 1e-9)
     req_grp = req_g * np.minimum(per_line, 1.0)
-    l2t = np.maximum(l2t, group_cycles(spec, col(h_lines), req_grp)
-                     + group_cycles(spec, col(np.ceil(nnz * 4 / 128.0)), lines_vc))
+    # (every SM gathers from h; a gather's missed lines, on average over the step, fall in q
+    # of the groups h spans; the value and index lines are each SM's own, one line a
+    # warp-instruction)
+    g_h = distinct_groups(spec, col(h_lines))
+    miss = (req_g * wgt).sum(axis=1, keepdims=True) / np.maximum(
+        (req_all * wgt).sum(axis=1, keepdims=True), 1e-9)        # over the step's rounds
+    miss_lines = np.maximum(g_lines(full) * miss, 1.0)
+    q_g = g_h * (1.0 - (1.0 - 1.0 / g_h) ** miss_lines)
+    l2t = np.maximum(l2t, group_cycles(spec, col(h_lines), req_grp, q=q_g)
+                     + group_cycles(spec, col(np.ceil(nnz * 4 / 128.0)), lines_vc, sharers=1.0))
     nz_bytes = col(Rp) * (p_full * WARP + p_end * m_end) * VEC * 4
     dram = (np.where(col(vals_dram), nz_bytes, 0.0)
             + np.where(col(cols_dram), nz_bytes, 0.0)) / dram_bpc

@@ -78,7 +78,9 @@ def _stage_parts(spec, N, B, R, sync):
     # ... or the busiest contention group: every SM's 128-bit loads ask for each line of the
     # slot once, and a small slot lies in a few groups
     lines = np.ceil(slot * 4 / 128.0)
-    bw = np.maximum(bw, group_cycles(spec, lines, spec.sm_count * lines))
+    # (a 128-bit warp load covers 4 lines, which lie in 2 groups: every 1 KiB holds 2)
+    bw = np.maximum(bw, group_cycles(spec, lines, spec.sm_count * lines,
+                                     q=np.minimum(2.0, distinct_groups(spec, lines))))
     if sync == "barrier":
         bw = np.maximum(0.0, bw - _poll_phases(spec)[1])
     return setup, per_round, poll, rounds, bw
@@ -122,15 +124,42 @@ def _busiest_counts(map_name: str) -> np.ndarray:
     return out
 
 
-def group_cycles(spec, lines, requests):
-    """Cycles the busiest L2 contention group (``l2_group_map``, ``l2_group_request_cycles``;
-    the engine's group server) needs for ``requests`` load requests spread evenly over the
-    lines of a buffer of ``lines`` 128-byte lines that starts a map period (arrays); 0 when the
-    spec has no groups."""
+def distinct_groups(spec, lines):
+    """How many contention groups the first ``lines`` 128-byte lines of a map period span
+    (arrays; 1 without groups)."""
+    name = getattr(spec, "l2_group_map", "")
+    n = np.maximum(np.ceil(np.asarray(lines, dtype=np.float64)), 1.0)
+    if not name:
+        return np.ones_like(n)
+    seen = _distinct_counts(name)
+    return seen[np.minimum(n, seen.size - 1).astype(np.int64)]
+
+
+@functools.lru_cache(maxsize=4)
+def _distinct_counts(map_name: str) -> np.ndarray:
+    """For n = 0..len(map): the distinct groups among the map's first n lines."""
+    from gpusim.specs import load_group_map
+
+    table = np.asarray(load_group_map(map_name), dtype=np.int64)
+    first = np.zeros(table.size, dtype=np.float64)
+    first[np.unique(table, return_index=True)[1]] = 1.0
+    return np.concatenate(([0.0], np.cumsum(first)))
+
+
+def group_cycles(spec, lines, requests, sharers=None, q=1.0):
+    """Cycles the busiest L2 contention group (``l2_group_map``; the engine's group server)
+    needs for ``requests`` load requests spread evenly over the lines of a buffer of ``lines``
+    128-byte lines that starts a map period (arrays), each costing
+    :func:`gpusim.specs.group_request_cost` of its line's ``sharers`` (SMs loading it;
+    default every SM) and the ``q`` groups its warp-instruction spans; 0 when the spec has no
+    groups."""
+    from gpusim.specs import group_request_cost
+
     gc = float(getattr(spec, "l2_group_request_cycles", 0.0) or 0.0)
     name = getattr(spec, "l2_group_map", "")
     if not name or gc <= 0:
         return np.zeros(np.broadcast(lines, requests).shape)
+    gc = group_request_cost(spec, spec.sm_count if sharers is None else sharers, q)
     busiest = _busiest_counts(name)
     period = busiest.size - 1
     n = np.maximum(np.asarray(lines, dtype=np.float64), 1.0)
