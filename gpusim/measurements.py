@@ -61,7 +61,8 @@ __all__ = ["Campaign", "load_campaign", "load_json", "spec_name_for_gpu", "SCHEM
            "BANK_METRICS", "KERNEL_FIELDS", "KERNEL_KINDS", "FORMAT_VERSION", "kernel_fingerprint",
            "case_fingerprint", "kernel_staleness", "program_fingerprint", "inputs_fingerprint",
            "model_fingerprint", "MODEL_SOURCES", "fingerprint_is_current", "fingerprints_at",
-           "FINGERPRINT_ALIASES", "SASS_WAVEFRONTS", "ARBITRATION",
+           "FINGERPRINT_ALIASES", "FINGERPRINT_UNCHANGED", "unchanged_pairs", "SASS_WAVEFRONTS",
+           "ARBITRATION",
            "case_layer_kind", "CELLS", "DTYPES"]
 
 BANK_METRICS = {
@@ -563,7 +564,10 @@ def fingerprint_is_current(recorded: str | None, scope: str | None, gpu: str) ->
     if not isinstance(recorded, str):
         return False
     if scope is not None:   # a fingerprint of another GPU's sources says nothing of this one's
-        return scope == gpu and recorded == model_fingerprint(gpu=scope)
+        if scope != gpu:
+            return False
+        now = model_fingerprint(gpu=scope)
+        return recorded == now or (recorded, now) in unchanged_pairs(gpu)
     if recorded == model_fingerprint():
         return True
     alias = (load_json(FINGERPRINT_ALIASES) if FINGERPRINT_ALIASES.exists() else {}).get(recorded)
@@ -574,6 +578,28 @@ def fingerprint_is_current(recorded: str | None, scope: str | None, gpu: str) ->
         raise InputError(f"{FINGERPRINT_ALIASES}: entry {recorded[:12]}... must be an object "
                          f"with a 'per_gpu' object of spec name -> fingerprint")
     return per_gpu.get(gpu) == model_fingerprint(gpu=gpu)
+
+
+# Changes of the sources that leave a GPU's predictions as they were (a mechanism switched off
+# in that GPU's spec): ``{spec name: [{"from": its fingerprint before, "to": after, "commit": the
+# commit of the change, "why": ..., "check": the test that re-simulates recorded cases}]}``. A
+# draw measured under "from" stays out of sample while today's fingerprint is "to"; any later
+# change of the sources ends it.
+FINGERPRINT_UNCHANGED = Path(__file__).resolve().parent / "specs" / "fingerprint_unchanged.json"
+
+
+def unchanged_pairs(gpu: str) -> set[tuple[str, str]]:
+    """The ``(from, to)`` fingerprints of :data:`FINGERPRINT_UNCHANGED` for ``gpu``."""
+    if not FINGERPRINT_UNCHANGED.exists():
+        return set()
+    doc = load_json(FINGERPRINT_UNCHANGED)
+    entries = doc.get(gpu, []) if isinstance(doc, dict) else None
+    if not isinstance(entries, list) or not all(
+            isinstance(e, dict) and isinstance(e.get("from"), str) and isinstance(e.get("to"), str)
+            for e in entries):
+        raise InputError(f"{FINGERPRINT_UNCHANGED}: {gpu!r} must be a list of objects with "
+                         f"'from' and 'to' fingerprint strings")
+    return {(e["from"], e["to"]) for e in entries}
 
 
 # The meaning of a file takes the tokenizer and the parser (about 0.5 s for all the sources, more
