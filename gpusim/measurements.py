@@ -560,7 +560,8 @@ def fingerprint_is_current(recorded: str | None, scope: str | None, gpu: str) ->
     """Whether a fingerprint recorded for GPU ``gpu`` (a spec name) is today's model's:
     ``scope`` is the GPU it was computed for (``model_fingerprint(gpu=scope)``), None for the
     all-spec fingerprint of earlier records, which is current while every spec is unchanged or,
-    through :data:`FINGERPRINT_ALIASES`, while ``gpu``'s own sources are."""
+    through :data:`FINGERPRINT_ALIASES`, while ``gpu``'s own sources are; either, also across a
+    change of the sources listed in :data:`FINGERPRINT_UNCHANGED` for ``gpu``."""
     if not isinstance(recorded, str):
         return False
     if scope is not None:   # a fingerprint of another GPU's sources says nothing of this one's
@@ -577,7 +578,8 @@ def fingerprint_is_current(recorded: str | None, scope: str | None, gpu: str) ->
     if not isinstance(per_gpu, dict):
         raise InputError(f"{FINGERPRINT_ALIASES}: entry {recorded[:12]}... must be an object "
                          f"with a 'per_gpu' object of spec name -> fingerprint")
-    return per_gpu.get(gpu) == model_fingerprint(gpu=gpu)
+    now = model_fingerprint(gpu=gpu)
+    return per_gpu.get(gpu) == now or (per_gpu.get(gpu), now) in unchanged_pairs(gpu)
 
 
 # Changes of the sources that leave a GPU's predictions as they were (a mechanism switched off

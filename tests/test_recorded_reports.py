@@ -67,6 +67,43 @@ def test_the_crosscheck_labels_the_draws_as_today(gpu):
     assert OUT_OF_SAMPLE in got.values()
 
 
+def test_unchanged_h100_predictions_are_recorded_ones():
+    """While FINGERPRINT_UNCHANGED keeps the H100's draws out of sample across a change of the
+    sources, today's simulator and model give the H100's recorded out-of-sample cases exactly
+    the predictions they were judged with (one case of each family, small layers)."""
+    from gpusim.cli.crosscheck import predict_case
+    from gpusim.measurements import load_campaign, unchanged_pairs
+    from gpusim.specs import load_spec
+
+    now = model_fingerprint(gpu="h100")
+    if not any(to == now for _, to in unchanged_pairs("h100")):
+        pytest.skip("no unchanged-predictions pair ends at today's H100 fingerprint")
+    rows = [r for r in CROSSCHECK["rows"] if r["sample"] == OUT_OF_SAMPLE
+            and r["source"] == "simulator" and r["hidden"] <= 700]
+    pick = {}
+    for r in sorted(rows, key=lambda r: r["id"]):
+        pick.setdefault(r["family"], r)
+    assert len(pick) == 4, sorted(pick)
+    spec = load_spec("h100")
+    for r in pick.values():
+        draw, cid = r["id"].split("/", 1)
+        camp = load_campaign(H100 / draw)
+        case = next(c for c in camp.cases if c["id"] == cid)
+        p = predict_case(case, spec, camp.ncu_steps or 4)
+        assert (p["per_step_s"], p["model_s"]) == (r["predicted_s"], r["model_s"]), r["id"]
+
+
+def test_a_bad_unchanged_file_is_one_error(tmp_path, monkeypatch):
+    import gpusim.measurements as gm
+    from kernels_ir.errors import InputError
+
+    bad = tmp_path / "fingerprint_unchanged.json"
+    bad.write_text(json.dumps({"h100": [{"from": 3}]}))
+    monkeypatch.setattr(gm, "FINGERPRINT_UNCHANGED", bad)
+    with pytest.raises(InputError, match="'from' and 'to'"):
+        gm.unchanged_pairs("h100")
+
+
 def test_the_readme_headline_is_the_crosschecks():
     readme = (ROOT / "README.md").read_text()
     out = CROSSCHECK["samples"][OUT_OF_SAMPLE]
