@@ -15,7 +15,15 @@ Model (every number from the spec):
   loads of all 132 SMs on 32 lines cost the GPU 302 cycles a warp load and SM when the lines
   lie in 32 groups and 9400 when they lie in one, 4 lines a group (32 consecutive lines) 1367.
   The map covers a 2 MiB-aligned 4 MiB region and repeats beyond it (an approximation). Stores
-  are not charged there (not measured).
+  are not charged there (not measured). What a request costs its group
+  (:func:`gpusim.specs.group_request_cost`, served by :class:`CostBucketServer`) depends on
+  two things measured on the H100 (``measurements/l2_slice_map.py``): how many SMs have loaded
+  its line so far (``l2_group_private_request_cycles`` up to ``l2_group_private_sharers``,
+  ``l2_group_request_cycles`` from ``l2_group_shared_sharers`` on: the split runs, 0.58 cycles
+  at 5.5-8 SMs a line against 0.45-0.53 at 33-132) and how many groups its warp-instruction's
+  requests span (``1 + l2_group_span_per_doubling x log2(q)``: the queues runs, a warp load
+  over 16 groups 14% dearer than over 1 at the same load a group). A spec with both at 0 keeps
+  the single rate (the H100's and the V100's today).
 - A request reaches its slice half its round trip after issue and the reply returns the other
   half later (the round trip splits evenly; documented approximation).
 - Split L2 (``l2_partitions = 2``, the H100's 2 x 25 MB): a sector in the SM's far partition
