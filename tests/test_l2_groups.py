@@ -231,3 +231,24 @@ def test_the_cost_of_spreading_a_warp_load_does_not_grow_with_the_load():
     for w in ("_w2", "_w8"):
         quoted = " / ".join(f"{_median(runs[f'q{q}_a{w}']):.0f}" for q in (1, 16))
         assert quoted in text, quoted
+
+
+def test_the_group_rule_outside_the_fingerprint_is_pinned():
+    """``gpusim.specs.group_request_cost`` prices every group request, but its file is not one
+    of the fingerprinted MODEL_SOURCES: any change to its code must move it into the engine
+    (changing the fingerprint, so the draws judged with it become in sample)."""
+    import ast
+    import hashlib
+    import inspect
+
+    import gpusim.specs as specs
+    from gpusim.measurements import MODEL_SOURCES
+
+    if any("gpusim/specs/*.py" in p or "gpusim/specs/__init__.py" in p for p in MODEL_SOURCES):
+        pytest.skip("gpusim/specs is fingerprinted now: nothing to pin")
+    fn = ast.parse(inspect.getsource(specs.group_request_cost)).body[0]
+    fn.body = fn.body[1:]                       # without the docstring
+    assert hashlib.sha256(ast.dump(fn).encode()).hexdigest() == (
+        "592a47afcf008ccbb8663d26c28f1c40d69db4f508a966e655f2f8be8c2436e1"), (
+        "group_request_cost changed outside the model's fingerprint: move it into "
+        "gpusim/engine/l2.py instead")

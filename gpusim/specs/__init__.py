@@ -269,6 +269,10 @@ assert set(PARAMS) == set(_FIELDS) - {"name", "full_name", "arch", "sources", "l
                                     "library_from", "library_fp16", "library_fp16_from"}
 
 
+# The engine's and the model's rule for a contention group's request. It belongs to the engine,
+# but this file is not one of gpusim.measurements.MODEL_SOURCES, so a test pins its code: change
+# it by moving it into gpusim/engine/l2.py (which changes the model's fingerprint), not by
+# updating the pinned hash.
 def group_request_cost(spec, sharers, q):
     """Cycles a load request costs its L2 contention group (arrays broadcast): the rate
     ``l2_group_private_request_cycles`` for a line that at most ``l2_group_private_sharers``
