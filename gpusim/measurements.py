@@ -565,10 +565,7 @@ def fingerprint_is_current(recorded: str | None, scope: str | None, gpu: str) ->
     if not isinstance(recorded, str):
         return False
     if scope is not None:   # a fingerprint of another GPU's sources says nothing of this one's
-        if scope != gpu:
-            return False
-        now = model_fingerprint(gpu=scope)
-        return recorded == now or (recorded, now) in unchanged_pairs(gpu)
+        return scope == gpu and _is_today(recorded, gpu)
     if recorded == model_fingerprint():
         return True
     alias = (load_json(FINGERPRINT_ALIASES) if FINGERPRINT_ALIASES.exists() else {}).get(recorded)
@@ -578,8 +575,14 @@ def fingerprint_is_current(recorded: str | None, scope: str | None, gpu: str) ->
     if not isinstance(per_gpu, dict):
         raise InputError(f"{FINGERPRINT_ALIASES}: entry {recorded[:12]}... must be an object "
                          f"with a 'per_gpu' object of spec name -> fingerprint")
+    return _is_today(per_gpu.get(gpu), gpu)
+
+
+def _is_today(fingerprint, gpu: str) -> bool:
+    """Whether ``gpu``'s fingerprint ``fingerprint`` is today's, or one whose predictions a
+    :data:`FINGERPRINT_UNCHANGED` pair says today's sources left as they were."""
     now = model_fingerprint(gpu=gpu)
-    return per_gpu.get(gpu) == now or (per_gpu.get(gpu), now) in unchanged_pairs(gpu)
+    return fingerprint == now or (fingerprint, now) in unchanged_pairs(gpu)
 
 
 # Changes of the sources that leave a GPU's predictions as they were (a mechanism switched off

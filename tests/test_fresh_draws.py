@@ -42,14 +42,18 @@ def test_there_is_a_fresh_draw():
     assert FRESH, "no fresh draw recorded (measurements/campaign.py --fresh N --seed S)"
 
 
+# 16 RNN layers a draw as a rule, at least 12; these draws are smaller (the issue's "at least 12
+# layers" is met by the merged out-of-sample draws they belong to, not per file)
+SMALL_DRAWS = {"h200/fresh_2026-11-28_s44": 10}   # the last device minutes of a session
+
+
 @pytest.mark.parametrize("path", FRESH, ids=lambda p: f"{p.parent.parent.name}/{p.parent.name}")
 def test_fresh_draw_is_complete_and_checked(path):
     camp = load_campaign(path.parent)
     data = load_json(path)
     fresh = data["fresh"]
-    # 16 RNN layers a draw as a rule; h200's s44 has 10 (the last device minutes of a session):
-    # the issue's "at least 12 layers" is met by the merged out-of-sample draws, not per file
-    assert len(fresh["layers"]) == fresh["n"] >= (10 if path.parent.name.endswith("_s44") else 12)
+    least = SMALL_DRAWS.get(f"{path.parent.parent.name}/{path.parent.name}", 12)
+    assert len(fresh["layers"]) == fresh["n"] >= least
     assert len(fresh["model_fingerprint"]) == 64
     assert f"_s{fresh['seed']}" in path.parent.name
     campaign_layers = {(c["hidden"], c["batch"], c["density"])
