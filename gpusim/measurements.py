@@ -419,11 +419,12 @@ def kernel_staleness(case: dict, spec) -> str | None:
     return ", ".join(f"{k} {rec[k][:12]} -> {now[k][:12]}" for k in changed)
 
 
-# What a prediction depends on: the simulator, the pricing path, the analytical and capacity
-# models, the kernels (IR, mappings, layouts, bank rule), the GPU specs' values and the data
-# files they name (the measured L2 contention groups).
-MODEL_SOURCES = ("gpusim/engine/*.py", "gpusim/pricing.py", "models/*.py", "models/*/*.py",
-                 "kernels_ir/*.py", "kernels_ir/kernels/*.py", "kernels_ir/kernels/*/*.py",
+# What a prediction depends on: the simulator, the pricing path, the rules the simulator and the
+# models share, the analytical and capacity models, the kernels (IR, mappings, layouts, bank
+# rule), the GPU specs' values and the data files they name (the measured L2 contention groups).
+MODEL_SOURCES = ("gpusim/engine/*.py", "gpusim/pricing.py", "gpusim/specs/rules.py",
+                 "models/*.py", "models/*/*.py", "kernels_ir/*.py", "kernels_ir/kernels/*.py",
+                 "kernels_ir/kernels/*/*.py",
                  "gpusim/specs/*.toml", "gpusim/specs/*_l2_groups.json")
 _SPEC_TEXT_KEYS = frozenset({"source", "calibration", "note", "unit", "type"})
 
@@ -520,7 +521,7 @@ def _gpu_sources(root: Path, files: list, gpu: str) -> list:
         val = v.get("value") if isinstance(v, dict) else v
         if isinstance(val, str) and val.endswith(".json"):
             named.add(specs / val)
-    return [f for f in files if f.parent != specs or f == own or f in named]
+    return [f for f in files if f.parent != specs or f.suffix == ".py" or f == own or f in named]
 
 
 # Fingerprints recorded before they were per GPU: ``{all-spec fingerprint: {"commit": the

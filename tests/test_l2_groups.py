@@ -233,22 +233,19 @@ def test_the_cost_of_spreading_a_warp_load_does_not_grow_with_the_load():
         assert quoted in text, quoted
 
 
-def test_the_group_rule_outside_the_fingerprint_is_pinned():
-    """``gpusim.specs.group_request_cost`` prices every group request, but its file is not one
-    of the fingerprinted MODEL_SOURCES: any change to its code must move it into the engine
-    (changing the fingerprint, so the draws judged with it become in sample)."""
-    import ast
-    import hashlib
-    import inspect
+def test_the_group_rule_is_fingerprinted(tmp_path):
+    """``gpusim.specs.rules.group_request_cost`` prices every group request in the engine and
+    the model: its file is one of the fingerprinted MODEL_SOURCES, so changing its code changes
+    the fingerprint (and puts the draws judged with it in sample)."""
+    import shutil
 
-    import gpusim.specs as specs
-    from gpusim.measurements import MODEL_SOURCES
+    from gpusim.measurements import model_fingerprint
 
-    if any("gpusim/specs/*.py" in p or "gpusim/specs/__init__.py" in p for p in MODEL_SOURCES):
-        pytest.skip("gpusim/specs is fingerprinted now: nothing to pin")
-    fn = ast.parse(inspect.getsource(specs.group_request_cost)).body[0]
-    fn.body = fn.body[1:]                       # without the docstring
-    assert hashlib.sha256(ast.dump(fn).encode()).hexdigest() == (
-        "592a47afcf008ccbb8663d26c28f1c40d69db4f508a966e655f2f8be8c2436e1"), (
-        "group_request_cost changed outside the model's fingerprint: move it into "
-        "gpusim/engine/l2.py instead")
+    root = Path(__file__).resolve().parents[1]
+    copy = tmp_path / "repo"
+    for rel in ("gpusim", "models", "kernels_ir"):
+        shutil.copytree(root / rel, copy / rel, ignore=shutil.ignore_patterns("__pycache__"))
+    before = model_fingerprint(copy, gpu="h200")
+    rules = copy / "gpusim" / "specs" / "rules.py"
+    rules.write_text(rules.read_text().replace("1.0 + span * np.log2", "1.0 + 2 * span * np.log2"))
+    assert model_fingerprint(copy, gpu="h200") != before

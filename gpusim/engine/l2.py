@@ -16,7 +16,7 @@ Model (every number from the spec):
   lie in 32 groups and 9400 when they lie in one, 4 lines a group (32 consecutive lines) 1367.
   The map covers a 2 MiB-aligned 4 MiB region and repeats beyond it (an approximation). Stores
   are not charged there (not measured). What a request costs its group
-  (:func:`gpusim.specs.group_request_cost`, served by :class:`CostBucketServer`) depends on
+  (:func:`gpusim.specs.rules.group_request_cost`, served by :class:`BucketServer`) depends on
   two things measured on the H100 (``measurements/l2_slice_map.py``): how many SMs have loaded
   its line so far (``l2_group_private_request_cycles`` up to ``l2_group_private_sharers``,
   ``l2_group_request_cycles`` from ``l2_group_shared_sharers`` on: the split runs, 0.58 cycles
@@ -111,7 +111,8 @@ import functools
 
 import numpy as np
 
-from gpusim.specs import group_request_cost, load_group_map
+from gpusim.specs import load_group_map
+from gpusim.specs.rules import group_request_cost
 
 __all__ = ["L2", "fifo"]
 
@@ -148,104 +149,39 @@ def fifo(keys: np.ndarray, arrive: np.ndarray, service: float, free: np.ndarray)
 
 
 class BucketServer:
-    """Bandwidth of a set of servers (L2 slices) in time buckets, with backfill.
+    """Work of a set of servers (L2 slices, contention groups, an SM's request port) in time
+    buckets, with backfill.
 
     Requests are handed over in lockstep order, not in time order, so a FIFO "next free" per
-    server would queue an early request behind a later one. Instead each server can serve
-    ``bucket / service`` requests per ``bucket`` cycles; a request takes the first bucket at or
-    after its arrival that has room, at ``max(arrival, bucket start + position * service)``.
+    server would queue an early request behind a later one. Instead a server has ``bucket``
+    cycles of work per ``bucket`` cycles, and a request takes its cost (``service`` cycles, or
+    a cost of its own, :meth:`serve`'s ``cost``) of the first bucket at or after its arrival
+    that has room for it, at ``max(arrival, bucket start + the costs taken before it)``.
     Bandwidth is thus exact per bucket and approximate inside one (documented approximation).
     """
 
     RING = 4096  # buckets remembered per server
 
-    def __init__(self, n_servers: int, service: float, bucket: int = 128):
+    def __init__(self, n_servers: int, service: float = 1.0, bucket: int = 128):
         self.service, self.bucket = float(service), bucket
-        self.cap = max(1, int(bucket / service))
-        self.used = np.zeros((n_servers, self.RING), dtype=np.int64)
-        self.tag = np.full((n_servers, self.RING), -1, dtype=np.int64)
-        self._used, self._tag = self.used.reshape(-1), self.tag.reshape(-1)  # flat views
+        self.used = np.zeros(n_servers * self.RING)
+        self.tag = np.full(n_servers * self.RING, -1, dtype=np.int64)
 
-    def serve(self, keys: np.ndarray, arrive: np.ndarray) -> np.ndarray:
-        """Start cycle of each request (server ``keys[i]``, arrival ``arrive[i]``).
+    def serve(self, keys: np.ndarray, arrive: np.ndarray,
+              cost: np.ndarray | None = None) -> np.ndarray:
+        """Start cycle of each request (server ``keys[i]``, arrival ``arrive[i]``, cost
+        ``cost[i]``, default ``service``).
 
-        Rounds: every pending request claims a place in its current bucket, in order of
-        (time, request index) per (server, bucket); those beyond the bucket's room move to the
-        start of the next bucket and claim again in the next round. A request whose bucket is
-        already full at the start of a round is refused whatever its place, so only the others
-        are ranked.
+        Rounds: every pending request claims its cost in its current bucket, in order of
+        (server, bucket, time, request index); those that do not fit move to the start of the
+        next bucket and claim again in the next round. A request alone in an empty bucket
+        always fits.
         """
         n = arrive.size
         out = np.empty(n)
         todo = np.arange(n)
         t = arrive.astype(np.float64)  # a copy: the current claim time of each request
-        bucket, cap, service, mask = self.bucket, self.cap, self.service, self.RING - 1
-        used, tag = self._used, self._tag
-        kbase = keys.astype(np.int64) * self.RING
-        while todo.size:
-            tt = t[todo]
-            b = np.floor(tt / bucket).astype(np.int64)
-            cell = kbase[todo] + (b & mask)
-            stale = tag[cell] != b
-            if stale.any():
-                used[cell[stale]] = 0
-                tag[cell[stale]] = b[stale]
-            u0 = used[cell]
-            room = u0 < cap
-            if not room.any():
-                t[todo] = (b + 1) * bucket
-                continue
-            full = None
-            if not room.all():
-                full = todo[~room]
-                t[full] = (b[~room] + 1) * bucket
-                todo, tt, b, cell, u0 = todo[room], tt[room], b[room], cell[room], u0[room]
-            m = todo.size
-            ar = np.arange(m)
-            k = keys[todo]
-            order = np.lexsort((tt, k))   # by server, then time (so bucket), then request
-            ks, bs = k[order], b[order]
-            head = np.empty(m, dtype=bool)
-            head[:1] = True
-            head[1:] = (ks[1:] != ks[:-1]) | (bs[1:] != bs[:-1])
-            first = np.maximum.accumulate(np.where(head, ar, 0))
-            pos = np.empty(m, dtype=np.int64)
-            pos[order] = ar - first
-            u = u0 + pos
-            ok = u < cap
-            if ok.all():
-                out[todo] = np.maximum(tt, b * bucket + u * service)
-                np.add.at(used, cell, 1)
-                todo = todo[:0]
-            else:
-                out[todo[ok]] = np.maximum(tt[ok], b[ok] * bucket + u[ok] * service)
-                np.add.at(used, cell[ok], 1)
-                rej = ~ok
-                t[todo[rej]] = (b[rej] + 1) * bucket
-                todo = todo[rej]
-            if full is not None:
-                todo = np.sort(np.concatenate((todo, full)))
-        return out
-
-
-class CostBucketServer:
-    """:class:`BucketServer` with a cost of its own for every request: a server has ``bucket``
-    cycles of work per ``bucket`` cycles, and a request takes its cost of the first bucket at or
-    after its arrival that has room for it, at ``max(arrival, bucket start + the costs taken
-    before it)``. Same rounds and order as :class:`BucketServer`."""
-
-    RING = 4096
-
-    def __init__(self, n_servers: int, bucket: int = 128):
-        self.bucket = bucket
-        self.used = np.zeros(n_servers * self.RING)
-        self.tag = np.full(n_servers * self.RING, -1, dtype=np.int64)
-
-    def serve(self, keys: np.ndarray, arrive: np.ndarray, cost: np.ndarray) -> np.ndarray:
-        n = arrive.size
-        out = np.empty(n)
-        todo = np.arange(n)
-        t = arrive.astype(np.float64)
+        cost = np.full(n, self.service) if cost is None else cost
         bucket, mask = self.bucket, self.RING - 1
         used, tag = self.used, self.tag
         kbase = keys.astype(np.int64) * self.RING
@@ -352,15 +288,15 @@ class L2:
         gname = getattr(spec, "l2_group_map", "")
         gc = float(getattr(spec, "l2_group_request_cycles", 0.0) or 0.0)
         self.groups = group_map(gname) if gname and gc > 0 else None
-        self.group_server = (BucketServer(int(self.groups.max()) + 1, gc)
-                             if self.groups is not None else None)
+        self.n_groups = int(self.groups.max()) + 1 if self.groups is not None else 0
+        self.group_server = BucketServer(self.n_groups, gc) if self.groups is not None else None
         # a group's cost per request by the SMs that share the line and the groups its
         # warp-instruction spans (l2_group_private_request_cycles ...; 0: the one rate above)
         self.group_private = float(getattr(spec, "l2_group_private_request_cycles", 0.0) or 0.0)
         self.group_span = float(getattr(spec, "l2_group_span_per_doubling", 0.0) or 0.0)
         self.group_cost = None
         if self.groups is not None and (self.group_private > 0 or self.group_span > 0):
-            self.group_cost = CostBucketServer(int(self.groups.max()) + 1)
+            self.group_cost = BucketServer(self.n_groups)
             self.line_sms = np.zeros(-(-n_sectors // self.sectors_per_line) + 1, dtype=np.uint64)
         self.transactions = {"data": 0, "poll": 0, "atomic": 0, "store": 0}
         # pollers of the lines of polled data buffers: per buffer's line range, a bitmap of the
@@ -451,7 +387,7 @@ class L2:
         np.bitwise_or.at(self.line_sms, line, np.left_shift(np.uint64(1),
                                                                (sm % 64).astype(np.uint64)))
         n = np.bitwise_count(self.line_sms[line]).astype(np.float64)
-        ng = int(self.groups.max()) + 1
+        ng = self.n_groups
         uk = np.unique(rwarp.astype(np.int64) * ng + g)
         wq, q = np.unique(uk // ng, return_counts=True)
         return group_request_cost(self.spec, n, q[np.searchsorted(wq, rwarp)])

@@ -4,6 +4,10 @@
 executed warp-instruction (static id, per-lane active mask, per-lane word addresses) the observer
 computes, vectorised over the warps of the lockstep step:
 
+0. an instruction that the SASS does not issue (:mod:`.lowering`: a ``BITCAST``, a predicate
+   combine folded into the compare before it, a constant predicate, the second half of a zeroed
+   register pair) takes no issue slot and no pipe: its results are ready when its latest source
+   is;
 1. ready cycle = max(previous issue + 1, scoreboard ready cycles of the source register
    elements, control wait (CTA barrier release, fence));
 2. issue cycle = first cycle >= ready with a free issue slot and free pipe cycles on the warp's
@@ -75,6 +79,7 @@ from kernels_ir.verify import verify
 from .executor import Mask, _execute
 from .l1 import L1, resident_buffers
 from .l2 import L2
+from .lowering import folded_instructions
 from .memory import global_space, shared_space
 from .residency import check_launch
 from .results import CATEGORIES, SimResult
@@ -90,11 +95,13 @@ class _Static:
     """Per static instruction: what the observer needs, precomputed once."""
 
     __slots__ = ("kind", "src", "dst", "srcs", "dsts", "pipe", "occ", "lat", "cat", "width",
-                 "shared", "base", "op")
+                 "shared", "base", "op", "folded")
 
-    def __init__(self, ins: Instr, rows: dict, spec, atomic_bufs: set, gspace, sspace):
+    def __init__(self, ins: Instr, rows: dict, spec, atomic_bufs: set, gspace, sspace,
+                 folded: bool = False):
         op = ins.op
         self.op = op
+        self.folded = folded   # no SASS instruction of its own (lowering.py)
         refs = [s for s in ins.srcs if isinstance(s, RegRef)]
         refs += [s.index for s in ins.srcs if hasattr(s, "buffer") and isinstance(s.index, RegRef)]
         self.src = np.array(sorted({rows[(r.reg.name, r.index)] for r in refs}), dtype=np.int64)
@@ -166,8 +173,9 @@ class _Timing:
         sspace = shared_space(kernel, 1)
         self.sstride = sspace.stride
         self.slot = np.repeat(np.arange(n_ctas, dtype=np.int64), W)
-        self.static = [_Static(i, rows, spec, atomic_bufs, gspace, sspace)
-                       for i in instructions(kernel)]
+        folded = folded_instructions(kernel)
+        self.static = [_Static(i, rows, spec, atomic_bufs, gspace, sspace, sid in folded)
+                       for sid, i in enumerate(instructions(kernel))]
         self.last = np.full(nw, -1.0)
         self.ctrl = np.zeros(nw)
         self.ctrl_cat = np.zeros(nw, dtype=np.int8)
@@ -246,22 +254,18 @@ class _Timing:
             ws = np.flatnonzero(m.wany)
             if ws.size == 0:
                 return
+        dep, dcat = self._latest_source(st, ws, full)
+        if st.folded:    # part of the previous SASS instruction, or none: no issue, no pipe
+            if full:
+                for d in st.dsts:
+                    self.ready[d] = dep
+                    self.cat[d] = dcat
+            else:
+                self.ready[st.dst[:, None], ws] = dep
+                self.cat[st.dst[:, None], ws] = dcat
+            return
         self.warp_instr += ws.size
-        ready, cat = self.ready, self.cat
         earliest = (self.last if full else self.last[ws]) + 1.0
-        # the latest source operand (the first one among equals, as argmax) and its category
-        srcs = st.srcs
-        if srcs:
-            r = srcs[0]
-            dep, dcat = (ready[r], cat[r]) if full else (ready[r, ws], cat[r, ws])
-            for r in srcs[1:]:
-                ri = ready[r] if full else ready[r, ws]
-                later = ri > dep
-                dep = np.where(later, ri, dep)
-                dcat = np.where(later, cat[r] if full else cat[r, ws], dcat)
-        else:
-            dep = np.zeros(ws.size)
-            dcat = np.zeros(ws.size, dtype=np.int8)
         ctrl = self.ctrl if full else self.ctrl[ws]
         use_ctrl = ctrl > dep
         dep = np.where(use_ctrl, ctrl, dep)
@@ -332,6 +336,22 @@ class _Timing:
             self.ctrl[ws] = np.maximum(self.store_ack[ws] + self.spec.fence_after_store_cycles,
                                        issue_f + self.spec.fence_latency_cycles)
             self.ctrl_cat[ws] = BARRIER
+
+    def _latest_source(self, st: _Static, ws: np.ndarray, full: bool):
+        """Ready cycle of each warp's latest source operand of ``st`` (the first one among
+        equals, as argmax) and its category; 0 and ``issue`` without sources."""
+        ready, cat = self.ready, self.cat
+        srcs = st.srcs
+        if not srcs:
+            return np.zeros(ws.size), np.zeros(ws.size, dtype=np.int8)
+        r = srcs[0]
+        dep, dcat = (ready[r], cat[r]) if full else (ready[r, ws], cat[r, ws])
+        for r in srcs[1:]:
+            ri = ready[r] if full else ready[r, ws]
+            later = ri > dep
+            dep = np.where(later, ri, dep)
+            dcat = np.where(later, cat[r] if full else cat[r, ws], dcat)
+        return dep, dcat
 
     def _rounds(self, ws: np.ndarray):
         """(positions in ``ws``, their groups, None) per round: at most one warp per group

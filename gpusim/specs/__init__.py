@@ -269,32 +269,6 @@ assert set(PARAMS) == set(_FIELDS) - {"name", "full_name", "arch", "sources", "l
                                     "library_from", "library_fp16", "library_fp16_from"}
 
 
-# The engine's and the model's rule for a contention group's request. It belongs to the engine,
-# but this file is not one of gpusim.measurements.MODEL_SOURCES, so a test pins its code: change
-# it by moving it into gpusim/engine/l2.py (which changes the model's fingerprint), not by
-# updating the pinned hash.
-def group_request_cost(spec, sharers, q):
-    """Cycles a load request costs its L2 contention group (arrays broadcast): the rate
-    ``l2_group_private_request_cycles`` for a line that at most ``l2_group_private_sharers``
-    SMs load, ``l2_group_request_cycles`` from ``l2_group_shared_sharers`` SMs on (log-linear
-    between; ``l2_group_private_request_cycles`` 0: that rate for all), times
-    ``1 + l2_group_span_per_doubling x log2(q)`` for a warp-instruction whose requests lie in
-    ``q`` groups. Measured on the H100 (``measurements/l2_slice_map.py``): the split runs (one
-    group, 5.5 to 132 SMs a line: 0.58 to 0.45-0.53 cycles a request) and the queues runs (16
-    groups equally loaded, a warp load over 1 to 16 of them: 0.58 to 0.66)."""
-    import numpy as np
-
-    shared = float(spec.l2_group_request_cycles)
-    private = float(getattr(spec, "l2_group_private_request_cycles", 0.0) or 0.0) or shared
-    lo = np.log2(max(1.0, float(getattr(spec, "l2_group_private_sharers", 8) or 8)))
-    hi = np.log2(max(2.0, float(getattr(spec, "l2_group_shared_sharers", 32) or 32)))
-    n = np.maximum(np.asarray(sharers, dtype=np.float64), 1.0)
-    f = np.clip((np.log2(n) - lo) / max(hi - lo, 1e-9), 0.0, 1.0)
-    span = float(getattr(spec, "l2_group_span_per_doubling", 0.0) or 0.0)
-    return (private + f * (shared - private)) * (
-        1.0 + span * np.log2(np.maximum(np.asarray(q, dtype=np.float64), 1.0)))
-
-
 @functools.lru_cache(maxsize=4)
 def load_group_map(name: str) -> tuple[int, ...]:
     """The L2 contention group of every 128-byte line in the map file ``name`` (a

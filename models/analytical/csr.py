@@ -126,13 +126,14 @@ def _butterfly_cycles(spec, B):
 def _csr_tail_cycles(spec, B):
     """CSR row-per-warp baseline (``kernels_ir/kernels/csr_baseline.py``), after its gathers.
 
-    Butterfly (:func:`_butterfly_cycles`); ISETP lane 0 -> PAND store -> IMUL base (the ``if``)
+    Butterfly (:func:`_butterfly_cycles`); ISETP lane 0 (its PAND folded into it,
+    ``gpusim.engine.lowering``) -> IMUL base (the ``if``)
     -> LDG of x (ALU latency each, then one L2 round trip); per column FADD x -> TANH (FMA
     latency, then the next column's FADD issues); the STG waits for the last TANH (SFU latency).
     """
     B = np.asarray(B, dtype=np.float64)
     fma, alu = spec.fma_latency_cycles, spec.alu_latency_cycles
-    x_load = 1 + 3 * alu + spec.l2_hit_latency_cycles
+    x_load = 1 + 2 * alu + spec.l2_hit_latency_cycles
     return _butterfly_cycles(spec, B) + x_load + B * (fma + 1) + spec.sfu_latency_cycles
 
 
@@ -479,12 +480,12 @@ def _csr_row_per_warp(spec, N, R, B, d, cell: str = "rnn"):
         epilogue = (_csr_tail_cycles(spec, Bf) - chain_b + shuffles - Bf * (fma + 1)
                     + Bf * np.maximum(fma + 1, occ_s) + (ng - 1) + mean + 1)
     else:
-        # a gated cell: the butterfly of each gate row, then lane 0's ISETP -> PAND -> IMUL,
+        # a gated cell: the butterfly of each gate row, then lane 0's ISETP (PAND folded) -> IMUL,
         # its loads of x (G) and of c_{t-1} or h_{t-1} back to back and their round trip, the
         # cell's update (:func:`_cell_math_cycles`), the stores (h_t; LSTM also c_t) and their
         # acknowledgement
         stores = ng * (2 if cell == "lstm" else 1)
-        epilogue = (G * shuffles + 1 + 3 * alu + (epi_loads - 1) + mean
+        epilogue = (G * shuffles + 1 + 2 * alu + (epi_loads - 1) + mean
                     + _cell_math_cycles(spec, Bf, cell) + (stores - 1) + mean + 1)
     # near / far L2 partition: a round trip of a warp's own (perm, rowptr, indices of a round,
     # x, store) is near or far with even odds. The step ends with the unluckiest of the warps

@@ -5,10 +5,12 @@ The model's side of ``gpusim/engine/l2.py``: L2 round trips over near and far pa
 same-address atomics, the slices' bandwidth, and the hand-over of a line between SMs.
 The terms of the step (:mod:`.persistent` adds them up) that live here:
 
-- ``stage`` (:func:`_stage_parts`, ``_stage_h``): HBASE, TID4 and the chunk MOVs, then per group
-  of ``STAGE_GROUP`` 128-bit chunks the dependent index ops, the loads issued back to back (one
-  L2 round trip per group), for Lamport the dependent checks (BITCAST, ISETP, POR per word, and
-  PAND when the slot ends inside a group), the STS, and the CTA barrier, which releases once
+- ``stage`` (:func:`_stage_parts`, ``_stage_h``): HBASE, TID4 and the chunks' zeroing, then
+  per group of ``STAGE_GROUP`` 128-bit chunks the dependent index ops, the loads issued back to
+  back (one L2 round trip per group), for Lamport the dependent checks as SASS issues them
+  (``gpusim.engine.lowering``: one ISETP per word, its POR and BITCAST folded; ISETP and POR
+  when the slot ends inside a group, the PAND folded), the STS, and the CTA barrier, which
+  releases once
   the shared pipe has served the last round's stores (:func:`_stage_release`). INT ops of the
   sub-partition's two warps share the INT pipe after a barrier (``ig``/``ia``). ``broadcast``:
   all SMs read h through the L2 slices.
@@ -51,12 +53,14 @@ from .variants import WARP
 def _stage_parts(spec, N, B, R, sync):
     """h_t from L2 into shared memory (_stage_h), cycles: (setup, per-round, poll, rounds, bw).
 
-    setup: HBASE, TID4 and the 4 G chunk MOVs (INT, ``ig`` apart); per group round the IMAD and
+    setup: HBASE, TID4 and the chunks' zeroing, 2 G register pairs (INT, ``ig`` apart; SASS
+    zeroes a pair with one CS2R, ``gpusim.engine.lowering``); per group round the IMAD and
     IADD (dependent INT ops ``ia`` apart) and the G loads back to back; when the slot is not a
     multiple of the group's words also G ISETPs (``inside``) and, for chunks 1..G-1, the
     selected address (IADD, SEL); poll: the L2 round trip of the group's first load then
-    (Lamport) the dependent checks, 12 G (BITCAST, ISETP, POR per word) or 16 G with the
-    ``inside`` PAND; then G STS. bw: every SM reads all of h through the L2 slices
+    (Lamport) the dependent checks as SASS issues them (``gpusim.engine.lowering``), 4 G (one
+    ISETP a word, BITCAST and POR folded) or 8 G with the ``inside`` guard (ISETP and POR, the
+    PAND folded); then G STS. bw: every SM reads all of h through the L2 slices
     (``sm_count * slot * 4`` bytes at ``l2_slices * l2_bytes_per_cycle_per_slice``, or
     ``sm_count`` requests for each line of the slot at the busiest contention group,
     :func:`group_cycles`, whichever is slower): the last request waits behind the others.
@@ -69,10 +73,10 @@ def _stage_parts(spec, N, B, R, sync):
     chunks = np.ceil(slot / (4 * cap.THREADS_PER_CTA))
     G = np.minimum(STAGE_GROUP, chunks)
     rounds = np.ceil(chunks / G)
-    setup = (2 + 4 * G) * c["ig"]
+    setup = (2 + 2 * G) * c["ig"]
     aligned = np.mod(slot, 4 * cap.THREADS_PER_CTA * G) == 0
     per_round = np.where(aligned, 2 * c["ia"] + G, 3 * G * c["ia"] + 2 * G)
-    check = (np.where(aligned, 12, 16) * G - 1) * c["ia"] + 1 if sync == "lamport" else 0 * G
+    check = (np.where(aligned, 4, 8) * G - 1) * c["ia"] + 1 if sync == "lamport" else 0 * G
     poll = l2_latency(spec, G) + check   # the group's G loads lie in G partition units
     bw = spec.sm_count * slot * 4 / c["l2_bpc"]
     # ... or the busiest contention group: every SM's 128-bit loads ask for each line of the
@@ -150,14 +154,13 @@ def group_cycles(spec, lines, requests, sharers=None, q=1.0):
     """Cycles the busiest L2 contention group (``l2_group_map``; the engine's group server)
     needs for ``requests`` load requests spread evenly over the lines of a buffer of ``lines``
     128-byte lines that starts a map period (arrays), each costing
-    :func:`gpusim.specs.group_request_cost` of its line's ``sharers`` (SMs loading it;
+    :func:`gpusim.specs.rules.group_request_cost` of its line's ``sharers`` (SMs loading it;
     default every SM) and the ``q`` groups its warp-instruction spans; 0 when the spec has no
     groups."""
-    from gpusim.specs import group_request_cost
+    from gpusim.specs.rules import group_request_cost
 
-    gc = float(getattr(spec, "l2_group_request_cycles", 0.0) or 0.0)
     name = getattr(spec, "l2_group_map", "")
-    if not name or gc <= 0:
+    if not name or not float(getattr(spec, "l2_group_request_cycles", 0.0) or 0.0) > 0:
         return np.zeros(np.broadcast(lines, requests).shape)
     gc = group_request_cost(spec, spec.sm_count if sharers is None else sharers, q)
     busiest = _busiest_counts(name)

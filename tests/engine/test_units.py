@@ -49,10 +49,13 @@ def test_issue_unit_rounds_match_one_row_at_a_time(issue_per_cycle):
         assert np.array_equal(got, want)
 
 
-def _bucket_rounds(server: BucketServer, used: dict, keys, arrive) -> np.ndarray:
+def _bucket_rounds(server: BucketServer, used: dict, keys, arrive, cost=None) -> np.ndarray:
     """The bucket rule, round by round with plain Python: per (server, bucket) requests claim
-    places in order of (time, index); the ones beyond the room move to the next bucket."""
+    their cost in order of (time, index); a claim fits when the bucket's work so far plus the
+    claims before it this round leave room for it (or it is alone in an empty bucket); the
+    others move to the next bucket."""
     out = np.empty(len(arrive))
+    cost = [server.service] * len(arrive) if cost is None else list(cost)
     t = {i: float(a) for i, a in enumerate(arrive)}
     while t:
         claims: dict = {}
@@ -61,18 +64,22 @@ def _bucket_rounds(server: BucketServer, used: dict, keys, arrive) -> np.ndarray
             claims.setdefault((int(keys[i]), b), []).append(i)
         nxt = {}
         for (k, b), rows in claims.items():
+            u0, before, taken = used.get((k, b), 0.0), 0.0, 0.0
             for i in rows:
-                u = used.get((k, b), 0)
-                if u < server.cap:
-                    out[i] = max(t[i], b * server.bucket + u * server.service)
-                    used[(k, b)] = u + 1
+                u = u0 + before
+                if u + cost[i] <= server.bucket or (u0 == 0 and before == 0):
+                    out[i] = max(t[i], b * server.bucket + u)
+                    taken += cost[i]
                 else:
                     nxt[i] = (b + 1) * server.bucket
+                before += cost[i]
+            used[(k, b)] = u0 + taken
         t = nxt
     return out
 
 
-def test_bucket_server_matches_plain_rounds():
+@pytest.mark.parametrize("costs", [False, True])
+def test_bucket_server_matches_plain_rounds(costs):
     rng = np.random.default_rng(3)
     server = BucketServer(5, 4.0, bucket=32)      # 8 requests per bucket and server
     used: dict = {}
@@ -80,5 +87,6 @@ def test_bucket_server_matches_plain_rounds():
         n = int(rng.integers(0, 60))
         keys = rng.integers(0, 5, n)
         arrive = rng.integers(0, 400, n) + rng.choice([0.0, 0.5], n)
-        got = server.serve(keys, arrive)
-        assert np.array_equal(got, _bucket_rounds(server, used, keys, arrive))
+        cost = rng.choice([0.5, 1.5, 4.0], n) if costs else None
+        got = server.serve(keys, arrive, cost)
+        assert np.array_equal(got, _bucket_rounds(server, used, keys, arrive, cost))

@@ -8,9 +8,11 @@ it cannot (grid-wide exchange); the command that produced it is recorded in the 
 the model is recomputed, on the mapping the kernel builder makes for the same seeded layer
 (:func:`models.analytical.persistent.builder_mapping`), and nothing from the simulation.
 
-On the recorded sweep (14 layers, 33 kernels; re-simulated after shuffles took their place in
-the SM's shared pipe and the launches their buffers in L2) the model is 4.8% off per step on
-average (MAPE; CTA-local 4.9%, grid-wide 4.7%), worst case -13.7%. Before the CTA-local step
+On the recorded sweep (14 layers, 33 kernels; re-simulated after the engine stopped issuing
+the IR instructions that SASS does not, ``gpusim.engine.lowering``) the model is 4.9% off per
+step on average (MAPE; CTA-local 3.5%, grid-wide 6.7%), worst case -13.4% (before that change,
+with the sweep simulated when shuffles took their place in the SM's shared pipe and the
+launches their buffers in L2: 4.8%, 4.9%, 4.7%, -13.7%). Before the CTA-local step
 charged each xor mask's shuffle batch (``persistent._mask_batch_wait``: in the engine the warps
 of such a CTA reach each mask of the butterfly together and wait for the SM's other shuffles of
 it) it was 7.4% (CTA-local 9.3%), worst case -21.7% (LSTM, 16 heads of 32 units, batch 8). The
