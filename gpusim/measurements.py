@@ -539,7 +539,10 @@ def fingerprints_at(commit: str, repo: Path | str | None = None) -> dict:
     import tempfile
 
     repo = Path(repo) if repo is not None else Path(__file__).resolve().parents[1]
-    dirs = sorted({pat.split("*")[0].rstrip("/") for pat in MODEL_SOURCES})
+    # the folders of the patterns (a pattern naming one file: its folder, which an older tree
+    # has even where the file is not there yet)
+    dirs = sorted({(pat.split("*")[0] if "*" in pat else str(Path(pat).parent)).rstrip("/")
+                   for pat in MODEL_SOURCES})
     with tempfile.TemporaryDirectory() as tmp:
         tar = Path(tmp) / "tree.tar"
         r = subprocess.run(["git", "-C", str(repo), "archive", "-o", str(tar), commit, *dirs],

@@ -13,7 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from gpusim.measurements import kernel_fingerprint, load_json, model_fingerprint
+from gpusim.measurements import (
+    fingerprint_is_current,
+    kernel_fingerprint,
+    load_json,
+    model_fingerprint,
+)
 from gpusim.samples import OUT_OF_SAMPLE, draws
 from gpusim.uncertainty import bands_from
 from kernels_ir.kernels import microbench as mb
@@ -21,7 +26,35 @@ from kernels_ir.kernels import microbench as mb
 ROOT = Path(__file__).resolve().parents[1]
 H100 = ROOT / "measurements" / "h100"
 with gzip.open(H100 / "crosscheck_fresh.json.gz", "rt") as _f:
-    CROSSCHECK = json.load(_f)
+    H100_RECORD = json.load(_f)
+# The H100's last draws, out of sample for the model they were measured with. A later change of
+# the engine (gpusim/engine/lowering.py) put them in sample, and no H100 has been lent since:
+# the README's H100 figures are theirs, as measured (rows keep the predictions they were judged
+# with), and the H100's bands are theirs, flagged by ``predict`` as an earlier model's.
+H100_LAST = tuple(f"fresh_2026-11-28_s{n}" for n in (28, 29, 30, 31))
+
+
+def as_measured(rec: dict, names) -> dict:
+    """``rec`` with the draws ``names`` labelled out of sample and every other draw in sample,
+    summarised again (what the record said while those draws were out of sample)."""
+    import copy
+
+    from gpusim.cli.crosscheck import merge_reports
+    from gpusim.samples import IN_SAMPLE
+    from gpusim.speedup_check import summarise_speedups
+
+    part = copy.deepcopy(rec)
+    for d in part["draws"]:
+        d["sample"] = OUT_OF_SAMPLE if d["draw"] in names else IN_SAMPLE
+    for r in part["rows"] + part["speedup"]["rows"]:
+        r["sample"] = OUT_OF_SAMPLE if r["draw"] in names else IN_SAMPLE
+    out = merge_reports([part], str(H100))
+    out["speedup"] = summarise_speedups(part["speedup"]["rows"],
+                                        tuple(part["speedup"]["engines"]))
+    return out
+
+
+CROSSCHECK = as_measured(H100_RECORD, H100_LAST)
 
 
 def _close(a, b, path="bands"):
@@ -42,7 +75,7 @@ def _close(a, b, path="bands"):
 
 def _merged(gpu: str) -> dict:
     if gpu == "h100":
-        return CROSSCHECK
+        return H100_RECORD
     with gzip.open(ROOT / "measurements" / gpu / "crosscheck_fresh.json.gz", "rt") as f:
         return json.load(f)
 
@@ -51,8 +84,15 @@ def _merged(gpu: str) -> dict:
 def test_error_bands_come_from_the_recorded_crosscheck_under_todays_model(gpu):
     bands = json.loads((ROOT / "gpusim" / "specs" / "error_bands.json").read_text())[gpu]
     now = model_fingerprint(gpu=gpu)
-    assert (bands["model_fingerprint"], bands["fingerprint_gpu"]) == (now, gpu)
     cc = _merged(gpu)
+    if gpu == "h100" and not any(d["sample"] == OUT_OF_SAMPLE for d in cc["draws"]):
+        # no draw since the last change: the bands of the last draws, as measured, which
+        # ``predict`` flags as an earlier model's
+        assert not fingerprint_is_current(bands["model_fingerprint"], gpu, gpu)
+        _close(bands, bands_from(CROSSCHECK, CROSSCHECK["speedup"], bands["model_fingerprint"],
+                                 gpu))
+        return
+    assert (bands["model_fingerprint"], bands["fingerprint_gpu"]) == (now, gpu)
     _close(bands, bands_from(cc, cc["speedup"], now, gpu))
 
 
@@ -64,7 +104,7 @@ def test_the_crosscheck_labels_the_draws_as_today(gpu):
     got = {d["draw"]: d["sample"] for d in _merged(gpu)["draws"]}
     assert got == {k: v for k, v in today.items() if k in got}
     assert set(today) - set(got) <= ({"campaign"} if gpu == "h200" else set())
-    assert OUT_OF_SAMPLE in got.values()
+    assert OUT_OF_SAMPLE in got.values() or gpu == "h100"   # no H100 lent since the change
 
 
 def test_unchanged_h100_predictions_are_recorded_ones():
@@ -127,7 +167,7 @@ def test_the_readme_quotes_the_h200_draws():
 
     readme = (ROOT / "README.md").read_text()
     rows = readme_rows(_merged("h200"))
-    assert rows[0].startswith("| speedup MAPE, out of sample (s39-s44) |")
+    assert rows[0].startswith("| speedup MAPE, out of sample (s45-s49) |")
     for row in rows:
         assert row in readme, row
 
