@@ -63,16 +63,16 @@ def _run_all(configs, steps=3, cell="rnn"):
     return rows
 
 
-# Known gaps, each bounded (at most the bound given) and strict (an entry back within
-# TOLERANCE fails, so that it is removed). h100 512-b8 sparse-lamport (16% over the simulator
-# under the pollers' delay) came within 15% once shuffles took their place in the SM's shared
-# pipe (``shfl_per_cycle_per_sm``) in the engine and the model alike. That pipe opened two gaps
-# (v100 4-SM 256-b4 dense-persistent, 18%, closed once the engine stopped issuing what SASS
-# does not, gpusim/engine/lowering.py, and the one below): the dense kernel's warps run rows of equal length and reach each xor mask of the
-# butterfly together, so in the engine each waits for the SM's other warps' shuffles of the
-# mask; the model charges the SM's shuffles as a throughput bound per row-slot, not as that
-# wait (charging every mask the whole batch, as for the slowest warp, made the sparse kernels,
-# whose warps drift apart, 16-29% too slow)
+# Known gaps, each bounded (at most the bound given) and strict (an entry back within TOLERANCE
+# fails, so that it is removed). h100 512-b8 sparse-lamport (16% over the simulator under the
+# pollers' delay) came within 15% once shuffles took their place in the SM's shared pipe
+# (``shfl_per_cycle_per_sm``) in the engine and the model alike. That pipe opened two gaps (v100
+# 4-SM 256-b4 dense-persistent, 18%, closed once the engine stopped issuing what SASS does not,
+# gpusim/engine/lowering.py, and the one below): the dense kernel's warps run rows of equal length
+# and reach each xor mask of the butterfly together, so in the engine each waits for the SM's other
+# warps' shuffles of the mask; the model charges the SM's shuffles as a throughput bound per row-
+# slot, not as that wait (charging every mask the whole batch, as for the slowest warp, made the
+# sparse kernels, whose warps drift apart, 16-29% too slow)
 KNOWN = {
     ("h100", 6, 256, 8, 0.2, "dense-persistent", "rnn"): 0.25,
 }
