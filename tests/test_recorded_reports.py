@@ -359,3 +359,25 @@ def test_earlier_bands_judged_on_the_draws_measured_after_them(record, made_from
             f"{round(sim['speedup_by_size'] * j['layers'])} (sim) of {j['layers']} layers") in text
     assert (f"in {j['contenders_held']} of {j['contenders_layers']} "
             f"({j['contenders_mean']:.1f} a layer)") in text
+
+
+def test_the_previous_engine_on_s45_s49_is_what_the_readme_says():
+    """``h200/crosscheck_s45_s49_previous_engine.json.gz``: the draws s45-s49 priced by the
+    engine before the lowering change (the same-layer comparison the README quotes)."""
+    import statistics
+
+    with gzip.open(ROOT / "measurements" / "h200" /
+                   "crosscheck_s45_s49_previous_engine.json.gz", "rt") as f:
+        rec = json.load(f)
+    assert sorted(rec["reports"]) == [f"fresh_2026-11-28_s{n}" for n in range(45, 50)]
+    sp = [r for rep in rec["reports"].values() for r in rep["speedup"]["rows"]
+          if "cell" not in r]
+    assert len(sp) == 80
+
+    def cell(eng):
+        mape = statistics.mean(r[eng]["ape"] for r in sp)
+        return f"{100 * mape:.1f}%; {sum(r[eng]['fastest_named'] for r in sp)} of 80"
+
+    row = (f"| the same layers priced by the engine before the change: speedup MAPE; named | "
+           f"{cell('model')} | {cell('sim')} |")
+    assert row in (ROOT / "README.md").read_text(), row
