@@ -1,0 +1,133 @@
+"""The library baselines on a grid of layer shapes: the table the analytical model interpolates.
+
+    PYTHONPATH=. python3 measurements/library_grid.py --out $OUT [--only cublas|cusparse]
+
+The fitted ``[library]`` classes (one fixed cost and one throughput per kernel class, fitted to
+``library_sweep.json``) are off by 12% (cuBLAS) and 11% (cuSPARSE) on the H200's fresh draws,
+with errors that follow the shape: cuBLAS picks its kernels by (rows, columns, batch), and
+cuSPARSE's SpMV at batch 1 slows from a few MB of matrix on. No single throughput per class
+follows that. This script measures the libraries themselves on a grid of shapes, so that the
+model prices a layer by interpolating between measured neighbours (:mod:`models.analytical
+.library_table`); nothing of the campaign or of the fresh draws enters it.
+
+The grid (:data:`GRID`; fp32 weights, the cells the campaign draws):
+
+- cuBLAS depends on the shape alone: hidden ``n`` on :data:`HIDDEN` (RNN, ``n`` x ``n``) or
+  :data:`HIDDEN_GATED` (LSTM / GRU, ``4n`` or ``3n`` x ``n``), batch 1/2/4/8, at density
+  :data:`CUBLAS_DENSITY` (the product is dense whatever the density; a sparse U keeps the
+  float64 values check cheap). Every cuBLAS path is timed; the table keeps each path and the
+  best, as the campaign does.
+- cuSPARSE depends on the nonzeros too: the same hidden sizes at the densities of
+  :data:`DENSITY` (RNN) and :data:`DENSITY_GATED`.
+
+Each point is timed exactly as the campaign times a baseline
+(:func:`gpusim.backends.baselines.run_cublas` / ``run_cusparse``: the values checked against the
+float64 reference over every step, CUDA graphs of :data:`STEPS` and :data:`SHORT_STEPS` steps,
+per step = slope of the medians, raw repeats kept), with fewer steps and repeats than the
+campaign so that the grid fits one device call per library. Layer seeds are
+``SEED_BASE + index``; a grid point that a recorded campaign holds is refused at start.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+STEPS, SHORT_STEPS, REPEATS, WARMUP = 64, 16, 5, 1
+SEED_BASE = 9000
+# hidden sizes: about x1.58 apart (RNN, 256..8192) and x1.58 (gated, 192..3040: the cells the
+# campaign draws stay below hidden ~2000, their matrices 3-4 times an RNN's of the same hidden)
+HIDDEN = (256, 408, 648, 1024, 1624, 2576, 4088, 6488, 8192)
+HIDDEN_GATED = (192, 304, 480, 760, 1208, 1912, 3040)
+BATCHES = (1, 2, 4, 8)
+CUBLAS_DENSITY = 0.0103
+DENSITY = (0.0103, 0.0407, 0.151, 0.497)
+DENSITY_GATED = (0.0103, 0.0707, 0.497)
+CELLS = ("rnn", "lstm", "gru")
+
+
+def grid(library: str) -> list[tuple[str, int, int, float]]:
+    """(cell, hidden, batch, density) of every point of ``library`` ("cublas" / "cusparse")."""
+    out = []
+    for cell in CELLS:
+        hidden = HIDDEN if cell == "rnn" else HIDDEN_GATED
+        dens = (CUBLAS_DENSITY,) if library == "cublas" else (
+            DENSITY if cell == "rnn" else DENSITY_GATED)
+        out += [(cell, n, b, d) for n in hidden for b in BATCHES for d in dens]
+    return out
+
+
+GRID = {lib: grid(lib) for lib in ("cublas", "cusparse")}
+
+
+def check_disjoint() -> None:
+    from measurements.campaign import recorded_layers
+
+    rec = recorded_layers()
+    shared = sorted({(n, b, d) for pts in GRID.values() for _, n, b, d in pts} & rec)
+    if shared:
+        raise SystemExit(f"library_grid: {shared[:5]} are recorded campaign layers; the grid "
+                         f"must be disjoint from every campaign")
+
+
+def measure_point(library: str, cell: str, n: int, b: int, d: float, seed: int) -> dict:
+    from gpusim.backends.baselines import run_cublas, run_cusparse
+    from kernels_ir.kernels.sparse_rnn import make_layer
+
+    layer = make_layer(n, b, d, STEPS, seed=seed, cell=cell)
+    run = run_cublas if library == "cublas" else run_cusparse
+    r = run(layer, repeats=REPEATS, warmup=WARMUP, seed=seed, short_steps=SHORT_STEPS)
+    rec = {"cell": cell, "hidden": n, "batch": b, "density": d, "seed": seed,
+           "rows": int(layer.U.shape[0]), "nnz": int(layer.U.nnz),
+           "per_step_s": r["per_step_s"], "per_step_raw_s": r["per_step_raw_s"],
+           "max_rel_err": r["max_rel_err"], "best": r["best"]}
+    if library == "cublas":
+        rec["paths"] = {k: {"per_step_s": v["per_step_s"], "per_step_raw_s": v["per_step_raw_s"]}
+                        for k, v in r["variants"].items()}
+    return rec
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--only", choices=("cublas", "cusparse"), help="one library (default: both)")
+    args = ap.parse_args(argv)
+    check_disjoint()
+    os.makedirs(args.out, exist_ok=True)
+    from gpusim.backends.baselines import require_torch
+    from measurements.campaign import provenance
+
+    require_torch()
+    libs = (args.only,) if args.only else ("cublas", "cusparse")
+    for lib in libs:
+        t0 = time.time()
+        argv_rec = sys.argv if argv is None else ["measurements/library_grid.py"] + argv
+        out = {"format_version": 1, "library": lib, "provenance": provenance(argv_rec),
+               "steps": [STEPS, SHORT_STEPS], "repeats": REPEATS, "warmup": WARMUP,
+               "points": [], "errors": {}}
+        pts = GRID[lib]
+        for i, (cell, n, b, d) in enumerate(pts):
+            key = f"{cell}-h{n}-b{b}-d{d}"
+            t1 = time.time()
+            try:
+                rec = measure_point(lib, cell, n, b, d, SEED_BASE + i)
+                out["points"].append(rec)
+                print(f"[{lib} {i + 1}/{len(pts)}] {key}: {rec['per_step_s'] * 1e6:.2f} us "
+                      f"({rec['best']}, {time.time() - t1:.1f}s)", flush=True)
+            except Exception as exc:  # record and go on
+                out["errors"][key] = f"{type(exc).__name__}: {exc}"
+                print(f"[{lib} {i + 1}/{len(pts)}] {key}: FAILED {out['errors'][key]}",
+                      flush=True)
+        out["seconds"] = time.time() - t0
+        with open(os.path.join(args.out, f"library_grid_{lib}.json"), "w") as f:
+            json.dump(out, f, indent=1, default=float)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
