@@ -436,10 +436,14 @@ def write_transferred_library(spec_path: Path, transferred: dict, source: str,
 
 
 def _replace_library(spec_path: Path, lines: list[str], table: str = "library") -> None:
+    """Replace the spec's ``[table]`` by ``lines``, keeping its measured grid's ``table``
+    entry (:func:`_main_library_table`) when it has one."""
     text = spec_path.read_text()
     start = re.search(rf"^\[{table}\]\s*$", text, re.M)
     if start:
         nxt = re.search(r"^\[", text[start.end():], re.M)
+        old = text[start.end():start.end() + nxt.start()] if nxt else text[start.end():]
+        lines = lines + re.findall(r"^table = .*$", old, re.M)
         text = text[:start.start()] + (text[start.end() + nxt.start():] if nxt else "")
     spec_path.write_text(text.rstrip("\n") + "\n\n" + "\n".join(lines) + "\n")
 
@@ -501,6 +505,113 @@ def _record(path: Path) -> str:
         return str(path)
 
 
+GRID_RECORDS = ("library_grid_cublas.json.gz", "library_grid_cusparse.json.gz")
+
+
+def library_table_from_grid(cublas: dict, cusparse: dict, gpu: str,
+                            records: tuple[str, ...] = ()) -> dict:
+    """The measured library grid (``measurements/library_grid.py``'s two records) as the table
+    :func:`gpusim.specs.load_library_table` reads: per library, cell and batch the grid's
+    hidden sizes (and cuSPARSE's densities) and their step times."""
+    out = {"format_version": 1, "gpu": gpu, "records": list(records),
+           "note": "step times (s) of the library baselines measured on a grid of layer shapes "
+                   "(measurements/library_grid.py); written by python -m gpusim.calibrate "
+                   "--library-table; read by models.analytical.library_table",
+           "cublas": {}, "cusparse": {}}
+    groups: dict = {}
+    for lib, rec in (("cublas", cublas), ("cusparse", cusparse)):
+        for p in rec["points"]:
+            key = (lib, p["cell"], str(p["batch"]))
+            groups.setdefault(key, {})[(p["hidden"], p["density"])] = p["per_step_s"]
+    for (lib, cell, b), pts in sorted(groups.items()):
+        hid = sorted({n for n, _ in pts})
+        if lib == "cublas":
+            entry = {"hidden": hid, "per_step_s": [pts[min(k for k in pts if k[0] == n)]
+                                                   for n in hid]}
+        else:
+            dens = sorted({d for _, d in pts})
+            missing = [(n, d) for n in hid for d in dens if (n, d) not in pts]
+            if missing:
+                raise InputError(f"library grid: cusparse {cell} batch {b} lacks the points "
+                                 f"{missing[:3]}; a grid needs every (hidden, density) pair")
+            entry = {"hidden": hid, "density": dens,
+                     "per_step_s": [[pts[(n, d)] for d in dens] for n in hid]}
+        out[lib].setdefault(cell, {})[b] = entry
+    return out
+
+
+def table_leave_one_out(table: dict) -> dict:
+    """How well the table prices a size it lacks: every grid point inside its row (not the
+    smallest or largest hidden) interpolated from the table without it. Returns per library
+    ``{"points", "mape", "max_ape", "worst"}``."""
+    import numpy as np
+
+    from models.analytical.library_table import table_step_s
+
+    out = {}
+    for lib in ("cublas", "cusparse"):
+        errs = []
+        for cell, batches in table[lib].items():
+            for b, (hid, dens, t) in batches.items():
+                for i in range(1, hid.size - 1):
+                    keep = np.arange(hid.size) != i
+                    sub = {lib: {cell: {b: (hid[keep], dens, t[keep])}}}
+                    for j, d in enumerate([None] if dens is None else dens):
+                        want = t[i] if dens is None else t[i, j]
+                        got = table_step_s(sub, lib, cell, b, [hid[i]],
+                                           [0.0 if d is None else d])[0]
+                        errs.append((abs(got / want - 1), f"{cell}-h{int(hid[i])}-b{b}"
+                                     + ("" if d is None else f"-d{d}")))
+        errs.sort()
+        out[lib] = {"points": len(errs), "mape": sum(e for e, _ in errs) / len(errs),
+                    "max_ape": errs[-1][0], "worst": errs[-1][1]}
+    return out
+
+
+def _main_library_table(gpu: str, write: bool) -> int:
+    """``--library-table GPU``: the table from ``measurements/<gpu>/library_grid_*.json.gz``;
+    ``--write``: into ``gpusim/specs/<gpu>_library_table.json`` and the spec's ``[library]``."""
+    from gpusim.measurements import load_json
+    from gpusim.specs import SPEC_DIR, TABLE_SUFFIX, load_library_table, spec_path
+
+    paths = [ROOT / "measurements" / gpu / name for name in GRID_RECORDS]
+    for path in paths:
+        if not path.exists():
+            raise SystemExit(f"--library-table {gpu}: {path} is missing; measure it with "
+                             f"measurements/library_grid.py")
+    recs = [load_json(path) for path in paths]
+    table = library_table_from_grid(*recs, gpu=gpu, records=tuple(_record(p) for p in paths))
+    name = f"{gpu}{TABLE_SUFFIX}"
+    text = json.dumps(table, indent=1) + "\n"
+    if not write:
+        print(text[:2000])
+        return 0
+    (SPEC_DIR / name).write_text(text)
+    load_library_table.cache_clear()
+    loo = table_leave_one_out(load_library_table(name))
+    n = sum(len(r["points"]) for r in recs)
+    src = (f"step times of cuBLAS and cuSPARSE measured on a grid of {n} layer shapes outside "
+           f"every campaign (measurements/library_grid.py), interpolated by models.analytical."
+           f"library_table; a grid size left out and interpolated from its neighbours: cuBLAS "
+           f"MAPE {100 * loo['cublas']['mape']:.1f}% (worst {100 * loo['cublas']['max_ape']:.0f}%"
+           f", {loo['cublas']['worst']}), cuSPARSE {100 * loo['cusparse']['mape']:.1f}% (worst "
+           f"{100 * loo['cusparse']['max_ape']:.0f}%, {loo['cusparse']['worst']})")
+    line = (f'table = {{ value = "{name}", unit = "file", type = "C", source = "{src}", '
+            f'calibration = "{_record(paths[0])}" }}')
+    sp = spec_path(gpu)
+    text = sp.read_text()
+    m = re.search(r"^\[library\]\s*$", text, re.M)
+    if not m:
+        raise SystemExit(f"--library-table {gpu}: {sp} has no [library] table to extend")
+    body_end = re.search(r"^\[", text[m.end():], re.M)
+    end = m.end() + (body_end.start() if body_end else len(text) - m.end())
+    body = re.sub(r"^table = .*\n", "", text[m.end():end], flags=re.M)
+    sp.write_text(text[:m.end()] + body.rstrip("\n") + "\n" + line + "\n"
+                  + ("\n" + text[end:] if body_end else ""))
+    print(f"wrote {SPEC_DIR / name} and the [library] table entry of {sp}: {src}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     from gpusim.measurements import load_json
     from gpusim.specs import load_spec, spec_path
@@ -518,7 +629,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", default=None,
                     help="with --write: comma-separated parameters to write (\"library\" for "
                          "the [library] table); default all that were fitted")
+    ap.add_argument("--library-table", default=None, metavar="GPU",
+                    help="the library grid measured on GPU (measurements/<GPU>/library_grid_*"
+                         ".json.gz) as the table the model interpolates (with --write: into "
+                         "gpusim/specs/ and the spec's [library] table)")
     args = ap.parse_args(argv)
+    if args.library_table:
+        return _main_library_table(args.library_table, args.write)
     if args.transfer_library:
         return _main_transfer(args.transfer_library, args.spec, args.write)
     try:

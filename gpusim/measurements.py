@@ -425,7 +425,8 @@ def kernel_staleness(case: dict, spec) -> str | None:
 MODEL_SOURCES = ("gpusim/engine/*.py", "gpusim/pricing.py", "gpusim/specs/rules.py",
                  "models/*.py", "models/*/*.py", "kernels_ir/*.py", "kernels_ir/kernels/*.py",
                  "kernels_ir/kernels/*/*.py",
-                 "gpusim/specs/*.toml", "gpusim/specs/*_l2_groups.json")
+                 "gpusim/specs/*.toml", "gpusim/specs/*_l2_groups.json",
+                 "gpusim/specs/*_library_table.json")
 _SPEC_TEXT_KEYS = frozenset({"source", "calibration", "note", "unit", "type"})
 
 
@@ -493,10 +494,10 @@ def model_fingerprint(root: Path | str | None = None, gpu: str | None = None) ->
     the draw may have guided the change and counts as in sample.
 
     ``gpu`` (a spec name, ``h100``): the fingerprint of that GPU's predictions: of the spec
-    files only its own and the data files it names count, since another GPU's values cannot
-    change its predictions. Without ``gpu`` every spec counts (the fingerprint the draws
-    recorded before 2026-11-28; :func:`fingerprint_is_current` reads those through
-    :data:`FINGERPRINT_ALIASES`).
+    files only its own and the data files it names (its L2 map, its measured library grid)
+    count, since another GPU's values cannot change its predictions. Without ``gpu`` every spec
+    counts (the fingerprint the draws recorded before 2026-11-28;
+    :func:`fingerprint_is_current` reads those through :data:`FINGERPRINT_ALIASES`).
     """
     root = Path(root) if root is not None else Path(__file__).resolve().parents[1]
     files = [f for pattern in MODEL_SOURCES for f in sorted(root.glob(pattern))]
@@ -517,10 +518,12 @@ def _gpu_sources(root: Path, files: list, gpu: str) -> list:
         names = sorted(f.stem for f in files if f.parent == specs and f.suffix == ".toml")
         raise InputError(f"gpu={gpu!r} has no spec file; accepted: {', '.join(names)}")
     named = set()
-    for v in tomllib.loads(own.read_text()).get("params", {}).values():
-        val = v.get("value") if isinstance(v, dict) else v
-        if isinstance(val, str) and val.endswith(".json"):
-            named.add(specs / val)
+    doc = tomllib.loads(own.read_text())
+    for table in ("params", "library", "library_fp16"):
+        for v in doc.get(table, {}).values():
+            val = v.get("value") if isinstance(v, dict) else v
+            if isinstance(val, str) and val.endswith(".json"):
+                named.add(specs / val)
     return [f for f in files if f.parent != specs or f.suffix == ".py" or f == own or f in named]
 
 

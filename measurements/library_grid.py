@@ -12,13 +12,14 @@ model prices a layer by interpolating between measured neighbours (:mod:`models.
 
 The grid (:data:`GRID`; fp32 weights, the cells the campaign draws):
 
-- cuBLAS depends on the shape alone: hidden ``n`` on :data:`HIDDEN` (RNN, ``n`` x ``n``) or
-  :data:`HIDDEN_GATED` (LSTM / GRU, ``4n`` or ``3n`` x ``n``), batch 1/2/4/8, at density
+- cuBLAS depends on the shape alone: hidden ``n`` on :data:`HIDDEN_CUBLAS` (RNN, ``n`` x ``n``)
+  or :data:`HIDDEN_CUBLAS_GATED` (LSTM / GRU, ``4n`` or ``3n`` x ``n``), batch 1/2/4/8, at density
   :data:`CUBLAS_DENSITY` (the product is dense whatever the density; a sparse U keeps the
   float64 values check cheap). Every cuBLAS path is timed; the table keeps each path and the
   best, as the campaign does.
-- cuSPARSE depends on the nonzeros too: the same hidden sizes at the densities of
-  :data:`DENSITY` (RNN) and :data:`DENSITY_GATED`.
+- cuSPARSE depends on the nonzeros too: hidden on :data:`HIDDEN` (RNN) or :data:`HIDDEN_GATED`
+  at the densities of :data:`DENSITY` (RNN) and :data:`DENSITY_GATED`. Its step grows smoothly
+  with the size, so its grid is coarser.
 
 Each point is timed exactly as the campaign times a baseline
 (:func:`gpusim.backends.baselines.run_cublas` / ``run_cusparse``: the values checked against the
@@ -44,8 +45,26 @@ SEED_BASE = 9000
 # campaign draws stay below hidden ~2000, their matrices 3-4 times an RNN's of the same hidden)
 HIDDEN = (256, 408, 648, 1024, 1624, 2576, 4088, 6488, 8192)
 HIDDEN_GATED = (192, 304, 480, 760, 1208, 1912, 3040)
+
+
+def _geometric(lo: int, hi: int, k: int) -> tuple[int, ...]:
+    """``k`` sizes about evenly spaced in log from ``lo`` to ``hi``, multiples of 8 as the fresh
+    draws' (a power of two, where cuBLAS may take a kernel of its own, moves up by 8)."""
+    import numpy as np
+
+    out = []
+    for x in np.geomspace(lo, hi, k):
+        n = int(round(x / 8)) * 8
+        out.append(n + 8 if n & (n - 1) == 0 else n)
+    return tuple(out)
+
+
+# cuBLAS switches kernels at sizes of its own (at batch 1 near hidden 1000, at batch 8 near
+# 1580, each switch halving or doubling the step): its hidden sizes are about x1.12 apart
+HIDDEN_CUBLAS = _geometric(248, 8200, 31)
+HIDDEN_CUBLAS_GATED = _geometric(184, 3040, 25)
 BATCHES = (1, 2, 4, 8)
-CUBLAS_DENSITY = 0.0103
+CUBLAS_DENSITY = 0.01013
 DENSITY = (0.0103, 0.0407, 0.151, 0.497)
 DENSITY_GATED = (0.0103, 0.0707, 0.497)
 CELLS = ("rnn", "lstm", "gru")
@@ -55,7 +74,10 @@ def grid(library: str) -> list[tuple[str, int, int, float]]:
     """(cell, hidden, batch, density) of every point of ``library`` ("cublas" / "cusparse")."""
     out = []
     for cell in CELLS:
-        hidden = HIDDEN if cell == "rnn" else HIDDEN_GATED
+        if library == "cublas":
+            hidden = HIDDEN_CUBLAS if cell == "rnn" else HIDDEN_CUBLAS_GATED
+        else:
+            hidden = HIDDEN if cell == "rnn" else HIDDEN_GATED
         dens = (CUBLAS_DENSITY,) if library == "cublas" else (
             DENSITY if cell == "rnn" else DENSITY_GATED)
         out += [(cell, n, b, d) for n in hidden for b in BATCHES for d in dens]

@@ -256,13 +256,7 @@ class _Timing:
                 return
         dep, dcat = self._latest_source(st, ws, full)
         if st.folded:    # part of the previous SASS instruction, or none: no issue, no pipe
-            if full:
-                for d in st.dsts:
-                    self.ready[d] = dep
-                    self.cat[d] = dcat
-            else:
-                self.ready[st.dst[:, None], ws] = dep
-                self.cat[st.dst[:, None], ws] = dcat
+            self._write(st, ws, full, dep, dcat)
             return
         self.warp_instr += ws.size
         earliest = (self.last if full else self.last[ws]) + 1.0
@@ -366,8 +360,9 @@ class _Timing:
                 out.append((sel, self.group[ws[sel]], None))
         return out
 
-    def _write(self, st: _Static, ws: np.ndarray, full: bool, value, category: int) -> None:
-        """Ready cycle and category of the instruction's destination registers."""
+    def _write(self, st: _Static, ws: np.ndarray, full: bool, value, category) -> None:
+        """Ready cycle and category (one, or one per warp) of the instruction's destination
+        registers."""
         if full:
             for d in st.dsts:
                 self.ready[d] = value

@@ -26,6 +26,7 @@ from kernels_ir.errors import InputError, SpecError
 
 SPEC_DIR = Path(__file__).parent
 GROUP_MAP_SUFFIX = "_l2_groups.json"   # measured line -> L2 contention group maps beside the specs
+TABLE_SUFFIX = "_library_table.json"   # measured library step times on a grid of layer shapes
 DEFAULT_GPU = "v100"
 
 
@@ -235,6 +236,7 @@ class GPUSpec:
     library_from: str = ""  # the measured GPU a transferred [library] table came from, else ""
     library_fp16: tuple[tuple[str, float], ...] = ()   # the [library_fp16] table, () when absent
     library_fp16_from: str = ""
+    library_table: str = ""   # the [library] table's measured grid (a *_library_table.json), or ""
 
     @property
     def library_params(self) -> dict[str, float] | None:
@@ -266,7 +268,8 @@ class GPUSpec:
 
 _FIELDS = [f.name for f in dataclasses.fields(GPUSpec)]
 assert set(PARAMS) == set(_FIELDS) - {"name", "full_name", "arch", "sources", "library",
-                                    "library_from", "library_fp16", "library_fp16_from"}
+                                    "library_from", "library_fp16", "library_fp16_from",
+                                    "library_table"}
 
 
 @functools.lru_cache(maxsize=4)
@@ -290,6 +293,61 @@ def load_group_map(name: str) -> tuple[int, ...]:
                         f"a group each in 0..{n - 1}; got {size} lines, groups "
                         f"{min(table, default=0)}..{max(table, default=0)}")
     return table
+
+
+@functools.lru_cache(maxsize=4)
+def load_library_table(name: str) -> dict:
+    """The measured library grid ``name`` (a :data:`TABLE_SUFFIX` file in this directory, the
+    value of a spec's ``[library] table``), checked: ``{library: {cell: {batch: entry}}}`` with
+    ``library`` "cublas" (entry: increasing ``hidden`` and one ``per_step_s`` each) or "cusparse"
+    (entry: increasing ``hidden`` and ``density``, ``per_step_s`` one row per hidden). Written
+    by ``python -m gpusim.calibrate --library-table``. A bad file is one SpecError."""
+    import json
+
+    import numpy as np
+
+    path = SPEC_DIR / name
+
+    def bad(why: str):
+        return SpecError(f"library table {path}: {why}; accepted: the JSON that "
+                         f"'python -m gpusim.calibrate --library-table GPU' writes")
+
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise bad(f"unreadable ({type(exc).__name__}: {exc})") from None
+    out: dict = {}
+    for lib in ("cublas", "cusparse"):
+        cells = doc.get(lib) if isinstance(doc, dict) else None
+        if not isinstance(cells, dict) or not cells:
+            raise bad(f"no '{lib}' table")
+        for cell, batches in cells.items():
+            if cell not in ("rnn", "lstm", "gru") or not isinstance(batches, dict):
+                raise bad(f"{lib}: cell {cell!r} is not rnn, lstm or gru with a table per batch")
+            for b, e in batches.items():
+                where = f"{lib} {cell} batch {b}"
+                try:
+                    batch = int(b)
+                    hid = np.asarray(e["hidden"], dtype=np.float64)
+                    t = np.asarray(e["per_step_s"], dtype=np.float64)
+                    dens = (np.asarray(e["density"], dtype=np.float64) if lib == "cusparse"
+                            else None)
+                except (TypeError, KeyError, ValueError) as exc:
+                    raise bad(f"{where}: {type(exc).__name__}: {exc}") from None
+                shape = (hid.size,) if dens is None else (hid.size, dens.size)
+                if batch not in (1, 2, 4, 8) or hid.ndim != 1 or hid.size < 2 or \
+                        not np.all(np.diff(hid) > 0) or hid[0] < 1:
+                    raise bad(f"{where}: the batch must be 1, 2, 4 or 8 and 'hidden' at least "
+                              f"two increasing sizes")
+                if dens is not None and (dens.ndim != 1 or dens.size < 2 or
+                                         not np.all(np.diff(dens) > 0) or dens[0] <= 0 or
+                                         dens[-1] > 1):
+                    raise bad(f"{where}: 'density' must be at least two increasing values in "
+                              f"(0, 1]")
+                if t.shape != shape or not np.all(np.isfinite(t)) or not np.all(t > 0):
+                    raise bad(f"{where}: 'per_step_s' must be {shape} positive seconds")
+                out.setdefault(lib, {}).setdefault(cell, {})[batch] = (hid, dens, t)
+    return out
 
 
 def spec_path(name: str) -> Path:
@@ -357,12 +415,16 @@ def parse_spec(data: dict, origin: str = "<spec>") -> GPUSpec:
     values, sources = {}, []
     for key, decl in PARAMS.items():
         values[key] = _param_value(params[key], key, decl, origin, sources)
-    library, library_from = _library_table(data.get("library"), origin, sources)
-    library16, library16_from = _library_table(data.get("library_fp16"), origin, sources,
-                                               "library_fp16")
+    library, library_from, table = _library_table(data.get("library"), origin, sources)
+    library16, library16_from, table16 = _library_table(data.get("library_fp16"), origin,
+                                                        sources, "library_fp16")
+    if table16:
+        raise SpecError(f"{origin}: [library_fp16] table = {table16!r}: a measured grid is "
+                        f"accepted in [library] only (fp32 weights)")
     spec = GPUSpec(name=gpu["name"], full_name=gpu["full_name"], arch=gpu["arch"],
                    sources=tuple(sources), library=library, library_from=library_from,
-                   library_fp16=library16, library_fp16_from=library16_from, **values)
+                   library_fp16=library16, library_fp16_from=library16_from,
+                   library_table=table, **values)
     _check_consistency(spec, origin)
     return spec
 
@@ -379,12 +441,17 @@ def _check_names(table: dict, decls: dict[str, Param], origin: str, what: str) -
                         f"({decls[missing[0]].doc}, unit {decls[missing[0]].unit})")
 
 
+TABLE_PARAM = Param("file", str, 0, 0, "JSON file beside the spec with the library baselines' "
+                    "step times measured on a grid of layer shapes (models.analytical."
+                    "library_table); the fitted classes price what it does not cover")
+
+
 def _library_table(table, origin: str, sources: list, name: str = "library"
-                   ) -> tuple[tuple[tuple[str, float], ...], str]:
-    """The ``[library]`` (or ``[library_fp16]``) values and the GPU they were transferred from
-    (``""``: fitted)."""
+                   ) -> tuple[tuple[tuple[str, float], ...], str, str]:
+    """The ``[library]`` (or ``[library_fp16]``) values, the GPU they were transferred from
+    (``""``: fitted) and the optional measured grid (``table``, a :data:`TABLE_SUFFIX` file)."""
     if table is None:
-        return (), ""
+        return (), "", ""
     if not isinstance(table, dict):
         raise SpecError(f"{origin}: [{name}] must be a table of {', '.join(LIBRARY_PARAMS)}")
     table = dict(table)
@@ -393,10 +460,13 @@ def _library_table(table, origin: str, sources: list, name: str = "library"
     if has_from and (not isinstance(frm, str) or not frm.strip()):
         raise SpecError(f"{origin}: [{name}] transferred_from = {frm!r} must name the measured "
                         f"GPU whose fitted table was transferred (e.g. \"h100\")")
+    grid = table.pop("table", None)
+    grid = "" if grid is None else _param_value(grid, f"{name}.table", TABLE_PARAM, origin,
+                                                sources)
     _check_names(table, LIBRARY_PARAMS, origin, f"[{name}] ")
     values = tuple((k, _param_value(table[k], f"{name}.{k}", d, origin, sources))
                    for k, d in LIBRARY_PARAMS.items())
-    return values, frm
+    return values, frm, grid
 
 
 def _param_value(entry, key: str, decl: Param, origin: str, sources: list):
@@ -406,12 +476,13 @@ def _param_value(entry, key: str, decl: Param, origin: str, sources: list):
                         f"source, type")
     value = entry["value"]
     if decl.kind is str:
+        suffix = TABLE_SUFFIX if decl is TABLE_PARAM else GROUP_MAP_SUFFIX
         if not isinstance(value, str) or (value and not (
-                value.endswith(GROUP_MAP_SUFFIX) and "/" not in value
+                value.endswith(suffix) and "/" not in value
                 and (SPEC_DIR / value).is_file())):
-            have = ", ".join(p.name for p in sorted(SPEC_DIR.glob(f"*{GROUP_MAP_SUFFIX}")))
+            have = ", ".join(p.name for p in sorted(SPEC_DIR.glob(f"*{suffix}")))
             raise SpecError(f"{origin}: {key} = {str(value)[:60]!r}: accepted: \"\" or the name "
-                            f"of a *{GROUP_MAP_SUFFIX} file in gpusim/specs/ ({have})")
+                            f"of a *{suffix} file in gpusim/specs/ ({have})")
     elif isinstance(value, bool) or not isinstance(value, (int, float)):
         raise SpecError(f"{origin}: {key} = {value!r} is not a number")
     if decl.kind is int and not float(value).is_integer():

@@ -132,6 +132,25 @@ def library_path_parts(lib: dict, key: str, b: int, r, n, w, c, dtype: str = "fp
     return fixed, streaming
 
 
+def _measured(spec, name, N, B, d, cell, dtype) -> np.ndarray:
+    """The step time of library ``name`` interpolated on the spec's measured grid
+    (:mod:`.library_table`), ``nan`` where the spec has none or it does not cover the layer."""
+    shape = np.broadcast(N, B, d).shape
+    out = np.full(shape, np.nan)
+    if not spec.library_table or dtype != "fp32":
+        return out
+    from gpusim.specs import load_library_table
+
+    from .library_table import table_step_s
+
+    table = load_library_table(spec.library_table)
+    N, B, d = (np.broadcast_to(x, shape) for x in (N, B, d))
+    for b in np.unique(B):
+        sel = B == b
+        out[sel] = table_step_s(table, name, cell, int(b), N[sel], d[sel])
+    return out
+
+
 def _baselines(spec, name, N, B, d, cell, dtype):
     gates = cap.check_cell(cell)
     rows = (gates * N).astype(np.float64)
@@ -193,7 +212,12 @@ def _baselines(spec, name, N, B, d, cell, dtype):
                 better = t < best[0]
                 best = [np.where(better, a, o) for a, o in zip((t, la, w), best, strict=True)]
         per, la, w = best
-        bd = {"launch_s": la, "weights_s": w, "epilogue_s": per - la - w}
+        measured = _measured(spec, name, Nf, Bf, d, cell, dtype)
+        got = np.isfinite(measured)
+        per = np.where(got, measured, per)
+        la, w = np.where(got, 0.0, la), np.where(got, 0.0, w)
+        bd = {"launch_s": la, "weights_s": w, "epilogue_s": np.where(got, 0.0, per - la - w),
+              "measured_grid_s": np.where(got, measured, 0.0)}
     else:  # csr-row-per-warp: our kernel, one graph node, tanh fused (see the docstring of csr.py)
         c = _csr_row_per_warp(spec, Nf, rows, Bf, d, cell)
         per = node + (c["prologue"] + c["loop"] + c["epilogue"] + c["partition"]) * cs

@@ -224,6 +224,8 @@ def predict_layer(spec, hidden: int, batch: int, density: float, *, timesteps: i
         code = int(kt.reason[0])
         bound = str(kt.bound[0]) if kt.bound is not None else ""
         bd = {k: _f(val[0]) for k, val in kt.breakdown.items()}
+        if bd.get("measured_grid_s"):
+            eng = "model (measured grid)"
         slots = None
         if v.family == "persistent" and v.sparse and U is not None and code not in (3, 4):
             key = _mapping_key(v)
