@@ -28,6 +28,10 @@ The library kernels are black boxes the simulator cannot run; two models of thei
    13.9% (its own fit 13.2%, the H100 values unchanged 16.2%); the H200 has the H100's SMs and
    clock, so that check exercises the DRAM scaling and the absolute fixed costs, not the
    ``sm_count * clock_hz`` rule, which stays untested.
+   A spec whose ``[library]`` table also names a measured grid (``table``; the H200's) prices
+   fp32 layers that the grid covers by interpolating its measured step times instead
+   (:mod:`.library_table`, :func:`_measured`): cuBLAS's kernel switches at sizes of its own
+   defeat one throughput per class. The breakdown then holds ``measured_grid_s`` alone.
 2. Otherwise (a spec without the table) each kernel (graph node) costs
    ``graph_launch_overhead_s`` + two memory round trips (its loads', then its stores' until the
    kernel completes: the simulated duration of a one-element kernel, which the calibration of
