@@ -50,7 +50,10 @@ def main(args) -> int:
         emit_json({"name": s.name, "full_name": s.full_name, "arch": s.arch, "params": values,
                    "library": library, "library_transferred_from": s.library_from or None,
                    "library_fp16": library16,
-                   "library_fp16_transferred_from": s.library_fp16_from or None})
+                   "library_fp16_transferred_from": s.library_fp16_from or None,
+                   "library_table": ({"value": s.library_table,
+                                      "source": s.source("library.table")}
+                                     if s.library_table else None)})
     else:
         print(f"{s.name}: {s.full_name} ({s.arch})")
         print(legend(EVIDENCE))
@@ -61,6 +64,8 @@ def main(args) -> int:
                f"transferred from the {s.library_from} fit" if s.library_from else ""))
         for k, v in (library or {}).items():
             print(f"  {k:<34} {v['value']:>12.4g} {v['unit']:<18} {v['source']}")
+        if s.library_table:   # fp32 layers the measured grid covers are priced from it
+            print(f"  {'table':<34} {s.library_table} {s.source('library.table')}")
         if library16 is not None:
             print("  [library_fp16] (their fp16 paths, for fp16 weights)" +
                   (f": transferred from the {s.library_fp16_from} fit"

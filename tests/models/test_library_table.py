@@ -174,3 +174,16 @@ def test_the_table_is_fingerprinted(tmp_path):
     assert model_fingerprint(copy, gpu="h200") != before["h200"]
     assert model_fingerprint(copy, gpu="h100") == before["h100"]
     assert not math.isnan(doc["cublas"]["rnn"]["1"]["per_step_s"][3])
+
+
+def test_specs_names_the_grid(capsys):
+    from gpusim.cli import main
+
+    assert main(["specs", "--gpu", "h200", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["library_table"]["value"] == "h200_library_table.json"
+    assert doc["library_table"]["source"].startswith("[C] step times of cuBLAS and cuSPARSE")
+    assert main(["specs", "--gpu", "h200"]) == 0
+    assert "h200_library_table.json" in capsys.readouterr().out
+    assert main(["specs", "--gpu", "h100", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["library_table"] is None
