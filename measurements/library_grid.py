@@ -1,6 +1,7 @@
 """The library baselines on a grid of layer shapes: the table the analytical model interpolates.
 
     PYTHONPATH=. python3 measurements/library_grid.py --out $OUT [--only cublas|cusparse]
+    python measurements/library_grid.py --check h200     # the grid against the fitted classes
 
 The fitted ``[library]`` classes (one fixed cost and one throughput per kernel class, fitted to
 ``library_sweep.json``) are off by 12% (cuBLAS) and 11% (cuSPARSE) on the H200's fresh draws,
@@ -114,11 +115,80 @@ def measure_point(library: str, cell: str, n: int, b: int, d: float, seed: int) 
     return rec
 
 
+def check(gpu: str = "h200") -> dict:
+    """The grid against the fitted classes on the GPU's recorded fresh draws (its merged
+    cross-check record): per sample ("in sample": draws measured before the grid, which never
+    entered it; "out of sample": after it), library and cell, the MAPE of the fp32 rows under
+    each; and the gated and fp16 speedups (``cells``) with the classes' library times put in
+    place of the grid's. Multi-head rows are left out (their layers' densities are per head)."""
+    import dataclasses
+    import gzip
+    import statistics
+
+    from gpusim.specs import load_spec
+    from models.analytical.predict import predict_many
+
+    spec = load_spec(gpu)
+    classes = dataclasses.replace(spec, library_table="")
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), gpu,
+                        "crosscheck_fresh.json.gz")
+    with gzip.open(path, "rt") as f:
+        rec = json.load(f)
+
+    def price(sp, kind, r, dtype="fp32"):
+        return float(predict_many(sp, r["hidden"], r["batch"], r["density"],
+                                  cell=r.get("cell") or "rnn", dtype=dtype,
+                                  kernels=[kind])[kind].per_step_s[0])
+
+    errs: dict = {}
+    for r in rec["rows"]:
+        if r["kind"] not in ("cublas", "cusparse") or "fp16" in r["id"] or "-H" in r["id"]:
+            continue
+        key = (r["sample"], r["kind"], r.get("cell") or "rnn")
+        e = errs.setdefault(key, ([], []))
+        e[0].append(abs(price(classes, r["kind"], r) / r["measured_s"] - 1))
+        e[1].append(abs(price(spec, r["kind"], r) / r["measured_s"] - 1))
+    out = {"libraries": {f"{s} | {k} | {c}": {"rows": len(a), "classes": statistics.mean(a),
+                                               "grid": statistics.mean(b)}
+                         for (s, k, c), (a, b) in sorted(errs.items())}, "cells": {}}
+    for sample in ("in sample", "out of sample"):
+        rows = [r for r in rec["speedup"]["rows"] if r["sample"] == sample and r.get("cell")]
+        for eng in ("model", "sim"):
+            old, new = [], []
+            for r in rows:
+                t = dict(r[eng]["times_s"])
+                t.update({k: price(classes, k, r, r.get("dtype") or "fp32")
+                          for k in ("cublas", "cusparse")})
+                pers = [k for k, v in t.items() if k.startswith("sparse-") and v]
+                rest = [k for k, v in t.items() if not k.startswith("sparse-") and v]
+                best = min(t[k] for k in rest) / min(t[k] for k in pers)
+                old.append(abs(best / r["measured"]["speedup"] - 1))
+                new.append(r[eng]["ape"])
+            out["cells"][f"{sample} | {eng}"] = {
+                "layers": len(rows), "classes": statistics.mean(old) if old else None,
+                "grid": statistics.mean(new) if new else None}
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", required=True)
+    ap.add_argument("--out", help="GPU run: write the grid records here")
     ap.add_argument("--only", choices=("cublas", "cusparse"), help="one library (default: both)")
+    ap.add_argument("--check", metavar="GPU", help="no GPU: the grid against the fitted classes "
+                    "on GPU's recorded fresh draws (check())")
     args = ap.parse_args(argv)
+    if args.check:
+        res = check(args.check)
+        for k, v in res["libraries"].items():
+            print(f"{k:34s} {v['rows']:4d} rows: classes {100 * v['classes']:5.1f}%, "
+                  f"grid {100 * v['grid']:5.1f}%")
+        for k, v in res["cells"].items():
+            if v["layers"]:
+                print(f"gated/fp16 speedups, {k:20s} {v['layers']:4d} layers: classes "
+                      f"{100 * v['classes']:5.1f}%, grid {100 * v['grid']:5.1f}%")
+        return 0
+    if not args.out:
+        ap.error("--out (GPU run) or --check GPU")
     check_disjoint()
     os.makedirs(args.out, exist_ok=True)
     from gpusim.backends.baselines import require_torch

@@ -187,3 +187,30 @@ def test_specs_names_the_grid(capsys):
     assert "h200_library_table.json" in capsys.readouterr().out
     assert main(["specs", "--gpu", "h100", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["library_table"] is None
+
+
+def test_the_readmes_quote_the_check():
+    """measurements/README.md's table and the s50-s53 figures of both READMEs are what
+    ``measurements/library_grid.py --check h200`` computes from the merged H200 record."""
+    sys.path.insert(0, str(ROOT / "measurements"))
+    import library_grid as lg
+
+    res = lg.check("h200")
+    lib, cells = res["libraries"], res["cells"]
+    pct = lambda x: f"{100 * x:.1f}%"  # noqa: E731
+    text = (ROOT / "measurements" / "README.md").read_text()
+    for kind, name in (("cublas", "cuBLAS"), ("cusparse", "cuSPARSE")):
+        row = " | ".join(f"{pct(v['classes'])} / {pct(v['grid'])} ({v['rows']})" for v in
+                         (lib[f"in sample | {kind} | {c}"] for c in ("rnn", "lstm", "gru")))
+        assert f"| {name} | {row} |" in text
+    out = {k: [lib[f"out of sample | {k} | {c}"] for c in ("rnn", "lstm", "gru")]
+           for k in ("cublas", "cusparse")}
+    readme = (ROOT / "README.md").read_text()
+    for k, name in (("cublas", "cuBLAS"), ("cusparse", "cuSPARSE")):
+        n = sum(v["rows"] for v in out[k])
+        mean = {m: sum(v[m] * v["rows"] for v in out[k]) / n for m in ("classes", "grid")}
+        assert n == 77
+        assert f"{name} {pct(mean['classes'])} / {pct(mean['grid'])}" in readme
+    for eng in ("model", "sim"):
+        c = cells[f"out of sample | {eng}"]
+        assert f"{pct(c['classes'])} / {pct(c['grid'])}" in readme
