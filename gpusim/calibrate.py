@@ -435,16 +435,25 @@ def write_transferred_library(spec_path: Path, transferred: dict, source: str,
     _replace_library(spec_path, lines, table)
 
 
+def _section(text: str, table: str) -> tuple[int, int, int] | None:
+    """(start of the ``[table]`` header, end of the header, end of the table's body: the next
+    header or the end of the text) in a spec's text, or None when it has no such table."""
+    start = re.search(rf"^\[{table}\]\s*$", text, re.M)
+    if not start:
+        return None
+    nxt = re.search(r"^\[", text[start.end():], re.M)
+    return start.start(), start.end(), start.end() + nxt.start() if nxt else len(text)
+
+
 def _replace_library(spec_path: Path, lines: list[str], table: str = "library") -> None:
     """Replace the spec's ``[table]`` by ``lines``, keeping its measured grid's ``table``
     entry (:func:`_main_library_table`) when it has one."""
     text = spec_path.read_text()
-    start = re.search(rf"^\[{table}\]\s*$", text, re.M)
-    if start:
-        nxt = re.search(r"^\[", text[start.end():], re.M)
-        old = text[start.end():start.end() + nxt.start()] if nxt else text[start.end():]
-        lines = lines + re.findall(r"^table = .*$", old, re.M)
-        text = text[:start.start()] + (text[start.end() + nxt.start():] if nxt else "")
+    sec = _section(text, table)
+    if sec:
+        head, body, end = sec
+        lines = lines + re.findall(r"^table = .*$", text[body:end], re.M)
+        text = text[:head] + text[end:]
     spec_path.write_text(text.rstrip("\n") + "\n\n" + "\n".join(lines) + "\n")
 
 
@@ -525,9 +534,12 @@ def library_table_from_grid(cublas: dict, cusparse: dict, gpu: str,
             groups.setdefault(key, {})[(p["hidden"], p["density"])] = p["per_step_s"]
     for (lib, cell, b), pts in sorted(groups.items()):
         hid = sorted({n for n, _ in pts})
-        if lib == "cublas":
-            entry = {"hidden": hid, "per_step_s": [pts[min(k for k in pts if k[0] == n)]
-                                                   for n in hid]}
+        if lib == "cublas":         # the product is dense: one density a size
+            by_hidden = {n: t for (n, _), t in pts.items()}
+            if len(by_hidden) != len(pts):
+                raise InputError(f"library grid: cublas {cell} batch {b} has several densities "
+                                 f"at one hidden size; accepted: one point a size")
+            entry = {"hidden": hid, "per_step_s": [by_hidden[n] for n in hid]}
         else:
             dens = sorted({d for _, d in pts})
             missing = [(n, d) for n in hid for d in dens if (n, d) not in pts]
@@ -600,14 +612,13 @@ def _main_library_table(gpu: str, write: bool) -> int:
             f'calibration = "{_record(paths[0])}" }}')
     sp = spec_path(gpu)
     text = sp.read_text()
-    m = re.search(r"^\[library\]\s*$", text, re.M)
-    if not m:
+    sec = _section(text, "library")
+    if not sec:
         raise SystemExit(f"--library-table {gpu}: {sp} has no [library] table to extend")
-    body_end = re.search(r"^\[", text[m.end():], re.M)
-    end = m.end() + (body_end.start() if body_end else len(text) - m.end())
-    body = re.sub(r"^table = .*\n", "", text[m.end():end], flags=re.M)
-    sp.write_text(text[:m.end()] + body.rstrip("\n") + "\n" + line + "\n"
-                  + ("\n" + text[end:] if body_end else ""))
+    _, body, end = sec
+    kept = re.sub(r"^table = .*\n", "", text[body:end], flags=re.M)
+    sp.write_text(text[:body] + kept.rstrip("\n") + "\n" + line + "\n"
+                  + ("\n" + text[end:] if end < len(text) else ""))
     print(f"wrote {SPEC_DIR / name} and the [library] table entry of {sp}: {src}")
     return 0
 

@@ -126,6 +126,7 @@ def check(gpu: str = "h200") -> dict:
     import statistics
 
     from gpusim.specs import load_spec
+    from gpusim.speedup_check import SPARSE, _best
     from models.analytical.predict import predict_many
 
     spec = load_spec(gpu)
@@ -159,10 +160,11 @@ def check(gpu: str = "h200") -> dict:
                 t = dict(r[eng]["times_s"])
                 t.update({k: price(classes, k, r, r.get("dtype") or "fp32")
                           for k in ("cublas", "cusparse")})
-                pers = [k for k, v in t.items() if k.startswith("sparse-") and v]
-                rest = [k for k, v in t.items() if not k.startswith("sparse-") and v]
-                best = min(t[k] for k in rest) / min(t[k] for k in pers)
-                old.append(abs(best / r["measured"]["speedup"] - 1))
+                # as the cross-check prices a gated or fp16 layer: among its measured kernels
+                t = {k: v for k, v in t.items() if k in r["measured"]["times_s"] and v}
+                tp = _best(t, SPARSE)[1]
+                tn = _best(t, [k for k in t if k not in SPARSE])[1]
+                old.append(abs(tn / tp / r["measured"]["speedup"] - 1))
                 new.append(r[eng]["ape"])
             out["cells"][f"{sample} | {eng}"] = {
                 "layers": len(rows), "classes": statistics.mean(old) if old else None,
