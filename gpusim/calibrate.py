@@ -514,56 +514,68 @@ def _record(path: Path) -> str:
         return str(path)
 
 
-GRID_RECORDS = ("library_grid_cublas.json.gz", "library_grid_cusparse.json.gz")
+GRID_RECORDS = {"cublas": "library_grid_cublas.json.gz",
+                "cusparse": "library_grid_cusparse.json.gz",
+                "cublas_fp16": "library_grid_cublas_fp16.json.gz",
+                "cusparse_fp16": "library_grid_cusparse_fp16.json.gz"}
 
 
-def library_table_from_grid(cublas: dict, cusparse: dict, gpu: str,
-                            records: tuple[str, ...] = ()) -> dict:
-    """The measured library grid (``measurements/library_grid.py``'s two records) as the table
-    :func:`gpusim.specs.load_library_table` reads: per library, cell and batch the grid's
-    hidden sizes (and cuSPARSE's densities) and their step times."""
+_LIB_NAMES = {"cublas": "cuBLAS", "cusparse": "cuSPARSE", "cublas_fp16": "cuBLAS fp16",
+              "cusparse_fp16": "cuSPARSE fp16"}
+
+
+def library_table_from_grid(grids: dict, gpu: str, records: tuple[str, ...] = ()) -> dict:
+    """The measured library grid (``measurements/library_grid.py``'s records, ``grids``: the
+    table's section, "cublas", "cusparse" and optionally "cublas_fp16" / "cusparse_fp16", to
+    its record) as the table :func:`gpusim.specs.load_library_table` reads: per section, cell
+    and batch the grid's hidden sizes (and cuSPARSE's densities) and their step times; a point
+    that failed its values check (in the record's ``errors``) is ``null``."""
     out = {"format_version": 1, "gpu": gpu, "records": list(records),
            "note": "step times (s) of the library baselines measured on a grid of layer shapes "
                    "(measurements/library_grid.py); written by python -m gpusim.calibrate "
-                   "--library-table; read by models.analytical.library_table",
-           "cublas": {}, "cusparse": {}}
-    groups: dict = {}
-    for lib, rec in (("cublas", cublas), ("cusparse", cusparse)):
+                   "--library-table; read by models.analytical.library_table; null: a point "
+                   "that failed its values check"}
+    for lib, rec in grids.items():
+        groups: dict = {}
         for p in rec["points"]:
-            key = (lib, p["cell"], str(p["batch"]))
+            key = (p["cell"], str(p["batch"]))
             groups.setdefault(key, {})[(p["hidden"], p["density"])] = p["per_step_s"]
-    for (lib, cell, b), pts in sorted(groups.items()):
-        hid = sorted({n for n, _ in pts})
-        if lib == "cublas":         # the product is dense: one density a size
-            by_hidden = {n: t for (n, _), t in pts.items()}
-            if len(by_hidden) != len(pts):
-                raise InputError(f"library grid: cublas {cell} batch {b} has several densities "
-                                 f"at one hidden size; accepted: one point a size")
-            entry = {"hidden": hid, "per_step_s": [by_hidden[n] for n in hid]}
-        else:
-            dens = sorted({d for _, d in pts})
-            missing = [(n, d) for n in hid for d in dens if (n, d) not in pts]
-            if missing:
-                raise InputError(f"library grid: cusparse {cell} batch {b} lacks the points "
-                                 f"{missing[:3]}; a grid needs every (hidden, density) pair")
-            entry = {"hidden": hid, "density": dens,
-                     "per_step_s": [[pts[(n, d)] for d in dens] for n in hid]}
-        out[lib].setdefault(cell, {})[b] = entry
+        for k in rec.get("errors", {}):    # "cell-hN-bB-dD"
+            cell, n, b, d = k.split("-")
+            groups.setdefault((cell, b[1:]), {})[(int(n[1:]), float(d[1:]))] = None
+        out[lib] = {}
+        for (cell, b), pts in sorted(groups.items()):
+            hid = sorted({n for n, _ in pts})
+            if lib.startswith("cublas"):         # the product is dense: one density a size
+                by_hidden = {n: t for (n, _), t in pts.items()}
+                if len(by_hidden) != len(pts):
+                    raise InputError(f"library grid: {lib} {cell} batch {b} has several "
+                                     f"densities at one hidden size; accepted: one point a size")
+                entry = {"hidden": hid, "per_step_s": [by_hidden[n] for n in hid]}
+            else:
+                dens = sorted({d for _, d in pts})
+                missing = [(n, d) for n in hid for d in dens if (n, d) not in pts]
+                if missing:
+                    raise InputError(f"library grid: {lib} {cell} batch {b} lacks the points "
+                                     f"{missing[:3]}; a grid needs every (hidden, density) pair")
+                entry = {"hidden": hid, "density": dens,
+                         "per_step_s": [[pts[(n, d)] for d in dens] for n in hid]}
+            out[lib].setdefault(cell, {})[b] = entry
     return out
 
 
 def table_leave_one_out(table: dict) -> dict:
     """How well the table prices a size it lacks: every grid point inside its row (not the
-    smallest or largest hidden) interpolated from the table without it. Returns per library
-    ``{"points", "mape", "max_ape", "worst"}``."""
+    smallest or largest hidden) interpolated from the table without it. Returns per section
+    ``{"points", "mape", "max_ape", "worst"}``; points next to a missing one are left out."""
     import numpy as np
 
     from models.analytical.library_table import table_step_s
 
     out = {}
-    for lib in ("cublas", "cusparse"):
+    for lib, cells in table.items():
         errs = []
-        for cell, batches in table[lib].items():
+        for cell, batches in cells.items():
             for b, (hid, dens, t) in batches.items():
                 for i in range(1, hid.size - 1):
                     keep = np.arange(hid.size) != i
@@ -572,8 +584,9 @@ def table_leave_one_out(table: dict) -> dict:
                         want = t[i] if dens is None else t[i, j]
                         got = table_step_s(sub, lib, cell, b, [hid[i]],
                                            [0.0 if d is None else d])[0]
-                        errs.append((abs(got / want - 1), f"{cell}-h{int(hid[i])}-b{b}"
-                                     + ("" if d is None else f"-d{d}")))
+                        if np.isfinite(got) and np.isfinite(want):
+                            errs.append((abs(got / want - 1), f"{cell}-h{int(hid[i])}-b{b}"
+                                         + ("" if d is None else f"-d{d}")))
         errs.sort()
         out[lib] = {"points": len(errs), "mape": sum(e for e, _ in errs) / len(errs),
                     "max_ape": errs[-1][0], "worst": errs[-1][1]}
@@ -586,13 +599,15 @@ def _main_library_table(gpu: str, write: bool) -> int:
     from gpusim.measurements import load_json
     from gpusim.specs import SPEC_DIR, TABLE_SUFFIX, load_library_table, spec_path
 
-    paths = [ROOT / "measurements" / gpu / name for name in GRID_RECORDS]
-    for path in paths:
-        if not path.exists():
-            raise SystemExit(f"--library-table {gpu}: {path} is missing; measure it with "
+    paths = {lib: ROOT / "measurements" / gpu / name for lib, name in GRID_RECORDS.items()}
+    for lib in ("cublas", "cusparse"):
+        if not paths[lib].exists():
+            raise SystemExit(f"--library-table {gpu}: {paths[lib]} is missing; measure it with "
                              f"measurements/library_grid.py")
-    recs = [load_json(path) for path in paths]
-    table = library_table_from_grid(*recs, gpu=gpu, records=tuple(_record(p) for p in paths))
+    paths = {lib: p for lib, p in paths.items() if p.exists()}
+    recs = {lib: load_json(p) for lib, p in paths.items()}
+    table = library_table_from_grid(recs, gpu=gpu,
+                                    records=tuple(_record(p) for p in paths.values()))
     name = f"{gpu}{TABLE_SUFFIX}"
     text = json.dumps(table, indent=1) + "\n"
     if not write:
@@ -601,15 +616,16 @@ def _main_library_table(gpu: str, write: bool) -> int:
     (SPEC_DIR / name).write_text(text)
     load_library_table.cache_clear()
     loo = table_leave_one_out(load_library_table(name))
-    n = sum(len(r["points"]) for r in recs)
-    src = (f"step times of cuBLAS and cuSPARSE measured on a grid of {n} layer shapes outside "
-           f"every campaign (measurements/library_grid.py), interpolated by models.analytical."
-           f"library_table; a grid size left out and interpolated from its neighbours: cuBLAS "
-           f"MAPE {100 * loo['cublas']['mape']:.1f}% (worst {100 * loo['cublas']['max_ape']:.0f}%"
-           f", {loo['cublas']['worst']}), cuSPARSE {100 * loo['cusparse']['mape']:.1f}% (worst "
-           f"{100 * loo['cusparse']['max_ape']:.0f}%, {loo['cusparse']['worst']})")
+    n = sum(len(r["points"]) for r in recs.values())
+    fp16 = " and their fp16 paths" if "cublas_fp16" in recs else ""
+    src = (f"step times of cuBLAS and cuSPARSE{fp16} measured on a grid of {n} layer shapes "
+           f"outside every campaign (measurements/library_grid.py), interpolated by models."
+           f"analytical.library_table; a grid size left out and interpolated from its "
+           f"neighbours: " + ", ".join(
+               f"{_LIB_NAMES[lib]} MAPE {100 * v['mape']:.1f}% (worst "
+               f"{100 * v['max_ape']:.0f}%, {v['worst']})" for lib, v in loo.items()))
     line = (f'table = {{ value = "{name}", unit = "file", type = "C", source = "{src}", '
-            f'calibration = "{_record(paths[0])}" }}')
+            f'calibration = "{_record(paths["cublas"])}" }}')
     sp = spec_path(gpu)
     text = sp.read_text()
     sec = _section(text, "library")

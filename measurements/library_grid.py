@@ -98,14 +98,16 @@ def check_disjoint() -> None:
                          f"must be disjoint from every campaign")
 
 
-def measure_point(library: str, cell: str, n: int, b: int, d: float, seed: int) -> dict:
+def measure_point(library: str, cell: str, n: int, b: int, d: float, seed: int,
+                  dtype: str = "fp32") -> dict:
     from gpusim.backends.baselines import run_cublas, run_cusparse
     from kernels_ir.kernels.sparse_rnn import make_layer
 
     layer = make_layer(n, b, d, STEPS, seed=seed, cell=cell)
     run = run_cublas if library == "cublas" else run_cusparse
-    r = run(layer, repeats=REPEATS, warmup=WARMUP, seed=seed, short_steps=SHORT_STEPS)
-    rec = {"cell": cell, "hidden": n, "batch": b, "density": d, "seed": seed,
+    r = run(layer, repeats=REPEATS, warmup=WARMUP, seed=seed, short_steps=SHORT_STEPS,
+            dtype=dtype)
+    rec = {"cell": cell, "dtype": dtype, "hidden": n, "batch": b, "density": d, "seed": seed,
            "rows": int(layer.U.shape[0]), "nnz": int(layer.U.nnz),
            "per_step_s": r["per_step_s"], "per_step_raw_s": r["per_step_raw_s"],
            "max_rel_err": r["max_rel_err"], "best": r["best"]}
@@ -118,9 +120,10 @@ def measure_point(library: str, cell: str, n: int, b: int, d: float, seed: int) 
 def check(gpu: str = "h200") -> dict:
     """The grid against the fitted classes on the GPU's recorded fresh draws (its merged
     cross-check record): per sample ("in sample": draws measured before the grid, which never
-    entered it; "out of sample": after it), library and cell, the MAPE of the fp32 rows under
-    each; and the gated and fp16 speedups (``cells``) with the classes' library times put in
-    place of the grid's. Multi-head rows are left out (their layers' densities are per head)."""
+    entered it; "out of sample": after it), library (fp16 rows as ``<library>_fp16``) and cell,
+    the MAPE of the rows under each; and the gated and fp16 speedups (``cells``) with the
+    libraries priced by either (the kernels' own predictions as recorded). Multi-head rows are
+    left out (their layers' densities are per head)."""
     import dataclasses
     import gzip
     import statistics
@@ -143,32 +146,35 @@ def check(gpu: str = "h200") -> dict:
 
     errs: dict = {}
     for r in rec["rows"]:
-        if r["kind"] not in ("cublas", "cusparse") or "fp16" in r["id"] or "-H" in r["id"]:
+        if r["kind"] not in ("cublas", "cusparse") or "-H" in r["id"]:
             continue
-        key = (r["sample"], r["kind"], r.get("cell") or "rnn")
+        dtype = r.get("dtype") or "fp32"
+        key = (r["sample"], r["kind"] + ("" if dtype == "fp32" else "_fp16"),
+               r.get("cell") or "rnn")
         e = errs.setdefault(key, ([], []))
-        e[0].append(abs(price(classes, r["kind"], r) / r["measured_s"] - 1))
-        e[1].append(abs(price(spec, r["kind"], r) / r["measured_s"] - 1))
+        e[0].append(abs(price(classes, r["kind"], r, dtype) / r["measured_s"] - 1))
+        e[1].append(abs(price(spec, r["kind"], r, dtype) / r["measured_s"] - 1))
     out = {"libraries": {f"{s} | {k} | {c}": {"rows": len(a), "classes": statistics.mean(a),
                                                "grid": statistics.mean(b)}
                          for (s, k, c), (a, b) in sorted(errs.items())}, "cells": {}}
     for sample in ("in sample", "out of sample"):
         rows = [r for r in rec["speedup"]["rows"] if r["sample"] == sample and r.get("cell")]
         for eng in ("model", "sim"):
-            old, new = [], []
+            apes: dict = {"classes": [], "grid": []}
             for r in rows:
-                t = dict(r[eng]["times_s"])
-                t.update({k: price(classes, k, r, r.get("dtype") or "fp32")
-                          for k in ("cublas", "cusparse")})
-                # as the cross-check prices a gated or fp16 layer: among its measured kernels
-                t = {k: v for k, v in t.items() if k in r["measured"]["times_s"] and v}
-                tp = _best(t, SPARSE)[1]
-                tn = _best(t, [k for k in t if k not in SPARSE])[1]
-                old.append(abs(tn / tp / r["measured"]["speedup"] - 1))
-                new.append(r[eng]["ape"])
+                for name, sp in (("classes", classes), ("grid", spec)):
+                    t = dict(r[eng]["times_s"])
+                    t.update({k: price(sp, k, r, r.get("dtype") or "fp32")
+                              for k in ("cublas", "cusparse")})
+                    # as the cross-check prices a gated or fp16 layer: among its measured
+                    # kernels
+                    t = {k: v for k, v in t.items() if k in r["measured"]["times_s"] and v}
+                    tp = _best(t, SPARSE)[1]
+                    tn = _best(t, [k for k in t if k not in SPARSE])[1]
+                    apes[name].append(abs(tn / tp / r["measured"]["speedup"] - 1))
             out["cells"][f"{sample} | {eng}"] = {
-                "layers": len(rows), "classes": statistics.mean(old) if old else None,
-                "grid": statistics.mean(new) if new else None}
+                "layers": len(rows), **{k: statistics.mean(v) if v else None
+                                        for k, v in apes.items()}}
     return out
 
 
@@ -176,6 +182,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", help="GPU run: write the grid records here")
     ap.add_argument("--only", choices=("cublas", "cusparse"), help="one library (default: both)")
+    ap.add_argument("--dtype", choices=("fp32", "fp16"), default="fp32",
+                    help="the weights' precision (fp16: the libraries' fp16 paths, records "
+                    "library_grid_<library>_fp16.json)")
     ap.add_argument("--check", metavar="GPU", help="no GPU: the grid against the fitted classes "
                     "on GPU's recorded fresh draws (check())")
     args = ap.parse_args(argv)
@@ -201,7 +210,8 @@ def main(argv: list[str] | None = None) -> int:
     for lib in libs:
         t0 = time.time()
         argv_rec = sys.argv if argv is None else ["measurements/library_grid.py"] + argv
-        out = {"format_version": 1, "library": lib, "provenance": provenance(argv_rec),
+        out = {"format_version": 1, "library": lib, "dtype": args.dtype,
+               "provenance": provenance(argv_rec),
                "steps": [STEPS, SHORT_STEPS], "repeats": REPEATS, "warmup": WARMUP,
                "points": [], "errors": {}}
         pts = GRID[lib]
@@ -209,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
             key = f"{cell}-h{n}-b{b}-d{d}"
             t1 = time.time()
             try:
-                rec = measure_point(lib, cell, n, b, d, SEED_BASE + i)
+                rec = measure_point(lib, cell, n, b, d, SEED_BASE + i, args.dtype)
                 out["points"].append(rec)
                 print(f"[{lib} {i + 1}/{len(pts)}] {key}: {rec['per_step_s'] * 1e6:.2f} us "
                       f"({rec['best']}, {time.time() - t1:.1f}s)", flush=True)
@@ -218,7 +228,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"[{lib} {i + 1}/{len(pts)}] {key}: FAILED {out['errors'][key]}",
                       flush=True)
         out["seconds"] = time.time() - t0
-        with open(os.path.join(args.out, f"library_grid_{lib}.json"), "w") as f:
+        name = f"library_grid_{lib}" + ("" if args.dtype == "fp32" else "_fp16")
+        with open(os.path.join(args.out, f"{name}.json"), "w") as f:
             json.dump(out, f, indent=1, default=float)
     return 0
 

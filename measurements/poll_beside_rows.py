@@ -37,13 +37,17 @@ SMEM_WORDS = 4096            # the streamed shared buffer (16 KiB)
 UNROLL = 4                   # loads in flight per streaming warp
 SIZES = (2048, 16384)        # iterations on the GPU
 SIM_SIZES = (256, 1024)      # iterations in the simulator
-REPEATS, WARMUP = 9, 2
-POLLS = ("wide", "first", "narrow")
-# (streamers, pollers, poll): the CUDA probe's configurations that load the shared pipe, and
-# the four pollers' pass taken apart (fewer compares; fewer bytes and compares)
+REPEATS, WARMUP, ROUNDS = 5, 2, 6
+POLLS = ("wide", "first", "narrow", "paced")
+PACE = 8                     # dependent tanh after each of a paced poller's passes
+# (streamers, pollers, poll): the CUDA probe's configurations that load the shared pipe; the
+# pollers' pass taken apart (fewer compares; fewer bytes and compares; fewer passes); and two
+# streamers with pollers on the other two schedulers only (warps 2, 3) or on all four (2-7)
 CONFIGS = ((4, 0, "wide"), (4, 1, "wide"), (4, 2, "wide"), (4, 4, "wide"), (6, 0, "wide"),
            (6, 2, "wide"), (1, 0, "wide"), (1, 7, "wide"), (4, 4, "first"), (4, 4, "narrow"),
-           (6, 2, "first"), (6, 2, "narrow"))
+           (6, 2, "first"), (6, 2, "narrow"), (4, 1, "narrow"), (1, 7, "narrow"), (4, 1, "paced"),
+           (4, 4, "paced"), (6, 2, "paced"), (1, 7, "paced"), (2, 0, "wide"), (2, 2, "wide"),
+           (2, 6, "wide"))
 
 
 def build(iters: int, streamers: int, pollers: int, poll: str = "wide", ctas: int = 132,
@@ -52,7 +56,9 @@ def build(iters: int, streamers: int, pollers: int, poll: str = "wide", ctas: in
     .Microbench` of ``iters`` operations. ``poll``: ``"wide"`` four 16-byte loads a thread and
     every word checked (the kernels' poll), ``"first"`` the same loads with the first word of
     each chunk checked (a quarter of the compares), ``"narrow"`` one 4-byte load a thread and
-    one compare: the bytes and the instructions of a poll pass taken apart."""
+    one compare: the bytes and the instructions of a poll pass taken apart; ``"paced"`` the
+    narrow pass followed by a chain of ``PACE`` dependent tanh (about twice the pass's time on
+    the H200), which halves the passes and keeps their loads."""
     from kernels_ir.builder import Builder
     from kernels_ir.errors import InputError
     from kernels_ir.ir import F32, I32, PRED
@@ -111,12 +117,13 @@ def build(iters: int, streamers: int, pollers: int, poll: str = "wide", ctas: in
             b.stg(g_region, part, (one, one, one, one))
     with b.else_():
         with b.if_(b.isetp("lt", warp, streamers + pollers, dst=b.reg(PRED, "polls"))):
-            width = 1 if poll == "narrow" else 4
+            narrow = poll in ("narrow", "paced")
+            width = 1 if narrow else 4
             # narrow: one word a lane, every 16th of the region (four in each warp's part)
-            at = b.imad(lane, REGION // WARP if poll == "narrow" else 4, base,
-                        dst=b.reg(I32, "at"))
+            at = b.imad(lane, REGION // WARP if narrow else 4, base, dst=b.reg(I32, "at"))
             got = [b.reg(F32, f"got{k}", width)
-                   for k in range(1 if poll == "narrow" else REGION // (4 * WARP))]
+                   for k in range(1 if narrow else REGION // (4 * WARP))]
+            pace = b.mov(val, dst=b.reg(F32, "pace")) if poll == "paced" else None
             with b.while_(spin_limit=SPIN, label="poll_region") as poll_loop:
                 for k, g in enumerate(got):
                     b.ldg_volatile(g_region, at, offset=width * WARP * k, width=width, dst=g)
@@ -126,6 +133,11 @@ def build(iters: int, streamers: int, pollers: int, poll: str = "wide", ctas: in
                     for j in range(4 if poll == "wide" else 1):
                         b.fsetp("eq", g[j], 0.0, dst=zero)
                         b.por(waiting, zero, dst=waiting)
+                if poll == "paced":
+                    for _ in range(PACE):
+                        b.tanh(b.fadd(pace, got[0][0], dst=pace), dst=pace)
+                    # never true (tanh stays within -1..1): keeps the chain in the loop
+                    b.por(waiting, b.fsetp("gt", pace, 2.0, dst=zero), dst=waiting)
                 poll_loop.cond = b.vote_any(waiting, dst=b.reg(PRED, "warp_waiting"))
     kernel = verify(b.build())
     region = np.zeros(ctas * REGION, np.float32)
@@ -151,7 +163,16 @@ def _key(streamers: int, pollers: int, poll: str) -> str:
     return f"s{streamers}_p{pollers}" + ("" if poll == "wide" else f"_{poll}")
 
 
+def base_key(key: str) -> str:
+    """The configuration's stream alone (same streamers, no pollers)."""
+    return key.split("_")[0] + "_p0"
+
+
 def measure(out: str, argv: list) -> dict:
+    """``ROUNDS`` rounds, each over every configuration in turn, so that a drift of the GPU's
+    state between configurations (about 5% between two calls) falls on both sides of a ratio:
+    the effect of the pollers is the median over the rounds of the round's kernel time at the
+    larger iteration count over its stream alone."""
     import time
 
     from gpusim.backends.cupy_backend import Runner, run_microbench
@@ -162,22 +183,42 @@ def measure(out: str, argv: list) -> dict:
     runner = Runner()
     prov = provenance(argv)
     clocks = ClockSampler()
-    rec = {"format_version": 1, "provenance": prov, "repeats": REPEATS, "warmup": WARMUP,
-           "sizes": list(SIZES), "results": {}}
+    rec = {"format_version": 2, "provenance": prov, "repeats": REPEATS, "warmup": WARMUP,
+           "rounds": ROUNDS, "sizes": list(SIZES), "results": {}}
     t0 = time.time()
-    for s, p, q in CONFIGS:
-        key = _key(s, p, q)
-        r = run_microbench(SIZES, lambda n, s=s, p=p, q=q: build(n, s, p, q), repeats=REPEATS,
-                           warmup=WARMUP, runner=runner)
-        for n in SIZES:
-            r["sizes"][str(n)]["kernel"] = kernel_fingerprint(build(n, s, p, q).kernel)
-        r["cycles_per_iter"] = r["per_op_s"] * prov["clock_rate_khz"] * 1e3
-        rec["results"][key] = r
-        print(f"{key:14s} {r['cycles_per_iter']:7.2f} cycles an iteration", flush=True)
+    for rnd in range(ROUNDS):
+        for s, p, q in CONFIGS:
+            key = _key(s, p, q)
+            r = run_microbench(SIZES, lambda n, s=s, p=p, q=q: build(n, s, p, q),
+                               repeats=REPEATS, warmup=WARMUP, runner=runner)
+            for n in SIZES:
+                r["sizes"][str(n)]["kernel"] = kernel_fingerprint(build(n, s, p, q).kernel)
+            r["cycles_per_iter"] = r["per_op_s"] * prov["clock_rate_khz"] * 1e3
+            rec["results"].setdefault(key, {"name": r["name"], "unit": r["unit"],
+                                            "rounds": []})["rounds"].append(r)
+        print(f"round {rnd + 1} of {ROUNDS} done, {time.time() - t0:.0f} s", flush=True)
+    for key, r in rec["results"].items():
+        r["cycles_per_iter"] = float(np.median([x["cycles_per_iter"] for x in r["rounds"]]))
+        r["effect"] = effect(rec, key)
+        print(f"{key:14s} {r['cycles_per_iter']:7.2f} cycles an iteration, pollers' effect "
+              f"{100 * r['effect']:+5.1f}%", flush=True)
     clocks.stop(prov)
     rec["timing_s"] = time.time() - t0
     save_record(os.path.join(out, "poll_beside_rows.json"), rec)
     return rec
+
+
+def long_times(rec: dict, key: str) -> list[float]:
+    """A configuration's median kernel time at the larger iteration count, round by round."""
+    return [x["sizes"][str(SIZES[1])]["t"]["median"] for x in rec["results"][key]["rounds"]]
+
+
+def effect(rec: dict, key: str) -> float:
+    """How much the pollers lengthen the stream on the GPU: median over rounds of the paired
+    ratio of kernel times at the larger iteration count, minus one."""
+    ratios = [a / b - 1 for a, b in zip(long_times(rec, key),
+                                                long_times(rec, base_key(key)), strict=True)]
+    return float(np.median(ratios))
 
 
 def simulated(spec_name: str = "h200") -> dict:

@@ -64,7 +64,7 @@ def main(args) -> int:
                f"transferred from the {s.library_from} fit" if s.library_from else ""))
         for k, v in (library or {}).items():
             print(f"  {k:<34} {v['value']:>12.4g} {v['unit']:<18} {v['source']}")
-        if s.library_table:   # fp32 layers the measured grid covers are priced from it
+        if s.library_table:   # layers the measured grid covers (fp32, fp16) are priced from it
             print(f"  {'table':<34} {s.library_table} {s.source('library.table')}")
         if library16 is not None:
             print("  [library_fp16] (their fp16 paths, for fp16 weights)" +

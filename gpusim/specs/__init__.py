@@ -300,8 +300,10 @@ def load_library_table(name: str) -> dict:
     """The measured library grid ``name`` (a :data:`TABLE_SUFFIX` file in this directory, the
     value of a spec's ``[library] table``), checked: ``{library: {cell: {batch: entry}}}`` with
     ``library`` "cublas" (entry: increasing ``hidden`` and one ``per_step_s`` each) or "cusparse"
-    (entry: increasing ``hidden`` and ``density``, ``per_step_s`` one row per hidden). Written
-    by ``python -m gpusim.calibrate --library-table``. A bad file is one SpecError."""
+    (entry: increasing ``hidden`` and ``density``, ``per_step_s`` one row per hidden), and
+    optionally "cublas_fp16" / "cusparse_fp16" (the fp16 paths, same entries). A ``per_step_s``
+    of ``null`` is a point that failed its values check (``nan`` here). Written by ``python -m
+    gpusim.calibrate --library-table``. A bad file is one SpecError."""
     import json
 
     import numpy as np
@@ -317,8 +319,10 @@ def load_library_table(name: str) -> dict:
     except (OSError, ValueError) as exc:
         raise bad(f"unreadable ({type(exc).__name__}: {exc})") from None
     out: dict = {}
-    for lib in ("cublas", "cusparse"):
+    for lib in ("cublas", "cusparse", "cublas_fp16", "cusparse_fp16"):
         cells = doc.get(lib) if isinstance(doc, dict) else None
+        if lib.endswith("_fp16") and cells is None:
+            continue
         if not isinstance(cells, dict) or not cells:
             raise bad(f"no '{lib}' table")
         for cell, batches in cells.items():
@@ -329,9 +333,9 @@ def load_library_table(name: str) -> dict:
                 try:
                     batch = int(b)
                     hid = np.asarray(e["hidden"], dtype=np.float64)
-                    t = np.asarray(e["per_step_s"], dtype=np.float64)
-                    dens = (np.asarray(e["density"], dtype=np.float64) if lib == "cusparse"
-                            else None)
+                    t = np.asarray(_nulls_to_nan(e["per_step_s"]), dtype=np.float64)
+                    dens = (np.asarray(e["density"], dtype=np.float64)
+                            if lib.startswith("cusparse") else None)
                 except (TypeError, KeyError, ValueError) as exc:
                     raise bad(f"{where}: {type(exc).__name__}: {exc}") from None
                 shape = (hid.size,) if dens is None else (hid.size, dens.size)
@@ -344,10 +348,19 @@ def load_library_table(name: str) -> dict:
                                          dens[-1] > 1):
                     raise bad(f"{where}: 'density' must be at least two increasing values in "
                               f"(0, 1]")
-                if t.shape != shape or not np.all(np.isfinite(t)) or not np.all(t > 0):
-                    raise bad(f"{where}: 'per_step_s' must be {shape} positive seconds")
+                ok = np.isnan(t) | (np.isfinite(t) & (t > 0))
+                if t.shape != shape or not np.all(ok) or np.all(np.isnan(t)):
+                    raise bad(f"{where}: 'per_step_s' must be {shape} positive seconds (null: "
+                              f"a point that failed its values check)")
                 out.setdefault(lib, {}).setdefault(cell, {})[batch] = (hid, dens, t)
     return out
+
+
+def _nulls_to_nan(x):
+    """A JSON list (or list of lists) with ``null`` for a missing value, as floats."""
+    if isinstance(x, list):
+        return [_nulls_to_nan(v) for v in x]
+    return float("nan") if x is None else x
 
 
 def spec_path(name: str) -> Path:

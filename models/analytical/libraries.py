@@ -29,7 +29,8 @@ The library kernels are black boxes the simulator cannot run; two models of thei
    clock, so that check exercises the DRAM scaling and the absolute fixed costs, not the
    ``sm_count * clock_hz`` rule, which stays untested.
    A spec whose ``[library]`` table also names a measured grid (``table``; the H200's) prices
-   fp32 layers that the grid covers by interpolating its measured step times instead
+   layers that the grid covers (fp32 weights; fp16 ones where the table has the fp16 paths'
+   grid) by interpolating its measured step times instead
    (:mod:`.library_table`, :func:`_measured`): cuBLAS's kernel switches at sizes of its own
    defeat one throughput per class. The breakdown then holds ``measured_grid_s`` alone.
 2. Otherwise (a spec without the table) each kernel (graph node) costs
@@ -139,20 +140,13 @@ def library_path_parts(lib: dict, key: str, b: int, r, n, w, c, dtype: str = "fp
 def _measured(spec, name, N, B, d, cell, dtype) -> np.ndarray:
     """The step time of library ``name`` interpolated on the spec's measured grid
     (:mod:`.library_table`), ``nan`` where the spec has none or it does not cover the layer."""
-    shape = np.broadcast(N, B, d).shape
-    out = np.full(shape, np.nan)
-    if not spec.library_table or dtype != "fp32":
-        return out
+    if not spec.library_table:
+        return np.full(np.broadcast(N, B, d).shape, np.nan)
     from gpusim.specs import load_library_table
 
     from .library_table import table_step_s
 
-    table = load_library_table(spec.library_table)
-    N, B, d = (np.broadcast_to(x, shape) for x in (N, B, d))
-    for b in np.unique(B):
-        sel = B == b
-        out[sel] = table_step_s(table, name, cell, int(b), N[sel], d[sel])
-    return out
+    return table_step_s(load_library_table(spec.library_table), name, cell, B, N, d, dtype)
 
 
 def _baselines(spec, name, N, B, d, cell, dtype):
