@@ -210,8 +210,9 @@ def test_specs_names_the_grid(capsys):
 
 
 def test_the_readmes_quote_the_check():
-    """measurements/README.md's table and the s50-s53 figures of both READMEs are what
-    ``measurements/library_grid.py --check h200`` computes from the merged H200 record."""
+    """measurements/README.md's table (fp32 and fp16 rows) and the out-of-sample figures of the
+    README are what ``measurements/library_grid.py --check h200`` computes from the merged H200
+    record."""
     sys.path.insert(0, str(ROOT / "measurements"))
     import library_grid as lg
 
@@ -219,17 +220,18 @@ def test_the_readmes_quote_the_check():
     lib, cells = res["libraries"], res["cells"]
     pct = lambda x: f"{100 * x:.1f}%"  # noqa: E731
     text = (ROOT / "measurements" / "README.md").read_text()
-    for kind, name in (("cublas", "cuBLAS"), ("cusparse", "cuSPARSE")):
+    names = (("cublas", "cuBLAS"), ("cusparse", "cuSPARSE"), ("cublas_fp16", "cuBLAS fp16"),
+             ("cusparse_fp16", "cuSPARSE fp16"))
+    for kind, name in names:
         row = " | ".join(f"{pct(v['classes'])} / {pct(v['grid'])} ({v['rows']})" for v in
                          (lib[f"in sample | {kind} | {c}"] for c in ("rnn", "lstm", "gru")))
         assert f"| {name} | {row} |" in text
-    out = {k: [lib[f"out of sample | {k} | {c}"] for c in ("rnn", "lstm", "gru")]
-           for k in ("cublas", "cusparse")}
     readme = (ROOT / "README.md").read_text()
-    for k, name in (("cublas", "cuBLAS"), ("cusparse", "cuSPARSE")):
-        n = sum(v["rows"] for v in out[k])
-        mean = {m: sum(v[m] * v["rows"] for v in out[k]) / n for m in ("classes", "grid")}
-        assert n == 77
+    for kind, name in names:
+        out = [lib[f"out of sample | {kind} | {c}"] for c in ("rnn", "lstm", "gru")]
+        n = sum(v["rows"] for v in out)
+        mean = {m: sum(v[m] * v["rows"] for v in out) / n for m in ("classes", "grid")}
+        assert n == (19 if kind.endswith("fp16") else 77)
         assert f"{name} {pct(mean['classes'])} / {pct(mean['grid'])}" in readme
     for eng in ("model", "sim"):
         c = cells[f"out of sample | {eng}"]
