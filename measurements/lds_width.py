@@ -158,33 +158,12 @@ def measure(out: str, argv: list) -> dict:
     return rec
 
 
-def simulated(spec_name: str = "h200") -> dict:
-    from gpusim.engine import simulate
-    from gpusim.specs import load_spec
-
-    spec = load_spec(spec_name)
-    out = {"spec": spec_name, "sizes": list(SIM_SIZES), "results": {}}
-    for w, k, a in CONFIGS:
-        key = _key(w, k, a)
-        cyc = []
-        for n in SIM_SIZES:
-            m = build(n, w, k, a)
-            res = simulate(m.kernel, m.inputs, spec)
-            if not m.verify_result(res.globals):
-                raise SystemExit(f"simulated {key} ({n} rounds): wrong result")
-            cyc.append(float(res.cycles))
-        per = (cyc[1] - cyc[0]) / (SIM_SIZES[1] - SIM_SIZES[0])
-        out["results"][key] = {"cycles": cyc, "cycles_per_round": per}
-        print(f"{key:14s} simulated {per:7.2f} cycles a round", flush=True)
-    return out
-
-
 def simulate_into(path: str) -> None:
-    from measurements.probe import read_record, save_record
+    from measurements.probe import simulate_slopes_into
 
-    rec = read_record(path)
-    rec["simulated"] = simulated()
-    save_record(path, rec)
+    simulate_slopes_into(path, [(_key(w, k, a), lambda n, c=(w, k, a): build(n, *c))
+                                for w, k, a in CONFIGS], SIM_SIZES, "cycles_per_round",
+                         "a round")
 
 
 def main(argv: list | None = None) -> int:

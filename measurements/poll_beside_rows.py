@@ -221,33 +221,12 @@ def effect(rec: dict, key: str) -> float:
     return float(np.median(ratios))
 
 
-def simulated(spec_name: str = "h200") -> dict:
-    from gpusim.engine import simulate
-    from gpusim.specs import load_spec
-
-    spec = load_spec(spec_name)
-    out = {"spec": spec_name, "sizes": list(SIM_SIZES), "l2_warm": True, "results": {}}
-    for s, p, q in CONFIGS:
-        key = _key(s, p, q)
-        cyc = []
-        for n in SIM_SIZES:
-            m = build(n, s, p, q)
-            res = simulate(m.kernel, m.inputs, spec, l2_warm=True)
-            if not m.verify_result(res.globals):
-                raise SystemExit(f"simulated {key} ({n} iterations): wrong result")
-            cyc.append(float(res.cycles))
-        per = (cyc[1] - cyc[0]) / (SIM_SIZES[1] - SIM_SIZES[0])
-        out["results"][key] = {"cycles": cyc, "cycles_per_iter": per}
-        print(f"{key:14s} simulated {per:7.2f} cycles an iteration", flush=True)
-    return out
-
-
 def simulate_into(path: str) -> None:
-    from measurements.probe import read_record, save_record
+    from measurements.probe import simulate_slopes_into
 
-    rec = read_record(path)
-    rec["simulated"] = simulated()
-    save_record(path, rec)
+    simulate_slopes_into(path, [(_key(s, p, q), lambda n, c=(s, p, q): build(n, *c))
+                                for s, p, q in CONFIGS], SIM_SIZES, "cycles_per_iter",
+                         "an iteration", l2_warm=True)
 
 
 def main(argv: list | None = None) -> int:

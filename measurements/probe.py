@@ -432,6 +432,27 @@ def add_simulated(path: str, results, gpu: str = "h100", **meta) -> dict:
     return rec
 
 
+def simulate_slopes_into(path: str, items, sizes: tuple, unit: str, what: str,
+                         spec_name: str = "h200", **sim_kw) -> None:
+    """Add the simulator's cycles per operation to the record at ``path`` (under
+    ``"simulated"``): ``items`` is ``(key, build)`` with ``build(n)`` a checked Microbench of
+    ``n`` operations, simulated at the two ``sizes`` (``simulate`` keywords ``sim_kw``); each
+    result holds both runs' cycles and their slope as ``unit``; ``what`` names the operation in
+    the printed lines."""
+    from gpusim.specs import load_spec
+
+    spec = load_spec(spec_name)
+    out = {"spec": spec_name, "sizes": list(sizes), **sim_kw, "results": {}}
+    for key, build in items:
+        cyc = [float(simulate_checked(build(n), spec, **sim_kw).cycles) for n in sizes]
+        per = (cyc[1] - cyc[0]) / (sizes[1] - sizes[0])
+        out["results"][key] = {"cycles": cyc, unit: per}
+        print(f"{key:14s} simulated {per:7.2f} cycles {what}", flush=True)
+    rec = read_record(path)
+    rec["simulated"] = out
+    save_record(path, rec)
+
+
 def simulate_microbenches(path: str, entries, gpu: str = "h100") -> dict:
     """Add the simulator's cost per operation of the record's microbenchmarks at ``path`` (under
     ``"simulated"``, next to the measured one): ``entries`` is ``(key, benchmark, sizes,
