@@ -127,33 +127,14 @@ def build(rounds: int, width: int, k: int, active: str, seed: int = 0):
 
 
 def measure(out: str, argv: list) -> dict:
-    import time
+    from measurements.probe import measure_interleaved, save_record
 
-    from gpusim.backends.cupy_backend import Runner, run_microbench
-    from gpusim.measurements import kernel_fingerprint
-    from measurements.campaign import provenance
-    from measurements.probe import ClockSampler, save_record
-
-    runner = Runner()
-    prov = provenance(argv)
-    clocks = ClockSampler()
-    rec = {"format_version": 1, "provenance": prov, "repeats": REPEATS, "warmup": WARMUP,
-           "passes": PASSES, "sizes": list(SIZES), "results": {}}
-    t0 = time.time()
-    for pas in range(PASSES):
-        for w, k, a in CONFIGS:
-            r = run_microbench(SIZES, lambda n, w=w, k=k, a=a: build(n, w, k, a),
-                               repeats=REPEATS, warmup=WARMUP, runner=runner)
-            for n in SIZES:
-                r["sizes"][str(n)]["kernel"] = kernel_fingerprint(build(n, w, k, a).kernel)
-            r["cycles_per_round"] = r["per_op_s"] * prov["clock_rate_khz"] * 1e3
-            rec["results"].setdefault(_key(w, k, a), {"passes": []})["passes"].append(r)
-        print(f"pass {pas + 1} of {PASSES} done, {time.time() - t0:.0f} s", flush=True)
+    rec = measure_interleaved(argv, [(_key(w, k, a), lambda n, c=(w, k, a): build(n, *c))
+                                     for w, k, a in CONFIGS], SIZES, repeats=REPEATS,
+                              warmup=WARMUP, passes=PASSES, field="passes",
+                              unit="cycles_per_round", format_version=1)
     for key, r in rec["results"].items():
-        r["cycles_per_round"] = float(np.median([x["cycles_per_round"] for x in r["passes"]]))
         print(f"{key:14s} {r['cycles_per_round']:7.2f} cycles a round", flush=True)
-    clocks.stop(prov)
-    rec["timing_s"] = time.time() - t0
     save_record(os.path.join(out, "lds_width.json"), rec)
     return rec
 

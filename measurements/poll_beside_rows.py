@@ -173,37 +173,16 @@ def measure(out: str, argv: list) -> dict:
     state between configurations (about 5% between two calls) falls on both sides of a ratio:
     the effect of the pollers is the median over the rounds of the round's kernel time at the
     larger iteration count over its stream alone."""
-    import time
+    from measurements.probe import measure_interleaved, save_record
 
-    from gpusim.backends.cupy_backend import Runner, run_microbench
-    from gpusim.measurements import kernel_fingerprint
-    from measurements.campaign import provenance
-    from measurements.probe import ClockSampler, save_record
-
-    runner = Runner()
-    prov = provenance(argv)
-    clocks = ClockSampler()
-    rec = {"format_version": 2, "provenance": prov, "repeats": REPEATS, "warmup": WARMUP,
-           "rounds": ROUNDS, "sizes": list(SIZES), "results": {}}
-    t0 = time.time()
-    for rnd in range(ROUNDS):
-        for s, p, q in CONFIGS:
-            key = _key(s, p, q)
-            r = run_microbench(SIZES, lambda n, s=s, p=p, q=q: build(n, s, p, q),
-                               repeats=REPEATS, warmup=WARMUP, runner=runner)
-            for n in SIZES:
-                r["sizes"][str(n)]["kernel"] = kernel_fingerprint(build(n, s, p, q).kernel)
-            r["cycles_per_iter"] = r["per_op_s"] * prov["clock_rate_khz"] * 1e3
-            rec["results"].setdefault(key, {"name": r["name"], "unit": r["unit"],
-                                            "rounds": []})["rounds"].append(r)
-        print(f"round {rnd + 1} of {ROUNDS} done, {time.time() - t0:.0f} s", flush=True)
+    rec = measure_interleaved(argv, [(_key(s, p, q), lambda n, c=(s, p, q): build(n, *c))
+                                     for s, p, q in CONFIGS], SIZES, repeats=REPEATS,
+                              warmup=WARMUP, passes=ROUNDS, field="rounds",
+                              unit="cycles_per_iter", format_version=2)
     for key, r in rec["results"].items():
-        r["cycles_per_iter"] = float(np.median([x["cycles_per_iter"] for x in r["rounds"]]))
         r["effect"] = effect(rec, key)
         print(f"{key:14s} {r['cycles_per_iter']:7.2f} cycles an iteration, pollers' effect "
               f"{100 * r['effect']:+5.1f}%", flush=True)
-    clocks.stop(prov)
-    rec["timing_s"] = time.time() - t0
     save_record(os.path.join(out, "poll_beside_rows.json"), rec)
     return rec
 

@@ -432,6 +432,44 @@ def add_simulated(path: str, results, gpu: str = "h100", **meta) -> dict:
     return rec
 
 
+def measure_interleaved(argv: list, items, sizes: tuple, *, repeats: int, warmup: int,
+                        passes: int, field: str, unit: str, **meta) -> dict:
+    """Time microbenchmarks in ``passes`` passes, each over every item in turn (so that a drift
+    of the GPU's state between items falls on all of them alike): ``items`` is ``(key,
+    build)`` with ``build(n)`` a checked Microbench of ``n`` operations, timed at ``sizes``
+    (:func:`~gpusim.backends.cupy_backend.run_microbench`, kernel fingerprints added). Returns
+    the record: ``results[key][field]`` lists each pass's run with its cycles per operation as
+    ``unit``, and ``results[key][unit]`` is their median; ``meta`` goes to the top level.
+    The caller adds what it derives and saves it."""
+    import numpy as np
+
+    from gpusim.backends.cupy_backend import Runner, run_microbench
+    from gpusim.measurements import kernel_fingerprint
+    from measurements.campaign import provenance
+
+    runner = Runner()
+    prov = provenance(argv)
+    clocks = ClockSampler()
+    rec = {**meta, "provenance": prov, "repeats": repeats, "warmup": warmup, field: passes,
+           "sizes": list(sizes), "results": {}}
+    t0 = time.time()
+    for i in range(passes):
+        for key, build in items:
+            r = run_microbench(sizes, build, repeats=repeats, warmup=warmup, runner=runner)
+            for n in sizes:
+                r["sizes"][str(n)]["kernel"] = kernel_fingerprint(build(n).kernel)
+            r[unit] = r["per_op_s"] * prov["clock_rate_khz"] * 1e3
+            rec["results"].setdefault(key, {"name": r["name"], "unit": r["unit"],
+                                            field: []})[field].append(r)
+        label = "pass" if field == "passes" else field[:-1]
+        print(f"{label} {i + 1} of {passes} done, {time.time() - t0:.0f} s", flush=True)
+    for r in rec["results"].values():
+        r[unit] = float(np.median([x[unit] for x in r[field]]))
+    clocks.stop(prov)
+    rec["timing_s"] = time.time() - t0
+    return rec
+
+
 def simulate_slopes_into(path: str, items, sizes: tuple, unit: str, what: str,
                          spec_name: str = "h200", **sim_kw) -> None:
     """Add the simulator's cycles per operation to the record at ``path`` (under
