@@ -524,6 +524,17 @@ _LIB_NAMES = {"cublas": "cuBLAS", "cusparse": "cuSPARSE", "cublas_fp16": "cuBLAS
               "cusparse_fp16": "cuSPARSE fp16"}
 
 
+def grid_failures(rec: dict) -> set[tuple[str, int, int, float]]:
+    """(cell, hidden, batch, density) of every point of a library grid record that failed
+    (its ``errors``, keyed ``"<cell>-h<hidden>-b<batch>-d<density>"`` by
+    ``measurements/library_grid.py``)."""
+    out = set()
+    for k in rec.get("errors", {}):
+        cell, n, b, d = k.split("-")
+        out.add((cell, int(n[1:]), int(b[1:]), float(d[1:])))
+    return out
+
+
 def library_table_from_grid(grids: dict, gpu: str, records: tuple[str, ...] = ()) -> dict:
     """The measured library grid (``measurements/library_grid.py``'s records, ``grids``: the
     table's section, "cublas", "cusparse" and optionally "cublas_fp16" / "cusparse_fp16", to
@@ -540,9 +551,8 @@ def library_table_from_grid(grids: dict, gpu: str, records: tuple[str, ...] = ()
         for p in rec["points"]:
             key = (p["cell"], str(p["batch"]))
             groups.setdefault(key, {})[(p["hidden"], p["density"])] = p["per_step_s"]
-        for k in rec.get("errors", {}):    # "cell-hN-bB-dD"
-            cell, n, b, d = k.split("-")
-            groups.setdefault((cell, b[1:]), {})[(int(n[1:]), float(d[1:]))] = None
+        for cell, n, b, d in grid_failures(rec):
+            groups.setdefault((cell, str(b)), {})[(n, d)] = None
         out[lib] = {}
         for (cell, b), pts in sorted(groups.items()):
             hid = sorted({n for n, _ in pts})

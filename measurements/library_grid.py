@@ -159,15 +159,16 @@ def check(gpu: str = "h200") -> dict:
                          for (s, k, c), (a, b) in sorted(errs.items())}, "cells": {}}
     for sample in ("in sample", "out of sample"):
         rows = [r for r in rec["speedup"]["rows"] if r["sample"] == sample and r.get("cell")]
+        libs = [{name: {k: price(sp, k, r, r.get("dtype") or "fp32")
+                        for k in ("cublas", "cusparse")}
+                 for name, sp in (("classes", classes), ("grid", spec))} for r in rows]
         for eng in ("model", "sim"):
             apes: dict = {"classes": [], "grid": []}
-            for r in rows:
-                for name, sp in (("classes", classes), ("grid", spec)):
-                    t = dict(r[eng]["times_s"])
-                    t.update({k: price(sp, k, r, r.get("dtype") or "fp32")
-                              for k in ("cublas", "cusparse")})
+            for r, lib_t in zip(rows, libs, strict=True):
+                for name, t_lib in lib_t.items():
                     # as the cross-check prices a gated or fp16 layer: among its measured
                     # kernels
+                    t = {**r[eng]["times_s"], **t_lib}
                     t = {k: v for k, v in t.items() if k in r["measured"]["times_s"] and v}
                     tp = _best(t, SPARSE)[1]
                     tn = _best(t, [k for k in t if k not in SPARSE])[1]
