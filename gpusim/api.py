@@ -148,7 +148,7 @@ class Prediction:
 
 def predict(gpu="v100", hidden: int = 2304, batch: int = 4, density: float = 0.1,
             timesteps: int = 256, cell: str = "rnn", dtype: str = "fp32", engine: str = "model",
-            sample_steps: int = 3, seed: int = 0, exact: bool = True,
+            sample_steps: int | None = None, seed: int = 0, exact: bool = True,
             heads: int = 1) -> Prediction:
     """Per-step and total time of every kernel and baseline for one layer.
 
@@ -156,8 +156,10 @@ def predict(gpu="v100", hidden: int = 2304, batch: int = 4, density: float = 0.1
     ``hidden``: hidden size N; ``batch``: batch size B; ``density``: fraction of nonzero weights;
     ``timesteps``: sequence length T (total = set-up + T x per-step); ``cell``: rnn, gru, lstm;
     ``dtype``: fp32 or fp16 weights. ``engine``: ``"model"`` (analytical, well under a second)
-    or ``"sim"`` (the simulator runs every kernel of the IR: persistent, dense and CSR,
-    ``sample_steps`` steps in full; cuBLAS/cuSPARSE keep the model). ``uncertainty``: the
+    or ``"sim"`` (the simulator runs every kernel of the IR: persistent, dense and CSR;
+    cuBLAS/cuSPARSE keep the model). ``sample_steps``: with ``engine="sim"``, the steps of each
+    persistent kernel simulated in full (None: as many as its steps' scatter needs,
+    :func:`gpusim.pricing.price_persistent`). ``uncertainty``: the
     out-of-sample error bands (:mod:`gpusim.uncertainty`).
     ``seed``: the random layer. ``exact``: price the sparse persistent kernels on that concrete
     layer's mapping (exact wavefronts and row lengths) when it has at most
@@ -180,7 +182,8 @@ def predict(gpu="v100", hidden: int = 2304, batch: int = 4, density: float = 0.1
     if engine == "sim":
         from gpusim.cli.predict import simulator
 
-        sim = simulator(_int("sample_steps", sample_steps), heads=heads)
+        steps = None if sample_steps is None else _int("sample_steps", sample_steps)
+        sim = simulator(steps, heads=heads)
     seed = _int("seed", seed, minimum=0)
     from gpusim.uncertainty import annotate
 

@@ -16,6 +16,15 @@ measurement:
 
 The values are checked against the float64 reference of exactly the steps simulated; a mismatch
 raises :class:`kernels_ir.errors.ValueMismatchError` (a time is never reported for wrong values).
+
+How many steps a persistent kernel needs (:func:`price_persistent`): a simulated step's time
+scatters by a few hundred cycles from one step to the next (a poll that just misses its data
+waits another round trip; a Lamport kernel of 2,000-cycle steps moves by 10-25% a step), while
+a measured per-step time is the mean of 96 steps. A few sampled steps therefore estimate the
+mean with an error of their own (two steady steps: up to 40% on single recorded cases). The
+kernel is first simulated for a few steps; when its steps are short it is simulated again, long
+enough that its steady steps add up to :data:`STEADY_CYCLES` (at most :data:`STEPS_MAX` steps).
+The scatter and its cost are recorded in ``benchmarks/step_sampling.md``.
 """
 
 from __future__ import annotations
@@ -26,7 +35,8 @@ import numpy as np
 
 from kernels_ir.errors import ValueMismatchError
 
-__all__ = ["Priced", "price_program", "PERSISTENT_L2_WARM"]
+__all__ = ["Priced", "price_program", "price_persistent", "steps_needed", "PERSISTENT_L2_WARM",
+           "STEADY_CYCLES", "STEPS_MAX", "FIRST_STEPS"]
 
 # A persistent launch finds its buffers (x_proj, the h slots, the weights' arrays) in L2, smallest
 # first while they fit (``simulate(l2_warm=True)``, :func:`gpusim.engine.l1.resident_buffers`):
@@ -36,6 +46,18 @@ __all__ = ["Priced", "price_program", "PERSISTENT_L2_WARM"]
 # Cold, the simulator paid a DRAM miss on every step's first x_proj load, which the kernels whose
 # heads fit in one CTA (no polls to hide it behind) showed as 0.25 us a step too slow.
 PERSISTENT_L2_WARM = True
+
+# Sampling of a persistent kernel's steps (an estimator's settings, not hardware numbers; see the
+# module docstring and benchmarks/step_sampling.md): the first pass simulates FIRST_STEPS steps;
+# the kernel is simulated again when its steady steps are short, so that they add up to about
+# STEADY_CYCLES (a step's scatter of ~400 cycles then leaves a standard error of a few percent of
+# the mean), never more than STEPS_MAX steps, and no more than STEPS_WORK warp-instructions in
+# the second pass (about 4 s on one core of a 2020s server: the long steps that it cuts short
+# scatter least, 1-8% a step against 10-25% for steps of 2,000 cycles).
+FIRST_STEPS = 3
+STEADY_CYCLES = 32_000
+STEPS_MAX = 21
+STEPS_WORK = 2_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,3 +96,41 @@ def price_program(prog, spec, *, sample_steps: int | None = None, what: str = "k
         raise ValueMismatchError(f"{what} (simulated): values differ from the float64 reference: "
                             f"max_rel_err={err:.3g} > {VALUE_TOLERANCE:g}")
     return Priced(per, setup, float(err), res)
+
+
+def steps_needed(step_cycles, warp_instructions: int = 0) -> int:
+    """Steps to simulate so that the steady steps (all but the first, an even number of them:
+    :func:`gpusim.engine.timing.steady_step_cycles`) add up to :data:`STEADY_CYCLES`, given the
+    ``step_cycles`` of a first pass and its ``warp_instructions``; at most :data:`STEPS_MAX`
+    steps and :data:`STEPS_WORK` warp-instructions, at least that pass's length."""
+    from gpusim.engine.timing import steady_step_cycles
+
+    done = len(step_cycles)
+    if done == 0:
+        return 0
+    mean = steady_step_cycles(step_cycles)
+    steady = int(np.ceil(STEADY_CYCLES / max(mean, 1.0)))
+    steady += steady % 2
+    want = min(STEPS_MAX, 1 + steady)
+    if warp_instructions > 0:
+        affordable = int(STEPS_WORK * done // warp_instructions)
+        want = min(want, affordable - (affordable - 1) % 2)   # odd: an even steady window
+    return int(max(done, want))
+
+
+def price_persistent(build, spec, *, what: str = "kernel", first: Priced | None = None,
+                     check: bool = True) -> Priced:
+    """The per-step time of a persistent kernel with enough steps simulated.
+
+    ``build(T)`` returns the program of the layer with ``T`` timesteps (same layer, same seed).
+    ``first``: a pass already priced (all of its steps simulated), else one of
+    :data:`FIRST_STEPS` steps is. When :func:`steps_needed` asks for more steps than that pass
+    has, the kernel is simulated again with that many, and that pass prices it (every step of it
+    simulated and values-checked).
+    """
+    if first is None:
+        first = price_program(build(FIRST_STEPS), spec, what=what, check=check)
+    want = steps_needed(first.result.step_cycles, first.result.warp_instructions)
+    if want <= int(first.result.steps):
+        return first
+    return price_program(build(want), spec, what=what, check=check)

@@ -108,7 +108,8 @@ def _predict(spec, h, b, d, cell, dtype, eng, sample_steps):
 
 
 def check_speedups(data, *, engines=("model", "sim"), include_fresh: bool = True,
-                   sample_steps: int = 3, progress: bool = False, jobs: int = 1) -> dict:
+                   sample_steps: int | None = None, progress: bool = False,
+                   jobs: int = 1) -> dict:
     """Per-layer speedup rows and their summary per sample and engine; ``jobs`` worker
     processes predict the layers (one layer per process)."""
     from gpusim.cli.crosscheck import _map

@@ -645,7 +645,10 @@ def _check_layer_command(args) -> None:
 
 def _check_predict(args) -> None:
     if getattr(args, "engine", "model") == "sim":
-        check_sequence(args.hidden, args.batch, args.sample_steps + 2)
+        from gpusim.pricing import STEPS_MAX
+
+        steps = STEPS_MAX if args.sample_steps is None else args.sample_steps + 2
+        check_sequence(args.hidden, args.batch, steps)
     _spec(args)
 
 

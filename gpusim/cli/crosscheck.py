@@ -1,10 +1,13 @@
 """``gpusim crosscheck``: predict every recorded GPU case and compare with the measurement.
 
 - persistent kernels and the CSR baseline: the simulator (spec chosen from the recorded GPU name)
-  runs the recorded case's kernel with ``T = ncu_steps`` (4) time steps, all of them simulated:
-  its ``per_step_s`` (steady state of those steps) is compared with the measured per-step time
-  (slope between T=128 and T'=32 launches), and its shared-memory bank conflicts / wavefronts with
-  the Nsight Compute counts of the same kernel at the same T (whole launch, h staging included).
+  runs the recorded case's kernel with ``T = ncu_steps`` (4) time steps, all of them simulated,
+  and compares its shared-memory bank conflicts / wavefronts with the Nsight Compute counts of
+  the same kernel at the same T (whole launch, h staging included). A persistent kernel whose
+  steps are short is then simulated again with more steps
+  (:func:`gpusim.pricing.price_persistent`, as ``gpusim predict --engine sim`` does; ``steps``
+  in the row); the ``per_step_s`` of that pass (its steady state) is compared with the measured
+  per-step time (slope between T=128 and T'=32 launches).
   The CSR kernel is one launch per step: predicted per step = kernel cycles / clock + the spec's
   graph launch overhead (it was timed in a CUDA graph); a gated layer's CSR case runs the gated
   kernel (a warp per unit, :mod:`kernels_ir.kernels.csr_baseline`).
@@ -82,12 +85,17 @@ def predict_case(case: dict, spec, steps: int) -> dict:
     ``gpusim predict --engine sim`` prices it (:func:`gpusim.pricing.price_program`, values
     checked against the float64 reference)."""
     from gpusim.measurements import build_case
-    from gpusim.pricing import price_program
+    from gpusim.pricing import price_persistent, price_program
 
     prog = build_case(case, steps, spec)
-    p = price_program(prog, spec, what=case["id"])
-    return {"per_step_s": p.per_step_s, "source": "simulator",
-            "model_s": predict_model(case, spec, prog), **_sim_counts(prog.kernel, p.result)}
+    counted = price_program(prog, spec, what=case["id"])
+    p = counted
+    if case["kind"] != "csr":     # a persistent kernel: as many steps as its scatter needs
+        p = price_persistent(lambda t: build_case(case, t, spec), spec, what=case["id"],
+                             first=counted)
+    return {"per_step_s": p.per_step_s, "source": "simulator", "steps": int(p.result.steps),
+            "model_s": predict_model(case, spec, prog), **_sim_counts(prog.kernel,
+                                                                    counted.result)}
 
 
 def _predict_one(case: dict, spec, steps: int) -> tuple[str, object]:
@@ -221,6 +229,8 @@ def run_crosscheck(data: str | Path, *, every: int = 1, kinds: tuple[str, ...] |
             for k in ("sync", "wide_loads", "layout"):
                 if k in c:
                     row[k] = c[k]
+            if "steps" in pred:
+                row["steps_simulated"] = pred["steps"]
             cell, dtype, heads = case_layer_kind(c)
             if (cell, dtype, heads) != ("rnn", "fp32", 1):   # summarised apart ("cells")
                 row.update({"cell": cell, "dtype": dtype, "heads": heads})

@@ -50,8 +50,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "divide N); when a CTA holds whole heads, h is exchanged inside it "
                    "with no grid-wide sync (both engines; baselines keep their "
                    "single-head rows)")
-    p.add_argument("--sample-steps", type=positive_int("sample-steps"), default=3,
-                   help="--engine sim: steps simulated in full before extrapolating")
+    p.add_argument("--sample-steps", type=positive_int("sample-steps"), default=None,
+                   metavar="K",
+                   help="--engine sim: simulate K steps of each persistent kernel in full and "
+                   "extrapolate (default: as many as its steps' scatter needs, 3 to "
+                   "21: gpusim.pricing.price_persistent)")
     p.add_argument("--seed", type=nonnegative_int("seed"), default=0,
                    help="seed of the random layer")
     add_output_arguments(p)
@@ -64,7 +67,7 @@ PARALLEL_MIN_WORDS = 2048
 def _simulate_one(sample_steps, spec, variant, hidden, batch, density, seed, cell="rnn",
                   heads=1, dtype="fp32"):
     """One kernel simulated: (per_step_s, setup_s, breakdown); see :func:`simulator`."""
-    from gpusim.pricing import price_program
+    from gpusim.pricing import price_persistent, price_program
     from kernels_ir.errors import InputError
     from kernels_ir.kernels.csr_baseline import build_csr_baseline
     from kernels_ir.kernels.sparse_rnn import build_dense_rnn, build_sparse_rnn, make_layer
@@ -75,17 +78,23 @@ def _simulate_one(sample_steps, spec, variant, hidden, batch, density, seed, cel
             raise InputError(f"dtype={dtype!r}: the CSR kernel in the IR has fp32 weights only; "
                              f"accepted: fp32")
         prog = build_csr_baseline(make_layer(hidden, batch, density, 1, seed, cell=cell, **kw))
+        p = price_program(prog, spec, what=variant.name)
     else:
-        layer = make_layer(hidden, batch, density if variant.sparse else 1.0,
-                           sample_steps + 2, seed, cell=cell, **kw)
-        if variant.sparse:
-            prog = build_sparse_rnn(layer, spec, sync=variant.sync,
-                                    wide_loads=variant.wide_loads, layout=variant.layout,
-                                    seed=seed, dtype=dtype)
-        else:
-            prog = build_dense_rnn(layer, spec, sync=variant.sync,
+        def build(steps):
+            layer = make_layer(hidden, batch, density if variant.sparse else 1.0, steps, seed,
+                               cell=cell, **kw)
+            if variant.sparse:
+                return build_sparse_rnn(layer, spec, sync=variant.sync,
+                                        wide_loads=variant.wide_loads, layout=variant.layout,
+                                        seed=seed, dtype=dtype)
+            return build_dense_rnn(layer, spec, sync=variant.sync,
                                    wide_loads=variant.wide_loads, dtype=dtype)
-    p = price_program(prog, spec, sample_steps=sample_steps, what=variant.name)
+
+        if sample_steps is None:      # as many steps as the kernel's scatter needs
+            p = price_persistent(build, spec, what=variant.name)
+        else:
+            p = price_program(build(sample_steps + 2), spec, sample_steps=sample_steps,
+                              what=variant.name)
     res = p.result
     # breakdown: the simulated steps' per-SM cycles by category, as seconds per step
     total = res.breakdown.get("total", {})
@@ -93,12 +102,13 @@ def _simulate_one(sample_steps, spec, variant, hidden, batch, density, seed, cel
     return p.per_step_s, p.setup_s, bd
 
 
-def simulator(sample_steps: int, parallel: bool = True, heads: int = 1):
+def simulator(sample_steps: int | None = None, parallel: bool = True, heads: int = 1):
     """The simulator callable that models.analytical.predict_layer asks for (engine sim).
 
-    Every kernel that exists in the IR is priced by :func:`gpusim.pricing.price_program`: the
-    persistent kernels on a layer of ``sample_steps + 2`` steps (``sample_steps`` of them
-    simulated in full, the rest extrapolated), the CSR row-per-warp kernel as one step of its
+    Every kernel that exists in the IR is priced by :mod:`gpusim.pricing`: the persistent
+    kernels with as many steps as their scatter needs (:func:`gpusim.pricing.price_persistent`)
+    or, given ``sample_steps``, on a layer of ``sample_steps + 2`` steps (``sample_steps`` of
+    them simulated in full, the rest extrapolated), the CSR row-per-warp kernel as one step of its
     CUDA graph. The float64 reference is computed only for the steps simulated, and a value
     mismatch raises :class:`kernels_ir.errors.ValueMismatchError`. ``parallel``: the kernels of a
     layer in worker processes, one per core (off where the caller already runs layers in
