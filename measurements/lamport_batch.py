@@ -6,6 +6,7 @@ a line? One device call, or the simulator.
     ... --work --out $OUT / --work --simulate FILE   # lamport_batch_work.json: FFMA chains
     ... --rows --out $OUT / --rows --simulate FILE   # lamport_batch_rows.json: mat-vec rows
     ... --parts --out $OUT / --parts --simulate FILE # lamport_batch_parts.json: loads / shuffles
+    ... --small --out $OUT / --small --simulate FILE # lamport_batch_small.json: hidden 256-512
 
 The fresh draws put the simulator's Lamport kernels 8-13% fast at batch 1-2 and within a few
 percent at batch 4-8, and the dense kernel (``lamport_prefill_dense.json``) waits on the GPU
@@ -57,6 +58,16 @@ ROW_EXPERIMENTS = tuple((f"w{w}_b{b}_{tag}_r{f}", w, b, tag == "xp", f"r{f}") fo
 # shuffles as the row has loads, from a value that differs by lane)
 PART_EXPERIMENTS = tuple((f"w{w}_b{b}_{tag}_{k}192", w, b, tag == "xp", f"{k}192")
                          for k in ("l", "s") for w, b in WORK_SIZES for tag in ("x", "xp"))
+# --small: the smaller layers (hidden 256-1024), where the fresh draws' Lamport kernels are
+# too slow in the simulator at batch 4 (and 8) and too fast at batch 1; the exchange needs a
+# multiple of 1024 words. The plain exchange, and with a row of 64 FFMAs where the slot is a
+# power of two (the row's wrap needs one)
+SMALL_SIZES = ((1024, 1), (1024, 2), (1024, 4), (2048, 4), (3072, 4), (2048, 8), (3072, 8),
+               (4096, 8))
+SMALL_EXPERIMENTS = tuple((f"w{w}_b{b}_{tag}", w, b, tag == "xp", "") for w, b in SMALL_SIZES
+                          for tag in ("x", "xp")) + \
+    tuple((f"w{w}_b{b}_{tag}_r64", w, b, tag == "xp", "r64") for w, b in SMALL_SIZES
+          if w & (w - 1) == 0 for tag in ("x", "xp"))
 PASSES = 2
 # a work tag's letter (``_bench``'s ``work``, the records' keys) and its kind of work
 WORK_KINDS = {"f": "ffma", "r": "row", "l": "lds", "s": "shfl"}
@@ -235,7 +246,8 @@ def main(argv: list | None = None) -> int:
                               (EXPERIMENTS, "lamport_batch.json"),
                               (("--work", WORK_EXPERIMENTS, "lamport_batch_work.json"),
                                ("--rows", ROW_EXPERIMENTS, "lamport_batch_rows.json"),
-                               ("--parts", PART_EXPERIMENTS, "lamport_batch_parts.json")),
+                               ("--parts", PART_EXPERIMENTS, "lamport_batch_parts.json"),
+                               ("--small", SMALL_EXPERIMENTS, "lamport_batch_small.json")),
                               measure, _simulated)
 
 
