@@ -180,3 +180,32 @@ def test_ptxas_sinks_the_loads_only_row_into_the_stores_branch(tmp_path):
     # the shuffles' chain keeps its 45 shuffles (a warp-uniform start lost them all)
     assert sum(t.split()[0].startswith("SHFL") for t in
                _sass(tmp_path, _bench(4, 1024, 1, True, "s192"), "s192")) == 45
+
+
+def test_the_small_layers_record_and_its_table():
+    """``lamport_batch_small.json``: the exchange at hidden 256-1024; the README's table is the
+    record's, and the simulator's wait at batch 4 is never much longer than the GPU's, while
+    batch 1 waits too briefly (measurements/README.md, "The exchange at the smaller layers")."""
+    from measurements.lamport_batch import SMALL_EXPERIMENTS, SMALL_SIZES
+
+    rec = json.loads((H200 / "lamport_batch_small.json").read_text())
+    assert "H200" in rec["provenance"]["gpu_name"]
+    keys = {k for k, *_ in SMALL_EXPERIMENTS}
+    assert set(rec["results"]) == set(rec["simulated"]["results"]) == keys
+    text = (ROOT / "measurements" / "README.md").read_text()
+    rows = _waits(rec, SMALL_SIZES)
+    r64 = _waits(rec, [(w, b) for w, b in SMALL_SIZES if w & (w - 1) == 0], "r64")
+    for (w, b), (g, s) in rows.items():
+        cells = [f"{g['wait']:.0f} / {s['wait']:.0f}", f"{g['xp']:.0f} / {s['xp']:.0f}"]
+        if (w, b) in r64:
+            rg, rs = r64[(w, b)]
+            cells += [f"{rg['wait']:.0f} / {rs['wait']:.0f}", f"{rg['xp']:.0f} / {rs['xp']:.0f}"]
+        else:
+            cells += ["-", "-"]
+        row = f"| h{w // b}-b{b} ({w}) | " + " | ".join(cells) + " |"
+        assert row in text, row
+        assert abs(s["xp"] / g["xp"] - 1) < 0.13                  # the free rounds agree
+        if b == 4:
+            assert s["wait"] < 1.2 * g["wait"], (w, b)            # batch 4: not much longer
+    g1, s1 = rows[(1024, 1)]
+    assert g1["wait"] > 1.3 * s1["wait"]                          # batch 1: too brief

@@ -43,3 +43,47 @@ def test_steady_state_window_is_even_and_skips_the_first_step():
     assert steady_step_cycles([5000, 100, 200, 100, 200, 100]) == 150.0
     assert steady_step_cycles([7.0]) == 7.0
     assert steady_step_cycles([9.0, 4.0]) == 4.0
+
+
+def test_short_steps_ask_for_more_steps_up_to_the_cap():
+    from gpusim.pricing import STEADY_CYCLES, STEPS_MAX, steps_needed
+
+    # steps of 2,000 cycles: STEADY_CYCLES / 2000 = 16 steady steps (+ the first)
+    assert steps_needed([900.0, 2000.0, 2000.0]) == 1 + 16 == 1 + STEADY_CYCLES // 2000
+    # very short steps stop at the cap; long ones keep the first pass
+    assert steps_needed([100.0, 300.0, 300.0]) == STEPS_MAX
+    assert steps_needed([9000.0, 30_000.0, 30_000.0]) == 3
+    # the steady window stays even: an odd total
+    for cyc in (1500.0, 2500.0, 3700.0, 7000.0):
+        assert steps_needed([cyc] * 3) % 2 == 1
+    assert steps_needed([]) == 0
+
+
+def test_the_work_cap_bounds_the_second_pass():
+    from gpusim.pricing import STEPS_WORK, steps_needed
+
+    # 3 steps took 3 x 400k warp-instructions: STEPS_WORK / 400k = 5 affordable steps
+    assert steps_needed([900.0, 2000.0, 2000.0], 3 * 400_000) == 5 == STEPS_WORK // 400_000
+    # when not even the first pass's length is affordable, that pass stands
+    assert steps_needed([900.0, 2000.0, 2000.0], 3 * STEPS_WORK) == 3
+
+
+def test_price_persistent_runs_again_only_when_the_steps_are_short():
+    from gpusim.pricing import FIRST_STEPS, price_persistent
+
+    spec = dataclasses.replace(V100, sm_count=4)
+    built = []
+
+    def build(steps):
+        built.append(steps)
+        return build_sparse_rnn(make_layer(128, 4, 0.2, steps, seed=3), spec, sync="lamport",
+                                wide_loads=True)
+
+    p = price_persistent(build, spec)
+    assert built[0] == FIRST_STEPS
+    # a 4-SM layer of 128 units has short steps: simulated again, every step of it
+    assert len(built) == 2 and built[1] > FIRST_STEPS
+    assert p.result.steps == built[1] and not p.result.extrapolated
+    from gpusim.engine.timing import steady_step_cycles
+    assert p.per_step_s == pytest.approx(spec.cycles_to_s(steady_step_cycles(
+        p.result.step_cycles)))
