@@ -5,11 +5,11 @@ Run from the repository root::
     python benchmarks/case_studies.py [--study gnmt,ds2,slstm] [--write]
 
 Every row of the three case studies is recomputed with the simulator (``engine="sim"``, the
-defaults otherwise: 256 steps, 3 of them simulated in full, seed 0, fp32) and printed on stdout
-as the Markdown table the page shows: its header, its separator and its rows. Progress (one line
-per layer, with the seconds it took) goes to stderr. ``--write`` also replaces, in
-docs/case_studies.md, each selected table's rows in place: the lines after the table's header
-and separator, up to the first blank line. The prose around the tables is not touched: after a
+defaults otherwise: 256 steps, as many simulated in full as each kernel needs, seed 0, fp32)
+and printed on stdout as the Markdown table the page shows: its header, its separator and its
+rows. Progress (one line per layer, with the seconds it took) goes to stderr. ``--write`` also
+replaces, in docs/case_studies.md, each selected table's rows in place: the lines after the
+table's header and separator, up to the first blank line. The prose around the tables is not touched: after a
 change of the model, read it again against the new rows.
 
 The whole run took 18 minutes on two shared cores (GNMT 3, Deep Speech 2 3, sLSTM 12); the
