@@ -9,12 +9,13 @@ defaults otherwise: 256 steps, as many simulated in full as each kernel needs, s
 and printed on stdout as the Markdown table the page shows: its header, its separator and its
 rows. Progress (one line per layer, with the seconds it took) goes to stderr. ``--write`` also
 replaces, in docs/case_studies.md, each selected table's rows in place: the lines after the
-table's header and separator, up to the first blank line. The prose around the tables is not touched: after a
-change of the model, read it again against the new rows.
+table's header and separator, up to the first blank line. The prose around the tables is not
+touched: after a change of the model, read it again against the new rows.
 
-The whole run took 18 minutes on two shared cores (GNMT 3, Deep Speech 2 3, sLSTM 12); the
-head-wise layers of hidden 2048 take 45 to 90 s each, even where no kernel fits
-(``--study gnmt,ds2`` skips them).
+The whole run took 18 minutes on two shared cores (GNMT 3, Deep Speech 2 3, sLSTM 12) on
+2026-11-28, 9 minutes (526 s, no layer over 60 s) on 2026-11-29 with the step sampling of
+``gpusim.pricing.price_persistent``; the head-wise layers of hidden 2048 took 45 to 90 s each
+then, even where no kernel fits (``--study gnmt,ds2`` skips them).
 """
 
 from __future__ import annotations
