@@ -14,7 +14,6 @@ figure for ``benchmarks/step_sampling.md``.
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import sys
 import time
@@ -33,12 +32,12 @@ def _family(case_id: str) -> str:
 
 
 def _one(args) -> dict:
-    case, steps = args
+    case, steps, spec_name = args
     from gpusim.measurements import build_case
     from gpusim.pricing import price_program
     from gpusim.specs import load_spec
 
-    spec = load_spec("h200" if "H200" in case["_gpu"] else "h100")
+    spec = load_spec(spec_name)
     t = time.time()
     p = price_program(build_case(case, steps, spec), spec, what=case["id"])
     return {"id": case["id"], "family": _family(case["id"]),
@@ -85,15 +84,14 @@ def main(argv=None) -> int:
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--out", help="write the per-case step cycles and the summary (JSON)")
     a = ap.parse_args(argv)
-    path = Path(a.draw) / "campaign.json.gz"
-    data = json.loads(gzip.decompress(path.read_bytes()))
-    gpu = data["provenance"]["gpu_name"]
-    cases = [{**c, "_gpu": gpu} for c in data["cases"]
-             if c["kind"] in ("sparse_persistent", "dense_persistent") and c["status"] == "ok"
-             and c.get("cell", "rnn") == "rnn" and c.get("dtype", "fp32") == "fp32"
-             and int(c.get("heads", 1)) == 1]
+    from gpusim.measurements import case_layer_kind, load_campaign
+
+    camp = load_campaign(a.draw)
+    gpu = camp.provenance["gpu_name"]
+    cases = [c for c in camp.ok_cases if c["kind"] in ("sparse_persistent", "dense_persistent")
+             and case_layer_kind(c) == ("rnn", "fp32", 1)]
     with ProcessPoolExecutor(a.jobs) as ex:
-        rows = list(ex.map(_one, [(c, a.steps) for c in cases]))
+        rows = list(ex.map(_one, [(c, a.steps, camp.spec_name) for c in cases]))
     summary = analyse(rows)
     print(f"{a.draw}: {len(rows)} cases, {a.steps} steps each, {gpu}")
     print(f"{'family':8s} {'cases':>5s} " + " ".join(f"{k:>16s}" for k in

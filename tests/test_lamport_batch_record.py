@@ -186,7 +186,7 @@ def test_the_small_layers_record_and_its_table():
     """``lamport_batch_small.json``: the exchange at hidden 256-1024; the README's table is the
     record's, and the simulator's wait at batch 4 is never much longer than the GPU's, while
     batch 1 waits too briefly (measurements/README.md, "The exchange at the smaller layers")."""
-    from measurements.lamport_batch import SMALL_EXPERIMENTS, SMALL_SIZES
+    from measurements.lamport_batch import SMALL_EXPERIMENTS, SMALL_ROW_SIZES, SMALL_SIZES
 
     rec = json.loads((H200 / "lamport_batch_small.json").read_text())
     assert "H200" in rec["provenance"]["gpu_name"]
@@ -194,7 +194,7 @@ def test_the_small_layers_record_and_its_table():
     assert set(rec["results"]) == set(rec["simulated"]["results"]) == keys
     text = (ROOT / "measurements" / "README.md").read_text()
     rows = _waits(rec, SMALL_SIZES)
-    r64 = _waits(rec, [(w, b) for w, b in SMALL_SIZES if w & (w - 1) == 0], "r64")
+    r64 = _waits(rec, SMALL_ROW_SIZES, "r64")
     for (w, b), (g, s) in rows.items():
         cells = [f"{g['wait']:.0f} / {s['wait']:.0f}", f"{g['xp']:.0f} / {s['xp']:.0f}"]
         if (w, b) in r64:
