@@ -423,7 +423,8 @@ def kernel_staleness(case: dict, spec) -> str | None:
 # models share, the analytical and capacity models, the kernels (IR, mappings, layouts, bank
 # rule), the GPU specs' values and the data files they name (the measured L2 contention groups).
 MODEL_SOURCES = ("gpusim/engine/*.py", "gpusim/pricing.py", "gpusim/specs/rules.py",
-                 "models/*.py", "models/*/*.py", "kernels_ir/*.py", "kernels_ir/kernels/*.py",
+                 "models/*.py", "models/*/*.py", "models/*/*.json", "kernels_ir/*.py",
+                 "kernels_ir/kernels/*.py",
                  "kernels_ir/kernels/*/*.py",
                  "gpusim/specs/*.toml", "gpusim/specs/*_l2_groups.json",
                  "gpusim/specs/*_library_table.json")

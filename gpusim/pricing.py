@@ -12,7 +12,8 @@ measurement:
   per step inside a CUDA graph: one launch is simulated with L2 warm (the previous step's launch
   left the layer there) and its per-step time is the launch's cycles plus the spec's graph-node
   overhead instead of a stand-alone launch. That launch is the first step (``h_0``; for the LSTM
-  ``c_0 = 0``, and the ``c_1`` it writes is checked along with ``h_1``).
+  ``c_0 = 0``, and the ``c_1`` it writes is checked along with ``h_1``). A grid larger than the
+  CTAs the registers let an SM hold runs in waves (:func:`gpusim.engine.simulate`).
 
 The values are checked against the float64 reference of exactly the steps simulated; a mismatch
 raises :class:`kernels_ir.errors.ValueMismatchError` (a time is never reported for wrong values).
@@ -21,10 +22,11 @@ How many steps a persistent kernel needs (:func:`price_persistent`): a simulated
 scatters by a few hundred cycles from one step to the next (a poll that just misses its data
 waits another round trip; a Lamport kernel of 2,000-cycle steps moves by 10-25% a step), while
 a measured per-step time is the mean of 96 steps. A few sampled steps therefore estimate the
-mean with an error of their own (two steady steps: up to 40% on single recorded cases). The
-kernel is first simulated for a few steps; when its steps are short it is simulated again, long
-enough that its steady steps add up to :data:`STEADY_CYCLES` (at most :data:`STEPS_MAX` steps).
-The scatter and its cost are recorded in ``benchmarks/step_sampling.md``.
+mean with an error of their own (the mean of two steady steps was 41% off on the worst recorded
+case). The kernel is first simulated for :data:`FIRST_STEPS` steps; when its steps are short it
+is simulated again, long enough that its steady steps add up to :data:`STEADY_CYCLES`, with at
+most :data:`STEPS_MAX` steps and :data:`STEPS_WORK` warp-instructions in that second pass. The
+scatter and its cost are recorded in ``benchmarks/step_sampling.md``.
 """
 
 from __future__ import annotations

@@ -2,6 +2,7 @@
 
     PYTHONPATH=. python3 measurements/csr_trace.py --out $OUT      # GPU: csr_trace.json
     python measurements/csr_trace.py --simulate measurements/h100/csr_trace.json
+    PYTHONPATH=. python3 measurements/csr_trace.py --layers regimes --out $OUT  # csr_trace_layers
 
 Why: the simulator's CSR row-per-warp step is 20-40% too fast from hidden ~1900 up, while
 Nsight shows no unit near its peak (``csr_limit.json``: the warps wait on long-scoreboard
@@ -31,6 +32,12 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 LAYERS = ((944, 4, 0.0198, 500017), (1336, 2, 0.0234, 500121), (2824, 1, 0.0211, 500130),
           (1928, 4, 0.0285, 500111), (5840, 1, 0.0539, 500035), (6464, 1, 0.0225, 400122))
+# ``--layers regimes``: cases of the H200 draws (hidden, batch, density, the case's seed) where the
+# simulated step is 15-40% slow (batch 2 and 4, rows of 230-850 nonzeros, hidden 1592-2112),
+# 13-25% fast (batch 8 at hidden 4760, batch 1 at 5712) or within 5% (hidden 1728-b1, 2696-b4)
+REGIME_LAYERS = ((1704, 4, 0.499, 6100082), (1632, 4, 0.412, 5900046), (2112, 4, 0.212, 6300006),
+                 (1776, 4, 0.215, 6500065), (1592, 2, 0.145, 5900084), (4760, 8, 0.0612, 5900103),
+                 (5712, 1, 0.0158, 5300035), (1728, 1, 0.484, 6100017), (2696, 4, 0.0922, 6100036))
 FIELDS = ("g0", "c0", "row", "se", "vc", "hv", "red", "x", "end", "g1", "sm", "sink")
 TS_BUFFER = "ts"
 
@@ -192,16 +199,19 @@ def measure(out: str, argv: list) -> dict:
     import json
 
     from gpusim.backends.cupy_backend import Runner
+    from gpusim.measurements import spec_name_for_gpu
     from measurements.campaign import provenance
     from measurements.csr_l1 import case_name
     from measurements.probe import ClockSampler
 
+    regimes = "--layers" in argv
+    layers = REGIME_LAYERS if regimes else LAYERS
     runner = Runner()
     prov = provenance(argv)
     clocks = ClockSampler()
-    res = {"format_version": 1, "provenance": prov, "fields": FIELDS, "layers": LAYERS,
-           "results": {}}
-    for h, b, d, s in LAYERS:
+    res = {"format_version": 1, "provenance": prov, "fields": FIELDS, "layers": layers,
+           "spec": spec_name_for_gpu(prov["gpu_name"]) if regimes else "h100", "results": {}}
+    for h, b, d, s in layers:
         name = case_name(h, b, d)
         try:
             r = trace_layer(runner, h, b, d, s)
@@ -214,7 +224,8 @@ def measure(out: str, argv: list) -> dict:
             print(name, "FAILED", r["error"], flush=True)
         res["results"][name] = r
     clocks.stop(prov)
-    with open(os.path.join(out, "csr_trace.json"), "w") as fh:
+    with open(os.path.join(out, "csr_trace_layers.json" if regimes else "csr_trace.json"),
+              "w") as fh:
         json.dump(res, fh)
     return res
 
@@ -245,16 +256,21 @@ def simulate_layer(spec, h: int, b: int, d: float, seed: int) -> dict:
             r[ws] = np.max([self.ready[dd][ws] for dd in s_.dsts], axis=0)
             first[sid] = r
 
-    loads = [i for i in instructions(st.kernel) if i.op is Op.LDG]
     T._Timing._instr = instr
     try:
         res = simulate(st.kernel, st.inputs, spec, l2_warm=True)
     finally:
         T._Timing._instr = orig
-    ready = [first[k] for k in sorted(first)]
-    ng = len(loads) - 6            # perm, rowptr x 2, values, columns, the gathers, x
-    at = {"row": ready[0], "se": np.fmax(ready[1], ready[2]), "vc": np.fmax(ready[3], ready[4]),
-          "hv": np.nanmax(np.vstack(ready[5:5 + ng]), axis=0), "x": ready[-1]}
+    # the loads by buffer: perm, rowptr x 2, values, columns, the gathers of h (one or two a
+    # nonzero), x (one or two)
+    buf = {sid: i.srcs[0].buffer.name for sid, i in enumerate(instructions(st.kernel))
+           if i.op is Op.LDG}
+
+    def last(*names):
+        got = [first[k] for k in sorted(first) if buf[k] in names]
+        return np.nanmax(np.vstack(got), axis=0)
+    at = {"row": last("perm"), "se": last("rowptr"), "vc": last("vals", "cols"),
+          "hv": last("h_in"), "x": last("x")}
     out, prev = {}, np.zeros_like(at["row"])
     for k in ("row", "se", "vc", "hv", "x"):
         dt = at[k] - prev
@@ -271,11 +287,11 @@ def simulate_into(path: str) -> None:
     from measurements.csr_l1 import case_name
     from measurements.probe import read_record, record_path, save_record
 
-    spec = load_spec("h100")
     path = record_path(path)
     rec = read_record(path)
+    spec = load_spec(rec.get("spec", "h100"))
     sim = {}
-    for h, b, d, s in LAYERS:
+    for h, b, d, s in (tuple(x) for x in rec.get("layers", LAYERS)):
         name = case_name(h, b, d)
         sim[name] = simulate_layer(spec, h, b, d, s)
         g = rec["results"].get(name, {}).get("summary", {})
@@ -283,13 +299,22 @@ def simulate_into(path: str) -> None:
                                   for k, v in sim[name].items()},
               "GPU", {k: v["median"] for k, v in g.items() if isinstance(v, dict)
                       and "median" in v}, flush=True)
-    rec["simulated"] = {"spec": "h100", "l2_warm": True, "results": sim}
+    rec["simulated"] = {"spec": spec.name, "l2_warm": True, "results": sim}
     save_record(path, rec)
 
 
 def main(argv: list | None = None) -> int:
     from measurements.probe import probe_main
 
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "--layers" in argv:      # --layers regimes: the REGIME_LAYERS record (GPU run)
+        i = argv.index("--layers")
+        if argv[i + 1:i + 2] != ["regimes"]:
+            raise SystemExit("--layers takes 'regimes' (REGIME_LAYERS)")
+        del argv[i:i + 2]
+        return probe_main(argv, __doc__, os.path.relpath(__file__),
+                          lambda out, a: measure(out, a + ["--layers", "regimes"]),
+                          simulate_into)
     return probe_main(argv, __doc__, os.path.relpath(__file__), measure, simulate_into)
 
 

@@ -27,9 +27,9 @@ each line (``_q1``: a quarter of the bytes, the same line requests) or backing o
 cycles after every failed poll (``_bo``: about half the poll rate; GPU only, the simulator's
 replays cannot run a back-off).
 
-``--fit-sharers FOLDER`` (:func:`fit_sharers`): ``l2_poll_sharer_cycles`` from the curve's
-three runs (``lamport_pollers_curve.json``, ``_repeat.json``, ``_repeat2.json``); the grid and
-the choice are written to ``FOLDER/lamport_pollers_fit.json``.
+``--fit-sharers FOLDER [--gpu SPEC]`` (:func:`fit_sharers`): ``l2_poll_sharer_cycles`` from the
+curve's three runs (``lamport_pollers_curve.json``, ``_repeat.json``, ``_repeat2.json``); the grid
+and the choice are written to ``FOLDER/lamport_pollers_fit.json``.
 
 ns per round: slope between 64 and 256 rounds (9 repeats); the simulator's between 4 and 8
 rounds, buffers warm in L2, both partition assignments averaged, values checked.
@@ -101,11 +101,11 @@ CURVE_RECORDS = ("lamport_pollers_curve.json", "lamport_pollers_curve_repeat.jso
 SHARER_GRID = (0.0, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0)
 
 
-def fit_sharers(folder: str, grid=SHARER_GRID) -> dict:
+def fit_sharers(folder: str, grid=SHARER_GRID, spec_name: str = "h100") -> dict:
     """``l2_poll_sharer_cycles`` (:mod:`gpusim.engine.l2`): the value of ``grid`` whose
     simulated ns per round of the :data:`CURVE` experiments have the smallest mean absolute log
     error against the mean of the GPU's runs in :data:`CURVE_RECORDS` under ``folder`` (every
-    other parameter as in the h100 spec)."""
+    other parameter as in the spec ``spec_name``)."""
     import json
 
     from measurements.lamport_ring import grid_fit
@@ -115,8 +115,8 @@ def fit_sharers(folder: str, grid=SHARER_GRID) -> dict:
         with open(os.path.join(folder, name)) as f:
             runs.append(json.load(f)["results"])
     gpu = {key: sum(r[key]["per_op_s"] for r in runs) / len(runs) for key, *_ in CURVE}
-    fit = grid_fit("l2_poll_sharer_cycles", grid, CURVE, gpu)
-    return {**fit, "gpu_mean_s": gpu, "records": list(CURVE_RECORDS),
+    fit = grid_fit("l2_poll_sharer_cycles", grid, CURVE, gpu, spec_name)
+    return {**fit, "spec": spec_name, "gpu_mean_s": gpu, "records": list(CURVE_RECORDS),
             "benchmarks": [e[0] for e in CURVE]}
 
 
@@ -125,16 +125,17 @@ def main(argv: list | None = None) -> int:
 
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["--fit-sharers"]:
-        if len(argv) != 2:
-            print("usage: lamport_pollers.py --fit-sharers FOLDER (measurements/h100)",
-                  file=sys.stderr)
+        if len(argv) not in (2, 4) or (len(argv) == 4 and argv[2] != "--gpu"):
+            print("usage: lamport_pollers.py --fit-sharers FOLDER [--gpu SPEC] "
+                  "(measurements/h100; the spec: h100)", file=sys.stderr)
             return 2
         import datetime
 
         from measurements.probe import save_record
 
-        rec = fit_sharers(argv[1])
-        rec["command"] = "python measurements/lamport_pollers.py --fit-sharers " + argv[1]
+        rec = fit_sharers(argv[1], spec_name=argv[3] if len(argv) == 4 else "h100")
+        rec["command"] = "python measurements/lamport_pollers.py --fit-sharers " + " ".join(
+            argv[1:])
         rec["date"] = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
         save_record(os.path.join(argv[1], "lamport_pollers_fit.json"), rec)
         return 0

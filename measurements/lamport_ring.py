@@ -315,18 +315,18 @@ HANDOVER_FIT = ("132_sec", "132_sec12", "132_sec32", "132_rows", "4_sec", "4_row
 HANDOVER_GRID = (1.0, 1.25, 1.5, 1.75, 2.0, 2.5)
 
 
-def grid_fit(field: str, grid, experiments, gpu: dict) -> dict:
+def grid_fit(field: str, grid, experiments, gpu: dict, spec_name: str = "h100") -> dict:
     """The value of ``grid`` for spec parameter ``field`` whose simulated ns per round of
     ``experiments`` (:data:`EXPERIMENTS`-style tuples ``(key, k, order, writes)``) have the
     smallest mean absolute log error against ``gpu`` (seconds per round by key), every other
-    parameter as in the h100 spec: ``{"value", "grid"}``, each grid row with its error and
-    simulated seconds."""
+    parameter as in the spec ``spec_name``: ``{"value", "grid"}``, each grid row with its error
+    and simulated seconds."""
     import dataclasses
     import math
 
     from gpusim.specs import load_spec
 
-    spec = load_spec("h100")
+    spec = load_spec(spec_name)
     rows = []
     for value in grid:
         s = dataclasses.replace(spec, **{field: float(value)})

@@ -4,6 +4,7 @@ own kernel (GPU only).
     PYTHONPATH=. python3 measurements/lamport_trace.py --out $OUT     # -> lamport_trace.json(.gz)
     python measurements/lamport_trace.py --simulate measurements/h100/lamport_trace.json
     ... --dense --out $OUT   # the dense kernel: lamport_trace_dense.json (DENSE_LAYERS)
+    ... --layers regimes --out $OUT   # REGIME_LAYERS: lamport_trace_layers.json (+ _raw)
 
 Why: ``lamport_wait.py`` found that the kernel's wait (its step time minus that of the same
 kernel with every slot already written) is 350-1050 ns on the GPU and 170-310 ns in the
@@ -60,6 +61,14 @@ STEPS = 48
 # the simulator's wait, then the three controls (0.95-1.15x)
 DENSE_LAYERS = ((624, 1, 0.1), (712, 1, 0.1), (984, 1, 0.1), (1160, 1, 0.1), (656, 2, 0.1),
                 (928, 2, 0.1), (264, 1, 0.1), (392, 1, 0.1), (1296, 2, 0.1))
+# ``--layers regimes``: one-staging-group layers (N x B <= 4096 words) of the H200 draws' Lamport
+# regimes, seed 7 as above: batch 4 with one row a warp (hidden <= 1056), where the simulated
+# kernels are 10-45% slow; batch 2 just past one row a warp (hidden 1057-1330: +15-50%); and
+# controls: batch 2 with one row a warp, batch 1 (the simulator 7-19% fast), batch 8
+REGIME_LAYERS = ((320, 4, 0.068), (464, 4, 0.018), (560, 4, 0.108), (832, 4, 0.114),
+                 (1008, 4, 0.036), (1080, 2, 0.1), (1112, 2, 0.061), (1176, 2, 0.054),
+                 (720, 2, 0.015), (1040, 2, 0.145), (744, 1, 0.016), (880, 1, 0.299),
+                 (280, 8, 0.326), (512, 8, 0.05))
 FIELDS = ("t0", "t1", "polls", "t2", "t3", "g0", "tp")
 ROW_FIELDS = FIELDS + ("tr", "tt")      # with --rows
 DENSE_FIELDS = FIELDS + ("tq",)         # with --dense: right before the step's last h store
@@ -282,7 +291,31 @@ def summarise(ts, clock_hz: float) -> dict:
     return res
 
 
-def measure(out: str, argv: list, rows: bool = False, dense: bool = False) -> dict:
+def parse_layers(text: str) -> tuple:
+    """``--layers``: ``regimes`` (:data:`REGIME_LAYERS`) or ``h:b:d`` items separated by commas,
+    each of one staging group (``h * b <= 4096`` words)."""
+    from kernels_ir.errors import InputError
+
+    if text == "regimes":
+        return REGIME_LAYERS
+    out = []
+    for item in text.split(","):
+        try:
+            h, b, d = item.split(":")
+            layer = (int(h), int(b), float(d))
+        except ValueError:
+            raise InputError(f"--layers item {item!r} is not h:b:d (e.g. 464:4:0.018) nor "
+                             "'regimes'") from None
+        if not (layer[0] > 0 and layer[1] > 0 and 0 < layer[2] <= 1
+                and layer[0] * layer[1] <= ONE_GROUP_WORDS):
+            raise InputError(f"--layers item {item!r}: hidden and batch must be positive with "
+                             f"hidden x batch <= {ONE_GROUP_WORDS} and density in (0, 1]")
+        out.append(layer)
+    return tuple(out)
+
+
+def measure(out: str, argv: list, rows: bool = False, dense: bool = False,
+            layers: tuple | None = None) -> dict:
     import numpy as np
 
     from gpusim.backends.cupy_backend import Runner
@@ -293,16 +326,17 @@ def measure(out: str, argv: list, rows: bool = False, dense: bool = False) -> di
 
     runner = Runner()
     prov = provenance(argv)
-    spec_name = spec_name_for_gpu(prov["gpu_name"]) if dense else "h100"
+    spec_name = spec_name_for_gpu(prov["gpu_name"]) if dense or layers else "h100"
     spec = load_spec(spec_name)
     clocks = ClockSampler()
-    name = "lamport_trace_dense" if dense else "lamport_trace_rows" if rows else "lamport_trace"
+    name = "lamport_trace_dense" if dense else "lamport_trace_rows" if rows else \
+        "lamport_trace_layers" if layers else "lamport_trace"
     rec = {"format_version": 1, "provenance": prov, "steps": STEPS,
            "fields": list(fields_of(rows, dense)), "kernel": "dense" if dense else
            "sparse", "spec": spec_name, "results": {}}
     raw = {}
     t0 = time.time()
-    for h, b, d in DENSE_LAYERS if dense else LAYERS:
+    for h, b, d in DENSE_LAYERS if dense else layers or LAYERS:
         key = f"h{h}-b{b}-d{d}"
         try:
             r = trace_layer(runner, h, b, d, spec, rows, dense)
@@ -639,12 +673,22 @@ def main(argv: list | None = None) -> int:
                     help="also time the first row's reduction and tanh (lamport_trace_rows.json)")
     ap.add_argument("--dense", action="store_true",
                     help="the dense kernel on DENSE_LAYERS (lamport_trace_dense.json)")
+    ap.add_argument("--layers", metavar="LIST",
+                    help="'regimes' (REGIME_LAYERS) or h:b:d,... of one staging group "
+                         "(lamport_trace_layers.json, the GPU's own spec)")
     args = ap.parse_args(argv)
     if args.simulate:
         simulate_into(args.simulate)
         return 0
     os.makedirs(args.out, exist_ok=True)
-    measure(args.out, sys.argv if argv is None else argv, args.rows, args.dense)
+    if args.layers and (args.rows or args.dense):
+        ap.error("--layers traces the sparse kernel without --rows or --dense")
+    from kernels_ir.errors import InputError
+    try:
+        layers = parse_layers(args.layers) if args.layers else None
+    except InputError as exc:
+        ap.error(str(exc))
+    measure(args.out, sys.argv if argv is None else argv, args.rows, args.dense, layers)
     return 0
 
 

@@ -19,7 +19,7 @@ import scipy.sparse as sp
 from kernels_ir.errors import InputError
 
 __all__ = ["prune_magnitude", "random_sparse", "random_layer", "Layer", "check_density", "GATES",
-           "check_heads", "block_diagonal"]
+           "check_heads", "block_diagonal", "rounds_probe_layer"]
 
 GATES = {"rnn": 1, "gru": 3, "lstm": 4}  # recurrent matrix rows = GATES[cell] * N
 _ROW_CHUNK_ELEMS = 1 << 20  # random keys drawn per chunk of rows (sized to stay in cache)
@@ -271,6 +271,24 @@ def block_diagonal(blocks_of_rows: sp.csr_matrix, hidden: int, heads: int) -> sp
     rows = np.repeat(np.arange(m.shape[0]), np.diff(m.indptr))
     indices = (m.indices + ((rows % hidden) // size) * size).astype(np.int32)
     return sp.csr_matrix((m.data, indices, m.indptr), shape=(m.shape[0], hidden))
+
+
+def rounds_probe_layer(rounds: int, batch: int, cell: str = "rnn") -> Layer:
+    """A layer whose CSR row-per-warp kernel (``kernels_ir/kernels/csr_baseline.py``, 128
+    nonzeros a round) runs ``rounds`` rounds of its chunk loop: the first gate row holds
+    ``128 rounds - 64`` nonzeros, every other row one, all 0.01; x and h_0 zero. ptxas' registers
+    of that kernel depend on the rounds, the batch and the cell, not on the matrix
+    (``measurements/csr_registers.py``)."""
+    long = 128 * rounds - 64
+    n = max(256, long + 64)
+    rows = GATES[cell] * n
+    lengths = np.ones(rows, dtype=np.int64)
+    lengths[0] = long
+    indptr = np.concatenate([[0], np.cumsum(lengths)])
+    indices = np.concatenate([np.arange(long), np.arange(1, rows) % n]).astype(np.int32)
+    U = sp.csr_matrix((np.full(indptr[-1], 0.01, np.float32), indices, indptr), shape=(rows, n))
+    return Layer(cell, U, np.zeros((1, rows, batch), np.float32),
+                 np.zeros((n, batch), np.float32))
 
 
 def random_layer(hidden: int, batch: int, density, timesteps: int, seed: int,

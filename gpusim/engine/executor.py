@@ -1056,7 +1056,9 @@ def execute(kernel: Kernel, inputs: dict, *, ctas: int | None = None,
     ``max_spin``: overrides every While's ``spin_limit`` (lockstep iterations per entry).
     ``observer``: an object with ``on_instr(sid, mask, flat_addresses)``, ``on_step(step)`` and
     ``on_while(wid, event, mask)`` (used by the timing model), optionally ``on_group(gid)``
-    (which group of warps the following events belong to); ``None`` for a pure functional run.
+    (which group of warps the following events belong to) and ``on_wave(wave, cta_ids)``
+    (called before each wave of a grid larger than ``ctas``; an observer without it sees a
+    single-wave launch only); ``None`` for a pure functional run.
     Raises :class:`VerifyError` for a malformed kernel, :class:`DeadlockError` when warps wait
     forever, :class:`InputError` on bad inputs or out-of-bounds / misaligned accesses,
     :class:`CapacityError` when a CTA does not fit.
@@ -1093,9 +1095,12 @@ def _execute(kernel: Kernel, inputs: dict, *, ctas: int | None = None,
     waves = -(-kernel.grid // ctas)
     counts = np.zeros(len(tuple(instructions(kernel))), dtype=np.int64)
     spins = None
+    on_wave = getattr(observer, "on_wave", None)
     for wave in range(waves):
         ids = np.arange(wave * ctas, min(kernel.grid, (wave + 1) * ctas))
-        m = _Machine(kernel, gmem, ids, observer if waves == 1 else None)
+        if on_wave is not None:      # the timing model places each wave's CTAs (timing.py)
+            on_wave(wave, ids)
+        m = _Machine(kernel, gmem, ids, observer if waves == 1 or on_wave else None)
         m.max_spin = max_spin
         if waves > 1:
             why = prefix_reason or f"{ctas} co-resident CTAs"

@@ -477,6 +477,19 @@ class L2:
         self.sharer_ranges.append((lo, hi, np.zeros((hi - lo, -(-n_sms // 8)), dtype=np.uint8),
                                    np.zeros(hi - lo, dtype=np.int64)))
 
+    def relabel(self, wp: np.ndarray) -> None:
+        """Warp ``w`` becomes what warp ``wp[w]`` was (``wp`` a permutation: the timing model's
+        slots relabelled between waves of a launch): its SM, near partition, and the warp of
+        each word's last store."""
+        if self.sm_of_warp is not None:
+            self.sm_of_warp = self.sm_of_warp[wp]
+        if self.sm_part is not None:
+            self.sm_part = self.sm_part[wp]
+        inv = np.empty_like(wp)
+        inv[wp] = np.arange(wp.size)
+        seen = self.writer >= 0
+        self.writer[seen] = inv[self.writer[seen]]
+
     def note_polls(self, warps: np.ndarray, flat: np.ndarray, active: np.ndarray) -> None:
         """The polls of rows ``warps`` (word addresses ``flat``, lanes ``active``): every SM
         that polls a line of a tracked buffer for the first time adds one to its pollers."""

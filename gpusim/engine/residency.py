@@ -30,7 +30,7 @@ from kernels_ir.ir import (
 )
 
 __all__ = ["register_estimate", "Residency", "residency", "REG_OVERHEAD", "has_global_spin",
-           "check_launch"]
+           "check_launch", "launch_residency"]
 
 # Registers beyond the IR's live values (address arithmetic, stack pointer, constants that the
 # IR keeps as immediates but SASS may need in registers). An estimate, stated as such.
@@ -126,16 +126,17 @@ class Residency:
         return f"{self.ctas_per_sm} CTA/SM x {sm_count} SMs ({self.limit})"
 
 
-def residency(kernel: Kernel, spec) -> Residency:
-    """CTAs of ``kernel`` that fit on one SM and on the GPU, from the spec's limits.
+def residency(kernel: Kernel, spec, regs: int | None = None) -> Residency:
+    """CTAs of ``kernel`` that fit on one SM and on the GPU, from the spec's limits; ``regs``:
+    registers per thread (default: :func:`register_estimate`).
 
     Raises :class:`CapacityError` when not even one CTA fits (naming the limit).
     """
-    regs = register_estimate(kernel)
+    regs = register_estimate(kernel) if regs is None else int(regs)
     warps = kernel.warps_per_cta
     if regs > spec.max_regs_per_thread:
         raise CapacityError(f"kernel {kernel.name} needs about {regs} registers/thread "
-                            f"(liveness estimate); max_regs_per_thread = "
+                            f"(liveness estimate or ptxas); max_regs_per_thread = "
                             f"{spec.max_regs_per_thread} on {spec.name}")
     if kernel.block > spec.max_threads_per_cta:
         raise CapacityError(f"kernel {kernel.name}: block={kernel.block} threads exceeds "
@@ -174,3 +175,29 @@ def check_launch(kernel: Kernel, spec) -> Residency:
                             f"spins on global memory, so it would deadlock; use grid <= "
                             f"{r.resident_ctas}")
     return r
+
+
+def launch_residency(kernel: Kernel, spec) -> Residency:
+    """The co-resident CTAs a launch of ``kernel`` gets, which decides how many waves a grid
+    larger than that runs in (:func:`gpusim.engine.simulate`).
+
+    For a grid of more CTAs than SMs of a kernel that does not spin on global memory, ptxas'
+    register count where a compiler for ``spec.arch`` is here (:mod:`kernels_ir.ptxas`: nvcc, or
+    NVRTC): ptxas unrolls a loop of few constant trips, so the CSR kernel's registers grow with
+    its chunk loop's trips (sm_90: 23 at batch 1 with one round, 48 with four, 72 with eight;
+    the campaign's recorded ``num_regs`` are the same), which the IR's liveness estimate (22)
+    does not see. Otherwise (one CTA an SM at most, a spinning kernel, or no compiler) the
+    estimate."""
+    r = residency(kernel, spec)
+    if kernel.grid <= spec.sm_count or has_global_spin(kernel):
+        return r
+    from kernels_ir import ptxas
+
+    arch = getattr(spec, "arch", "")
+    try:
+        if not arch or ptxas.available(arch) is None:
+            return r
+        regs = ptxas.compile_kernel(kernel, arch).registers
+    except (ptxas.PtxasUnavailable, ptxas.PtxasError, OSError):
+        return r
+    return residency(kernel, spec, regs)

@@ -81,7 +81,7 @@ from .l1 import L1, resident_buffers
 from .l2 import L2
 from .lowering import folded_instructions
 from .memory import global_space, shared_space
-from .residency import check_launch
+from .residency import check_launch, launch_residency
 from .results import CATEGORIES, SimResult
 from .scheduler import PIPES, IssueUnit
 from .smem import SharedPipe, lines
@@ -161,7 +161,6 @@ class _Timing:
         first = np.maximum.accumulate(np.where(head, np.arange(nw), 0))
         rank[order] = np.arange(nw) - first
         self.group, self.rank = group, rank
-        self.rounds = [np.flatnonzero(rank == r) for r in range(int(rank.max()) + 1)]
         self.issue_unit = IssueUnit(spec.sm_count * P, spec.issue_per_cycle_per_subpartition)
         rows = {}
         for r in kernel.regs:
@@ -206,13 +205,66 @@ class _Timing:
         self.all4 = self.all * 4
         self.charge_flat = self.charge.reshape(-1)           # view: index warp * 4 + category
         self.smem_base = (self.slot * self.sstride)[:, None]
-        self.single_round = len(self.rounds) == 1
-        self.full_rounds = _partnered([(sel, group[sel]) for sel in self.rounds])
+        self._issue_rounds()
+        self.active_nw = nw      # warps of the current wave (on_wave); all of them but the last
+        self.retired = 0.0       # the latest store acknowledgement of CTAs that have exited
         self.progress = progress
         self.trip = next((s.trip_count for s in walk(kernel.body)
                           if isinstance(s, Loop) and s.kind == "time"), 0)
 
+    def _issue_rounds(self) -> None:
+        """The issue rounds of :meth:`_rounds` (at most one warp of each sub-partition a round)
+        from the warps' groups and ranks."""
+        rank, group = self.rank, self.group
+        self.rounds = [np.flatnonzero(rank == r) for r in range(int(rank.max()) + 1)]
+        self.single_round = len(self.rounds) == 1
+        self.full_rounds = _partnered([(sel, group[sel]) for sel in self.rounds])
+
     # --- executor callbacks -----------------------------------------------------------------
+    def on_wave(self, wave: int, ids) -> None:
+        """A grid larger than the co-resident CTAs runs in waves: the executor runs the CTAs
+        ``ids`` of wave ``wave`` with warps numbered from 0, and this model sizes its warps to
+        one wave (:func:`simulate`). Before a later wave, its CTAs take the slots that free
+        first (a slot frees when its CTA's last warp has issued its last instruction; the GPU's
+        dispatcher hands the next CTA to the first free slot, in CTA order): the slots are
+        relabelled by the time they free (:meth:`_relabel`), so that the new CTAs' warps sit
+        in the earliest ones, and each new warp issues after its slot's previous CTA exited.
+        ``measurements/h200/csr_trace_layers.json.gz``: at hidden 4760, batch 8, the CSR
+        kernel's 595 CTAs of 56 registers (528 co-resident) run as 528 CTAs ending at
+        9.1-10.3 us and 67 that start at 9.15-9.34 us, as each finds a free slot."""
+        self.active_nw = len(ids) * self.W
+        if wave == 0:
+            return
+        W = self.W
+        free = self.last.reshape(-1, W).max(axis=1)          # each slot's CTA exits
+        self.retired = max(self.retired, float(self.store_ack.max(initial=0.0)))
+        order = np.argsort(free, kind="stable")
+        self._relabel(order)
+        new = np.arange(self.active_nw)
+        start = np.repeat(free[order][:len(ids)], W)
+        self.last[new] = start
+        self.ctrl[new] = start
+        self.store_ack[new] = 0.0
+
+    def _relabel(self, order: np.ndarray) -> None:
+        """Slot ``c`` (its W warps) becomes what slot ``order[c]`` was: every per-warp array of
+        this model and of the L1, L2 and shared pipe it drives, so that a slot keeps its SM,
+        sub-partitions and history under its new number."""
+        W = self.W
+        wp = (order[:, None] * W + np.arange(W)).ravel()
+        for name in ("last", "ctrl", "ctrl_cat", "store_ack", "charge", "sm", "group", "rank",
+                     "slot", "smem_base"):
+            setattr(self, name, getattr(self, name)[wp])
+        self.ready = self.ready[:, wp]
+        self.cat = self.cat[:, wp]
+        self.waits = self.waits[order]
+        self.charge_flat = self.charge.reshape(-1)
+        self.smem.conflicts_per_warp = self.smem.conflicts_per_warp[wp]
+        self.l2.relabel(wp)
+        if self.l1 is not None:
+            self.l1.sm_of_warp = self.l1.sm_of_warp[wp]
+        self._issue_rounds()
+
     def on_group(self, gid: int) -> None:
         """The following events belong to group ``gid`` (its own stack of open spins)."""
         self.rec_stack = self.rec_stacks.setdefault(gid, [])
@@ -247,7 +299,7 @@ class _Timing:
     # --- the model ----------------------------------------------------------------------------
     def _instr(self, sid: int, m: Mask, flat, polls) -> None:
         st = self.static[sid]
-        full = m.full
+        full = m.full and self.active_nw == self.nw
         if full:
             ws = self.all
         else:
@@ -446,7 +498,7 @@ class _Timing:
                 [{"warp": int(x), "while": label} for x in w])
 
     def end(self) -> float:
-        return float(max(self.last.max(), self.store_ack.max(), 0.0)) + 1.0
+        return float(max(self.last.max(), self.store_ack.max(), self.retired, 0.0)) + 1.0
 
 
 def _uniform(x: np.ndarray) -> np.ndarray:
@@ -511,7 +563,9 @@ def simulate(kernel: Kernel, inputs: dict, spec, *, sample_steps: int | None = N
     ``sample_steps``: simulate only the first K iterations of the time loop and extrapolate the
     rest from the steady state (:func:`steady_step_cycles`).
     ``progress``: draw a progress bar on stderr. The launch must be co-resident when the kernel
-    spins on global memory (else :class:`CapacityError`).
+    spins on global memory (else :class:`CapacityError`); a larger grid of a kernel that does
+    not spin runs in waves of the co-resident CTAs (:func:`.residency.launch_residency`), a CTA
+    of a later wave in the slot that frees first (:meth:`_Timing.on_wave`).
     ``l2_warm``: the launch repeats an identical one (one step of a per-step kernel sequence),
     so the buffers it touched are already in L2 (:func:`.l1.resident_buffers`); default cold,
     every sector's first load comes from DRAM.
@@ -533,8 +587,11 @@ def simulate(kernel: Kernel, inputs: dict, spec, *, sample_steps: int | None = N
         run_kernel = truncate_time_loop(kernel, steps)
     gspace = global_space(run_kernel, inputs)
     bar = _progress_bar(sys.stderr) if progress else None
-    obs = _Timing(run_kernel, spec, run_kernel.grid, gspace, bar, l2_warm, l2_flip)
-    res = _execute(run_kernel, inputs, ctas=run_kernel.grid, observer=obs)
+    # a grid larger than the co-resident CTAs (a kernel that does not spin: check_launch
+    # refuses the others) runs in waves, each CTA of a later wave in the slot that frees first
+    ctas = min(run_kernel.grid, launch_residency(run_kernel, spec).resident_ctas)
+    obs = _Timing(run_kernel, spec, ctas, gspace, bar, l2_warm, l2_flip)
+    res = _execute(run_kernel, inputs, ctas=ctas, observer=obs)
     return _result(kernel, spec, obs, res, steps, total)
 
 

@@ -3,15 +3,14 @@
 CSR row-per-warp baseline (the quantity the cross-check prices: one step, layer in L2)
 -------------------------------------------------------------------------------------
 The kernel as written: one warp per row, rows sorted longest first, ``ceil(R / 8)`` CTAs of 256
-threads, all co-resident as the simulator runs them (CTA ``c`` on SM ``c % sm_count``; past
-``max_threads_per_sm`` the hardware would run waves, which changes only latency terms of layers
-that are bound by throughput anyway); a chunk loop of 128 nonzeros per round (32 lanes x 4, 128-bit
-loads of values and column indices, then the 4 nonzeros' gathers of h back to back, then their
-FFMAs); rows padded to a multiple of 4 with column 0. Rows are Bernoulli(d): a row's length is
-Binomial(N, d) (normal, continuity-corrected), so round ``i`` has every row longer than
-``128 (i + 1)`` full and the rows ending in it partial (their mean lanes from the truncated
-normal); the expected longest row sets the critical warp. The kernel is modelled in fp32 (as
-written) whatever ``dtype``. Per round, cycles:
+threads, co-resident as far as the registers let an SM hold them (CTA ``c`` on SM ``c % sm_count``;
+a larger grid runs in waves, :func:`csr_step_cycles`); a chunk loop of 128 nonzeros per round (32
+lanes x 4, 128-bit loads of values and column indices, then the 4 nonzeros' gathers of h back to
+back, then their FFMAs); rows padded to a multiple of 4 with column 0. Rows are Bernoulli(d): a
+row's length is Binomial(N, d) (normal, continuity-corrected), so round ``i`` has every row
+longer than ``128 (i + 1)`` full and the rows ending in it partial (their mean lanes from the
+truncated normal); the expected longest row sets the critical warp. The kernel is modelled in
+fp32 (as written) whatever ``dtype``. Per round, cycles:
 
 - L1TEX of the busiest SM (``W = 8 ceil(ceil(R / 8) / sm_count)`` warps), the slower of its two
   stages (as ``gpusim/engine/smem.py``): the tag stage, 4 distinct 128-byte lines per cycle
@@ -112,6 +111,81 @@ from .l2 import distinct_groups, group_cycles, l2_latency
 from .variants import REDUCTION_STEPS, WARP
 
 TAG_SETS_PER_CYCLE = 4   # the L1TEX tag stage's lines per cycle (gpusim/engine/smem.py)
+REGISTERS_FILE = "csr_registers.json"   # ptxas' registers by trips (measurements/csr_registers.py)
+
+
+@cache
+def _register_table() -> dict:
+    import json
+    from pathlib import Path
+
+    return json.loads((Path(__file__).with_name(REGISTERS_FILE)).read_text())["registers"]
+
+
+@cache
+def _ctas_per_sm(spec, batch: int, cell: str, chunks: int) -> float:
+    """CTAs of the CSR kernel (256 threads) that one SM holds at ``batch``, ``cell`` and
+    ``chunks`` trips of its chunk loop, from ptxas' registers for ``spec.arch`` as recorded in
+    :data:`REGISTERS_FILE` (the simulator asks ptxas itself: ptxas unrolls the loop, so the
+    registers grow with its trips; past the table's last trip count, its last entry) and the
+    spec's limits, as the CUDA occupancy calculator counts them (registers in units of
+    ``reg_alloc_unit_per_warp`` a warp, threads, CTAs). A batch between the table's: the next
+    one up (the largest for more); an architecture the table does not have: every CTA
+    co-resident (``inf``), as before the waves were modelled."""
+    by_cell = _register_table().get(getattr(spec, "arch", ""), {}).get(cell)
+    if not by_cell:
+        return np.inf
+    batches = sorted(int(k) for k in by_cell)
+    regs = by_cell[str(next((b for b in batches if b >= batch), batches[-1]))]
+    r = regs[min(chunks, len(regs)) - 1]
+    unit = spec.reg_alloc_unit_per_warp
+    per_warp = -(-r * WARP // unit) * unit
+    warps = DEFAULT_THREADS // WARP
+    return float(min(spec.regs_per_sm // (per_warp * warps),
+                     spec.max_threads_per_sm // DEFAULT_THREADS, spec.max_ctas_per_sm))
+
+
+def csr_waves(spec, N, R, B, d, cell: str = "rnn"):
+    """Waves of the CSR kernel's ``ceil(N / 8)`` CTAs (arrays; ``R`` rows, G per unit), the units
+    of each full wave and the rounds of the expected longest row, as the simulator runs the grid
+    (:func:`_ctas_per_sm`, with those rounds)."""
+    N, R, B, d = np.broadcast_arrays(*(np.asarray(x, dtype=np.float64) for x in (N, R, B, d)))
+    wpc = DEFAULT_THREADS // WARP
+    ctas = np.ceil(N / wpc)
+    r_max = cap._cf_quantile(1.0 - (1.0 - cap._MEDIAN_RANK[0]) / (R + cap._MEDIAN_RANK[1]), N, d)
+    chunks = np.maximum(1, np.ceil(VEC * np.ceil(r_max / VEC) / CHUNK)).astype(int)
+    per_wave = np.array([_ctas_per_sm(spec, int(b), cell, int(c)) * spec.sm_count
+                         for b, c in zip(B.ravel(), chunks.ravel(), strict=True)],
+                        dtype=np.float64).reshape(N.shape)
+    per_wave = np.where(ctas > spec.sm_count, per_wave, np.inf)
+    waves = np.maximum(1.0, np.ceil(ctas / per_wave))
+    return waves, np.minimum(per_wave * wpc, N), chunks
+
+
+def csr_step_cycles(spec, N, R, B, d, cell: str = "rnn") -> dict:
+    """:func:`_csr_row_per_warp` with the grid's waves (:func:`csr_waves`): the rounds as if every
+    CTA were co-resident (the same work through the same units), and each wave after the first adds
+    the chain of a CTA of its own (``waves``, cycles beside the rounds), since the simulator starts
+    a later wave's CTA when a slot frees and a CTA alone is bound by its chain: the prologue ``P``,
+    its rounds (``C`` cycles each, the critical warp's chain over the longest row's ``r`` rounds)
+    and the epilogue ``E``. The rows are dealt longest first, so the last wave's rows and the first
+    wave's shortest are those at the boundary quantile (``r_b`` rounds): the last wave's CTAs start
+    as those first-wave CTAs exit, ``(r - r_b) C`` before the longest, and add ``max(0, P + E + (2
+    r_b - r) C)``; a middle wave adds ``P + E + r C``."""
+    from scipy.special import ndtri
+
+    one = _csr_row_per_warp(spec, N, R, B, d, cell)
+    waves, units, r = csr_waves(spec, N, R, B, d, cell)
+    Nf, dd = (np.asarray(x, dtype=np.float64) for x in (N, d))
+    mu, sig = Nf * dd, np.sqrt(np.maximum(Nf * dd * (1 - dd), 1e-9))
+    last = np.clip((Nf - (waves - 1) * units) / np.maximum(Nf, 1.0), 1e-6, 1.0)
+    rb = np.clip(np.ceil(VEC * np.ceil(np.maximum(mu + sig * ndtri(last), 1.0) / VEC) / CHUNK),
+                 1, r)
+    C = one["chain"] / r
+    P, E = one["prologue"], one["epilogue"]
+    extra = np.where(waves > 1, (waves - 2) * (P + E + r * C)
+                     + np.maximum(0.0, P + E + (2 * rb - r) * C), 0.0)
+    return {**one, "waves": extra}
 
 
 def _butterfly_cycles(spec, B):

@@ -57,7 +57,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import capacity as cap
-from .csr import _csr_row_per_warp
+from .csr import csr_step_cycles
 from .variants import KernelTimes
 
 
@@ -217,11 +217,12 @@ def _baselines(spec, name, N, B, d, cell, dtype):
         bd = {"launch_s": la, "weights_s": w, "epilogue_s": np.where(got, 0.0, per - la - w),
               "measured_grid_s": np.where(got, measured, 0.0)}
     else:  # csr-row-per-warp: our kernel, one graph node, tanh fused (see the docstring of csr.py)
-        c = _csr_row_per_warp(spec, Nf, rows, Bf, d, cell)
-        per = node + (c["prologue"] + c["loop"] + c["epilogue"] + c["partition"]) * cs
+        c = csr_step_cycles(spec, Nf, rows, Bf, d, cell)
+        per = node + (c["prologue"] + c["loop"] + c["epilogue"] + c["partition"]
+                      + c["waves"]) * cs
         bd = {"launch_s": node + 0 * per, "prologue_s": c["prologue"] * cs,
               "loop_s": c["loop"] * cs, "epilogue_s": c["epilogue"] * cs,
-              "partition_s": c["partition"] * cs,
+              "partition_s": c["partition"] * cs, "waves_s": c["waves"] * cs,
               "l1tex_s": c["l1tex"] * cs, "l2_s": c["l2"] * cs, "dram_s": c["dram"] * cs,
               "chain_s": c["chain"] * cs}
     shape = N.shape

@@ -117,14 +117,15 @@ def test_the_model_counts_the_kernel_as_built():
 
 
 def test_breakdown_names_the_terms_and_they_add_up():
-    """per step = graph node + prologue + rounds + epilogue + partition luck; the rounds are at
-    least each of their bounds (L1TEX data stage, L2 slices, DRAM, the critical warp's chain)."""
+    """per step = graph node + prologue + rounds + epilogue + partition luck + the later waves'
+    chains; the rounds are at least each of their bounds (L1TEX data stage, L2 slices, DRAM, the
+    critical warp's chain)."""
     for gpu in ("h100", "v100"):
         t = an.predict_many(load_spec(gpu), [256, 2048, 8192], [1, 4, 8], [0.5, 0.05, 0.3],
                             kernels=["csr-row-per-warp"])["csr-row-per-warp"]
         bd = t.breakdown
         total = sum(bd[k] for k in ("launch_s", "prologue_s", "loop_s", "epilogue_s",
-                                    "partition_s"))
+                                    "partition_s", "waves_s"))
         np.testing.assert_allclose(total, t.per_step_s, rtol=1e-12)
         for bound in ("l1tex_s", "l2_s", "dram_s", "chain_s"):
             assert np.all(bd["loop_s"] >= bd[bound] * (1 - 1e-12)), (gpu, bound)
@@ -222,3 +223,55 @@ def test_gated_sweep_within_20_percent_of_simulator():
     About 45 s of CPU for the simulator."""
     errs = _check(_gated_errors(gated_sweep_layers()), GATED_TOLERANCE)
     assert np.abs(errs).mean() <= GATED_MEAN
+
+
+def _table():
+    from models.analytical.csr import _register_table
+
+    return _register_table()
+
+
+@pytest.mark.skipif(not __import__("kernels_ir.ptxas", fromlist=["x"]).available("sm_90"),
+                    reason="no compiler for sm_90 here (nvcc or NVRTC)")
+@pytest.mark.parametrize("cell,batch,rounds", [("rnn", 1, 1), ("rnn", 1, 8), ("rnn", 2, 6),
+                                               ("rnn", 4, 2), ("rnn", 8, 12), ("lstm", 4, 3),
+                                               ("gru", 2, 20)])
+def test_the_register_table_is_what_ptxas_allocates(cell, batch, rounds):
+    from kernels_ir import ptxas
+    from models.sparse import rounds_probe_layer
+
+    prog = build_csr_baseline(rounds_probe_layer(rounds, batch, cell))
+    assert prog.chunks == rounds
+    got = ptxas.compile_kernel(prog.kernel, "sm_90").registers
+    assert _table()["sm_90"][cell][str(batch)][rounds - 1] == got
+
+
+def test_the_register_table_is_what_the_campaigns_kernels_had():
+    # every CSR case of an H200 draw records the compiled kernel's num_regs; its rounds of the
+    # chunk loop pick the table's entry (one draw of each family of sizes: s58-s60)
+    from gpusim.measurements import build_case, load_campaign
+
+    spec = load_spec("h200")
+    table = _table()["sm_90"]
+    checked = 0
+    for draw in ("fresh_2026-11-29_s58", "fresh_2026-11-29_s59", "fresh_2026-11-29_s60"):
+        for c in load_campaign(f"measurements/h200/{draw}").cases:
+            if c["kind"] != "csr" or c["status"] != "ok":
+                continue
+            prog = build_case(c, 1, spec)
+            regs = table[c.get("cell", "rnn")][str(c["batch"])]
+            assert regs[min(prog.chunks, len(regs)) - 1] == \
+                c["result"]["attributes"]["num_regs"], c["id"]
+            checked += 1
+    assert checked >= 40
+
+
+def test_a_large_grid_runs_in_waves_in_the_model_as_in_the_simulator():
+    # hidden 4760, batch 8, density 0.06 (s58): 595 CTAs of 56 registers, 4 an SM on the H200
+    # (528 co-resident): two waves, the second 67 CTAs
+    from models.analytical.csr import csr_waves
+
+    waves, units, _ = csr_waves(load_spec("h200"), 4760, 4760, 8, 0.0612)
+    assert waves == 2 and units == 528 * 8
+    waves, _, _ = csr_waves(load_spec("h200"), 1704, 1704, 4, 0.499)
+    assert waves == 1
