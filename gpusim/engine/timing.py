@@ -231,7 +231,7 @@ class _Timing:
         in the earliest ones, and each new warp issues after its slot's previous CTA exited.
         ``measurements/h200/csr_trace_layers.json.gz``: at hidden 4760, batch 8, the CSR
         kernel's 595 CTAs of 56 registers (528 co-resident) run as 528 CTAs ending at
-        9.1-10.3 us and 67 that start at 9.15-9.34 us, as each finds a free slot."""
+        8.6-10.3 us and 67 that start at 8.96-9.44 us, as each finds a free slot."""
         self.active_nw = len(ids) * self.W
         if wave == 0:
             return
