@@ -195,7 +195,9 @@ def summarise(ts, clock_hz: float) -> dict:
     return out
 
 
-def measure(out: str, argv: list) -> dict:
+def measure(out: str, argv: list, regimes: bool = False) -> dict:
+    """The GPU run: :data:`LAYERS` (``csr_trace.json``, the H100's spec) or, with ``regimes``,
+    :data:`REGIME_LAYERS` (``csr_trace_layers.json``, the measured GPU's spec)."""
     import json
 
     from gpusim.backends.cupy_backend import Runner
@@ -204,7 +206,6 @@ def measure(out: str, argv: list) -> dict:
     from measurements.csr_l1 import case_name
     from measurements.probe import ClockSampler
 
-    regimes = "--layers" in argv
     layers = REGIME_LAYERS if regimes else LAYERS
     runner = Runner()
     prov = provenance(argv)
@@ -313,7 +314,7 @@ def main(argv: list | None = None) -> int:
             raise SystemExit("--layers takes 'regimes' (REGIME_LAYERS)")
         del argv[i:i + 2]
         return probe_main(argv, __doc__, os.path.relpath(__file__),
-                          lambda out, a: measure(out, a + ["--layers", "regimes"]),
+                          lambda out, a: measure(out, a + ["--layers", "regimes"], True),
                           simulate_into)
     return probe_main(argv, __doc__, os.path.relpath(__file__), measure, simulate_into)
 

@@ -11,7 +11,7 @@ import pytest
 from gpusim.engine import simulate
 from gpusim.engine.residency import launch_residency, residency
 from gpusim.specs import load_spec
-from kernels_ir import F32, I32, Builder, verify
+from kernels_ir import F32, I32, Builder, ptxas, verify
 
 H200 = load_spec("h200")
 # two SMs that hold one CTA each (the CTA's shared memory fills an SM)
@@ -66,7 +66,7 @@ def test_a_later_wave_takes_the_slot_that_frees_first():
     assert both <= long + 0.1 * CHAIN * LINK, (both, long)
 
 
-@pytest.mark.skipif(not __import__("kernels_ir.ptxas", fromlist=["available"]).available("sm_90"),
+@pytest.mark.skipif(not ptxas.available("sm_90"),
                     reason="no compiler for sm_90 here (nvcc or NVRTC)")
 def test_the_wave_count_uses_ptxas_registers():
     # the CSR kernel at batch 4 of a recorded H200 case (s45, hidden 7144): the liveness estimate

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from gpusim.specs import load_spec
+from kernels_ir import ptxas
 from kernels_ir.ir import Op, instructions
 from kernels_ir.kernels.csr_baseline import (
     DEFAULT_THREADS,
@@ -231,13 +232,12 @@ def _table():
     return _register_table()
 
 
-@pytest.mark.skipif(not __import__("kernels_ir.ptxas", fromlist=["x"]).available("sm_90"),
+@pytest.mark.skipif(not ptxas.available("sm_90"),
                     reason="no compiler for sm_90 here (nvcc or NVRTC)")
 @pytest.mark.parametrize("cell,batch,rounds", [("rnn", 1, 1), ("rnn", 1, 8), ("rnn", 2, 6),
                                                ("rnn", 4, 2), ("rnn", 8, 12), ("lstm", 4, 3),
                                                ("gru", 2, 20)])
 def test_the_register_table_is_what_ptxas_allocates(cell, batch, rounds):
-    from kernels_ir import ptxas
     from models.sparse import rounds_probe_layer
 
     prog = build_csr_baseline(rounds_probe_layer(rounds, batch, cell))
