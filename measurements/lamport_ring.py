@@ -50,7 +50,9 @@ WRITES = {"line": "", "sectors": "_sec", "warps": "_warps", "rows": "_rows",
           "warps_few_c1_p66": "_few_warps_c1_p66",
           # measurements/lamport_pollers.py --merge: the 99 CTAs that only poll load one sector
           # of each line (_q1), or back off after every failed poll (_bo)
-          "warps_few_c1_q1": "_few_warps_c1_q1", "warps_few_c1_bo": "_few_warps_c1_bo"}
+          "warps_few_c1_q1": "_few_warps_c1_q1", "warps_few_c1_bo": "_few_warps_c1_bo",
+          # measurements/poll_count.py: the writers' stores n dependent FFMAs later (_sd<n>)
+          **{f"warps_few_c1_sd{n}": f"_few_warps_c1_sd{n}" for n in (16, 32, 64, 128)}}
 GPU_ROUNDS, SIM_ROUNDS = (64, 256), (4, 8)
 REPEATS, WARMUP = 9, 2
 
@@ -86,7 +88,9 @@ def ring(rounds: int, k: int, order: str = "rotated", writes: str = "line"):
     the same line requests); ending in ``"_bo"``: they wait :data:`BACKOFF_FFMAS` dependent
     FFMAs (about 4 cycles each on the H100) after every failed poll, about halving their poll
     rate (the simulator cannot time this one: a replayed poll repeats the recorded iteration,
-    in which the back-off never ran)."""
+    in which the back-off never ran); ending in ``"_sd<n>"``: the writer lanes run ``n``
+    dependent FFMAs between the round's barrier and their stores (about ``4 n`` cycles on the
+    H100), so the CTAs that only poll start polling that much before the words are stored."""
     import numpy as np
 
     from kernels_ir.builder import Builder
@@ -112,8 +116,9 @@ def ring(rounds: int, k: int, order: str = "rotated", writes: str = "line"):
     p66 = writes.endswith("_p66")
     q1 = writes.endswith("_q1")
     backoff = writes.endswith("_bo")
-    bare = writes.removesuffix("_solo").removesuffix("_p66").removesuffix("_q1") \
-        .removesuffix("_bo")
+    delay = int(writes.rsplit("_sd", 1)[1]) if "_sd" in writes else 0
+    bare = writes.rsplit("_sd", 1)[0].removesuffix("_solo").removesuffix("_p66") \
+        .removesuffix("_q1").removesuffix("_bo")
     one_word = bare.endswith("_c1")   # one word per chunk, as the kernel
     few = bare.removesuffix("_c1").endswith("_few")
     if few and order == "rotated":
@@ -209,6 +214,11 @@ def ring(rounds: int, k: int, order: str = "rotated", writes: str = "line"):
         r1 = b.iadd(r, 1, dst=b.reg(I32, "rnext"))
         b.i2f(r1, dst=val)
         with b.if_(is_writer):
+            if delay:   # a chain fed by a polled word: finite, so fma(x, 0, val) is val, but
+                x = b.fadd(v[0][0], 1.0, dst=b.reg(F32, "sd"))   # only the chain can tell
+                for _ in range(delay):
+                    b.ffma(x, 1.0001, 0.5, dst=x)
+                b.ffma(x, 0.0, val, dst=val)
             b.imad(r1, WORDS, own, dst=addr)
             b.stg(g_h, addr, val)
             b.stg(g_h, addr, val, offset=CTAS * LINE)

@@ -493,10 +493,17 @@ def simulate_layer(spec, h: int, b: int, d: float, steps: int = 8, dense: bool =
     """The same quantities in the simulator, for the normal kernel and for the kernel with
     pre-written slots and redirected stores (``lamport_prefill``; the simulator cannot run
     ``inplace``: its staleness rule re-polls a slot written again with the same value): per
-    warp and step the issue cycles of the x load (``t0``), the first poll (``tp``), the first
-    staging store (``t1``: the poll loop's exit), the first shared load after the barrier
-    (``t2``) and the last h store (``t3``), taken from the timing model as it issues them.
-    Layers with one staging group only (``t1`` is the exit of the only poll loop)."""
+    warp and step the issue cycles of the step's first instruction (``t0``), the first poll
+    (``tp``), the first staging store (``t1``: the poll loop's exit), the first instruction
+    after the staging barrier (``t2``) and the step's last instruction (``t3``), as the GPU's
+    stamps place them, taken from the timing model as it issues them; the detection latency
+    takes the last h store (``ts``) as a producer's store. Layers with one staging group only
+    (``t1`` is the exit of the only poll loop).
+
+    (Until 2026-11-29 ``t3`` was the last h store and ``t2`` the first shared load: a warp
+    whose second row belongs to no one still runs that row's reduction after its last store,
+    and the GPU's ``t3`` counts it, so the compute compared was the GPU's whole body against
+    the simulator's body up to its last store.)"""
     import numpy as np
 
     from gpusim.engine import simulate
@@ -510,13 +517,15 @@ def simulate_layer(spec, h: int, b: int, d: float, steps: int = 8, dense: bool =
         def first(pred):
             return [i for i, x in enumerate(ins) if pred(x)][:1]
         poll = first(lambda x: x.op is Op.LDG_VOLATILE)
-        pick = {"t0": first(lambda x: x.op is Op.LDG and x.srcs[0].buffer.name == "x_proj"),
-                "tp": poll,
+        bar = [i for i, x in enumerate(ins) if x.op is Op.BAR and i > poll[0]][0]
+        pick = {"tp": poll,
                 "t1": [i for i, x in enumerate(ins) if x.op is Op.STS and i > poll[0]
                        and x.srcs[0].buffer.name == "h_s"][:1],   # not the dense zero fill
-                "t2": first(lambda x: x.op is Op.LDS),
-                "t3": [i for i, x in enumerate(ins) if x.op is Op.STG]}
-        rec = {k: {} for k in pick}
+                "ts": [i for i, x in enumerate(ins) if x.op is Op.STG]}
+        # the first (fmin) and last (fmax) issue of the step, and the first after the barrier
+        spans = {"t0": (range(len(ins)), np.fmin), "t3": (range(len(ins)), np.fmax),
+                 "t2": (range(bar + 1, len(ins)), np.fmin)}
+        rec = {k: {} for k in (*pick, *spans)}
         replays: dict = {}
         original = tm._Timing._instr
 
@@ -531,11 +540,20 @@ def simulate_layer(spec, h: int, b: int, d: float, steps: int = 8, dense: bool =
                 return
             if step < 0:                # before the time loop (the dense kernel's zero fill)
                 return
+            ws = None
             for k, ids in pick.items():
                 if sid in ids:
                     ws = np.arange(self.nw) if m.full else np.flatnonzero(m.wany)
                     a = rec[k].setdefault(step, np.full(self.nw, np.nan))
                     a[ws] = np.fmax(a[ws], self.last[ws])
+            if self.static[sid].folded:      # issued nothing: ``last`` is the one before
+                return
+            for k, (ids, agg) in spans.items():
+                if sid in ids:
+                    if ws is None:
+                        ws = np.arange(self.nw) if m.full else np.flatnonzero(m.wany)
+                    a = rec[k].setdefault(step, np.full(self.nw, np.nan))
+                    a[ws] = agg(a[ws], self.last[ws])
 
         original_step = tm._Timing.on_step
 
@@ -549,12 +567,12 @@ def simulate_layer(spec, h: int, b: int, d: float, steps: int = 8, dense: bool =
             tm._Timing._instr, tm._Timing.on_step = original, original_step
         ns = 1e9 / spec.clock_hz
         keep = sorted(rec["t1"])[2:-1]
-        R = {k: np.array([rec[k][t] for t in keep]) for k in pick}
+        R = {k: np.array([rec[k][t] for t in keep]) for k in rec}
         w = kernel.block // 32
         fp = (R["t1"] - R["tp"]) * ns
         cta_max = np.nanmax(fp.reshape(fp.shape[0], -1, w), axis=2)
         t1w = R["t1"].reshape(R["t1"].shape[0], -1, w)     # NaN: warps with no row
-        t3 = R["t3"].reshape(R["t3"].shape[0], -1, w)
+        t3 = R["ts"].reshape(R["ts"].shape[0], -1, w)
         prods = producers(prog)
         x = detection_matrix(t1w * ns, t3 * ns, prods, range(t1w.shape[0] - 1))
         lat = np.nanpercentile(x, [10, 50, 90, 99]).tolist()
@@ -646,7 +664,13 @@ def simulate_into(path: str) -> None:
         rec = json.load(f)
     dense = rec.get("kernel") == "dense"
     spec = load_spec(rec.get("spec", "h100"))
-    raw = None if dense else read_raw(path)
+    raw_path = path.replace(".json", "_raw.json.gz")
+    old = rec.get("simulated", {}).get("results", {})
+    # without the raw stamps (not kept for the large records) the GPU's distributions of an
+    # earlier run are kept
+    raw = None if dense or not os.path.exists(raw_path) else read_raw(path)
+    if not dense and raw is None and not old:
+        raise FileNotFoundError(f"{raw_path}: the raw stamps are needed to simulate {path}")
     sim = {"spec": spec.name, "results": {}}
     for key, r in rec["results"].items():
         if r["hidden"] * r["batch"] > ONE_GROUP_WORDS:
@@ -654,7 +678,8 @@ def simulate_into(path: str) -> None:
         s = simulate_layer(spec, r["hidden"], r["batch"], r["density"], dense=dense)
         prods = producers(build_kernel(r["hidden"], r["batch"], r["density"], 4, spec, dense))
         for mode, gm in (("normal", "normal"), ("prefilled", "inplace")):
-            s[mode]["gpu_" + gm] = r[gm]["distribution"] if dense else gpu_distribution(
+            s[mode]["gpu_" + gm] = r[gm]["distribution"] if dense else old[key][mode][
+                "gpu_" + gm] if raw is None else gpu_distribution(
                 np.array(raw[f"{key}/{gm}"]), spec.clock_hz, prods)
         sim["results"][key] = s
         print(key, json.dumps(s, default=lambda x: round(x, 1)), flush=True)

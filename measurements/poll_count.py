@@ -1,0 +1,340 @@
+"""How many polls a warp makes before it sees a round's lines, against the pollers of a line: the
+pollers curve's rings (``lamport_pollers.CURVE``) with per-warp clock stamps and poll counts.
+One device call, or the simulator.
+
+    PYTHONPATH=. python3 measurements/poll_count.py --out $OUT       # GPU: poll_count.json
+    python measurements/poll_count.py --simulate measurements/h200/poll_count.json
+
+Why: the simulator prices the pollers of a line (``l2_poll_sharer_cycles``) as a delay before a
+written word is seen (N pollers x 2 cycles after it reaches L2), fitted to the curve's round
+times. A round time cannot tell that from a poll that takes longer to be served while the word
+is seen at once: the first makes the warps poll more often, the second makes each poll longer.
+In the Lamport kernels the two differ (``lamport_trace_layers.json``: the GPU's warps see their
+slot on the first poll in 52-86% of the steps at batch 1-4, the simulator's almost never). This
+probe counts, ring by ring, what the round time alone does not say.
+
+The rings are ``lamport_ring.ring`` (``exact`` order, one word checked a 16-byte chunk), each
+generated from the IR; only their CUDA text is stamped here (the IR has no clock). Lane 0 of
+every warp writes, per round ``r``:
+
+- ``t0``: ``clock64`` at the top of the round (before its polls); ``g0``: ``%globaltimer`` next
+  to it (each SM's clock is fitted to it over the rounds, to place stamps on one time axis);
+- ``t1``: after its poll loops, before the round's ``__syncthreads``;
+- ``polls``: its poll iterations of the round, over its poll loops (0: the warp's CTA does not
+  poll);
+- ``t3``: at the end of the round (after the writer CTAs' stores of the next round's words).
+
+Summaries over rounds 8 to the last but two, the warps that poll (ns): polls a warp and round
+(mean, and the share of warp-rounds with 1, 2, 3, 4+ polls), a poll loop's length ``t1 - t0``
+(median, and that of the warp-rounds that polled once: a poll's own round trip), the round
+(``t0`` to the next ``t0``), and the detection: a warp's ``t1`` of round ``r + 1`` after the
+last writer's ``t3`` of round ``r`` (percentiles). The simulator gives the same from its issue
+cycles (``t0``: the first instruction of the round; ``t1``: the barrier's issue; ``t3``: the last
+store of a writer warp; polls: 1 + the replays of the first poll load).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from measurements.lamport_pollers import CURVE  # noqa: E402
+
+# the 33-line ring with 132 pollers, the writers' stores 16-128 dependent FFMAs (about 64-512
+# cycles) after their barrier: the 99 CTAs that only poll then poll that much before the stores
+DELAYS = tuple((f"33_exact_few_warps_c1_sd{n}", 33, "exact", f"warps_few_c1_sd{n}")
+               for n in (16, 32, 64, 128))
+EXPERIMENTS = CURVE + DELAYS
+
+ROUNDS = 64
+FIELDS = ("t0", "t1", "polls", "t3", "g0")
+TS_BUFFER = "ts"
+SIM_ROUNDS = 12
+
+
+def _wrap(x):
+    """A difference of two 32-bit clock stamps, wrapped into the signed range."""
+    return (x + 2 ** 31) % 2 ** 32 - 2 ** 31
+
+
+def _once(code: str, old: str, new: str, what: str) -> str:
+    if code.count(old) != 1:
+        raise AssertionError(f"{what} not found once")
+    return code.replace(old, new)
+
+
+def instrumented_code(code: str, rounds: int) -> str:
+    """The ring's generated CUDA with the stamps of the module docstring (``g_ts``: one int per
+    field, warp, CTA and round). Raises if the code does not have the expected shape, so that a
+    change of the generator cannot silently move a stamp."""
+    nf = len(FIELDS)
+    loop = f"for (r_r = 0; r_r < {rounds}; r_r += 1) {{\n"
+    code = _once(code, loop, (
+        f"{loop}        const unsigned int ts_i = ((r_r * gridDim.x + blockIdx.x) * "
+        f"(blockDim.x >> 5) + (threadIdx.x >> 5)) * {nf}u;\n"
+        "        const bool ts_w = (threadIdx.x & 31u) == 0u;\n"
+        "        unsigned int ts_polls = 0u;\n"
+        "        if (ts_w) { unsigned long long g; asm volatile(\"mov.u64 %0, %%globaltimer;\""
+        " : \"=l\"(g)); g_ts[ts_i + 0] = (int)clock64(); g_ts[ts_i + 4] = (int)g; }\n"),
+        "round loop")
+    brk = "if (!r_warp_waiting) break;"
+    if brk not in code:
+        raise AssertionError("poll exit not found")
+    code = code.replace(brk, "++ts_polls; " + brk)
+    sync = "        __syncthreads();\n"
+    code = _once(code, sync, "        if (ts_w) { g_ts[ts_i + 1] = (int)clock64(); "
+                 "g_ts[ts_i + 2] = (int)ts_polls; }\n" + sync, "round barrier")
+    end = "\n    }\n}"
+    if not code.rstrip().endswith(end.strip()) or code.rfind(end) < 0:
+        raise AssertionError("end of the round loop not found")
+    i = code.rfind(end)
+    code = code[:i] + "\n        if (ts_w) g_ts[ts_i + 3] = (int)clock64();" + code[i:]
+    if "int* g_ts" not in code:
+        raise AssertionError("the ts buffer is not a parameter")
+    return code
+
+
+def _with_ts(kernel, rounds: int):
+    """The ring kernel with a ``ts`` buffer (int, role out) after its own."""
+    import dataclasses
+
+    from kernels_ir.ir import I32, Buffer
+
+    size = rounds * kernel.grid * (kernel.block // 32) * len(FIELDS)
+    bufs = (*kernel.buffers, Buffer(TS_BUFFER, "global", I32, size, "out"))
+    return dataclasses.replace(kernel, name=kernel.name + "_stamped", buffers=bufs)
+
+
+def _build(key: str, rounds: int):
+    from measurements.lamport_ring import ring
+    k, order, writes = next((k, o, w) for name, k, o, w in EXPERIMENTS if name == key)
+    return ring(rounds, k, order, writes)
+
+
+def stamp_ring(runner, key: str) -> dict:
+    """One ring on the GPU: its plain launch time and the stamped launch's stamps (rounds,
+    CTAs, warps, fields), values checked on both."""
+    import numpy as np
+
+    import gpusim.backends.cupy_backend as cb
+    from gpusim.backends.cupy_backend import _time_launch
+    from kernels_ir.errors import InputError
+
+    cp = runner.cp
+    mb = _build(key, ROUNDS)
+    stamped = _with_ts(mb.kernel, ROUNDS)
+    original = cb.generate
+
+    def generate(kernel, *a, **k):
+        src = original(kernel, *a, **k)
+        if kernel.name.endswith("_stamped"):
+            import dataclasses
+            src = dataclasses.replace(src, code=instrumented_code(src.code, ROUNDS))
+        return src
+
+    out = {}
+    for name, kernel in (("plain", mb.kernel), ("stamped", stamped)):
+        cb.generate = generate
+        try:
+            comp = runner.compile(kernel, cooperative=False)
+        finally:
+            cb.generate = original
+        inputs = dict(mb.inputs)
+        if name == "stamped":
+            inputs[TS_BUFFER] = np.zeros(stamped.buffers[-1].size, np.int32)
+        bufs = runner.device_buffers(comp, inputs)
+        start = cp.asarray(inputs["h"])
+
+        def reset(bb, start=start):
+            bb["h"][...] = start
+            bb["__err"][...] = 0
+        times = [_time_launch(cp, runner, comp, bufs, reset) for _ in range(5)]
+        got = {n: cp.asnumpy(v) for n, v in bufs.items()}
+        if not mb.verify_result(got):
+            raise InputError(f"{key} ({name}): wrong result")
+        out[name] = {"launch_s": sorted(times)}
+        if name == "stamped":
+            out["ts"] = got[TS_BUFFER].reshape(ROUNDS, kernel.grid, kernel.block // 32,
+                                               len(FIELDS))
+    return out
+
+
+def summary(t0, t1, polls, t3, polling, writers) -> dict:
+    """The module docstring's summaries from per-round arrays (rounds, CTAs, warps) on one time
+    axis in ns; ``polling``: mask (CTAs, warps) of the warps that poll, ``writers``: of the
+    warps that store the next round's words."""
+    import numpy as np
+
+    p = polls[:, polling]
+    loop = (t1 - t0)[:, polling]
+    one = loop[p == 1]
+    hist = [float((p == k).mean()) for k in (1, 2, 3)] + [float((p >= 4).mean())]
+    last = np.max(np.where(writers[None], t3, -np.inf), axis=(1, 2))
+    det = (t1[1:] - last[:-1, None, None])[:, polling]
+    out = {"polls_per_warp_round": float(p.mean()), "polls_share_1_2_3_4plus": hist,
+           "poll_loop_ns": float(np.median(loop)),
+           "one_poll_ns": float(np.median(one)) if one.size else None,
+           "round_ns": float(np.median(np.diff(t0[:, 0, 0]))),
+           "detection_percentiles_ns": np.percentile(det, [10, 50, 90]).tolist()}
+    only = polling & ~writers.any(axis=1, keepdims=True)     # CTAs that poll and never write
+    if only.any() and writers.any():
+        for name, mask in (("poll_only", only), ("writer_ctas", polling & ~only)):
+            q = polls[:, mask]
+            out[name] = {"polls_per_warp_round": float(q.mean()),
+                         "first_poll_share": float((q == 1).mean()),
+                         "poll_loop_ns": float(np.median((t1 - t0)[:, mask]))}
+    return out
+
+
+def gpu_summary(ts, clock_hz: float, polling, writers) -> dict:
+    """:func:`summary` of the GPU's stamps (rounds, CTAs, warps, fields) over rounds 8 to the
+    last but two: each SM's ``clock64`` fitted to ``%globaltimer`` over the rounds (warp 0's
+    ``t0`` and ``g0``) places every stamp on one axis."""
+    import numpy as np
+
+    t = ts.astype(np.int64)[8:-2]
+    c0 = np.unwrap(t[:, :, 0, 0].astype(np.float64), period=2 ** 32)
+    g = np.unwrap(t[:, :, 0, 4].astype(np.float64), period=2 ** 32)
+    fit = np.array([np.polyfit(c0[:, c], g[:, c], 1) for c in range(t.shape[1])])
+    a, b = fit[:, 0][None, :, None], fit[:, 1][None, :, None]
+
+    def axis(f):
+        return a * (c0[..., None] + _wrap(t[..., f] - t[..., :1, 0])) + b
+    del clock_hz        # the fit's slope is the clock
+    return summary(axis(0), axis(1), t[..., 2], axis(3), polling, writers)
+
+
+def simulate_ring(spec, key: str, rounds: int = SIM_ROUNDS) -> dict:
+    """The simulator's counterpart (rounds 2 to the last but one, buffers warm in L2, values
+    checked), and the warps that poll and that write, which the GPU's summary also uses."""
+    import numpy as np
+
+    from gpusim.engine import simulate
+    from gpusim.engine import timing as tm
+    from kernels_ir.ir import Op, instructions
+
+    mb = _build(key, rounds)
+    ins = list(instructions(mb.kernel))
+    bar = {i for i, x in enumerate(ins) if x.op is Op.BAR}
+    vote = {i for i, x in enumerate(ins) if x.op is Op.VOTE_ANY}
+    poll = {i for i, x in enumerate(ins) if x.op is Op.LDG_VOLATILE}
+    stg = {i for i, x in enumerate(ins) if x.op is Op.STG}
+    nw = mb.kernel.grid * mb.kernel.block // 32
+    shape = (rounds + 1, nw)
+    t0, t1, t3 = (np.full(shape, np.nan) for _ in range(3))
+    n = np.zeros(shape)
+    polling, writers = np.zeros(nw, bool), np.zeros(nw, bool)
+    state = {"round": 0}
+    original = tm._Timing._instr
+
+    def instr(self, sid, m, flat, polls):
+        original(self, sid, m, flat, polls)
+        ws = np.arange(self.nw) if m.full else np.flatnonzero(m.wany)
+        r = state["round"]
+        if sid in vote:
+            n[r, ws] += 1
+        if self.replaying:
+            return
+        if sid in poll:
+            polling[ws] = True
+            t0[r, ws] = np.fmin(t0[r, ws], self.last[ws])
+        elif sid in bar:
+            t1[r, ws] = self.last[ws]
+            state["round"] += 1
+        elif sid in stg:
+            writers[ws] = True
+            t3[r - 1, ws] = np.fmax(t3[r - 1, ws], self.last[ws])
+
+    tm._Timing._instr = instr
+    try:
+        res = simulate(mb.kernel, mb.inputs, spec, l2_warm=True)
+    finally:
+        tm._Timing._instr = original
+    if not mb.verify_result(res.globals):
+        raise AssertionError(f"{key}: the simulator's values fail the check")
+    ns = 1e9 / spec.clock_hz
+    cw = (mb.kernel.grid, mb.kernel.block // 32)
+    keep = slice(2, rounds - 1)
+
+    def grid(x):
+        return x[keep].reshape(-1, *cw)
+    first = np.nanmin(t0[keep], axis=1)            # the round's first poll issue, any warp
+    t0s = np.where(np.isnan(t0[keep]), first[:, None], t0[keep])
+    out = summary(t0s.reshape(-1, *cw) * ns, grid(t1) * ns, grid(n), grid(t3) * ns,
+                  polling.reshape(cw), writers.reshape(cw))
+    return {"summary": out, "polling": polling.reshape(cw).tolist(),
+            "writers": writers.reshape(cw).tolist()}
+
+
+def measure(out: str, argv: list) -> dict:
+    import numpy as np
+
+    from gpusim.backends.cupy_backend import Runner
+    from gpusim.measurements import spec_name_for_gpu
+    from gpusim.specs import load_spec
+    from measurements.campaign import provenance
+    from measurements.probe import ClockSampler, save_record
+
+    runner = Runner()
+    prov = provenance(argv)
+    spec = load_spec(spec_name_for_gpu(prov["gpu_name"]))
+    clocks = ClockSampler()
+    rec = {"format_version": 1, "provenance": prov, "rounds": ROUNDS, "fields": list(FIELDS),
+           "spec": spec.name, "results": {}}
+    t0 = time.time()
+    for key, *_ in EXPERIMENTS:
+        try:
+            roles = simulate_ring(spec, key, rounds=6)      # who polls and who writes
+            polling, writers = (np.array(roles[k]) for k in ("polling", "writers"))
+            r = stamp_ring(runner, key)
+            summ = gpu_summary(r.pop("ts"), spec.clock_hz, polling, writers)
+            rec["results"][key] = {"status": "ok", **r, "summary": summ}
+            print(key, json.dumps(summ, default=lambda x: round(x, 2)),
+                  f"plain {np.median(r['plain']['launch_s']) * 1e6:.1f} us, stamped "
+                  f"{np.median(r['stamped']['launch_s']) * 1e6:.1f} us", flush=True)
+        except Exception as exc:     # record and go on
+            rec["results"][key] = {"status": "error", "error": f"{type(exc).__name__}: {exc}"}
+            print(f"{key}: FAILED {type(exc).__name__}: {exc}", flush=True)
+    clocks.stop(prov)
+    rec["timing_s"] = time.time() - t0
+    save_record(os.path.join(out, "poll_count.json"), rec)
+    return rec
+
+
+def simulate_into(path: str) -> None:
+    """Add the simulator's summaries (:func:`simulate_ring`) to the record at ``path``."""
+    from gpusim.specs import load_spec
+
+    with open(path) as f:
+        rec = json.load(f)
+    spec = load_spec(rec.get("spec", "h200"))
+    sim = {"spec": spec.name, "rounds": SIM_ROUNDS, "results": {}}
+    for key in rec["results"]:
+        sim["results"][key] = simulate_ring(spec, key)["summary"]
+        print(key, json.dumps(sim["results"][key], default=lambda x: round(x, 2)), flush=True)
+    rec["simulated"] = sim
+    with open(path, "w") as f:
+        json.dump(rec, f, indent=1, default=float)
+
+
+def main(argv: list | None = None) -> int:
+    import argparse
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    g = ap.add_mutually_exclusive_group(required=True)
+    g.add_argument("--out", help="GPU run: write poll_count.json here")
+    g.add_argument("--simulate", metavar="FILE", help="add the simulator's values to FILE")
+    args = ap.parse_args(argv)
+    if args.simulate:
+        simulate_into(args.simulate)
+        return 0
+    os.makedirs(args.out, exist_ok=True)
+    measure(args.out, sys.argv if argv is None else argv)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,100 @@
+"""``measurements/poll_count.py``: the stamps it puts into a ring's CUDA, its summaries, and the
+H200 record (``measurements/h200/poll_count.json``) with the README's tables and claims."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from measurements import poll_count
+
+ROOT = Path(__file__).resolve().parents[1]
+H200 = ROOT / "measurements" / "h200"
+README = (ROOT / "measurements" / "README.md").read_text()
+
+
+def _section(title: str) -> str:
+    s = README[README.index(title):]
+    return s[:s.index("\n## ")]
+
+
+def _code(key: str) -> str:
+    from gpusim.backends.cupy_backend import generate
+    mb = poll_count._build(key, poll_count.ROUNDS)
+    return generate(poll_count._with_ts(mb.kernel, poll_count.ROUNDS)).code
+
+
+@pytest.mark.parametrize("key", [k for k, *_ in poll_count.EXPERIMENTS])
+def test_every_ring_takes_the_stamps(key):
+    code = poll_count.instrumented_code(_code(key), poll_count.ROUNDS)
+    n_loops = code.count("++ts_polls; if (!r_warp_waiting) break;")
+    assert n_loops == (2 if key.startswith("132") else 1)
+    for f in range(len(poll_count.FIELDS)):
+        assert f"g_ts[ts_i + {f}]" in code
+    assert "int* g_ts" in code
+
+
+def test_a_ring_without_the_expected_shape_is_refused():
+    code = _code("33_exact_few_warps_c1")
+    with pytest.raises(AssertionError, match="round loop"):
+        poll_count.instrumented_code(code, poll_count.ROUNDS + 1)
+    with pytest.raises(AssertionError, match="round barrier"):
+        poll_count.instrumented_code(code.replace("__syncthreads();", ""), poll_count.ROUNDS)
+
+
+def test_summary_counts_polls_and_places_detection():
+    rounds, ctas, warps = 6, 3, 2
+    t0 = np.arange(rounds)[:, None, None] * 100.0 + np.zeros((rounds, ctas, warps))
+    polls = np.ones((rounds, ctas, warps))
+    polls[:, 1, :] = 2                                   # CTA 1 polls twice a round
+    t1 = t0 + 20.0 * polls
+    t3 = t0 + 60.0
+    polling = np.ones((ctas, warps), bool)
+    writers = np.zeros((ctas, warps), bool)
+    writers[0, 0] = True
+    s = poll_count.summary(t0, t1, polls, t3, polling, writers)
+    assert s["polls_per_warp_round"] == pytest.approx(4 / 3)
+    assert s["polls_share_1_2_3_4plus"] == pytest.approx([2 / 3, 1 / 3, 0, 0])
+    assert s["round_ns"] == 100 and s["one_poll_ns"] == 20
+    # round r + 1's exits (t0 + 100 + 20 or 40) after round r's last store (t0 + 60)
+    assert s["detection_percentiles_ns"][0] == pytest.approx(60)
+    assert s["poll_only"]["polls_per_warp_round"] == pytest.approx(1.5)
+    assert s["writer_ctas"]["first_poll_share"] == 1.0
+
+
+def test_the_store_delay_is_in_the_ring_and_keeps_its_values():
+    from gpusim.specs import load_spec
+    r = poll_count.simulate_ring(load_spec("h200"), "33_exact_few_warps_c1_sd16", rounds=6)
+    assert np.array(r["writers"]).sum() == 33 * 8        # lanes 0-3 of every warp of 33 CTAs
+    code = _code("33_exact_few_warps_c1_sd16")
+    assert code.count("__fmaf_rn(") >= 17                # the chain and the fma(x, 0, val)
+
+
+def test_the_h200_record_and_its_tables():
+    rec = json.loads((H200 / "poll_count.json").read_text())
+    rep = json.loads((H200 / "poll_count_repeat.json").read_text())
+    assert rec["provenance"]["gpu_name"] == "NVIDIA H200"
+    assert set(rec["results"]) == {k for k, *_ in poll_count.EXPERIMENTS}
+    assert all(r["status"] == "ok" for r in rec["results"].values())
+    sim = rec["simulated"]["results"]
+    section = _section("## How many polls a warp makes")
+    for key, *_ in poll_count.CURVE:
+        g, s, r = rec["results"][key]["summary"], sim[key], rep["results"][key]["summary"]
+        row = (f"{g['polls_per_warp_round']:.2f} ({r['polls_per_warp_round']:.2f}) / "
+               f"{s['polls_per_warp_round']:.2f} | {100 * g['polls_share_1_2_3_4plus'][0]:.0f}% "
+               f"({100 * r['polls_share_1_2_3_4plus'][0]:.0f}%) / "
+               f"{100 * s['polls_share_1_2_3_4plus'][0]:.0f}%")
+        assert row in section, row
+        assert g["polls_per_warp_round"] < s["polls_per_warp_round"]
+        if not key.startswith("132"):        # two loops there: 2 polls at least
+            assert g["polls_share_1_2_3_4plus"][0] >= 0.55
+            assert s["polls_share_1_2_3_4plus"][0] <= 0.03
+    first = [rec["results"][k]["summary"]["poll_only"]["first_poll_share"]
+             for k in ["33_exact_few_warps_c1"] + [k for k, *_ in poll_count.DELAYS]]
+    assert first == sorted(first, reverse=True) and first[-1] < 0.01 and first[3] >= 0.05
+    assert max(sim[k]["poll_only"]["first_poll_share"] for k, *_ in poll_count.DELAYS) <= 0.03
+    for n, f in zip((0, 16, 32, 64, 128), first, strict=True):
+        assert f"| {n} (about {4 * n}) | {100 * f:.1f}% / " in section
