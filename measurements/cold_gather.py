@@ -1,0 +1,275 @@
+"""Every SM gathers the same small table at once, with L1 cold: how long, against the table's
+size. One device call, or the simulator.
+
+    PYTHONPATH=. python3 measurements/cold_gather.py --out $OUT      # GPU: cold_gather.json
+    python measurements/cold_gather.py --simulate measurements/h200/cold_gather.json
+
+Why: on the H200 draws the simulated CSR kernel is 15-40% slow at batch 2-4 with long rows
+(``h200/csr_trace_layers.json.gz``: its first chunk's gathers of h take 1.1-2.4 times the GPU's,
+its later chunks 1.3-2 times). In the engine those gathers wait at the L2 contention groups
+(``gpusim/specs/h100_l2_groups.json``, ``l2_group_*`` cycles a request): h's lines sit in about
+half of the 40 groups, up to 8 lines in one (the measured map puts pairs of lines in one group),
+and every SM asks for every sector of h at the start of the step, so one group's queue holds
+the step back by up to 3000 cycles. With every line in its own group in turn (a balanced map,
+simulator only) the same layers come out 7-31% fast. This probe takes the gathers alone.
+
+The kernel (IR): ``CTAS_PER_SM`` x 132 CTAs of 256 threads; thread ``t`` loads its
+:data:`GATHERS` indices (one coalesced load each, as the CSR kernel's columns), then gathers
+16 bytes of the table at each (the CSR kernel's batch-4 gather of h: one sector a lane, at a
+random 16-byte chunk of a random line), adds them and stores the sum. Tables of
+:data:`TABLE_LINES` 128-byte lines (h of hidden 256 to 8192 at batch 4 holds 32 to 1024). The
+GPU's CUDA text is stamped (the IR has no clock): lane 0 of every warp writes ``clock64`` and
+``%globaltimer`` at the kernel's start and after its sum is ready. Summaries: the warps' median
+and 90th percentile of end - start (cycles) and the span of the launch on the global timer
+(first start to last end, ns); the simulator gives the warps' first issue and its store's issue.
+Each table is launched 9 times (L1 cold at every launch: the launch starts with an invalidated
+L1; L2 warm from the launch before). :data:`PLACED`: the 64-, 256- and 1024-line tables again,
+each starting 8-64 lines into a larger buffer (the same gathers, shifted), so their lines fall
+into other L2 contention groups.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+CTAS_PER_SM, SMS, THREADS = 2, 132, 256
+GATHERS = 4
+TABLE_LINES = (32, 64, 128, 256, 512, 1024)
+# the tables of 64, 256 and 1024 lines again, placed PADS lines further into their buffer
+PADS = (8, 16, 24, 40, 64)
+PLACED = tuple((lines, pad) for lines in (64, 256, 1024) for pad in PADS)
+FIELDS = ("c0", "g0", "c1", "g1")
+SEED = 11
+
+
+def cold_gather(lines: int, ctas: int = CTAS_PER_SM * SMS, seed: int = SEED, pad: int = 0):
+    """The probe's Microbench for a table of ``lines`` lines (values checked), starting
+    ``pad`` lines into its buffer (the same random gathers, shifted)."""
+    import numpy as np
+
+    from kernels_ir.builder import Builder
+    from kernels_ir.errors import InputError
+    from kernels_ir.ir import F32, I32
+    from kernels_ir.kernels.microbench import Microbench
+    from kernels_ir.verify import verify
+
+    if isinstance(lines, bool) or not isinstance(lines, int) or lines < 1:
+        raise InputError(f"lines={lines!r}: accepted whole numbers >= 1")
+    if isinstance(pad, bool) or not isinstance(pad, int) or pad < 0:
+        raise InputError(f"pad={pad!r}: accepted whole numbers >= 0")
+    n = ctas * THREADS
+    name = f"cold_gather_{lines}" + (f"_p{pad}" if pad else "")
+    b = Builder(f"mb_{name}", grid=ctas, block=THREADS, bench="cold_gather", lines=lines,
+                pad=pad)
+    g_idx = b.global_buffer("idx", I32, n * GATHERS)
+    g_tab = b.global_buffer("tab", F32, (pad + lines) * 32)
+    g_out = b.global_buffer("out", F32, n, role="out")
+    tid = b.sreg("tid", dst=b.reg(I32, "tid"))
+    cta = b.sreg("cta", dst=b.reg(I32, "cta"))
+    gt = b.imad(cta, THREADS, tid, dst=b.reg(I32, "gt"))
+    ix = [b.ldg(g_idx, gt, offset=k * n, dst=b.reg(I32, f"ix{k}")) for k in range(GATHERS)]
+    vs = [b.ldg(g_tab, ix[k], width=4, dst=b.reg(F32, f"v{k}", 4)) for k in range(GATHERS)]
+    acc = b.mov(0.0, F32, dst=b.reg(F32, "acc"))
+    for k in range(GATHERS):
+        for x in range(4):
+            b.fadd(acc, vs[k][x], dst=acc)
+    b.stg(g_out, gt, acc)
+    kernel = verify(b.build())
+    rng = np.random.default_rng(seed + lines)
+    idx = (rng.integers(0, lines, (GATHERS, n)) * 32 + rng.integers(0, 8, (GATHERS, n)) * 4
+           + pad * 32)
+    tab = rng.random((pad + lines) * 32, dtype=np.float32)
+    want = np.zeros(n, np.float32)
+    for k in range(GATHERS):
+        for x in range(4):
+            want = want + tab[idx[k] + x]
+
+    def check(g) -> bool:
+        return bool(np.allclose(np.asarray(g["out"]), want, rtol=1e-5))
+
+    return Microbench(name, kernel,
+                      {"idx": idx.astype(np.int32).reshape(-1), "tab": tab}, 1,
+                      f"one launch: every thread gathers {GATHERS} x 16 bytes of a "
+                      f"{lines}-line table", {"lines": lines, "ctas": ctas, "pad": pad}, check)
+
+
+def instrumented_code(code: str) -> str:
+    """The generated CUDA with the stamps (``g_ts``: 4 ints per warp). Raises if the code does
+    not have the expected shape."""
+    head = "    const int r_tid"
+    if code.count("{\n") < 1 or "g_out[" not in code:
+        raise AssertionError("kernel body not found")
+    i = code.index("{\n", code.index("__global__")) + 2
+    stamp0 = ("    const unsigned int ts_i = (blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5))"
+              " * 4u;\n    const bool ts_w = (threadIdx.x & 31u) == 0u;\n"
+              "    if (ts_w) { unsigned long long g; asm volatile(\"mov.u64 %0, %%globaltimer;\""
+              " : \"=l\"(g)); g_ts[ts_i + 0] = (int)clock64(); g_ts[ts_i + 1] = (int)g; }\n")
+    code = code[:i] + stamp0 + code[i:]
+    st = code.rfind("g_out[")
+    line_start = code.rfind("\n", 0, st) + 1
+    stamp1 = ("    { int ts_d; asm volatile(\"mov.b32 %0, %1;\" : \"=r\"(ts_d) : \"f\"(r_acc));"
+              " if (ts_w) { unsigned long long g; asm volatile(\"mov.u64 %0, %%globaltimer;\""
+              " : \"=l\"(g)); g_ts[ts_i + 2] = (int)clock64(); g_ts[ts_i + 3] = (int)g; } }\n")
+    code = code[:line_start] + stamp1 + code[line_start:]
+    if "int* g_ts" not in code:
+        raise AssertionError("the ts buffer is not a parameter")
+    del head
+    return code
+
+
+def _with_ts(kernel):
+    import dataclasses
+
+    from kernels_ir.ir import I32, Buffer
+    size = kernel.grid * (kernel.block // 32) * len(FIELDS)
+    return dataclasses.replace(kernel, name=kernel.name + "_stamped",
+                               buffers=(*kernel.buffers, Buffer("ts", "global", I32, size, "out")))
+
+
+def gpu_summary(ts, clock_hz: float) -> dict:
+    """Medians of the warps' end - start (cycles), their 90th percentile, and the launch's
+    span on the global timer (ns)."""
+    import numpy as np
+    t = ts.astype(np.int64).reshape(-1, len(FIELDS))
+    dc = (t[:, 2] - t[:, 0] + 2 ** 31) % 2 ** 32 - 2 ** 31
+    g0 = t[:, 1] - t[:, 1].min()
+    g1 = (t[:, 3] - t[:, 1] + 2 ** 31) % 2 ** 32 - 2 ** 31 + g0
+    del clock_hz
+    return {"warp_cycles_median": float(np.median(dc)),
+            "warp_cycles_p90": float(np.percentile(dc, 90)),
+            "span_ns": float(g1.max() - g0.min()),
+            "start_spread_ns": float(np.percentile(g0, 90) - np.percentile(g0, 10))}
+
+
+def measure(out: str, argv: list) -> dict:
+    import dataclasses
+
+    import numpy as np
+
+    import gpusim.backends.cupy_backend as cb
+    from gpusim.backends.cupy_backend import Runner, _time_launch
+    from gpusim.measurements import spec_name_for_gpu
+    from gpusim.specs import load_spec
+    from kernels_ir.errors import InputError
+    from measurements.campaign import provenance
+    from measurements.probe import ClockSampler, save_record
+
+    runner = Runner()
+    prov = provenance(argv)
+    spec = load_spec(spec_name_for_gpu(prov["gpu_name"]))
+    clocks = ClockSampler()
+    rec = {"format_version": 1, "provenance": prov, "fields": list(FIELDS), "spec": spec.name,
+           "results": {}}
+    t0 = time.time()
+    original = cb.generate
+
+    def generate(kernel, *a, **k):
+        src = original(kernel, *a, **k)
+        if kernel.name.endswith("_stamped"):
+            src = dataclasses.replace(src, code=instrumented_code(src.code))
+        return src
+    cp = runner.cp
+    for lines, pad in [(x, 0) for x in TABLE_LINES] + list(PLACED):
+        key = f"cold_gather_{lines}" + (f"_p{pad}" if pad else "")
+        try:
+            mb = cold_gather(lines, pad=pad)
+            kern = _with_ts(mb.kernel)
+            cb.generate = generate
+            try:
+                comp = runner.compile(kern, cooperative=False)
+            finally:
+                cb.generate = original
+            inputs = dict(mb.inputs, ts=np.zeros(kern.buffers[-1].size, np.int32))
+            bufs = runner.device_buffers(comp, inputs)
+            runs = []
+            for _ in range(9):
+                s = _time_launch(cp, runner, comp, bufs, lambda bb: None)
+                got = {n: cp.asnumpy(v) for n, v in bufs.items()}
+                if not mb.verify_result(got):
+                    raise InputError(f"{key}: wrong result")
+                runs.append({"launch_s": s, **gpu_summary(got["ts"], spec.clock_hz)})
+            summ = {k: float(np.median([r[k] for r in runs])) for k in runs[0]}
+            rec["results"][key] = {"status": "ok", "lines": lines, "pad": pad, "runs": runs,
+                                   "summary": summ}
+            print(key, json.dumps({k: round(v, 1) for k, v in summ.items()}), flush=True)
+        except Exception as exc:     # record and go on
+            rec["results"][key] = {"status": "error", "error": f"{type(exc).__name__}: {exc}"}
+            print(f"{key}: FAILED {type(exc).__name__}: {exc}", flush=True)
+    clocks.stop(prov)
+    rec["timing_s"] = time.time() - t0
+    save_record(os.path.join(out, "cold_gather.json"), rec)
+    return rec
+
+
+def simulate_table(spec, lines: int, pad: int = 0) -> dict:
+    """The simulator's counterpart (L2 warm, L1 cold): per warp its first issue and its
+    store's issue (cycles), their median and 90th percentile, and the launch's cycles."""
+    import numpy as np
+
+    from gpusim.engine import simulate
+    from gpusim.engine import timing as tm
+    from kernels_ir.ir import Op, instructions
+
+    mb = cold_gather(lines, pad=pad)
+    ins = list(instructions(mb.kernel))
+    store = [i for i, x in enumerate(ins) if x.op is Op.STG][0]
+    nw = mb.kernel.grid * mb.kernel.block // 32
+    first, end = np.full(nw, np.nan), np.full(nw, np.nan)
+    original = tm._Timing._instr
+
+    def instr(self, sid, m, flat, polls):
+        original(self, sid, m, flat, polls)
+        ws = np.arange(self.nw) if m.full else np.flatnonzero(m.wany)
+        first[ws] = np.fmin(first[ws], self.last[ws])
+        if sid == store:
+            end[ws] = self.last[ws]
+
+    tm._Timing._instr = instr
+    try:
+        res = simulate(mb.kernel, mb.inputs, spec, l2_warm=True)
+    finally:
+        tm._Timing._instr = original
+    if not mb.verify_result(res.globals):
+        raise AssertionError(f"{mb.name}: the simulator's values fail the check")
+    d = end - first
+    return {"warp_cycles_median": float(np.median(d)),
+            "warp_cycles_p90": float(np.percentile(d, 90)), "cycles": float(res.cycles)}
+
+
+def simulate_into(path: str) -> None:
+    from gpusim.specs import load_spec
+
+    with open(path) as f:
+        rec = json.load(f)
+    spec = load_spec(rec.get("spec", "h200"))
+    rec["simulated"] = {"spec": spec.name, "results": {}}
+    for key, r in rec["results"].items():
+        s = simulate_table(spec, int(r["lines"]), int(r.get("pad", 0)))
+        rec["simulated"]["results"][key] = s
+        print(key, json.dumps(s), flush=True)
+    with open(path, "w") as f:
+        json.dump(rec, f, indent=1, default=float)
+
+
+def main(argv: list | None = None) -> int:
+    import argparse
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    g = ap.add_mutually_exclusive_group(required=True)
+    g.add_argument("--out", help="GPU run: write cold_gather.json here")
+    g.add_argument("--simulate", metavar="FILE", help="add the simulator's values to FILE")
+    args = ap.parse_args(argv)
+    if args.simulate:
+        simulate_into(args.simulate)
+        return 0
+    os.makedirs(args.out, exist_ok=True)
+    measure(args.out, sys.argv if argv is None else argv)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
