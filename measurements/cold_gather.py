@@ -22,6 +22,7 @@ GPU's CUDA text is stamped (the IR has no clock): lane 0 of every warp writes ``
 ``%globaltimer`` at the kernel's start and after its sum is ready. Summaries: the warps' median
 and 90th percentile of end - start (cycles) and the span of the launch on the global timer
 (first start to last end, ns); the simulator gives the warps' first issue and its store's issue.
+:data:`CHAINED`: the 64-, 256- and 1024-line tables with each warp's gathers one after another.
 Each table is launched 9 times (L1 cold at every launch: the launch starts with an invalidated
 L1; L2 warm from the launch before). :data:`PLACED`: the 64-, 256- and 1024-line tables again,
 each starting 8-64 lines into a larger buffer (the same gathers, shifted), so their lines fall
@@ -43,13 +44,20 @@ TABLE_LINES = (32, 64, 128, 256, 512, 1024)
 # the tables of 64, 256 and 1024 lines again, placed PADS lines further into their buffer
 PADS = (8, 16, 24, 40, 64)
 PLACED = tuple((lines, pad) for lines in (64, 256, 1024) for pad in PADS)
+# the same tables with each warp's gathers one after another (``chain``): a gather's index
+# waits for the gather before it, so one is in flight a warp and the order in which the warps
+# of a sub-partition issue cannot change which requests leave first
+CHAINED = (64, 256, 1024)
 FIELDS = ("c0", "g0", "c1", "g1")
 SEED = 11
 
 
-def cold_gather(lines: int, ctas: int = CTAS_PER_SM * SMS, seed: int = SEED, pad: int = 0):
+def cold_gather(lines: int, ctas: int = CTAS_PER_SM * SMS, seed: int = SEED, pad: int = 0,
+                chain: bool = False):
     """The probe's Microbench for a table of ``lines`` lines (values checked), starting
-    ``pad`` lines into its buffer (the same random gathers, shifted)."""
+    ``pad`` lines into its buffer (the same random gathers, shifted); ``chain``: each gather's
+    index adds the sign bit of the value gathered before it (0: the table holds no negative
+    value, which the compiler cannot know), so a warp's gathers run one at a time."""
     import numpy as np
 
     from kernels_ir.builder import Builder
@@ -63,9 +71,9 @@ def cold_gather(lines: int, ctas: int = CTAS_PER_SM * SMS, seed: int = SEED, pad
     if isinstance(pad, bool) or not isinstance(pad, int) or pad < 0:
         raise InputError(f"pad={pad!r}: accepted whole numbers >= 0")
     n = ctas * THREADS
-    name = f"cold_gather_{lines}" + (f"_p{pad}" if pad else "")
+    name = f"cold_gather_{'chain_' if chain else ''}{lines}" + (f"_p{pad}" if pad else "")
     b = Builder(f"mb_{name}", grid=ctas, block=THREADS, bench="cold_gather", lines=lines,
-                pad=pad)
+                pad=pad, chain=int(chain))
     g_idx = b.global_buffer("idx", I32, n * GATHERS)
     g_tab = b.global_buffer("tab", F32, (pad + lines) * 32)
     g_out = b.global_buffer("out", F32, n, role="out")
@@ -73,7 +81,13 @@ def cold_gather(lines: int, ctas: int = CTAS_PER_SM * SMS, seed: int = SEED, pad
     cta = b.sreg("cta", dst=b.reg(I32, "cta"))
     gt = b.imad(cta, THREADS, tid, dst=b.reg(I32, "gt"))
     ix = [b.ldg(g_idx, gt, offset=k * n, dst=b.reg(I32, f"ix{k}")) for k in range(GATHERS)]
-    vs = [b.ldg(g_tab, ix[k], width=4, dst=b.reg(F32, f"v{k}", 4)) for k in range(GATHERS)]
+    vs = []
+    for k in range(GATHERS):
+        if chain and k:
+            sign = b.shr(b.bitcast(vs[-1][0], I32, dst=b.reg(I32, f"sb{k}")), 31,
+                         dst=b.reg(I32, f"sg{k}"))
+            b.iadd(ix[k], sign, dst=ix[k])
+        vs.append(b.ldg(g_tab, ix[k], width=4, dst=b.reg(F32, f"v{k}", 4)))
     acc = b.mov(0.0, F32, dst=b.reg(F32, "acc"))
     for k in range(GATHERS):
         for x in range(4):
@@ -95,7 +109,8 @@ def cold_gather(lines: int, ctas: int = CTAS_PER_SM * SMS, seed: int = SEED, pad
     return Microbench(name, kernel,
                       {"idx": idx.astype(np.int32).reshape(-1), "tab": tab}, 1,
                       f"one launch: every thread gathers {GATHERS} x 16 bytes of a "
-                      f"{lines}-line table", {"lines": lines, "ctas": ctas, "pad": pad}, check)
+                      f"{lines}-line table", {"lines": lines, "ctas": ctas, "pad": pad,
+                                              "chain": chain}, check)
 
 
 def instrumented_code(code: str) -> str:
@@ -174,10 +189,12 @@ def measure(out: str, argv: list) -> dict:
             src = dataclasses.replace(src, code=instrumented_code(src.code))
         return src
     cp = runner.cp
-    for lines, pad in [(x, 0) for x in TABLE_LINES] + list(PLACED):
-        key = f"cold_gather_{lines}" + (f"_p{pad}" if pad else "")
+    cases = [(x, 0, False) for x in TABLE_LINES] + [(x, p, False) for x, p in PLACED] + [
+        (x, 0, True) for x in CHAINED]
+    for lines, pad, chain in cases:
+        key = f"cold_gather_{'chain_' if chain else ''}{lines}" + (f"_p{pad}" if pad else "")
         try:
-            mb = cold_gather(lines, pad=pad)
+            mb = cold_gather(lines, pad=pad, chain=chain)
             kern = _with_ts(mb.kernel)
             cb.generate = generate
             try:
@@ -194,7 +211,8 @@ def measure(out: str, argv: list) -> dict:
                     raise InputError(f"{key}: wrong result")
                 runs.append({"launch_s": s, **gpu_summary(got["ts"], spec.clock_hz)})
             summ = {k: float(np.median([r[k] for r in runs])) for k in runs[0]}
-            rec["results"][key] = {"status": "ok", "lines": lines, "pad": pad, "runs": runs,
+            rec["results"][key] = {"status": "ok", "lines": lines, "pad": pad, "chain": chain,
+                                   "runs": runs,
                                    "summary": summ}
             print(key, json.dumps({k: round(v, 1) for k, v in summ.items()}), flush=True)
         except Exception as exc:     # record and go on
@@ -206,7 +224,7 @@ def measure(out: str, argv: list) -> dict:
     return rec
 
 
-def simulate_table(spec, lines: int, pad: int = 0) -> dict:
+def simulate_table(spec, lines: int, pad: int = 0, chain: bool = False) -> dict:
     """The simulator's counterpart (L2 warm, L1 cold): per warp its first issue and its
     store's issue (cycles), their median and 90th percentile, and the launch's cycles."""
     import numpy as np
@@ -215,7 +233,7 @@ def simulate_table(spec, lines: int, pad: int = 0) -> dict:
     from gpusim.engine import timing as tm
     from kernels_ir.ir import Op, instructions
 
-    mb = cold_gather(lines, pad=pad)
+    mb = cold_gather(lines, pad=pad, chain=chain)
     ins = list(instructions(mb.kernel))
     store = [i for i, x in enumerate(ins) if x.op is Op.STG][0]
     nw = mb.kernel.grid * mb.kernel.block // 32
@@ -249,7 +267,8 @@ def simulate_into(path: str) -> None:
     spec = load_spec(rec.get("spec", "h200"))
     rec["simulated"] = {"spec": spec.name, "results": {}}
     for key, r in rec["results"].items():
-        s = simulate_table(spec, int(r["lines"]), int(r.get("pad", 0)))
+        s = simulate_table(spec, int(r["lines"]), int(r.get("pad", 0)),
+                           bool(r.get("chain", False)))
         rec["simulated"]["results"][key] = s
         print(key, json.dumps(s), flush=True)
     with open(path, "w") as f:
