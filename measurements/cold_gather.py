@@ -116,7 +116,6 @@ def cold_gather(lines: int, ctas: int = CTAS_PER_SM * SMS, seed: int = SEED, pad
 def instrumented_code(code: str) -> str:
     """The generated CUDA with the stamps (``g_ts``: 4 ints per warp). Raises if the code does
     not have the expected shape."""
-    head = "    const int r_tid"
     if code.count("{\n") < 1 or "g_out[" not in code:
         raise AssertionError("kernel body not found")
     i = code.index("{\n", code.index("__global__")) + 2
@@ -133,17 +132,12 @@ def instrumented_code(code: str) -> str:
     code = code[:line_start] + stamp1 + code[line_start:]
     if "int* g_ts" not in code:
         raise AssertionError("the ts buffer is not a parameter")
-    del head
     return code
 
 
 def _with_ts(kernel):
-    import dataclasses
-
-    from kernels_ir.ir import I32, Buffer
-    size = kernel.grid * (kernel.block // 32) * len(FIELDS)
-    return dataclasses.replace(kernel, name=kernel.name + "_stamped",
-                               buffers=(*kernel.buffers, Buffer("ts", "global", I32, size, "out")))
+    from measurements.probe import with_stamp_buffer
+    return with_stamp_buffer(kernel, kernel.grid * (kernel.block // 32) * len(FIELDS))
 
 
 def gpu_summary(ts, clock_hz: float) -> dict:
@@ -162,17 +156,14 @@ def gpu_summary(ts, clock_hz: float) -> dict:
 
 
 def measure(out: str, argv: list) -> dict:
-    import dataclasses
-
     import numpy as np
 
-    import gpusim.backends.cupy_backend as cb
     from gpusim.backends.cupy_backend import Runner, _time_launch
     from gpusim.measurements import spec_name_for_gpu
     from gpusim.specs import load_spec
     from kernels_ir.errors import InputError
     from measurements.campaign import provenance
-    from measurements.probe import ClockSampler, save_record
+    from measurements.probe import ClockSampler, compile_instrumented, save_record
 
     runner = Runner()
     prov = provenance(argv)
@@ -181,13 +172,6 @@ def measure(out: str, argv: list) -> dict:
     rec = {"format_version": 1, "provenance": prov, "fields": list(FIELDS), "spec": spec.name,
            "results": {}}
     t0 = time.time()
-    original = cb.generate
-
-    def generate(kernel, *a, **k):
-        src = original(kernel, *a, **k)
-        if kernel.name.endswith("_stamped"):
-            src = dataclasses.replace(src, code=instrumented_code(src.code))
-        return src
     cp = runner.cp
     cases = [(x, 0, False) for x in TABLE_LINES] + [(x, p, False) for x, p in PLACED] + [
         (x, 0, True) for x in CHAINED]
@@ -196,11 +180,7 @@ def measure(out: str, argv: list) -> dict:
         try:
             mb = cold_gather(lines, pad=pad, chain=chain)
             kern = _with_ts(mb.kernel)
-            cb.generate = generate
-            try:
-                comp = runner.compile(kern, cooperative=False)
-            finally:
-                cb.generate = original
+            comp = compile_instrumented(runner, kern, instrumented_code)
             inputs = dict(mb.inputs, ts=np.zeros(kern.buffers[-1].size, np.int32))
             bufs = runner.device_buffers(comp, inputs)
             runs = []
@@ -260,34 +240,24 @@ def simulate_table(spec, lines: int, pad: int = 0, chain: bool = False) -> dict:
 
 
 def simulate_into(path: str) -> None:
-    from gpusim.specs import load_spec
+    """Add the simulator's values (:func:`simulate_table`) to the record at ``path``."""
+    from measurements.probe import add_simulated
 
+    def results(spec, rec):
+        out = {}
+        for key, r in rec["results"].items():
+            out[key] = simulate_table(spec, int(r["lines"]), int(r.get("pad", 0)),
+                                      bool(r.get("chain", False)))
+            print(key, json.dumps(out[key]), flush=True)
+        return out
     with open(path) as f:
-        rec = json.load(f)
-    spec = load_spec(rec.get("spec", "h200"))
-    rec["simulated"] = {"spec": spec.name, "results": {}}
-    for key, r in rec["results"].items():
-        s = simulate_table(spec, int(r["lines"]), int(r.get("pad", 0)),
-                           bool(r.get("chain", False)))
-        rec["simulated"]["results"][key] = s
-        print(key, json.dumps(s), flush=True)
-    with open(path, "w") as f:
-        json.dump(rec, f, indent=1, default=float)
+        gpu = json.load(f).get("spec", "h200")
+    add_simulated(path, results, gpu=gpu)
 
 
 def main(argv: list | None = None) -> int:
-    import argparse
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    g = ap.add_mutually_exclusive_group(required=True)
-    g.add_argument("--out", help="GPU run: write cold_gather.json here")
-    g.add_argument("--simulate", metavar="FILE", help="add the simulator's values to FILE")
-    args = ap.parse_args(argv)
-    if args.simulate:
-        simulate_into(args.simulate)
-        return 0
-    os.makedirs(args.out, exist_ok=True)
-    measure(args.out, sys.argv if argv is None else argv)
-    return 0
+    from measurements.probe import probe_main
+    return probe_main(argv, __doc__, "measurements/cold_gather.py", measure, simulate_into)
 
 
 if __name__ == "__main__":

@@ -100,13 +100,9 @@ def instrumented_code(code: str, rounds: int) -> str:
 
 def _with_ts(kernel, rounds: int):
     """The ring kernel with a ``ts`` buffer (int, role out) after its own."""
-    import dataclasses
-
-    from kernels_ir.ir import I32, Buffer
-
-    size = rounds * kernel.grid * (kernel.block // 32) * len(FIELDS)
-    bufs = (*kernel.buffers, Buffer(TS_BUFFER, "global", I32, size, "out"))
-    return dataclasses.replace(kernel, name=kernel.name + "_stamped", buffers=bufs)
+    from measurements.probe import with_stamp_buffer
+    return with_stamp_buffer(kernel, rounds * kernel.grid * (kernel.block // 32) * len(FIELDS),
+                             name=TS_BUFFER)
 
 
 def _build(key: str, rounds: int):
@@ -120,29 +116,17 @@ def stamp_ring(runner, key: str) -> dict:
     CTAs, warps, fields), values checked on both."""
     import numpy as np
 
-    import gpusim.backends.cupy_backend as cb
     from gpusim.backends.cupy_backend import _time_launch
     from kernels_ir.errors import InputError
+    from measurements.probe import compile_instrumented
 
     cp = runner.cp
     mb = _build(key, ROUNDS)
     stamped = _with_ts(mb.kernel, ROUNDS)
-    original = cb.generate
-
-    def generate(kernel, *a, **k):
-        src = original(kernel, *a, **k)
-        if kernel.name.endswith("_stamped"):
-            import dataclasses
-            src = dataclasses.replace(src, code=instrumented_code(src.code, ROUNDS))
-        return src
-
     out = {}
     for name, kernel in (("plain", mb.kernel), ("stamped", stamped)):
-        cb.generate = generate
-        try:
-            comp = runner.compile(kernel, cooperative=False)
-        finally:
-            cb.generate = original
+        comp = compile_instrumented(runner, kernel, lambda c: instrumented_code(c, ROUNDS)) \
+            if name == "stamped" else runner.compile(kernel, cooperative=False)
         inputs = dict(mb.inputs)
         if name == "stamped":
             inputs[TS_BUFFER] = np.zeros(stamped.buffers[-1].size, np.int32)
@@ -307,33 +291,22 @@ def measure(out: str, argv: list) -> dict:
 
 def simulate_into(path: str) -> None:
     """Add the simulator's summaries (:func:`simulate_ring`) to the record at ``path``."""
-    from gpusim.specs import load_spec
+    from measurements.probe import add_simulated
 
+    def results(spec, rec):
+        out = {}
+        for key in rec["results"]:
+            out[key] = simulate_ring(spec, key)["summary"]
+            print(key, json.dumps(out[key], default=lambda x: round(x, 2)), flush=True)
+        return out
     with open(path) as f:
-        rec = json.load(f)
-    spec = load_spec(rec.get("spec", "h200"))
-    sim = {"spec": spec.name, "rounds": SIM_ROUNDS, "results": {}}
-    for key in rec["results"]:
-        sim["results"][key] = simulate_ring(spec, key)["summary"]
-        print(key, json.dumps(sim["results"][key], default=lambda x: round(x, 2)), flush=True)
-    rec["simulated"] = sim
-    with open(path, "w") as f:
-        json.dump(rec, f, indent=1, default=float)
+        gpu = json.load(f).get("spec", "h200")
+    add_simulated(path, results, gpu=gpu, rounds=SIM_ROUNDS)
 
 
 def main(argv: list | None = None) -> int:
-    import argparse
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    g = ap.add_mutually_exclusive_group(required=True)
-    g.add_argument("--out", help="GPU run: write poll_count.json here")
-    g.add_argument("--simulate", metavar="FILE", help="add the simulator's values to FILE")
-    args = ap.parse_args(argv)
-    if args.simulate:
-        simulate_into(args.simulate)
-        return 0
-    os.makedirs(args.out, exist_ok=True)
-    measure(args.out, sys.argv if argv is None else argv)
-    return 0
+    from measurements.probe import probe_main
+    return probe_main(argv, __doc__, "measurements/poll_count.py", measure, simulate_into)
 
 
 if __name__ == "__main__":

@@ -305,6 +305,37 @@ def variant_probe_main(argv: list, doc: str, script: str, default: tuple, varian
                           path, lambda spec, rec: simulated(spec, rec, exps), l2_warm=True))
 
 
+def with_stamp_buffer(kernel, size: int, suffix: str = "_stamped", name: str = "ts"):
+    """``kernel`` renamed ``<name><suffix>`` with an int output buffer ``name`` of ``size``
+    words after its own (the generator makes it the parameter ``g_<name>``): the buffer a
+    probe's clock stamps are written into."""
+    import dataclasses
+
+    from kernels_ir.ir import I32, Buffer
+    return dataclasses.replace(kernel, name=kernel.name + suffix, buffers=(
+        *kernel.buffers, Buffer(name, "global", I32, size, "out")))
+
+
+def compile_instrumented(runner, kernel, instrument):
+    """Compile ``kernel`` (non-cooperative) with its generated CUDA passed through
+    ``instrument(code)``: the probes stamp the CUDA text, the IR having no clock."""
+    import dataclasses
+
+    import gpusim.backends.cupy_backend as cb
+    original = cb.generate
+
+    def generate(k, *a, **kw):
+        src = original(k, *a, **kw)
+        if k.name == kernel.name:
+            src = dataclasses.replace(src, code=instrument(src.code))
+        return src
+    cb.generate = generate
+    try:
+        return runner.compile(kernel, cooperative=False)
+    finally:
+        cb.generate = original
+
+
 def rewrite_statements(body: tuple, visit) -> tuple:
     """An IR statement tree with ``visit(node)`` applied to every statement, loops' and ifs'
     bodies included: it returns the statements that replace ``node``, or None to keep it (and

@@ -98,3 +98,23 @@ def test_the_h200_record_and_its_tables():
     assert max(sim[k]["poll_only"]["first_poll_share"] for k, *_ in poll_count.DELAYS) <= 0.03
     for n, f in zip((0, 16, 32, 64, 128), first, strict=True):
         assert f"| {n} (about {4 * n}) | {100 * f:.1f}% / " in section
+
+
+def test_the_probe_helpers_stamp_one_kernel_and_restore_the_generator():
+    import gpusim.backends.cupy_backend as cb
+    from measurements.probe import compile_instrumented, with_stamp_buffer
+
+    mb = poll_count._build("33_exact_few_warps_c1", 8)
+    k = with_stamp_buffer(mb.kernel, 16)
+    assert k.name.endswith("_stamped") and k.buffers[-1].name == "ts"
+    assert k.buffers[-1].size == 16 and k.buffers[-1].role == "out"
+    original = cb.generate
+
+    class Runner:                  # compiles as the CuPy runner does: through cb.generate
+        def compile(self, kernel, cooperative=False):
+            return cb.generate(kernel).code
+
+    code = compile_instrumented(Runner(), k, lambda c: c + "\n// stamped\n")
+    assert code.endswith("// stamped\n")
+    assert cb.generate is original
+    assert not Runner().compile(mb.kernel).endswith("// stamped\n")
