@@ -22,7 +22,8 @@ GPU's CUDA text is stamped (the IR has no clock): lane 0 of every warp writes ``
 ``%globaltimer`` at the kernel's start and after its sum is ready. Summaries: the warps' median
 and 90th percentile of end - start (cycles) and the span of the launch on the global timer
 (first start to last end, ns); the simulator gives the warps' first issue and its store's issue.
-:data:`CHAINED`: the 64-, 256- and 1024-line tables with each warp's gathers one after another.
+:data:`CHAINED`: the 64-, 256- and 1024-line tables with each warp's gathers one after another;
+:data:`FEW_WARPS`: the 64- and 1024-line tables with 1 or 4 warps an SM instead of 16.
 Each table is launched 9 times (L1 cold at every launch: the launch starts with an invalidated
 L1; L2 warm from the launch before). :data:`PLACED`: the 64-, 256- and 1024-line tables again,
 each starting 8-64 lines into a larger buffer (the same gathers, shifted), so their lines fall
@@ -48,16 +49,32 @@ PLACED = tuple((lines, pad) for lines in (64, 256, 1024) for pad in PADS)
 # waits for the gather before it, so one is in flight a warp and the order in which the warps
 # of a sub-partition issue cannot change which requests leave first
 CHAINED = (64, 256, 1024)
+# the 64- and 1024-line tables with 1 or 4 warps an SM (one CTA of 32 or 128 threads on each
+# of the 132 SMs) instead of 16: the same gathers a warp, fewer warps behind each other
+FEW_WARPS = tuple((lines, w) for lines in (64, 1024) for w in (1, 4))
+_FULL = (THREADS, CTAS_PER_SM * SMS)
+# every case of a call: (lines, pad, chain, threads, CTAs)
+CASES = (tuple((x, 0, False) + _FULL for x in TABLE_LINES)
+         + tuple((x, p, False) + _FULL for x, p in PLACED)
+         + tuple((x, 0, True) + _FULL for x in CHAINED)
+         + tuple((x, 0, False, 32 * w, SMS) for x, w in FEW_WARPS))
 FIELDS = ("c0", "g0", "c1", "g1")
 SEED = 11
 
 
+def _name(lines: int, pad: int = 0, chain: bool = False, threads: int = THREADS,
+          ctas: int = CTAS_PER_SM * SMS) -> str:
+    few = f"_w{threads * ctas // SMS // 32}" if threads != THREADS else ""
+    return f"cold_gather_{'chain_' if chain else ''}{lines}" + (f"_p{pad}" if pad else "") + few
+
+
 def cold_gather(lines: int, ctas: int = CTAS_PER_SM * SMS, seed: int = SEED, pad: int = 0,
-                chain: bool = False):
+                chain: bool = False, threads: int = THREADS):
     """The probe's Microbench for a table of ``lines`` lines (values checked), starting
     ``pad`` lines into its buffer (the same random gathers, shifted); ``chain``: each gather's
     index adds the sign bit of the value gathered before it (0: the table holds no negative
-    value, which the compiler cannot know), so a warp's gathers run one at a time."""
+    value, which the compiler cannot know), so a warp's gathers run one at a time; ``threads``
+    a CTA (a multiple of 32; the name then ends in ``_w<warps an SM>`` for 132 CTAs)."""
     import numpy as np
 
     from kernels_ir.builder import Builder
@@ -70,16 +87,19 @@ def cold_gather(lines: int, ctas: int = CTAS_PER_SM * SMS, seed: int = SEED, pad
         raise InputError(f"lines={lines!r}: accepted whole numbers >= 1")
     if isinstance(pad, bool) or not isinstance(pad, int) or pad < 0:
         raise InputError(f"pad={pad!r}: accepted whole numbers >= 0")
-    n = ctas * THREADS
-    name = f"cold_gather_{'chain_' if chain else ''}{lines}" + (f"_p{pad}" if pad else "")
-    b = Builder(f"mb_{name}", grid=ctas, block=THREADS, bench="cold_gather", lines=lines,
+    if isinstance(threads, bool) or not isinstance(threads, int) or not 32 <= threads <= 1024 \
+            or threads % 32:
+        raise InputError(f"threads={threads!r}: accepted multiples of 32 from 32 to 1024")
+    n = ctas * threads
+    name = _name(lines, pad, chain, threads, ctas)
+    b = Builder(f"mb_{name}", grid=ctas, block=threads, bench="cold_gather", lines=lines,
                 pad=pad, chain=int(chain))
     g_idx = b.global_buffer("idx", I32, n * GATHERS)
     g_tab = b.global_buffer("tab", F32, (pad + lines) * 32)
     g_out = b.global_buffer("out", F32, n, role="out")
     tid = b.sreg("tid", dst=b.reg(I32, "tid"))
     cta = b.sreg("cta", dst=b.reg(I32, "cta"))
-    gt = b.imad(cta, THREADS, tid, dst=b.reg(I32, "gt"))
+    gt = b.imad(cta, threads, tid, dst=b.reg(I32, "gt"))
     ix = [b.ldg(g_idx, gt, offset=k * n, dst=b.reg(I32, f"ix{k}")) for k in range(GATHERS)]
     vs = []
     for k in range(GATHERS):
@@ -110,7 +130,7 @@ def cold_gather(lines: int, ctas: int = CTAS_PER_SM * SMS, seed: int = SEED, pad
                       {"idx": idx.astype(np.int32).reshape(-1), "tab": tab}, 1,
                       f"one launch: every thread gathers {GATHERS} x 16 bytes of a "
                       f"{lines}-line table", {"lines": lines, "ctas": ctas, "pad": pad,
-                                              "chain": chain}, check)
+                                              "chain": chain, "threads": threads}, check)
 
 
 def instrumented_code(code: str) -> str:
@@ -173,12 +193,10 @@ def measure(out: str, argv: list) -> dict:
            "results": {}}
     t0 = time.time()
     cp = runner.cp
-    cases = [(x, 0, False) for x in TABLE_LINES] + [(x, p, False) for x, p in PLACED] + [
-        (x, 0, True) for x in CHAINED]
-    for lines, pad, chain in cases:
-        key = f"cold_gather_{'chain_' if chain else ''}{lines}" + (f"_p{pad}" if pad else "")
+    for lines, pad, chain, threads, ctas in CASES:
+        key = _name(lines, pad, chain, threads, ctas)
         try:
-            mb = cold_gather(lines, pad=pad, chain=chain)
+            mb = cold_gather(lines, ctas=ctas, pad=pad, chain=chain, threads=threads)
             kern = _with_ts(mb.kernel)
             comp = compile_instrumented(runner, kern, instrumented_code)
             inputs = dict(mb.inputs, ts=np.zeros(kern.buffers[-1].size, np.int32))
@@ -192,7 +210,7 @@ def measure(out: str, argv: list) -> dict:
                 runs.append({"launch_s": s, **gpu_summary(got["ts"], spec.clock_hz)})
             summ = {k: float(np.median([r[k] for r in runs])) for k in runs[0]}
             rec["results"][key] = {"status": "ok", "lines": lines, "pad": pad, "chain": chain,
-                                   "runs": runs,
+                                   "threads": threads, "ctas": ctas, "runs": runs,
                                    "summary": summ}
             print(key, json.dumps({k: round(v, 1) for k, v in summ.items()}), flush=True)
         except Exception as exc:     # record and go on
@@ -204,7 +222,8 @@ def measure(out: str, argv: list) -> dict:
     return rec
 
 
-def simulate_table(spec, lines: int, pad: int = 0, chain: bool = False) -> dict:
+def simulate_table(spec, lines: int, pad: int = 0, chain: bool = False, threads: int = THREADS,
+                   ctas: int = CTAS_PER_SM * SMS) -> dict:
     """The simulator's counterpart (L2 warm, L1 cold): per warp its first issue and its
     store's issue (cycles), their median and 90th percentile, and the launch's cycles."""
     import numpy as np
@@ -213,7 +232,7 @@ def simulate_table(spec, lines: int, pad: int = 0, chain: bool = False) -> dict:
     from gpusim.engine import timing as tm
     from kernels_ir.ir import Op, instructions
 
-    mb = cold_gather(lines, pad=pad, chain=chain)
+    mb = cold_gather(lines, ctas=ctas, pad=pad, chain=chain, threads=threads)
     ins = list(instructions(mb.kernel))
     store = [i for i, x in enumerate(ins) if x.op is Op.STG][0]
     nw = mb.kernel.grid * mb.kernel.block // 32
@@ -247,7 +266,9 @@ def simulate_into(path: str) -> None:
         out = {}
         for key, r in rec["results"].items():
             out[key] = simulate_table(spec, int(r["lines"]), int(r.get("pad", 0)),
-                                      bool(r.get("chain", False)))
+                                      bool(r.get("chain", False)),
+                                      int(r.get("threads", THREADS)),
+                                      int(r.get("ctas", CTAS_PER_SM * SMS)))
             print(key, json.dumps(out[key]), flush=True)
         return out
     with open(path) as f:
