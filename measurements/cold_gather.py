@@ -23,7 +23,8 @@ GPU's CUDA text is stamped (the IR has no clock): lane 0 of every warp writes ``
 and 90th percentile of end - start (cycles) and the span of the launch on the global timer
 (first start to last end, ns); the simulator gives the warps' first issue and its store's issue.
 :data:`CHAINED`: the 64-, 256- and 1024-line tables with each warp's gathers one after another;
-:data:`FEW_WARPS`: the 64- and 1024-line tables with 1 or 4 warps an SM instead of 16.
+:data:`FEW_WARPS`: the 64- and 1024-line tables with 1 or 4 warps an SM instead of 16;
+:data:`RELAXED`: gathers that bypass L1, as the contention groups were measured.
 Each table is launched 9 times (L1 cold at every launch: the launch starts with an invalidated
 L1; L2 warm from the launch before). :data:`PLACED`: the 64-, 256- and 1024-line tables again,
 each starting 8-64 lines into a larger buffer (the same gathers, shifted), so their lines fall
@@ -52,29 +53,36 @@ CHAINED = (64, 256, 1024)
 # the 64- and 1024-line tables with 1 or 4 warps an SM (one CTA of 32 or 128 threads on each
 # of the 132 SMs) instead of 16: the same gathers a warp, fewer warps behind each other
 FEW_WARPS = tuple((lines, w) for lines in (64, 1024) for w in (1, 4))
+# the 64-, 256- and 1024-line tables gathered with L2-coherent loads (``ld.relaxed.gpu``: L1
+# bypassed, as the L2 contention groups were measured), 16 warps an SM, and at 64 lines 1 warp
+RELAXED = ((64, THREADS, CTAS_PER_SM * SMS), (256, THREADS, CTAS_PER_SM * SMS),
+           (1024, THREADS, CTAS_PER_SM * SMS), (64, 32, SMS))
 _FULL = (THREADS, CTAS_PER_SM * SMS)
 # every case of a call: (lines, pad, chain, threads, CTAs)
 CASES = (tuple((x, 0, False) + _FULL for x in TABLE_LINES)
          + tuple((x, p, False) + _FULL for x, p in PLACED)
          + tuple((x, 0, True) + _FULL for x in CHAINED)
-         + tuple((x, 0, False, 32 * w, SMS) for x, w in FEW_WARPS))
+         + tuple((x, 0, False, 32 * w, SMS) for x, w in FEW_WARPS)
+         + tuple((x, 0, "relaxed", t, n) for x, t, n in RELAXED))
 FIELDS = ("c0", "g0", "c1", "g1")
 SEED = 11
 
 
-def _name(lines: int, pad: int = 0, chain: bool = False, threads: int = THREADS,
+def _name(lines: int, pad: int = 0, chain: bool | str = False, threads: int = THREADS,
           ctas: int = CTAS_PER_SM * SMS) -> str:
     few = f"_w{threads * ctas // SMS // 32}" if threads != THREADS else ""
-    return f"cold_gather_{'chain_' if chain else ''}{lines}" + (f"_p{pad}" if pad else "") + few
+    kind = {False: "", True: "chain_", "relaxed": "rx_"}[chain]
+    return f"cold_gather_{kind}{lines}" + (f"_p{pad}" if pad else "") + few
 
 
 def cold_gather(lines: int, ctas: int = CTAS_PER_SM * SMS, seed: int = SEED, pad: int = 0,
-                chain: bool = False, threads: int = THREADS):
+                chain: bool | str = False, threads: int = THREADS):
     """The probe's Microbench for a table of ``lines`` lines (values checked), starting
     ``pad`` lines into its buffer (the same random gathers, shifted); ``chain``: each gather's
     index adds the sign bit of the value gathered before it (0: the table holds no negative
-    value, which the compiler cannot know), so a warp's gathers run one at a time; ``threads``
-    a CTA (a multiple of 32; the name then ends in ``_w<warps an SM>`` for 132 CTAs)."""
+    value, which the compiler cannot know), so a warp's gathers run one at a time, or
+    ``"relaxed"``: the gathers are L2-coherent loads that bypass L1 (``ld.relaxed.gpu``);
+    ``threads`` a CTA (a multiple of 32; the name then ends in ``_w<warps an SM>`` for 132 CTAs)."""
     import numpy as np
 
     from kernels_ir.builder import Builder
@@ -87,13 +95,15 @@ def cold_gather(lines: int, ctas: int = CTAS_PER_SM * SMS, seed: int = SEED, pad
         raise InputError(f"lines={lines!r}: accepted whole numbers >= 1")
     if isinstance(pad, bool) or not isinstance(pad, int) or pad < 0:
         raise InputError(f"pad={pad!r}: accepted whole numbers >= 0")
+    if chain not in (False, True, "relaxed"):
+        raise InputError(f"chain={chain!r}: accepted False, True or 'relaxed'")
     if isinstance(threads, bool) or not isinstance(threads, int) or not 32 <= threads <= 1024 \
             or threads % 32:
         raise InputError(f"threads={threads!r}: accepted multiples of 32 from 32 to 1024")
     n = ctas * threads
     name = _name(lines, pad, chain, threads, ctas)
     b = Builder(f"mb_{name}", grid=ctas, block=threads, bench="cold_gather", lines=lines,
-                pad=pad, chain=int(chain))
+                pad=pad, chain=str(chain))
     g_idx = b.global_buffer("idx", I32, n * GATHERS)
     g_tab = b.global_buffer("tab", F32, (pad + lines) * 32)
     g_out = b.global_buffer("out", F32, n, role="out")
@@ -102,12 +112,13 @@ def cold_gather(lines: int, ctas: int = CTAS_PER_SM * SMS, seed: int = SEED, pad
     gt = b.imad(cta, threads, tid, dst=b.reg(I32, "gt"))
     ix = [b.ldg(g_idx, gt, offset=k * n, dst=b.reg(I32, f"ix{k}")) for k in range(GATHERS)]
     vs = []
+    load = b.ldg_volatile if chain == "relaxed" else b.ldg
     for k in range(GATHERS):
-        if chain and k:
+        if chain is True and k:
             sign = b.shr(b.bitcast(vs[-1][0], I32, dst=b.reg(I32, f"sb{k}")), 31,
                          dst=b.reg(I32, f"sg{k}"))
             b.iadd(ix[k], sign, dst=ix[k])
-        vs.append(b.ldg(g_tab, ix[k], width=4, dst=b.reg(F32, f"v{k}", 4)))
+        vs.append(load(g_tab, ix[k], width=4, dst=b.reg(F32, f"v{k}", 4)))
     acc = b.mov(0.0, F32, dst=b.reg(F32, "acc"))
     for k in range(GATHERS):
         for x in range(4):
@@ -266,7 +277,7 @@ def simulate_into(path: str) -> None:
         out = {}
         for key, r in rec["results"].items():
             out[key] = simulate_table(spec, int(r["lines"]), int(r.get("pad", 0)),
-                                      bool(r.get("chain", False)),
+                                      r.get("chain", False),
                                       int(r.get("threads", THREADS)),
                                       int(r.get("ctas", CTAS_PER_SM * SMS)))
             print(key, json.dumps(out[key]), flush=True)

@@ -61,24 +61,31 @@ def test_the_h200_record_and_its_table():
         assert r["status"] == "ok" and len(r["runs"]) == 9
         g, m = r["summary"], sim[key]
         ear = f"{earlier[key]['summary']['warp_cycles_median']:.0f}" if key in earlier else "-"
-        few = r["threads"] // 32
-        label = f"{r['lines']}{' chained' if r.get('chain') else ''}" + (
+        few, ch = r["threads"] // 32, r.get("chain")
+        kind = " chained" if ch is True else " relaxed" if ch == "relaxed" else ""
+        label = f"{r['lines']}{kind}" + (
             f", {few} warp{'s' if few > 1 else ''} an SM" if r["threads"] != cg.THREADS else "")
         row = (f"| {label} | {r.get('pad', 0)} | "
                f"{g['warp_cycles_median']:.0f} ({ear}) / {m['warp_cycles_median']:.0f} | "
                f"{g['warp_cycles_p90']:.0f} / {m['warp_cycles_p90']:.0f} | "
                f"{g['span_ns']:.0f} / {m['cycles'] / 1.98:.0f} |")
         assert row in section, row
+        if ch == "relaxed":
+            continue
         if r["threads"] == cg.THREADS:
             spans.append(m["cycles"] / 1.98 / g["span_ns"] - 1)
-        if r["threads"] == cg.THREADS and not r.get("chain"):
+        if r["threads"] == cg.THREADS and not ch:
             # the GPU's warps spread out, the simulator's finish together
             assert g["warp_cycles_p90"] / g["warp_cycles_median"] >= 1.12
             assert m["warp_cycles_p90"] / m["warp_cycles_median"] <= 1.15
-        else:    # one warp an SM or one gather in flight: the simulator still slow at 64 lines
-            if r["lines"] == 64:
-                assert m["warp_cycles_median"] > 1.25 * g["warp_cycles_median"], key
+        elif r["lines"] == 64:   # one warp an SM or one gather in flight: still slow at 64 lines
+            assert m["warp_cycles_median"] > 1.25 * g["warp_cycles_median"], key
     assert -0.22 < min(spans) and max(spans) < 0.35
+    # relaxed (L1 bypassed, as the groups were measured): 2.2 times the GPU at 64 lines
+    rx = {n: (REC["results"][f"cold_gather_rx_{n}"]["summary"]["warp_cycles_median"],
+              sim[f"cold_gather_rx_{n}"]["warp_cycles_median"]) for n in (64, 256, 1024)}
+    assert rx[64][1] > 2 * rx[64][0] and abs(rx[256][1] / rx[256][0] - 1) < 0.1
+    assert rx[1024][1] > 1.3 * rx[1024][0]
     # placement matters on the GPU: the 64- and 256-line tables by 20% or more
     for n in (64, 256):
         got = [REC["results"][k]["summary"]["warp_cycles_median"] for k in want
