@@ -14,7 +14,8 @@ touched: after a change of the model, read it again against the new rows.
 
 The whole run took 18 minutes on two shared cores (GNMT 3, Deep Speech 2 3, sLSTM 12) on
 2026-11-28, 9 minutes (526 s, no layer over 60 s) on 2026-11-29 with the step sampling of
-``gpusim.pricing.price_persistent``; the head-wise layers of hidden 2048 took 45 to 90 s each
+``gpusim.pricing.price_persistent``, 13 minutes (794 s, none over 60 s) after the waves (the
+CSR kernel's registers from ptxas); the head-wise layers of hidden 2048 took 45 to 90 s each
 then, even where no kernel fits (``--study gnmt,ds2`` skips them).
 """
 
