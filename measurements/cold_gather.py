@@ -53,10 +53,11 @@ CHAINED = (64, 256, 1024)
 # the 64- and 1024-line tables with 1 or 4 warps an SM (one CTA of 32 or 128 threads on each
 # of the 132 SMs) instead of 16: the same gathers a warp, fewer warps behind each other
 FEW_WARPS = tuple((lines, w) for lines in (64, 1024) for w in (1, 4))
-# the 64-, 256- and 1024-line tables gathered with L2-coherent loads (``ld.relaxed.gpu``: L1
-# bypassed, as the L2 contention groups were measured), 16 warps an SM, and at 64 lines 1 warp
+# the tables of 64 to 1024 lines gathered with L2-coherent loads (``ld.relaxed.gpu``: L1
+# bypassed, as the L2 contention groups were measured), 16 warps an SM, and at 64 lines 1 or 4
 RELAXED = ((64, THREADS, CTAS_PER_SM * SMS), (256, THREADS, CTAS_PER_SM * SMS),
-           (1024, THREADS, CTAS_PER_SM * SMS), (64, 32, SMS))
+           (1024, THREADS, CTAS_PER_SM * SMS), (64, 32, SMS), (64, 128, SMS),
+           (128, THREADS, CTAS_PER_SM * SMS), (512, THREADS, CTAS_PER_SM * SMS))
 _FULL = (THREADS, CTAS_PER_SM * SMS)
 # every case of a call: (lines, pad, chain, threads, CTAs)
 CASES = (tuple((x, 0, False) + _FULL for x in TABLE_LINES)
