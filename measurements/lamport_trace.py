@@ -55,7 +55,9 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from measurements.lamport_wait import LAYERS, build  # noqa: E402
+from measurements.probe import stamp_loop_end, timer_axis, wrap32  # noqa: E402
 
+_wrap = wrap32
 STEPS = 48
 # the dense kernel's layers of lamport_prefill_dense (seed 7): six where the GPU waited 2.0-2.4x
 # the simulator's wait, then the three controls (0.95-1.15x)
@@ -80,11 +82,6 @@ TS_BUFFER = "ts"
 def fields_of(rows: bool = False, dense: bool = False) -> tuple:
     """The stamps a traced kernel records (``--rows`` and ``--dense`` exclude each other)."""
     return ROW_FIELDS if rows else DENSE_FIELDS if dense else FIELDS
-
-
-def _wrap(x):
-    """A difference of two 32-bit clock stamps, wrapped into the signed range."""
-    return (x + 2 ** 31) % 2 ** 32 - 2 ** 31
 
 
 def instrumented_code(code: str, steps: int, rows: bool = False, dense: bool = False) -> str:
@@ -142,14 +139,7 @@ def instrumented_code(code: str, steps: int, rows: bool = False, dense: bool = F
 
 
 def _end_stamp(code: str) -> str:
-    end = "\n    }\n}"
-    if not code.endswith(end + "\n") and not code.endswith(end):
-        raise AssertionError("end of the time loop not found")
-    i = code.rfind(end)
-    code = code[:i] + "\n        if (ts_w) g_ts[ts_i + 4] = (int)clock64();" + code[i:]
-    if "int* g_ts," not in code:
-        raise AssertionError("the ts buffer is not a parameter")
-    return code
+    return stamp_loop_end(code, 4)
 
 
 def _with_ts(kernel, steps: int, rows: bool = False, dense: bool = False):
@@ -478,15 +468,7 @@ def producer_lateness(t3, prods, x, keep) -> float:
 def gpu_axis(ts):
     """``(t1, t3)`` of a raw record (steps, CTAs, warps, fields) in ns on one axis: each SM's
     ``clock64`` fitted to ``%globaltimer`` over its steps (warp 0's ``t0`` and ``g0``)."""
-    import numpy as np
-
-    t = ts.astype(np.int64)
-    t0 = np.unwrap(t[:, :, 0, 0].astype(np.float64), period=2 ** 32)
-    g = np.unwrap(t[:, :, 0, 5].astype(np.float64), period=2 ** 32)
-    fit = np.array([np.polyfit(t0[:, c], g[:, c], 1) for c in range(t.shape[1])])  # (a, b)
-    slope, offset = fit[:, 0][None, :, None], fit[:, 1][None, :, None]
-    return [slope * (t0[..., None] + _wrap(t[..., f] - t[..., 0, 0][..., None])) + offset
-            for f in (1, 4)]
+    return timer_axis(ts, (1, 4), timer=5)
 
 
 def simulate_layer(spec, h: int, b: int, d: float, steps: int = 8, dense: bool = False) -> dict:
@@ -615,9 +597,9 @@ def gpu_distribution(ts, clock_hz: float, prods=None) -> dict:
         extra["producer_lateness_corr"] = producer_lateness(t3, prods, x,
                                                             range(8, ts.shape[0] - 2))
     t = ts.astype(np.int64)[8:-2]
-    fp = ((t[..., 1] - t[..., 6] + 2 ** 31) % 2 ** 32 - 2 ** 31) * 1e9 / clock_hz
+    fp = _wrap(t[..., 1] - t[..., 6]) * 1e9 / clock_hz
     t1 = t[..., 1] - t[..., 1].min(axis=2, keepdims=True)
-    spread = ((t1 + 2 ** 31) % 2 ** 32 - 2 ** 31).max(axis=2) * 1e9 / clock_hz
+    spread = _wrap(t1).max(axis=2) * 1e9 / clock_hz
     return {"first_poll_percentiles_ns": np.percentile(fp, [10, 50, 90, 99]).tolist(),
             "slowest_warp_ns": float(np.median(fp.max(axis=(1, 2)))),
             "cta_spread_ns": float(np.median(spread)), **extra}

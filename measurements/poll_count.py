@@ -56,11 +56,6 @@ TS_BUFFER = "ts"
 SIM_ROUNDS = 12
 
 
-def _wrap(x):
-    """A difference of two 32-bit clock stamps, wrapped into the signed range."""
-    return (x + 2 ** 31) % 2 ** 32 - 2 ** 31
-
-
 def _once(code: str, old: str, new: str, what: str) -> str:
     if code.count(old) != 1:
         raise AssertionError(f"{what} not found once")
@@ -88,14 +83,8 @@ def instrumented_code(code: str, rounds: int) -> str:
     sync = "        __syncthreads();\n"
     code = _once(code, sync, "        if (ts_w) { g_ts[ts_i + 1] = (int)clock64(); "
                  "g_ts[ts_i + 2] = (int)ts_polls; }\n" + sync, "round barrier")
-    end = "\n    }\n}"
-    if not code.rstrip().endswith(end.strip()) or code.rfind(end) < 0:
-        raise AssertionError("end of the round loop not found")
-    i = code.rfind(end)
-    code = code[:i] + "\n        if (ts_w) g_ts[ts_i + 3] = (int)clock64();" + code[i:]
-    if "int* g_ts" not in code:
-        raise AssertionError("the ts buffer is not a parameter")
-    return code
+    from measurements.probe import stamp_loop_end
+    return stamp_loop_end(code, 3)
 
 
 def _with_ts(kernel, rounds: int):
@@ -174,22 +163,14 @@ def summary(t0, t1, polls, t3, polling, writers) -> dict:
     return out
 
 
-def gpu_summary(ts, clock_hz: float, polling, writers) -> dict:
+def gpu_summary(ts, polling, writers) -> dict:
     """:func:`summary` of the GPU's stamps (rounds, CTAs, warps, fields) over rounds 8 to the
-    last but two: each SM's ``clock64`` fitted to ``%globaltimer`` over the rounds (warp 0's
-    ``t0`` and ``g0``) places every stamp on one axis."""
-    import numpy as np
+    last but two, placed on one time axis (:func:`measurements.probe.timer_axis`)."""
+    from measurements.probe import timer_axis
 
-    t = ts.astype(np.int64)[8:-2]
-    c0 = np.unwrap(t[:, :, 0, 0].astype(np.float64), period=2 ** 32)
-    g = np.unwrap(t[:, :, 0, 4].astype(np.float64), period=2 ** 32)
-    fit = np.array([np.polyfit(c0[:, c], g[:, c], 1) for c in range(t.shape[1])])
-    a, b = fit[:, 0][None, :, None], fit[:, 1][None, :, None]
-
-    def axis(f):
-        return a * (c0[..., None] + _wrap(t[..., f] - t[..., :1, 0])) + b
-    del clock_hz        # the fit's slope is the clock
-    return summary(axis(0), axis(1), t[..., 2], axis(3), polling, writers)
+    t = ts[8:-2]
+    t0, t1, t3 = timer_axis(t, (0, 1, 3), timer=4)
+    return summary(t0, t1, t[..., 2], t3, polling, writers)
 
 
 def simulate_ring(spec, key: str, rounds: int = SIM_ROUNDS) -> dict:
@@ -275,7 +256,7 @@ def measure(out: str, argv: list) -> dict:
             roles = simulate_ring(spec, key, rounds=6)      # who polls and who writes
             polling, writers = (np.array(roles[k]) for k in ("polling", "writers"))
             r = stamp_ring(runner, key)
-            summ = gpu_summary(r.pop("ts"), spec.clock_hz, polling, writers)
+            summ = gpu_summary(r.pop("ts"), polling, writers)
             rec["results"][key] = {"status": "ok", **r, "summary": summ}
             print(key, json.dumps(summ, default=lambda x: round(x, 2)),
                   f"plain {np.median(r['plain']['launch_s']) * 1e6:.1f} us, stamped "
@@ -299,9 +280,7 @@ def simulate_into(path: str) -> None:
             out[key] = simulate_ring(spec, key)["summary"]
             print(key, json.dumps(out[key], default=lambda x: round(x, 2)), flush=True)
         return out
-    with open(path) as f:
-        gpu = json.load(f).get("spec", "h200")
-    add_simulated(path, results, gpu=gpu, rounds=SIM_ROUNDS)
+    add_simulated(path, results, gpu=None, rounds=SIM_ROUNDS)
 
 
 def main(argv: list | None = None) -> int:

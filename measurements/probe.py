@@ -305,6 +305,44 @@ def variant_probe_main(argv: list, doc: str, script: str, default: tuple, varian
                           path, lambda spec, rec: simulated(spec, rec, exps), l2_warm=True))
 
 
+def wrap32(x):
+    """A difference of two 32-bit clock stamps (``(int)clock64()``, ``%globaltimer``), wrapped
+    into the signed range."""
+    return (x + 2 ** 31) % 2 ** 32 - 2 ** 31
+
+
+def timer_axis(ts, fields, timer: int) -> list:
+    """Stamps ``fields`` of a probe's record ``ts`` (rounds or steps, CTAs, warps, fields: field
+    0 the SM's ``clock64`` at the top of the round, field ``timer`` ``%globaltimer`` next to it)
+    in ns on one time axis: each CTA's clock (one CTA an SM) fitted to the global timer over the
+    rounds by least squares (warp 0's stamps), which places every SM's stamps to about the
+    timer's resolution."""
+    import numpy as np
+
+    t = ts.astype(np.int64)
+    c0 = np.unwrap(t[:, :, 0, 0].astype(np.float64), period=2 ** 32)
+    g = np.unwrap(t[:, :, 0, timer].astype(np.float64), period=2 ** 32)
+    fit = np.array([np.polyfit(c0[:, c], g[:, c], 1) for c in range(t.shape[1])])
+    slope, offset = fit[:, 0][None, :, None], fit[:, 1][None, :, None]
+    return [slope * (c0[..., None] + wrap32(t[..., f] - t[..., :1, 0])) + offset
+            for f in fields]
+
+
+def stamp_loop_end(code: str, field: int) -> str:
+    """Generated CUDA whose time (or round) loop closes the kernel, with lane 0's ``clock64``
+    written into stamp ``field`` of ``g_ts`` (index ``ts_i``, set at the loop's top by the
+    probe) at the end of each iteration. Raises if the code does not end with the loop or has
+    no ``g_ts`` parameter, so that a change of the generator cannot move the stamp silently."""
+    end = "\n    }\n}"
+    if not code.endswith(end + "\n") and not code.endswith(end):
+        raise AssertionError("end of the time loop not found")
+    i = code.rfind(end)
+    code = code[:i] + f"\n        if (ts_w) g_ts[ts_i + {field}] = (int)clock64();" + code[i:]
+    if "int* g_ts," not in code:
+        raise AssertionError("the ts buffer is not a parameter")
+    return code
+
+
 def with_stamp_buffer(kernel, size: int, suffix: str = "_stamped", name: str = "ts"):
     """``kernel`` renamed ``<name><suffix>`` with an int output buffer ``name`` of ``size``
     words after its own (the generator makes it the parameter ``g_<name>``): the buffer a
@@ -448,16 +486,17 @@ def save_record(path: str, rec: dict) -> None:
         json.dump(rec, f, indent=1, default=float)
 
 
-def add_simulated(path: str, results, gpu: str = "h100", **meta) -> dict:
+def add_simulated(path: str, results, gpu: str | None = "h100", **meta) -> dict:
     """Read the record at ``path``, add ``{"spec": gpu, **meta, "results": results(spec, rec)}``
     under ``"simulated"`` (``results`` runs the simulator on the record's probes) and write it
-    back."""
+    back; ``gpu=None``: the spec the record names (``"spec"``)."""
     import json
 
     from gpusim.specs import load_spec
 
     with open(path) as f:
         rec = json.load(f)
+    gpu = gpu or rec["spec"]
     rec["simulated"] = {"spec": gpu, **meta, "results": results(load_spec(gpu), rec)}
     save_record(path, rec)
     return rec

@@ -13,12 +13,6 @@ from measurements import poll_count
 
 ROOT = Path(__file__).resolve().parents[1]
 H200 = ROOT / "measurements" / "h200"
-README = (ROOT / "measurements" / "README.md").read_text()
-
-
-def _section(title: str) -> str:
-    s = README[README.index(title):]
-    return s[:s.index("\n## ")]
 
 
 def _code(key: str) -> str:
@@ -73,14 +67,14 @@ def test_the_store_delay_is_in_the_ring_and_keeps_its_values():
     assert code.count("__fmaf_rn(") >= 17                # the chain and the fma(x, 0, val)
 
 
-def test_the_h200_record_and_its_tables():
+def test_the_h200_record_and_its_tables(measurements_section):
     rec = json.loads((H200 / "poll_count.json").read_text())
     rep = json.loads((H200 / "poll_count_repeat.json").read_text())
     assert rec["provenance"]["gpu_name"] == "NVIDIA H200"
     assert set(rec["results"]) == {k for k, *_ in poll_count.EXPERIMENTS}
     assert all(r["status"] == "ok" for r in rec["results"].values())
     sim = rec["simulated"]["results"]
-    section = _section("## How many polls a warp makes")
+    section = measurements_section("## How many polls a warp makes")
     for key, *_ in poll_count.CURVE:
         g, s, r = rec["results"][key]["summary"], sim[key], rep["results"][key]["summary"]
         row = (f"{g['polls_per_warp_round']:.2f} ({r['polls_per_warp_round']:.2f}) / "
@@ -118,3 +112,22 @@ def test_the_probe_helpers_stamp_one_kernel_and_restore_the_generator():
     assert code.endswith("// stamped\n")
     assert cb.generate is original
     assert not Runner().compile(mb.kernel).endswith("// stamped\n")
+
+
+def test_the_timer_axis_puts_two_sms_clocks_on_one_axis():
+    """Two CTAs whose clocks start 1e9 cycles apart (one near the 32-bit wrap) and run at 2 GHz
+    against a 1 ns timer: stamps taken at the same moment land on the same ns."""
+    from measurements.probe import timer_axis, wrap32
+
+    rounds = 12
+    true_ns = np.arange(rounds) * 500.0 + 1000.0               # round starts, both SMs
+    ts = np.zeros((rounds, 2, 2, 5), np.int64)
+    for c, start in enumerate((5, 2 ** 32 - 400)):             # CTA 1's clock wraps
+        clock = start + 2 * true_ns
+        ts[:, c, :, 0] = wrap32(clock)[:, None]
+        ts[:, c, :, 4] = true_ns[:, None]
+        ts[:, c, :, 1] = wrap32(clock + 2 * 123)[:, None]     # 123 ns after the round start
+    t0, t1 = timer_axis(ts, (0, 1), timer=4)
+    assert np.allclose(t0, true_ns[:, None, None], atol=1e-6)
+    assert np.allclose(t1 - t0, 123, atol=1e-6)
+    assert wrap32(np.int64(5) - np.int64(2 ** 32 - 3)) == 8

@@ -15,20 +15,14 @@ from measurements import csr_trace, lamport_trace
 
 ROOT = Path(__file__).resolve().parents[1]
 H200 = ROOT / "measurements" / "h200"
-README = (ROOT / "measurements" / "README.md").read_text()
 
 
-def _section(title: str) -> str:
-    s = README[README.index(title):]
-    return s[:s.index("\n## ")]
-
-
-def test_the_lamport_regimes_record_and_its_table():
+def test_the_lamport_regimes_record_and_its_table(measurements_section):
     rec = json.loads((H200 / "lamport_trace_layers.json").read_text())
     assert "--layers regimes" in rec["provenance"]["command"]
     assert rec["spec"] == "h200"
     assert set(rec["results"]) == {f"h{h}-b{b}-d{d}" for h, b, d in lamport_trace.REGIME_LAYERS}
-    section = _section("## The Lamport kernel's step on the H200, regime by regime")
+    section = measurements_section("## The Lamport kernel's step on the H200, regime by regime")
     sim = rec["simulated"]["results"]
     gpu_first = []
     for key, r in rec["results"].items():
@@ -54,7 +48,7 @@ def test_the_lamport_regimes_record_and_its_table():
     assert min(gpu_first) >= 0.2
 
 
-def test_the_csr_regimes_record_shows_the_second_wave():
+def test_the_csr_regimes_record_shows_the_second_wave(measurements_section):
     with gzip.open(H200 / "csr_trace_layers.json.gz", "rt") as f:
         rec = json.load(f)
     assert [tuple(x) for x in rec["layers"]] == list(csr_trace.REGIME_LAYERS)
@@ -70,12 +64,12 @@ def test_the_csr_regimes_record_shows_the_second_wave():
     assert 8500 < first_end.min() and first_end.max() < 10400
     assert 8900 < start[late].min() and start[late].max() < 9500   # as first-wave CTAs exit
     assert 14500 < end.max() < 15000
-    section = _section("## A grid larger than the co-resident CTAs runs in waves")
+    section = measurements_section("## A grid larger than the co-resident CTAs runs in waves")
     assert "start at 8.96-9.44 us" in section and "ends at 14.8 us" in section
 
 
-def test_the_h200_pollers_curve_and_its_table():
-    section = _section("## The pollers curve on the H200")
+def test_the_h200_pollers_curve_and_its_table(measurements_section):
+    section = measurements_section("## The pollers curve on the H200")
     names = ("lamport_pollers_curve.json", "lamport_pollers_curve_repeat.json",
              "lamport_pollers_curve_repeat2.json")
     runs = [json.loads((H200 / n).read_text())["results"] for n in names]
