@@ -29,6 +29,13 @@ Each table is launched 9 times (L1 cold at every launch: the launch starts with 
 L1; L2 warm from the launch before). :data:`PLACED`: the 64-, 256- and 1024-line tables again,
 each starting 8-64 lines into a larger buffer (the same gathers, shifted), so their lines fall
 into other L2 contention groups.
+
+``COLD_GATHER_MAPPED=1 ... --out $OUT`` (record ``cold_gather_mapped.json``): the table at a
+known line of the GPU's measured contention-group map instead (``gpusim/specs/<gpu>_l2_groups
+.json``, measured on a 2 MiB-aligned region as here, so the low 21 address bits are physical
+ones): :data:`MAPPED`'s tables at :data:`PLACEMENTS` (:func:`map_places`: where the table's
+busiest group holds the fewest lines, a typical place, the most), and the simulator's table at
+the same line of the same map. Without it the GPU's placement is unknown (``PLACED``).
 """
 
 from __future__ import annotations
@@ -65,6 +72,13 @@ CASES = (tuple((x, 0, False) + _FULL for x in TABLE_LINES)
          + tuple((x, 0, True) + _FULL for x in CHAINED)
          + tuple((x, 0, False, 32 * w, SMS) for x, w in FEW_WARPS)
          + tuple((x, 0, "relaxed", t, n) for x, t, n in RELAXED))
+# the tables at a known line of the measured map (COLD_GATHER_MAPPED): (lines, chain, threads,
+# CTAs), each at the PLACEMENTS of map_places
+MAPPED = ((64, "relaxed") + _FULL, (256, "relaxed") + _FULL, (1024, "relaxed") + _FULL,
+          (64, "relaxed", 128, SMS), (64, False) + _FULL, (256, False) + _FULL,
+          (1024, False) + _FULL)
+PLACEMENTS = ("even", "typical", "uneven")
+MAP_LINES = 16384       # places are chosen in the map's first 2 MiB
 FIELDS = ("c0", "g0", "c1", "g1")
 SEED = 11
 
@@ -74,6 +88,44 @@ def _name(lines: int, pad: int = 0, chain: bool | str = False, threads: int = TH
     few = f"_w{threads * ctas // SMS // 32}" if threads != THREADS else ""
     kind = {False: "", True: "chain_", "relaxed": "rx_"}[chain]
     return f"cold_gather_{kind}{lines}" + (f"_p{pad}" if pad else "") + few
+
+
+def map_places(lines: int, groups) -> dict:
+    """Lines of the map ``groups`` (one group per line) at which a ``lines``-line table starts:
+    ``even`` where its busiest group holds the fewest of its lines, ``uneven`` the most,
+    ``typical`` the median (ties: the lowest line). Starts are whole 512-byte units (4 lines) in
+    the map's first :data:`MAP_LINES` lines."""
+    import numpy as np
+
+    g = np.asarray(groups)
+    starts = np.arange(0, MAP_LINES - lines + 1, 4)
+    busiest = np.array([np.bincount(g[a:a + lines]).max() for a in starts])
+    order = np.argsort(busiest, kind="stable")
+    return {"even": int(starts[order[0]]), "typical": int(starts[order[len(order) // 2]]),
+            "uneven": int(starts[order[-1]]),
+            "busiest": {k: int(busiest[order[i]]) for k, i in
+                        (("even", 0), ("typical", len(order) // 2), ("uneven", -1))}}
+
+
+def _map_name(lines: int, chain, threads: int, ctas: int, place: str) -> str:
+    return _name(lines, 0, chain, threads, ctas).replace("cold_gather_",
+                                                         f"cold_gather_map_{place}_", 1)
+
+
+def sim_pad(lines: int, at: int, chain=False, threads: int = THREADS,
+            ctas: int = CTAS_PER_SM * SMS, map_lines: int = 32768) -> int:
+    """The ``pad`` that puts the simulator's table at line ``at`` of its contention-group map
+    (the engine reads the map at line ``% map_lines``): the table buffer's first line in the
+    simulator's global space, from the kernel's buffers in order, 256-byte aligned."""
+    from gpusim.engine.memory import GLOBAL_ALIGN_WORDS
+
+    kern = cold_gather(lines, ctas=ctas, chain=chain, threads=threads).kernel
+    top = 0
+    for b in kern.buffers:
+        if b.name == "tab":
+            break
+        top += -(-b.size // GLOBAL_ALIGN_WORDS) * GLOBAL_ALIGN_WORDS
+    return (at - top // 32) % map_lines
 
 
 def cold_gather(lines: int, ctas: int = CTAS_PER_SM * SMS, seed: int = SEED, pad: int = 0,
@@ -234,15 +286,88 @@ def measure(out: str, argv: list) -> dict:
     return rec
 
 
+def measure_mapped(out: str, argv: list) -> dict:
+    """:data:`MAPPED` at :data:`PLACEMENTS` of the GPU's map: the table (the kernel's ``tab``
+    buffer, ``pad`` 0) moved to line ``at`` of a 2 MiB-aligned region; record
+    ``cold_gather_mapped.json``."""
+    import numpy as np
+
+    from gpusim.backends.cupy_backend import Runner, _time_launch
+    from gpusim.measurements import spec_name_for_gpu
+    from gpusim.specs import load_group_map, load_spec
+    from kernels_ir.errors import InputError
+    from measurements.campaign import provenance
+    from measurements.probe import ClockSampler, compile_instrumented, save_record
+
+    runner = Runner()
+    cp = runner.cp
+    prov = provenance(argv)
+    spec_name = spec_name_for_gpu(prov["gpu_name"])
+    map_name = load_spec(spec_name).l2_group_map
+    groups = load_group_map(map_name)
+    clocks = ClockSampler()
+    rec = {"format_version": 1, "provenance": prov, "fields": list(FIELDS), "spec": spec_name,
+           "group_map": map_name, "results": {}}
+    page = 2 << 20
+    raw = cp.zeros(MAP_LINES * 128 * 2 + page, dtype=cp.uint8)
+    off = (-raw.data.ptr) % page
+    t0 = time.time()
+    for lines, chain, threads, ctas in MAPPED:
+        places = map_places(lines, groups)
+        for place in PLACEMENTS:
+            at = places[place]
+            key = _map_name(lines, chain, threads, ctas, place)
+            try:
+                mb = cold_gather(lines, ctas=ctas, chain=chain, threads=threads)
+                kern = _with_ts(mb.kernel)
+                comp = compile_instrumented(runner, kern, instrumented_code)
+                inputs = dict(mb.inputs, ts=np.zeros(kern.buffers[-1].size, np.int32))
+                bufs = runner.device_buffers(comp, inputs)
+                tab = raw[off + at * 128:off + (at + lines) * 128].view(cp.float32)
+                tab[:] = bufs["tab"]
+                bufs["tab"] = tab
+                if (tab.data.ptr % page) // 128 != at:
+                    raise InputError(f"{key}: the table is not at line {at}")
+                runs = []
+                for _ in range(9):
+                    s = _time_launch(cp, runner, comp, bufs, lambda bb: None)
+                    got = {n: cp.asnumpy(v) for n, v in bufs.items()}
+                    if not mb.verify_result(got):
+                        raise InputError(f"{key}: wrong result")
+                    runs.append({"launch_s": s, **gpu_summary(got["ts"])})
+                summ = {k: float(np.median([r[k] for r in runs])) for k in runs[0]}
+                rec["results"][key] = {"status": "ok", "lines": lines, "pad": 0, "at": at,
+                                       "place": place, "busiest": places["busiest"][place],
+                                       "chain": chain, "threads": threads, "ctas": ctas,
+                                       "runs": runs, "summary": summ}
+                print(key, at, json.dumps({k: round(v, 1) for k, v in summ.items()}),
+                      flush=True)
+            except Exception as exc:     # record and go on
+                rec["results"][key] = {"status": "error",
+                                       "error": f"{type(exc).__name__}: {exc}"}
+                print(f"{key}: FAILED {type(exc).__name__}: {exc}", flush=True)
+    clocks.stop(prov)
+    rec["timing_s"] = time.time() - t0
+    save_record(os.path.join(out, "cold_gather_mapped.json"), rec)
+    return rec
+
+
 def simulate_table(spec, lines: int, pad: int = 0, chain: bool = False, threads: int = THREADS,
-                   ctas: int = CTAS_PER_SM * SMS) -> dict:
+                   ctas: int = CTAS_PER_SM * SMS, at: int | None = None) -> dict:
     """The simulator's counterpart (L2 warm, L1 cold): per warp its first issue and its
-    store's issue (cycles), their median and 90th percentile, and the launch's cycles."""
+    store's issue (cycles), their median and 90th percentile, and the launch's cycles.
+    ``at``: the table at that line of the spec's contention-group map (``pad`` is then
+    :func:`sim_pad`'s)."""
     import numpy as np
 
     from gpusim.engine import simulate
     from gpusim.engine import timing as tm
+    from gpusim.specs import load_group_map
     from kernels_ir.ir import Op, instructions
+
+    if at is not None:
+        n_map = len(load_group_map(spec.l2_group_map))
+        pad = sim_pad(lines, at, chain, threads, ctas, n_map)
 
     mb = cold_gather(lines, ctas=ctas, pad=pad, chain=chain, threads=threads)
     ins = list(instructions(mb.kernel))
@@ -280,7 +405,8 @@ def simulate_into(path: str) -> None:
             out[key] = simulate_table(spec, int(r["lines"]), int(r.get("pad", 0)),
                                       r.get("chain", False),
                                       int(r.get("threads", THREADS)),
-                                      int(r.get("ctas", CTAS_PER_SM * SMS)))
+                                      int(r.get("ctas", CTAS_PER_SM * SMS)),
+                                      r.get("at"))
             print(key, json.dumps(out[key]), flush=True)
         return out
     add_simulated(path, results, gpu=None)
@@ -288,7 +414,9 @@ def simulate_into(path: str) -> None:
 
 def main(argv: list | None = None) -> int:
     from measurements.probe import probe_main
-    return probe_main(argv, __doc__, "measurements/cold_gather.py", measure, simulate_into)
+    mapped = bool(os.environ.get("COLD_GATHER_MAPPED"))
+    return probe_main(argv, __doc__, "measurements/cold_gather.py",
+                      measure_mapped if mapped else measure, simulate_into)
 
 
 if __name__ == "__main__":

@@ -151,21 +151,33 @@ def pair_scan(hammer, buf, pairs, sink):
     return np.median(cp.asnumpy(span), axis=1) / PAIR_ITERS / 4
 
 
+MAX_GROUPS = 256       # a scan that finds more stops: the threshold does not split the levels
+
+
 def group_map(hammer, buf, sink, lines: int, threshold: float):
     """Every line's contention group: take the lowest line not yet placed, pair it with every
     other line not yet placed, and put with it those whose pair costs more than ``threshold``
-    cycles a load (the pair scan's two levels lie near 300 and 680)."""
+    cycles a load (the pair scan's two levels lie near 300 and 680 on the H100). Raises after
+    :data:`MAX_GROUPS` groups (the threshold then does not separate the GPU's two levels; the
+    first scan's cost percentiles are printed to choose another)."""
     import numpy as np
 
     labels = -np.ones(lines, dtype=np.int64)
     costs = np.zeros(lines)
     g = 0
     while (labels < 0).any():
+        if g >= MAX_GROUPS:
+            raise RuntimeError(f"more than {MAX_GROUPS} groups: threshold {threshold} cycles "
+                               f"does not separate the pair costs")
         left = np.flatnonzero(labels < 0)
         r, rest = int(left[0]), left[1:]
         labels[r] = g
         if len(rest):
             cyc = pair_scan(hammer, buf, [(r, int(x)) for x in rest], sink)
+            if g == 0:
+                pct = np.percentile(cyc, [1, 10, 50, 90, 95, 99]).round(1).tolist()
+                print(f"first scan: cycles a load percentiles 1/10/50/90/95/99 {pct}",
+                      flush=True)
             hit = cyc > threshold
             labels[rest[hit]] = g
             costs[rest] = cyc
@@ -319,6 +331,17 @@ def _region():
     return raw, buf, sink, cp.RawModule(code=SOURCE, options=("-std=c++17",))
 
 
+def _load_map(name: str):
+    """A map file by name beside the specs, or by path (a map just measured, not yet there)."""
+    import json
+
+    from gpusim.specs import load_group_map
+    if os.path.sep in name and os.path.exists(name):
+        with open(name) as f:
+            return json.load(f)["map"]
+    return load_group_map(name)
+
+
 FOLLOW_UPS = {"merge": "l2_slice_merge.json", "split": "l2_slice_split.json",
               "group_pairs": "l2_slice_group_pairs.json", "queues": "l2_slice_queues.json"}
 
@@ -330,13 +353,14 @@ def measure_merge(out: str, argv: list, mode: str = "merge") -> dict:
 
     import numpy as np
 
-    from gpusim.specs import load_group_map
     from measurements.campaign import provenance
     from measurements.probe import ClockSampler
 
     prov = provenance(argv)
     clocks = ClockSampler()
-    groups = np.asarray(load_group_map("h100_l2_groups.json"))
+    map_file = os.environ.get("L2_SLICE_GROUPS", "h100_l2_groups.json")
+    prov["group_map"] = os.path.basename(map_file)
+    groups = np.asarray(_load_map(map_file))
     _raw, buf, sink, mod = _region()
     hammer = mod.get_function("hammer")
     rng = np.random.default_rng(3)
@@ -418,7 +442,7 @@ def measure(out: str, argv: list) -> dict:
            "group_sizes": sizes.tolist(), "check": {"pairs": len(pairs), "wrong": wrong},
            "hammer": hres}
     os.makedirs(out, exist_ok=True)
-    np.savez_compressed(os.path.join(out, "l2_slice_map.npz"), groups=groups.astype(np.int8),
+    np.savez_compressed(os.path.join(out, "l2_slice_map.npz"), groups=groups.astype(np.int16),
                         map_cycles=map_cycles.astype(np.float32), smids=sm_h,
                         check_pairs=np.asarray(pairs, dtype=np.int32),
                         check_cycles=check.astype(np.float32),
@@ -549,17 +573,17 @@ def simulate_queues_into(path: str, gpu: str = "h100") -> dict:
 MAP_FILE = "gpusim/specs/h100_l2_groups.json"
 
 
-def write_map(npz: str, path: str = MAP_FILE) -> dict:
-    """The measured groups as the simulator's map file (``l2_group_map`` of the H100 spec)."""
+def write_map(npz: str, path: str = MAP_FILE, gpu: str = "h100") -> dict:
+    """The measured groups as the simulator's map file (``l2_group_map`` of the ``gpu`` spec)."""
     import json
 
     import numpy as np
 
     groups = np.load(npz)["groups"]
-    doc = {"gpu": "h100", "line_bytes": 128, "lines": int(groups.size),
+    doc = {"gpu": gpu, "line_bytes": 128, "lines": int(groups.size),
            "groups": int(groups.max()) + 1,
-           "source": "measurements/l2_slice_map.py on an H100 (record "
-                     "measurements/h100/l2_slice_map.json): the contention group of every "
+           "source": f"measurements/l2_slice_map.py on an {gpu.upper()} (record "
+                     f"measurements/{gpu}/l2_slice_map.json): the contention group of every "
                      "128-byte line of a 2 MiB-aligned 4 MiB region, from lockstep loads of "
                      "all 132 SMs on line pairs; lines beyond the region repeat it (the GPU's "
                      "second 2 MiB page is not a relabelling of the first: an approximation)",
@@ -580,7 +604,12 @@ def main(argv: list | None = None) -> int:
     ap.add_argument("--simulate-queues", metavar="JSON",
                     help="add the simulator's cycles to a queues record (l2_slice_queues.json)")
     ap.add_argument("--write-map", metavar="NPZ",
-                    help=f"write the groups of a recorded .npz to {MAP_FILE}")
+                    help="write the groups of a recorded .npz to --map-file")
+    ap.add_argument("--map-file", default=MAP_FILE,
+                    help=f"where --write-map writes (default {MAP_FILE})")
+    ap.add_argument("--gpu", default="h100", choices=("h100", "h200"),
+                    help="the GPU measured: the spec --simulate and --simulate-queues use, the "
+                         "label --write-map gives the map")
     a = ap.parse_args(argv)
     mode = ("queues" if os.environ.get("L2_SLICE_QUEUES")
             else "group_pairs" if os.environ.get("L2_SLICE_GROUP_PAIRS")
@@ -591,12 +620,12 @@ def main(argv: list | None = None) -> int:
     elif a.out:
         measure(a.out, sys.argv if argv is None else argv)
     if a.write_map:
-        doc = write_map(a.write_map)
-        print(f"{MAP_FILE}: {doc['lines']} lines in {doc['groups']} groups")
+        doc = write_map(a.write_map, a.map_file, a.gpu)
+        print(f"{a.map_file}: {doc['lines']} lines in {doc['groups']} groups")
     if a.simulate:
-        simulate_into(a.simulate)
+        simulate_into(a.simulate, a.gpu)
     if a.simulate_queues:
-        simulate_queues_into(a.simulate_queues)
+        simulate_queues_into(a.simulate_queues, a.gpu)
     if not (a.out or a.write_map or a.simulate or a.simulate_queues):
         ap.error("give --out DIR (GPU), --write-map NPZ or --simulate JSON")
     return 0
