@@ -28,7 +28,7 @@ def _median(r):
 def test_the_map_file_is_the_recorded_groups():
     table = np.asarray(load_group_map(load_spec("h100").l2_group_map))
     assert np.array_equal(table, NPZ["groups"].astype(np.int64))
-    assert load_spec("h200").l2_group_map == load_spec("h100").l2_group_map
+    assert load_spec("h200").l2_group_map == "h200_l2_groups.json"   # test_l2_groups_h200
     assert load_spec("v100").l2_group_map == "" and load_spec("v100").l2_group_request_cycles == 0
     sizes = np.bincount(table)
     assert len(sizes) == RECORD["groups"] == 40 and sizes.tolist() == RECORD["group_sizes"]
@@ -123,7 +123,7 @@ def test_a_bad_map_name_is_one_clear_error(value):
     doc["params"]["l2_group_map"]["value"] = value
     with pytest.raises(SpecError, match=r"l2_group_map = .*accepted: \"\" or the name of a "
                                         r"\*_l2_groups\.json file in gpusim/specs/ "
-                                        r"\(h100_l2_groups\.json\)"):
+                                        r"\(h100_l2_groups\.json, h200_l2_groups\.json\)"):
         parse_spec(doc, "x.toml")
 
 
