@@ -7,9 +7,9 @@ size. One device call, or the simulator.
 Why: on the H200 draws the simulated CSR kernel is 15-40% slow at batch 2-4 with long rows
 (``h200/csr_trace_layers.json.gz``: its first chunk's gathers of h take 1.1-2.4 times the GPU's,
 its later chunks 1.3-2 times). In the engine those gathers wait at the L2 contention groups
-(``gpusim/specs/h100_l2_groups.json``, ``l2_group_*`` cycles a request): h's lines sit in about
-half of the 40 groups, up to 8 lines in one (the measured map puts pairs of lines in one group),
-and every SM asks for every sector of h at the start of the step, so one group's queue holds
+(``l2_group_*`` cycles a request; the H100's map of 40 groups then, the H200's own 47 since
+``h200/l2_slice_map.json``): h's lines sat in about half of the 40 groups, up to 8 lines in one
+(the measured map puts pairs of lines in one group), and every SM asks for every sector of h at the start of the step, so one group's queue holds
 the step back by up to 3000 cycles. With every line in its own group in turn (a balanced map,
 simulator only) the same layers come out 7-31% fast. This probe takes the gathers alone.
 
