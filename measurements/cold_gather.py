@@ -9,7 +9,8 @@ Why: on the H200 draws the simulated CSR kernel is 15-40% slow at batch 2-4 with
 its later chunks 1.3-2 times). In the engine those gathers wait at the L2 contention groups
 (``l2_group_*`` cycles a request; the H100's map of 40 groups then, the H200's own 47 since
 ``h200/l2_slice_map.json``): h's lines sat in about half of the 40 groups, up to 8 lines in one
-(the measured map puts pairs of lines in one group), and every SM asks for every sector of h at the start of the step, so one group's queue holds
+(the measured map puts pairs of lines in one group), and every SM asks for every sector of h
+at the start of the step, so one group's queue holds
 the step back by up to 3000 cycles. With every line in its own group in turn (a balanced map,
 simulator only) the same layers come out 7-31% fast. This probe takes the gathers alone.
 
