@@ -241,14 +241,39 @@ def gpu_summary(ts) -> dict:
             "start_spread_ns": float(np.percentile(g0, 90) - np.percentile(g0, 10))}
 
 
-def measure(out: str, argv: list) -> dict:
+def _timed_runs(runner, mb, key: str, move=None) -> tuple[list, dict]:
+    """Nine checked launches of ``mb`` with the stamps (L1 cold at each, L2 warm from the one
+    before): every run's launch time and :func:`gpu_summary`, and their medians. ``move(bufs)``
+    changes the device buffers before the first launch (a table placed elsewhere)."""
     import numpy as np
 
-    from gpusim.backends.cupy_backend import Runner, _time_launch
-    from gpusim.measurements import spec_name_for_gpu
+    from gpusim.backends.cupy_backend import _time_launch
     from kernels_ir.errors import InputError
+    from measurements.probe import compile_instrumented
+
+    cp = runner.cp
+    kern = _with_ts(mb.kernel)
+    comp = compile_instrumented(runner, kern, instrumented_code)
+    bufs = runner.device_buffers(comp, dict(mb.inputs,
+                                            ts=np.zeros(kern.buffers[-1].size, np.int32)))
+    if move is not None:
+        move(bufs)
+    runs = []
+    for _ in range(9):
+        s = _time_launch(cp, runner, comp, bufs, lambda bb: None)
+        got = {n: cp.asnumpy(v) for n, v in bufs.items()}
+        if not mb.verify_result(got):
+            raise InputError(f"{key}: wrong result")
+        runs.append({"launch_s": s, **gpu_summary(got["ts"])})
+    return runs, {k: float(np.median([r[k] for r in runs])) for k in runs[0]}
+
+
+def measure(out: str, argv: list) -> dict:
+    """Every case of :data:`CASES` (:func:`_timed_runs`); record ``cold_gather.json``."""
+    from gpusim.backends.cupy_backend import Runner
+    from gpusim.measurements import spec_name_for_gpu
     from measurements.campaign import provenance
-    from measurements.probe import ClockSampler, compile_instrumented, save_record
+    from measurements.probe import ClockSampler, save_record
 
     runner = Runner()
     prov = provenance(argv)
@@ -257,23 +282,11 @@ def measure(out: str, argv: list) -> dict:
     rec = {"format_version": 1, "provenance": prov, "fields": list(FIELDS), "spec": spec_name,
            "results": {}}
     t0 = time.time()
-    cp = runner.cp
     for lines, pad, chain, threads, ctas in CASES:
         key = _name(lines, pad, chain, threads, ctas)
         try:
             mb = cold_gather(lines, ctas=ctas, pad=pad, chain=chain, threads=threads)
-            kern = _with_ts(mb.kernel)
-            comp = compile_instrumented(runner, kern, instrumented_code)
-            inputs = dict(mb.inputs, ts=np.zeros(kern.buffers[-1].size, np.int32))
-            bufs = runner.device_buffers(comp, inputs)
-            runs = []
-            for _ in range(9):
-                s = _time_launch(cp, runner, comp, bufs, lambda bb: None)
-                got = {n: cp.asnumpy(v) for n, v in bufs.items()}
-                if not mb.verify_result(got):
-                    raise InputError(f"{key}: wrong result")
-                runs.append({"launch_s": s, **gpu_summary(got["ts"])})
-            summ = {k: float(np.median([r[k] for r in runs])) for k in runs[0]}
+            runs, summ = _timed_runs(runner, mb, key)
             rec["results"][key] = {"status": "ok", "lines": lines, "pad": pad, "chain": chain,
                                    "threads": threads, "ctas": ctas, "runs": runs,
                                    "summary": summ}
@@ -291,14 +304,13 @@ def measure_mapped(out: str, argv: list) -> dict:
     """:data:`MAPPED` at :data:`PLACEMENTS` of the GPU's map: the table (the kernel's ``tab``
     buffer, ``pad`` 0) moved to line ``at`` of a 2 MiB-aligned region; record
     ``cold_gather_mapped.json``."""
-    import numpy as np
 
-    from gpusim.backends.cupy_backend import Runner, _time_launch
+    from gpusim.backends.cupy_backend import Runner
     from gpusim.measurements import spec_name_for_gpu
     from gpusim.specs import load_group_map, load_spec
     from kernels_ir.errors import InputError
     from measurements.campaign import provenance
-    from measurements.probe import ClockSampler, compile_instrumented, save_record
+    from measurements.probe import ClockSampler, save_record
 
     runner = Runner()
     cp = runner.cp
@@ -320,23 +332,15 @@ def measure_mapped(out: str, argv: list) -> dict:
             key = _map_name(lines, chain, threads, ctas, place)
             try:
                 mb = cold_gather(lines, ctas=ctas, chain=chain, threads=threads)
-                kern = _with_ts(mb.kernel)
-                comp = compile_instrumented(runner, kern, instrumented_code)
-                inputs = dict(mb.inputs, ts=np.zeros(kern.buffers[-1].size, np.int32))
-                bufs = runner.device_buffers(comp, inputs)
-                tab = raw[off + at * 128:off + (at + lines) * 128].view(cp.float32)
-                tab[:] = bufs["tab"]
-                bufs["tab"] = tab
-                if (tab.data.ptr % page) // 128 != at:
-                    raise InputError(f"{key}: the table is not at line {at}")
-                runs = []
-                for _ in range(9):
-                    s = _time_launch(cp, runner, comp, bufs, lambda bb: None)
-                    got = {n: cp.asnumpy(v) for n, v in bufs.items()}
-                    if not mb.verify_result(got):
-                        raise InputError(f"{key}: wrong result")
-                    runs.append({"launch_s": s, **gpu_summary(got["ts"])})
-                summ = {k: float(np.median([r[k] for r in runs])) for k in runs[0]}
+
+                def move(bufs, key=key, at=at, lines=lines):
+                    tab = raw[off + at * 128:off + (at + lines) * 128].view(cp.float32)
+                    tab[:] = bufs["tab"]
+                    bufs["tab"] = tab
+                    if (tab.data.ptr % page) // 128 != at:
+                        raise InputError(f"{key}: the table is not at line {at}")
+
+                runs, summ = _timed_runs(runner, mb, key, move)
                 rec["results"][key] = {"status": "ok", "lines": lines, "pad": 0, "at": at,
                                        "place": place, "busiest": places["busiest"][place],
                                        "chain": chain, "threads": threads, "ctas": ctas,
