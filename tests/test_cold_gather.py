@@ -52,6 +52,9 @@ def test_the_h200_record_and_its_table(measurements_section):
     assert REC["provenance"]["gpu_name"] == "NVIDIA H200"
     want = {cg._name(x, p, c, t, n) for x, p, c, t, n in cg.CASES}
     assert set(REC["results"]) == want and set(earlier) < want
+    # the simulator's column is the model of that day, with the H100's contention-group map
+    # (the H200's own map came later: test_l2_groups_h200 has the gathers at known places)
+    assert REC["simulated"]["group_map"] == "h100_l2_groups.json"
     sim = REC["simulated"]["results"]
     section = measurements_section("## Every SM gathers one small table")
     spans = []
