@@ -33,10 +33,12 @@ into other L2 contention groups.
 
 ``COLD_GATHER_MAPPED=1 ... --out $OUT`` (record ``cold_gather_mapped.json``): the table at a
 known line of the GPU's measured contention-group map instead (``gpusim/specs/<gpu>_l2_groups
-.json``, measured on a 2 MiB-aligned region as here, so the low 21 address bits are physical
-ones): :data:`MAPPED`'s tables at :data:`PLACEMENTS` (:func:`map_places`: where the table's
-busiest group holds the fewest lines, a typical place, the most), and the simulator's table at
-the same line of the same map. Without it the GPU's placement is unknown (``PLACED``).
+.json``, measured on a 2 MiB-aligned region as here: the low 21 address bits are physical ones;
+the map's higher bits matter too, its second 2 MiB not being a relabelling of the first, and
+this region is not pair-checked first, so the GPU's spans ordered as the map orders the places
+are the check): :data:`MAPPED`'s tables at :data:`PLACEMENTS` (:func:`map_places`: where the
+table's busiest group holds the fewest lines, a typical place, the most), and the simulator's
+table at the same line of the same map. Without it the GPU's placement is unknown (``PLACED``).
 """
 
 from __future__ import annotations
@@ -93,9 +95,10 @@ def _name(lines: int, pad: int = 0, chain: bool | str = False, threads: int = TH
 
 def map_places(lines: int, groups) -> dict:
     """Lines of the map ``groups`` (one group per line) at which a ``lines``-line table starts:
-    ``even`` where its busiest group holds the fewest of its lines, ``uneven`` the most,
-    ``typical`` the median (ties: the lowest line). Starts are whole 512-byte units (4 lines) in
-    the map's first :data:`MAP_LINES` lines."""
+    ``even`` where its busiest group holds the fewest of its lines (the lowest such start),
+    ``uneven`` the most (the highest such start), ``typical`` the median of the starts sorted by
+    that count (stable). Starts are whole 512-byte units (4 lines) in the map's first
+    :data:`MAP_LINES` lines."""
     import numpy as np
 
     g = np.asarray(groups)
@@ -401,8 +404,10 @@ def simulate_table(spec, lines: int, pad: int = 0, chain: bool = False, threads:
 
 
 def simulate_into(path: str) -> None:
-    """Add the simulator's values (:func:`simulate_table`) to the record at ``path``."""
-    from measurements.probe import add_simulated
+    """Add the simulator's values (:func:`simulate_table`) to the record at ``path``, with the
+    contention-group map the simulator used."""
+    from gpusim.specs import load_spec
+    from measurements.probe import add_simulated, read_record
 
     def results(spec, rec):
         out = {}
@@ -414,7 +419,8 @@ def simulate_into(path: str) -> None:
                                       r.get("at"))
             print(key, json.dumps(out[key]), flush=True)
         return out
-    add_simulated(path, results, gpu=None)
+    add_simulated(path, results, gpu=None,
+                  group_map=load_spec(read_record(path)["spec"]).l2_group_map)
 
 
 def main(argv: list | None = None) -> int:

@@ -212,6 +212,9 @@ def merge_runs(hammer, buf, sink, groups, mode: str = "merge"):
     if mode == "queues":
         return queue_runs(hammer, buf, sink, by, rng)
     if mode == "split":
+        if len(by[0]) < 32 * 24:
+            raise RuntimeError(f"split mode needs {32 * 24} lines of one group; the map's group "
+                               f"0 has {len(by[0])}")
         many = [int(x) for x in rng.choice(by[0], 32 * 24, replace=False)]
         cases = {f"one_split{m}_w4": (many[:32 * m], 4, m) for m in (1, 2, 4, 8, 16, 24)}
         cases.update({f"one_split{m}_w1": (many[:32 * m], 1, m) for m in (1, 4, 24)})
@@ -358,7 +361,13 @@ def measure_merge(out: str, argv: list, mode: str = "merge") -> dict:
 
     prov = provenance(argv)
     clocks = ClockSampler()
-    map_file = os.environ.get("L2_SLICE_GROUPS", "h100_l2_groups.json")
+    from gpusim.measurements import spec_name_for_gpu
+    from gpusim.specs import load_spec
+
+    # the map to check and use: L2_SLICE_GROUPS (a name beside the specs or a path), by default
+    # the one the measured GPU's spec names
+    map_file = os.environ.get("L2_SLICE_GROUPS") or load_spec(
+        spec_name_for_gpu(prov["gpu_name"])).l2_group_map
     prov["group_map"] = os.path.basename(map_file)
     groups = np.asarray(_load_map(map_file))
     _raw, buf, sink, mod = _region()
@@ -605,8 +614,8 @@ def main(argv: list | None = None) -> int:
                     help="add the simulator's cycles to a queues record (l2_slice_queues.json)")
     ap.add_argument("--write-map", metavar="NPZ",
                     help="write the groups of a recorded .npz to --map-file")
-    ap.add_argument("--map-file", default=MAP_FILE,
-                    help=f"where --write-map writes (default {MAP_FILE})")
+    ap.add_argument("--map-file",
+                    help="where --write-map writes (default gpusim/specs/<gpu>_l2_groups.json)")
     ap.add_argument("--gpu", default="h100", choices=("h100", "h200"),
                     help="the GPU measured: the spec --simulate and --simulate-queues use, the "
                          "label --write-map gives the map")
@@ -620,8 +629,9 @@ def main(argv: list | None = None) -> int:
     elif a.out:
         measure(a.out, sys.argv if argv is None else argv)
     if a.write_map:
-        doc = write_map(a.write_map, a.map_file, a.gpu)
-        print(f"{a.map_file}: {doc['lines']} lines in {doc['groups']} groups")
+        path = a.map_file or f"gpusim/specs/{a.gpu}_l2_groups.json"
+        doc = write_map(a.write_map, path, a.gpu)
+        print(f"{path}: {doc['lines']} lines in {doc['groups']} groups")
     if a.simulate:
         simulate_into(a.simulate, a.gpu)
     if a.simulate_queues:

@@ -72,21 +72,19 @@ def test_the_h200_cost_follows_the_busiest_group():
 
 
 def test_the_h200_queues_agree_with_the_spec_rule():
-    """The queues runs (every group 512-2048 requests a round, a warp load over q groups, 8 SMs
-    a line at q = 1 and 128 at q = 16) against group_request_cost of the H200's spec: within
-    5% (the rule's values were measured on the H100)."""
+    """The queues runs (every group 512-2048 requests a round, a warp load over q groups, 8q
+    SMs a line) against group_request_cost of the H200's spec (its values measured on the
+    H100): within 5% at q = 1, 8 and 16; at q = 2 and 4 the H200 is 4-8% dearer than the rule
+    (the H100's own runs 3-6%), so the rule's log-linear span is a little low there."""
     spec = load_spec("h200")
-    runs = QUEUES["runs"]
     checked = 0
-    for name, r in runs.items():
+    for name, r in QUEUES["runs"].items():
         q = r["q"]
-        if q not in (1, 16):
-            continue
         per_req = statistics.median(r["cycles_per_load_per_sm"]) / r["requests_per_group"]
         want = float(group_request_cost(spec, 8 * q, q))
-        assert per_req == pytest.approx(want, rel=0.05), name
+        assert per_req == pytest.approx(want, rel=0.05 if q in (1, 8, 16) else 0.08), name
         checked += 1
-    assert checked >= 8
+    assert checked == len(QUEUES["runs"]) >= 14
 
 
 def test_the_simulated_hammer_follows_the_h200_within_its_band():
@@ -120,6 +118,8 @@ def test_mapped_gathers_follow_the_busiest_group_on_the_gpu():
         places = map_places(lines, groups)
         spans = [by[p][0]["summary"]["span_ns"] for p in PLACEMENTS]
         assert spans == sorted(spans) and spans[-1] > 1.1 * spans[0], lines
+        simulated = [by[p][1]["cycles"] for p in PLACEMENTS]     # the simulator's too
+        assert simulated == sorted(simulated), lines
         for p in PLACEMENTS:
             assert by[p][0]["at"] == places[p] and by[p][0]["busiest"] == places["busiest"][p]
     rx64 = fam[(64, "relaxed", 256)]
@@ -130,7 +130,7 @@ def test_mapped_gathers_span_agrees_with_the_simulator():
     """At the same place of the same map the simulator's launch is within -20% to +20% of the
     GPU's span (relaxed gathers +3% to +19%), while its median warp is up to 46% long: the
     GPU's warps finish spread out (its p90 / median is 1.1-1.4), the simulator's closer
-    together (1.04-1.13)."""
+    together (1.05-1.13 where relaxed)."""
     clock = load_spec("h200").clock_hz
     for (_lines, chain, _t), by in _mapped().items():
         for r, s in by.values():
@@ -142,6 +142,27 @@ def test_mapped_gathers_span_agrees_with_the_simulator():
                 assert g["warp_cycles_p90"] > 1.1 * g["warp_cycles_median"]
                 assert (s["warp_cycles_p90"] / s["warp_cycles_median"]
                         < g["warp_cycles_p90"] / g["warp_cycles_median"])
+
+
+@pytest.mark.parametrize("case", [(64, "relaxed", 256, 264), (64, "relaxed", 128, 132),
+                                  (1024, False, 256, 264)])
+@pytest.mark.parametrize("at", [0, 5, 100, 16380, 32767])
+def test_sim_pad_puts_the_table_at_the_map_line(case, at):
+    """The simulator lays the kernel's global buffers out in order, each rounded up to 256
+    bytes, and reads the map at line % its size: the table (``tab`` plus ``pad`` lines) starts
+    at map line ``at``."""
+    from gpusim.engine.memory import GLOBAL_ALIGN_WORDS
+    from measurements.cold_gather import cold_gather, sim_pad
+
+    lines, chain, threads, ctas = case
+    pad = sim_pad(lines, at, chain, threads, ctas, 32768)
+    kern = cold_gather(lines, ctas=ctas, chain=chain, threads=threads, pad=pad).kernel
+    top = 0
+    for b in kern.buffers:
+        if b.name == "tab":
+            break
+        top += -(-b.size // GLOBAL_ALIGN_WORDS) * GLOBAL_ALIGN_WORDS
+    assert top % 32 == 0 and (top // 32 + pad) % 32768 == at
 
 
 @pytest.mark.slow
