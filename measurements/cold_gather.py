@@ -119,17 +119,12 @@ def _map_name(lines: int, chain, threads: int, ctas: int, place: str) -> str:
 def sim_pad(lines: int, at: int, chain=False, threads: int = THREADS,
             ctas: int = CTAS_PER_SM * SMS, map_lines: int = 32768) -> int:
     """The ``pad`` that puts the simulator's table at line ``at`` of its contention-group map
-    (the engine reads the map at line ``% map_lines``): the table buffer's first line in the
-    simulator's global space, from the kernel's buffers in order, 256-byte aligned."""
-    from gpusim.engine.memory import GLOBAL_ALIGN_WORDS
+    (the engine reads the map at line ``% map_lines``), from the table buffer's first word in
+    the engine's own global space (256-byte aligned, so a whole line)."""
+    from gpusim.engine.memory import global_space
 
-    kern = cold_gather(lines, ctas=ctas, chain=chain, threads=threads).kernel
-    top = 0
-    for b in kern.buffers:
-        if b.name == "tab":
-            break
-        top += -(-b.size // GLOBAL_ALIGN_WORDS) * GLOBAL_ALIGN_WORDS
-    return (at - top // 32) % map_lines
+    mb = cold_gather(lines, ctas=ctas, chain=chain, threads=threads)
+    return (at - global_space(mb.kernel, mb.inputs).bases["tab"] // 32) % map_lines
 
 
 def cold_gather(lines: int, ctas: int = CTAS_PER_SM * SMS, seed: int = SEED, pad: int = 0,
@@ -271,8 +266,11 @@ def _timed_runs(runner, mb, key: str, move=None) -> tuple[list, dict]:
     return runs, {k: float(np.median([r[k] for r in runs])) for k in runs[0]}
 
 
-def measure(out: str, argv: list) -> dict:
-    """Every case of :data:`CASES` (:func:`_timed_runs`); record ``cold_gather.json``."""
+def _record(out: str, argv: list, filename: str, cases) -> dict:
+    """Time every case that ``cases(runner, rec)`` yields as ``(key, fields, build)``
+    (``build()`` gives the checked Microbench and a ``move`` for :func:`_timed_runs`, or None);
+    a case that fails is recorded with its error and the others go on. Writes
+    ``out/filename``."""
     from gpusim.backends.cupy_backend import Runner
     from gpusim.measurements import spec_name_for_gpu
     from measurements.campaign import provenance
@@ -280,61 +278,56 @@ def measure(out: str, argv: list) -> dict:
 
     runner = Runner()
     prov = provenance(argv)
-    spec_name = spec_name_for_gpu(prov["gpu_name"])
     clocks = ClockSampler()
-    rec = {"format_version": 1, "provenance": prov, "fields": list(FIELDS), "spec": spec_name,
-           "results": {}}
+    rec = {"format_version": 1, "provenance": prov, "fields": list(FIELDS),
+           "spec": spec_name_for_gpu(prov["gpu_name"]), "results": {}}
     t0 = time.time()
-    for lines, pad, chain, threads, ctas in CASES:
-        key = _name(lines, pad, chain, threads, ctas)
+    for key, fields, build in cases(runner, rec):
         try:
-            mb = cold_gather(lines, ctas=ctas, pad=pad, chain=chain, threads=threads)
-            runs, summ = _timed_runs(runner, mb, key)
-            rec["results"][key] = {"status": "ok", "lines": lines, "pad": pad, "chain": chain,
-                                   "threads": threads, "ctas": ctas, "runs": runs,
-                                   "summary": summ}
+            mb, move = build()
+            runs, summ = _timed_runs(runner, mb, key, move)
+            rec["results"][key] = {"status": "ok", **fields, "runs": runs, "summary": summ}
             print(key, json.dumps({k: round(v, 1) for k, v in summ.items()}), flush=True)
         except Exception as exc:     # record and go on
             rec["results"][key] = {"status": "error", "error": f"{type(exc).__name__}: {exc}"}
             print(f"{key}: FAILED {type(exc).__name__}: {exc}", flush=True)
     clocks.stop(prov)
     rec["timing_s"] = time.time() - t0
-    save_record(os.path.join(out, "cold_gather.json"), rec)
+    save_record(os.path.join(out, filename), rec)
     return rec
+
+
+def measure(out: str, argv: list) -> dict:
+    """Every case of :data:`CASES`; record ``cold_gather.json``."""
+    def cases(runner, rec):
+        for lines, pad, chain, threads, ctas in CASES:
+            yield (_name(lines, pad, chain, threads, ctas),
+                   {"lines": lines, "pad": pad, "chain": chain, "threads": threads,
+                    "ctas": ctas},
+                   lambda a=(lines, pad, chain, threads, ctas): (
+                       cold_gather(a[0], ctas=a[4], pad=a[1], chain=a[2], threads=a[3]), None))
+    return _record(out, argv, "cold_gather.json", cases)
 
 
 def measure_mapped(out: str, argv: list) -> dict:
     """:data:`MAPPED` at :data:`PLACEMENTS` of the GPU's map: the table (the kernel's ``tab``
     buffer, ``pad`` 0) moved to line ``at`` of a 2 MiB-aligned region; record
     ``cold_gather_mapped.json``."""
-
-    from gpusim.backends.cupy_backend import Runner
-    from gpusim.measurements import spec_name_for_gpu
     from gpusim.specs import load_group_map, load_spec
     from kernels_ir.errors import InputError
-    from measurements.campaign import provenance
-    from measurements.probe import ClockSampler, save_record
 
-    runner = Runner()
-    cp = runner.cp
-    prov = provenance(argv)
-    spec_name = spec_name_for_gpu(prov["gpu_name"])
-    map_name = load_spec(spec_name).l2_group_map
-    groups = load_group_map(map_name)
-    clocks = ClockSampler()
-    rec = {"format_version": 1, "provenance": prov, "fields": list(FIELDS), "spec": spec_name,
-           "group_map": map_name, "results": {}}
     page = 2 << 20
-    raw = cp.zeros(MAP_LINES * 128 * 2 + page, dtype=cp.uint8)
-    off = (-raw.data.ptr) % page
-    t0 = time.time()
-    for lines, chain, threads, ctas in MAPPED:
-        places = map_places(lines, groups)
-        for place in PLACEMENTS:
-            at = places[place]
-            key = _map_name(lines, chain, threads, ctas, place)
-            try:
-                mb = cold_gather(lines, ctas=ctas, chain=chain, threads=threads)
+
+    def cases(runner, rec):
+        cp = runner.cp
+        rec["group_map"] = load_spec(rec["spec"]).l2_group_map
+        groups = load_group_map(rec["group_map"])
+        raw = cp.zeros(MAP_LINES * 128 * 2 + page, dtype=cp.uint8)
+        off = (-raw.data.ptr) % page
+        for lines, chain, threads, ctas in MAPPED:
+            places = map_places(lines, groups)
+            for place in PLACEMENTS:
+                at, key = places[place], _map_name(lines, chain, threads, ctas, place)
 
                 def move(bufs, key=key, at=at, lines=lines):
                     tab = raw[off + at * 128:off + (at + lines) * 128].view(cp.float32)
@@ -343,21 +336,12 @@ def measure_mapped(out: str, argv: list) -> dict:
                     if (tab.data.ptr % page) // 128 != at:
                         raise InputError(f"{key}: the table is not at line {at}")
 
-                runs, summ = _timed_runs(runner, mb, key, move)
-                rec["results"][key] = {"status": "ok", "lines": lines, "pad": 0, "at": at,
-                                       "place": place, "busiest": places["busiest"][place],
-                                       "chain": chain, "threads": threads, "ctas": ctas,
-                                       "runs": runs, "summary": summ}
-                print(key, at, json.dumps({k: round(v, 1) for k, v in summ.items()}),
-                      flush=True)
-            except Exception as exc:     # record and go on
-                rec["results"][key] = {"status": "error",
-                                       "error": f"{type(exc).__name__}: {exc}"}
-                print(f"{key}: FAILED {type(exc).__name__}: {exc}", flush=True)
-    clocks.stop(prov)
-    rec["timing_s"] = time.time() - t0
-    save_record(os.path.join(out, "cold_gather_mapped.json"), rec)
-    return rec
+                yield (key, {"lines": lines, "pad": 0, "at": at, "place": place,
+                             "busiest": places["busiest"][place], "chain": chain,
+                             "threads": threads, "ctas": ctas},
+                       lambda a=(lines, chain, threads, ctas), m=move: (
+                           cold_gather(a[0], ctas=a[3], chain=a[1], threads=a[2]), m))
+    return _record(out, argv, "cold_gather_mapped.json", cases)
 
 
 def simulate_table(spec, lines: int, pad: int = 0, chain: bool = False, threads: int = THREADS,

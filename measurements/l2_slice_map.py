@@ -356,14 +356,13 @@ def measure_merge(out: str, argv: list, mode: str = "merge") -> dict:
 
     import numpy as np
 
+    from gpusim.measurements import spec_name_for_gpu
+    from gpusim.specs import load_spec
     from measurements.campaign import provenance
     from measurements.probe import ClockSampler
 
     prov = provenance(argv)
     clocks = ClockSampler()
-    from gpusim.measurements import spec_name_for_gpu
-    from gpusim.specs import load_spec
-
     # the map to check and use: L2_SLICE_GROUPS (a name beside the specs or a path), by default
     # the one the measured GPU's spec names
     map_file = os.environ.get("L2_SLICE_GROUPS") or load_spec(
@@ -579,11 +578,14 @@ def simulate_queues_into(path: str, gpu: str = "h100") -> dict:
     return rec
 
 
-MAP_FILE = "gpusim/specs/h100_l2_groups.json"
+def map_path(gpu: str) -> str:
+    """Where the simulator's map of ``gpu`` lives (the spec's ``l2_group_map``)."""
+    return f"gpusim/specs/{gpu}_l2_groups.json"
 
 
-def write_map(npz: str, path: str = MAP_FILE, gpu: str = "h100") -> dict:
-    """The measured groups as the simulator's map file (``l2_group_map`` of the ``gpu`` spec)."""
+def write_map(npz: str, path: str | None = None, gpu: str = "h100") -> dict:
+    """The measured groups as the simulator's map file (``l2_group_map`` of the ``gpu`` spec),
+    at ``path`` (default ``gpusim/specs/<gpu>_l2_groups.json``)."""
     import json
 
     import numpy as np
@@ -597,7 +599,7 @@ def write_map(npz: str, path: str = MAP_FILE, gpu: str = "h100") -> dict:
                      "all 132 SMs on line pairs; lines beyond the region repeat it (the GPU's "
                      "second 2 MiB page is not a relabelling of the first: an approximation)",
            "map": [int(g) for g in groups]}
-    with open(path, "w") as f:
+    with open(path or map_path(gpu), "w") as f:
         json.dump(doc, f, separators=(",", ":"))
         f.write("\n")
     return doc
@@ -629,7 +631,7 @@ def main(argv: list | None = None) -> int:
     elif a.out:
         measure(a.out, sys.argv if argv is None else argv)
     if a.write_map:
-        path = a.map_file or f"gpusim/specs/{a.gpu}_l2_groups.json"
+        path = a.map_file or map_path(a.gpu)
         doc = write_map(a.write_map, path, a.gpu)
         print(f"{path}: {doc['lines']} lines in {doc['groups']} groups")
     if a.simulate:

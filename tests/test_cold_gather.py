@@ -92,3 +92,19 @@ def test_the_h200_record_and_its_table(measurements_section):
         got = [REC["results"][k]["summary"]["warp_cycles_median"] for k in want
                if k == f"cold_gather_{n}" or k.startswith(f"cold_gather_{n}_p")]
         assert max(got) / min(got) > 1.2, n
+
+
+def test_measure_builds_every_case_once_with_its_own_sizes(monkeypatch):
+    """``measure`` hands :func:`_record` one case per entry of CASES, each building the
+    Microbench of its own sizes (no late-bound loop variable), without a table move."""
+    seen = {}
+    monkeypatch.setattr(cg, "_record", lambda out, argv, name, cases: seen.update(
+        name=name, cases=list(cases(None, {}))))
+    cg.measure("unused", [])
+    assert seen["name"] == "cold_gather.json"
+    keys = [k for k, _f, _b in seen["cases"]]
+    assert keys == [cg._name(*c) for c in cg.CASES]
+    for key, fields, build in seen["cases"][::7]:
+        mb, move = build()
+        assert move is None and mb.name == key and mb.kernel.block == fields["threads"]
+        assert mb.params["lines"] == fields["lines"] and mb.params["pad"] == fields["pad"]

@@ -148,21 +148,21 @@ def test_mapped_gathers_span_agrees_with_the_simulator():
                                   (1024, False, 256, 264)])
 @pytest.mark.parametrize("at", [0, 5, 100, 16380, 32767])
 def test_sim_pad_puts_the_table_at_the_map_line(case, at):
-    """The simulator lays the kernel's global buffers out in order, each rounded up to 256
-    bytes, and reads the map at line % its size: the table (``tab`` plus ``pad`` lines) starts
-    at map line ``at``."""
-    from gpusim.engine.memory import GLOBAL_ALIGN_WORDS
+    """In the engine's global space of the padded kernel (the layout the simulator runs on),
+    the table (``tab`` plus ``pad`` lines) starts at map line ``at`` (the map is read at line %
+    its size)."""
+    from gpusim.engine.memory import global_space
     from measurements.cold_gather import cold_gather, sim_pad
 
     lines, chain, threads, ctas = case
     pad = sim_pad(lines, at, chain, threads, ctas, 32768)
-    kern = cold_gather(lines, ctas=ctas, chain=chain, threads=threads, pad=pad).kernel
-    top = 0
-    for b in kern.buffers:
-        if b.name == "tab":
-            break
-        top += -(-b.size // GLOBAL_ALIGN_WORDS) * GLOBAL_ALIGN_WORDS
-    assert top % 32 == 0 and (top // 32 + pad) % 32768 == at
+    mb = cold_gather(lines, ctas=ctas, chain=chain, threads=threads, pad=pad)
+    space = global_space(mb.kernel, mb.inputs)
+    first = space.bases["tab"] + pad * 32
+    assert first % 32 == 0 and (first // 32) % 32768 == at
+    # the gathers read the table's lines only: every index lands in lines at .. at + lines - 1
+    idx = np.asarray(mb.inputs["idx"]) + space.bases["tab"]
+    assert ((idx // 32 - first // 32) % 32768 < lines).all()
 
 
 @pytest.mark.slow
