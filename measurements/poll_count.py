@@ -28,7 +28,10 @@ Summaries over rounds 8 to the last but two, the warps that poll (ns): polls a w
 (mean, and the share of warp-rounds with 1, 2, 3, 4+ polls), a poll loop's length ``t1 - t0``
 (median, and that of the warp-rounds that polled once: a poll's own round trip), the round
 (``t0`` to the next ``t0``), and the detection: a warp's ``t1`` of round ``r + 1`` after the
-last writer's ``t3`` of round ``r`` (percentiles). The simulator gives the same from its issue
+last writer's ``t3`` of round ``r`` (percentiles), and the first poll against the store lag
+(:func:`first_poll_by_lag`: the share of first polls that see every word, by how long after the
+poll loop began the last of its words was stored; record ``poll_count_lag.json``, with
+``POLL_COUNT_RAW=1`` the stamps are also written). The simulator gives the same from its issue
 cycles (``t0``: the first instruction of the round; ``t1``: the barrier's issue; ``t3``: the last
 store of a writer warp; polls: 1 + the replays of the first poll load).
 """
@@ -136,6 +139,58 @@ def stamp_ring(runner, key: str) -> dict:
     return out
 
 
+LAG_EDGES_NS = (-400, -200, -100, -50, 0, 50, 100, 150, 200, 300, 400)
+
+
+def chunk_writers(key: str):
+    """Per warp of a polling CTA (8 warps): the flat indices (CTA x 8 + warp) of the writer warps
+    whose stores it polls, from the ring's chunk deal (``lamport_ring.ring``, ``exact`` order,
+    ``warps`` writes: lane ``j`` of warp ``w`` polls chunks ``32 w + j + 256 i`` below ``8 k``;
+    chunk ``c`` is written by warp ``c mod 8`` of CTA ``(132 / k) (c div 8)``)."""
+    from measurements.lamport_ring import CTAS, THREADS
+    k = next(k for name, k, *_ in EXPERIMENTS if name == key)
+    stride, chunks = CTAS // k, 8 * k
+    out = []
+    for w in range(THREADS // 32):
+        cs = [c for lane in range(32) for c in range(32 * w + lane, chunks, THREADS)]
+        out.append(sorted({stride * (c // 8) * 8 + c % 8 for c in cs}))
+    return out
+
+
+def first_poll_by_lag(t0, polls, t3, polling, writers, key: str) -> dict:
+    """A warp's first poll of round ``r + 1`` against the store lag ``d``: the last store it
+    polls (its writer warps' ``t3`` of round ``r``) minus its own ``t0`` of round ``r + 1`` (ns,
+    one time axis; ``d > 0``: the store was issued after the poll loop began). Per bin of
+    :data:`LAG_EDGES_NS` (and below and above), for the CTAs that only poll and for the writer
+    CTAs: warp-rounds and the share whose first poll saw every word (``polls == 1``). The rings
+    with more than one poll loop a round (132 lines) are left out (None)."""
+    import numpy as np
+
+    from measurements.lamport_ring import THREADS
+    k = next(k for name, k, *_ in EXPERIMENTS if name == key)
+    if 8 * k > 4 * THREADS:
+        return None
+    ctas, nw = t0.shape[1], t0.shape[2]
+    flat3 = np.where(writers[None], t3, -np.inf).reshape(t3.shape[0], ctas * nw)
+    last = np.stack([flat3[:, idx].max(axis=1) for idx in chunk_writers(key)], axis=1)
+    d = last[:-1, None, :] - t0[1:]                   # rounds - 1, CTAs, warps
+    ok = polls[1:] == 1
+    only = polling & ~writers.any(axis=1, keepdims=True)
+    edges = (-np.inf, *LAG_EDGES_NS, np.inf)
+    out = {"edges_ns": list(LAG_EDGES_NS)}
+    for name, mask in (("poll_only", only), ("writer_ctas", polling & ~only)):
+        dd, oo = d[:, mask], ok[:, mask]
+        fin = np.isfinite(dd)
+        dd, oo = dd[fin], oo[fin]
+        bins = [(dd >= a) & (dd < b) for a, b in zip(edges[:-1], edges[1:], strict=True)]
+        n = [int(m.sum()) for m in bins]
+        s = [float(oo[m].mean()) if m.any() else None for m in bins]
+        out[name] = {"warp_rounds": n, "first_poll_share": s,
+                     "lag_percentiles_ns": np.percentile(dd, [10, 50, 90]).tolist()
+                     if dd.size else None}
+    return out
+
+
 def summary(t0, t1, polls, t3, polling, writers) -> dict:
     """The module docstring's summaries from per-round arrays (rounds, CTAs, warps) on one time
     axis in ns; ``polling``: mask (CTAs, warps) of the warps that poll, ``writers``: of the
@@ -163,14 +218,18 @@ def summary(t0, t1, polls, t3, polling, writers) -> dict:
     return out
 
 
-def gpu_summary(ts, polling, writers) -> dict:
+def gpu_summary(ts, polling, writers, key: str | None = None) -> dict:
     """:func:`summary` of the GPU's stamps (rounds, CTAs, warps, fields) over rounds 8 to the
-    last but two, placed on one time axis (:func:`measurements.probe.timer_axis`)."""
+    last but two, placed on one time axis (:func:`measurements.probe.timer_axis`); with the
+    ring's ``key`` also :func:`first_poll_by_lag`."""
     from measurements.probe import timer_axis
 
     t = ts[8:-2]
     t0, t1, t3 = timer_axis(t, (0, 1, 3), timer=4)
-    return summary(t0, t1, t[..., 2], t3, polling, writers)
+    out = summary(t0, t1, t[..., 2], t3, polling, writers)
+    if key is not None:
+        out["first_poll_by_lag"] = first_poll_by_lag(t0, t[..., 2], t3, polling, writers, key)
+    return out
 
 
 def simulate_ring(spec, key: str, rounds: int = SIM_ROUNDS) -> dict:
@@ -229,8 +288,10 @@ def simulate_ring(spec, key: str, rounds: int = SIM_ROUNDS) -> dict:
         return x[keep].reshape(-1, *cw)
     first = np.nanmin(t0[keep], axis=1)            # the round's first poll issue, any warp
     t0s = np.where(np.isnan(t0[keep]), first[:, None], t0[keep])
-    out = summary(t0s.reshape(-1, *cw) * ns, grid(t1) * ns, grid(n), grid(t3) * ns,
-                  polling.reshape(cw), writers.reshape(cw))
+    args = (t0s.reshape(-1, *cw) * ns, grid(t1) * ns, grid(n), grid(t3) * ns,
+            polling.reshape(cw), writers.reshape(cw))
+    out = summary(*args)
+    out["first_poll_by_lag"] = first_poll_by_lag(args[0], args[2], args[3], *args[4:], key)
     return {"summary": out, "polling": polling.reshape(cw).tolist(),
             "writers": writers.reshape(cw).tolist()}
 
@@ -256,7 +317,10 @@ def measure(out: str, argv: list) -> dict:
             roles = simulate_ring(spec, key, rounds=6)      # who polls and who writes
             polling, writers = (np.array(roles[k]) for k in ("polling", "writers"))
             r = stamp_ring(runner, key)
-            summ = gpu_summary(r.pop("ts"), polling, writers)
+            ts = r.pop("ts")
+            summ = gpu_summary(ts, polling, writers, key)
+            if os.environ.get("POLL_COUNT_RAW"):     # the stamps, for a later look
+                np.savez_compressed(os.path.join(out, f"poll_count_raw_{key}.npz"), ts=ts)
             rec["results"][key] = {"status": "ok", **r, "summary": summ}
             print(key, json.dumps(summ, default=lambda x: round(x, 2)),
                   f"plain {np.median(r['plain']['launch_s']) * 1e6:.1f} us, stamped "
@@ -270,9 +334,20 @@ def measure(out: str, argv: list) -> dict:
     return rec
 
 
+# ``POLL_COUNT_WHATIF=1 ... --simulate FILE``: the rings again with a store seen by a poll as
+# soon as it reaches L2 (no pollers' delay, no visibility delay), the rule the lag curves of
+# ``poll_count_lag.json`` point to; written to the record's ``simulated_seen_on_arrival``
+WHATIF = {"l2_poll_sharer_cycles": 0.0, "l2_store_visibility_cycles": 0}
+WHATIF_SECTION = "simulated_seen_on_arrival"
+
+
 def simulate_into(path: str) -> None:
-    """Add the simulator's summaries (:func:`simulate_ring`) to the record at ``path``."""
-    from measurements.probe import add_simulated
+    """Add the simulator's summaries (:func:`simulate_ring`) to the record at ``path`` (with
+    ``POLL_COUNT_WHATIF=1``: under :data:`WHATIF`, in the section :data:`WHATIF_SECTION`)."""
+    import dataclasses
+
+    from gpusim.specs import load_spec
+    from measurements.probe import add_simulated, save_record
 
     def results(spec, rec):
         out = {}
@@ -280,7 +355,15 @@ def simulate_into(path: str) -> None:
             out[key] = simulate_ring(spec, key)["summary"]
             print(key, json.dumps(out[key], default=lambda x: round(x, 2)), flush=True)
         return out
-    add_simulated(path, results, gpu=None, rounds=SIM_ROUNDS)
+    if not os.environ.get("POLL_COUNT_WHATIF"):
+        add_simulated(path, results, gpu=None, rounds=SIM_ROUNDS)
+        return
+    with open(path) as f:
+        rec = json.load(f)
+    spec = dataclasses.replace(load_spec(rec["spec"]), **WHATIF)
+    rec[WHATIF_SECTION] = {"spec": rec["spec"], "overrides": WHATIF, "rounds": SIM_ROUNDS,
+                           "results": results(spec, rec)}
+    save_record(path, rec)
 
 
 def main(argv: list | None = None) -> int:
