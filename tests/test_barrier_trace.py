@@ -1,0 +1,121 @@
+"""``measurements/barrier_trace.py``: the stamps it puts into the barrier kernel's CUDA, its
+``no_tanh`` form, its summaries, and the H200 record (``measurements/h200/barrier_trace.json``)
+with the README's table and claims."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from measurements import barrier_trace as bt
+
+ROOT = Path(__file__).resolve().parents[1]
+H200 = ROOT / "measurements" / "h200"
+
+
+def _code(h=320, b=4, d=0.068, variant="full"):
+    from gpusim.backends.cupy_backend import generate
+    from gpusim.specs import load_spec
+    prog = bt.build(h, b, d, bt.STEPS, load_spec("h200"), variant)
+    return generate(bt._with_ts(prog.kernel, bt.STEPS)).code
+
+
+@pytest.mark.parametrize("h,b", [(320, 4), (1112, 2), (512, 8)])
+def test_the_stamps_sit_around_the_three_barriers(h, b):
+    code = bt.instrumented_code(_code(h, b), bt.STEPS)
+    lines = [x.strip() for x in code.splitlines()]
+    syncs = [i for i, x in enumerate(lines) if x == "__syncthreads();"]
+    stamp = {k: next(i for i, x in enumerate(lines) if f"g_ts[ts_i + {k}] = (int)clock64()" in x)
+             for k in range(6)}
+    assert len(syncs) == 3
+    assert stamp[0] < syncs[0] < stamp[1] < stamp[2] < syncs[1] < stamp[3] < stamp[4] \
+        < syncs[2] < stamp[5]
+    assert "g_ts[ts_i + 6] = (int)g" in code and "int* g_ts" in code
+
+
+def test_a_kernel_without_the_expected_shape_is_refused():
+    code = _code()
+    with pytest.raises(AssertionError, match="time loop"):
+        bt.instrumented_code(code, bt.STEPS + 1)
+    with pytest.raises(AssertionError, match="2 __syncthreads"):
+        bt.instrumented_code(code.replace("__syncthreads();", "", 1), bt.STEPS)
+
+
+def test_no_tanh_moves_instead_and_keeps_the_rest():
+    from gpusim.specs import load_spec
+    from kernels_ir.errors import InputError
+    from kernels_ir.ir import Op, instructions
+    spec = load_spec("h200")
+    full = [x.op for x in instructions(bt.build(1112, 2, 0.061, 4, spec).kernel)]
+    cut = [x.op for x in instructions(bt.build(1112, 2, 0.061, 4, spec, "no_tanh").kernel)]
+    assert full.count(Op.TANH) == 2 and cut.count(Op.TANH) == 0
+    assert len(full) == len(cut)
+    assert all(c is (Op.MOV if f is Op.TANH else f) for f, c in zip(full, cut, strict=True))
+    assert "tanhf" not in _code(variant="no_tanh") and "tanhf" in _code()
+    with pytest.raises(InputError, match="variant='exp'"):
+        bt.build(320, 4, 0.068, 4, spec, "exp")
+
+
+def test_summarise_measures_each_phase_and_the_body_from_the_release():
+    steps, ctas, warps = 4, 2, 3
+    t0 = np.arange(steps)[:, None, None] * 1000.0 + np.zeros((steps, ctas, warps))
+    tg, ta = t0 + 400, t0 + 500 + np.arange(warps) * 10      # the last arrival at +520
+    t2 = t0 + 540
+    tq = t2 + 100 + np.arange(warps) * 20                    # bodies 100, 120, 140
+    t3 = tq + 50
+    s = bt.summarise(t0, tg, ta, t2, tq, t3)
+    assert s["grid_wait_ns"] == 400 and s["staging_ns"] == 140 and s["arrive_ns"] == 50
+    assert s["body_ns"] == 120 and s["body_cta_max_ns"] == 140 and s["step_ns"] == 1000
+    assert s["body_from_release_ns"] == 140 and s["cta_body_from_release_ns"] == 160
+
+
+def _rows():
+    rec = json.loads((H200 / "barrier_trace.json").read_text())
+    lam = json.loads((H200 / "lamport_trace_layers.json").read_text())
+    return rec, lam, rec["simulated"]["results"], lam["simulated"]["results"]
+
+
+def test_the_h200_record_and_its_table(measurements_section):
+    rec, lam, sim, lsim = _rows()
+    assert rec["provenance"]["gpu_name"] == "NVIDIA H200"
+    assert all(r["status"] == "ok" for r in rec["results"].values())
+    assert len(rec["results"]) == 14
+    section = measurements_section("## The barrier kernel's step, and the body")
+    same, short = 0, 0
+    for key, r in rec["results"].items():
+        g, s = r["stamped"]["summary"], sim[key]
+        gn, sn = r["no_tanh"]["summary"], sim[key]["no_tanh"]
+        lg = lam["results"][key]["inplace"]["summary"]["compute_ns"]
+        ls = lsim[key]["prefilled"]["compute_ns"]
+        row = (f"| {key.rsplit('-d', 1)[0]} | {g['step_ns']:.0f} / {s['step_ns']:.0f} | "
+               f"{g['grid_wait_ns'] + g['staging_ns']:.0f} / "
+               f"{s['grid_wait_ns'] + s['staging_ns']:.0f} | {g['body_ns']:.0f} / "
+               f"{s['body_ns']:.0f} | {lg:.0f} / {ls:.0f} | {g['arrive_ns']:.0f} / "
+               f"{s['arrive_ns']:.0f} | {g['body_ns'] - gn['body_ns']:.0f} / "
+               f"{s['body_ns'] - sn['body_ns']:.0f} |")
+        assert row in section, row
+        same += abs(g["body_ns"] - lg) <= 16
+        # the simulator's body is short in both kernels, its closing barrier too
+        short += g["body_ns"] - s["body_ns"] >= 25 and lg - ls >= 25
+        assert g["arrive_ns"] > 2 * s["arrive_ns"]
+    assert same >= 12 and short == 14
+    # the tanh in place: the GPU's costs more than the simulator's with one row a warp at
+    # batch 4 and with two rows at batch 2
+    for key in ("h832-b4-d0.114", "h1008-b4-d0.036", "h1080-b2-d0.1", "h1112-b2-d0.061"):
+        g, s = rec["results"][key], sim[key]
+        gt = g["stamped"]["summary"]["body_ns"] - g["no_tanh"]["summary"]["body_ns"]
+        st = s["body_ns"] - s["no_tanh"]["body_ns"]
+        assert gt - st > 20, key
+
+
+@pytest.mark.slow
+def test_the_records_simulated_values_are_todays():
+    from gpusim.specs import load_spec
+    rec, _, sim, _ = _rows()
+    r = rec["results"]["h720-b2-d0.015"]
+    got = bt.simulate_layer(load_spec("h200"), r["hidden"], r["batch"], r["density"])
+    for k, v in got.items():
+        assert v == pytest.approx(sim["h720-b2-d0.015"][k], rel=1e-9), k
