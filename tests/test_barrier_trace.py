@@ -119,3 +119,28 @@ def test_the_records_simulated_values_are_todays():
     got = bt.simulate_layer(load_spec("h200"), r["hidden"], r["batch"], r["density"])
     for k, v in got.items():
         assert v == pytest.approx(sim["h720-b2-d0.015"][k], rel=1e-9), k
+
+
+def test_the_tanh_chain_beside_other_warps(measurements_section):
+    """``h200/chain_warps.json``: eight warps running the tanh chain side by side cost a link
+    a few cycles, not the tens the tanh loses inside the kernels; sixteen show the SFU's rate."""
+    from measurements import chain_warps
+
+    rec = json.loads((H200 / "chain_warps.json").read_text())
+    assert rec["provenance"]["gpu_name"] == "NVIDIA H200"
+    assert set(rec["results"]) == {k for k, *_ in chain_warps.ENTRIES}
+    hz = rec["simulated"]["clock_hz"]
+    cyc = {k: r["per_op_s"] * hz for k, r in rec["results"].items()}
+    sim = {k: r["per_op_cycles"] for k, r in rec["simulated"]["results"].items()}
+    section = measurements_section("## The barrier kernel's step, and the body")
+    row = " / ".join(f"{cyc[f'tanh_w{w}']:.1f}" for w in chain_warps.WARPS)
+    assert f"A link costs {row} cycles on the GPU" in section
+    assert cyc["tanh_w8"] - cyc["tanh_w1"] < 10 and cyc["tanh_w16"] - cyc["tanh_w1"] > 15
+    assert all(sim[f"tanh_w{w}"] == pytest.approx(68.0) for w in chain_warps.WARPS)
+    for op in ("exp", "ffma", "shfl"):
+        assert abs(cyc[f"{op}_w8"] - cyc[f"{op}_w1"]) < 2
+    # one warp: the existing tanh_latency kernel, unchanged
+    from kernels_ir.kernels.microbench.pipes import chain_latency
+    one = chain_latency(rounds=2, op="tanh")
+    assert one.name == "tanh_latency" and one.kernel.block == 32
+    assert chain_latency(rounds=2, op="tanh", warps=8).kernel.block == 256

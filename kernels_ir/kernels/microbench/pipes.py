@@ -63,18 +63,26 @@ def _reference(op: str, links: int, chain: int) -> np.ndarray:
     return f
 
 
-def chain_latency(rounds: int = 8, op: str = "ffma", chain: int = 32) -> Microbench:
-    """One warp, ``rounds`` rounds of ``chain`` dependent links of ``op`` (module docstring)."""
+def chain_latency(rounds: int = 8, op: str = "ffma", chain: int = 32,
+                  warps: int = 1) -> Microbench:
+    """``warps`` warps of one CTA (one by default), each ``rounds`` rounds of ``chain``
+    dependent links of ``op`` (module docstring), all from the same lane values. With more
+    than one warp (``{op}_latency_w{warps}``, warp ``w`` on scheduler ``w % 4``) a link's cost
+    is its latency when that many warps run the same chain side by side."""
     rounds, chain = _positive("rounds", rounds), _positive("chain", chain)
+    warps = _positive("warps", warps)
     if op not in CHAIN_OPS:
         raise InputError(f"op={op!r}: accepted {', '.join(CHAIN_OPS)}")
-    name = f"{op}_latency"
-    b = Builder(f"mb_{name}", grid=1, block=WARP, bench=name, rounds=rounds)
+    if warps > 32:
+        raise InputError(f"warps={warps!r}: accepted 1 to 32 (one CTA)")
+    name = f"{op}_latency" + (f"_w{warps}" if warps > 1 else "")
+    b = Builder(f"mb_{name}", grid=1, block=WARP * warps, bench=name, rounds=rounds)
     lane = b.sreg("lane", dst=b.reg(I32, "lane"))
+    where = b.sreg("tid", dst=b.reg(I32, "tid")) if warps > 1 else lane
     zero = b.mov(0, I32, dst=b.reg(I32, "zero"))
     if op in ("imad", "shfl"):
         g_k = b.global_buffer("k", I32, 2)
-        g_out = b.global_buffer("out", I32, WARP, role="out")
+        g_out = b.global_buffer("out", I32, WARP * warps, role="out")
         m = b.ldg(g_k, zero, dst=b.reg(I32, "m"))
         c = b.ldg(g_k, zero, offset=1, dst=b.reg(I32, "c"))
         v = b.imad(lane, 3 if op == "imad" else 7, b.mov(1 if op == "imad" else 3, I32,
@@ -89,7 +97,7 @@ def chain_latency(rounds: int = 8, op: str = "ffma", chain: int = 32) -> Microbe
         k_in = np.array([_M, _C], np.int32)
     else:
         g_k = b.global_buffer("k", F32, 2)
-        g_out = b.global_buffer("out", F32, WARP, role="out")
+        g_out = b.global_buffer("out", F32, WARP * warps, role="out")
         a_ = b.ldg(g_k, zero, dst=b.reg(F32, "a"))
         b_ = b.ldg(g_k, zero, offset=1, dst=b.reg(F32, "b"))
         v = b.i2f(lane, dst=b.reg(F32, "v"))
@@ -101,9 +109,9 @@ def chain_latency(rounds: int = 8, op: str = "ffma", chain: int = 32) -> Microbe
                 if fn is not None:
                     fn(v, dst=v)
         k_in = np.array((_A, _B) if op == "ffma" else _FN_A[op], np.float32)
-    b.stg(g_out, lane, v)
+    b.stg(g_out, where, v)
     kernel = verify(b.build())
-    expect = _reference(op, rounds * chain, chain)
+    expect = np.tile(_reference(op, rounds * chain, chain), warps)
 
     def check(g) -> bool:
         got = np.asarray(g["out"])
@@ -111,9 +119,13 @@ def chain_latency(rounds: int = 8, op: str = "ffma", chain: int = 32) -> Microbe
             return bool(np.array_equal(got.astype(np.int32), expect))
         return bool(np.allclose(got, expect, rtol=1e-4, atol=1e-5))
 
-    return Microbench(name, kernel, {"k": k_in, "out": np.zeros(WARP, _out_dtype(op))},
-                      rounds * chain, f"one dependent {op} link",
-                      {"rounds": rounds, "op": op, "chain": chain}, check)
+    params = {"rounds": rounds, "op": op, "chain": chain} | ({"warps": warps} if warps > 1
+                                                             else {})
+    return Microbench(name, kernel,
+                      {"k": k_in, "out": np.zeros(WARP * warps, _out_dtype(op))},
+                      rounds * chain, f"one dependent {op} link" + (
+                          f", {warps} warps side by side" if warps > 1 else ""),
+                      params, check)
 
 
 def _out_dtype(op: str):
