@@ -144,3 +144,25 @@ def test_the_tanh_chain_beside_other_warps(measurements_section):
     one = chain_latency(rounds=2, op="tanh")
     assert one.name == "tanh_latency" and one.kernel.block == 32
     assert chain_latency(rounds=2, op="tanh", warps=8).kernel.block == 256
+
+
+def test_the_tanh_chain_with_its_store(measurements_section):
+    """``h200/chain_store.json``: a store after every link costs the tanh and FFMA chains
+    about a cycle on the GPU."""
+    from measurements import chain_warps
+
+    rec = json.loads((H200 / "chain_store.json").read_text())
+    assert set(rec["results"]) == {k for k, *_ in chain_warps.STORE_ENTRIES}
+    hz = rec["simulated"]["clock_hz"]
+    cyc = {k: r["per_op_s"] * hz for k, r in rec["results"].items()}
+    section = measurements_section("## The barrier kernel's step, and the body")
+    assert (f"cost {cyc['tanh_w1']:.1f} / {cyc['tanh_w1_st']:.1f} cycles (tanh, one warp, "
+            f"without / with the stores) and {cyc['tanh_w8']:.1f} / {cyc['tanh_w8_st']:.1f}"
+            ) in " ".join(section.split())
+    for op in ("tanh", "ffma"):
+        for w in (1, 8):
+            assert abs(cyc[f"{op}_w{w}_st"] - cyc[f"{op}_w{w}"]) < 1.5
+    from kernels_ir.errors import InputError
+    from kernels_ir.kernels.microbench.pipes import chain_latency
+    with pytest.raises(InputError, match="store=True with op='shfl'"):
+        chain_latency(op="shfl", store=True)

@@ -64,18 +64,23 @@ def _reference(op: str, links: int, chain: int) -> np.ndarray:
 
 
 def chain_latency(rounds: int = 8, op: str = "ffma", chain: int = 32,
-                  warps: int = 1) -> Microbench:
+                  warps: int = 1, store: bool = False) -> Microbench:
     """``warps`` warps of one CTA (one by default), each ``rounds`` rounds of ``chain``
     dependent links of ``op`` (module docstring), all from the same lane values. With more
     than one warp (``{op}_latency_w{warps}``, warp ``w`` on scheduler ``w % 4``) a link's cost
-    is its latency when that many warps run the same chain side by side."""
+    is its latency when that many warps run the same chain side by side. ``store`` (a float
+    chain, name suffix ``_st``): every link ends with a global store of its value (link ``k``
+    of a round to slot ``k`` of a log buffer), as a kernel's epilogue stores its tanh; the
+    next link still depends only on the value."""
     rounds, chain = _positive("rounds", rounds), _positive("chain", chain)
     warps = _positive("warps", warps)
     if op not in CHAIN_OPS:
         raise InputError(f"op={op!r}: accepted {', '.join(CHAIN_OPS)}")
     if warps > 32:
         raise InputError(f"warps={warps!r}: accepted 1 to 32 (one CTA)")
-    name = f"{op}_latency" + (f"_w{warps}" if warps > 1 else "")
+    if store and op in ("imad", "shfl"):
+        raise InputError(f"store=True with op={op!r}: accepted with the float chains only")
+    name = f"{op}_latency" + (f"_w{warps}" if warps > 1 else "") + ("_st" if store else "")
     b = Builder(f"mb_{name}", grid=1, block=WARP * warps, bench=name, rounds=rounds)
     lane = b.sreg("lane", dst=b.reg(I32, "lane"))
     where = b.sreg("tid", dst=b.reg(I32, "tid")) if warps > 1 else lane
@@ -103,11 +108,14 @@ def chain_latency(rounds: int = 8, op: str = "ffma", chain: int = 32,
         v = b.i2f(lane, dst=b.reg(F32, "v"))
         b.fmul(v, 1.0 / 64.0, dst=v)
         fn = {"tanh": b.tanh, "exp": b.exp, "sigmoid": b.sigmoid}.get(op)
+        g_log = b.global_buffer("log", F32, chain * WARP * warps, role="out") if store else None
         with b.loop("r", 0, rounds):
-            for _ in range(chain):
+            for k in range(chain):
                 b.ffma(v, a_, b_, dst=v)
                 if fn is not None:
                     fn(v, dst=v)
+                if store:
+                    b.stg(g_log, where, v, offset=k * WARP * warps)
         k_in = np.array((_A, _B) if op == "ffma" else _FN_A[op], np.float32)
     b.stg(g_out, where, v)
     kernel = verify(b.build())
@@ -120,12 +128,14 @@ def chain_latency(rounds: int = 8, op: str = "ffma", chain: int = 32,
         return bool(np.allclose(got, expect, rtol=1e-4, atol=1e-5))
 
     params = {"rounds": rounds, "op": op, "chain": chain} | ({"warps": warps} if warps > 1
-                                                             else {})
-    return Microbench(name, kernel,
-                      {"k": k_in, "out": np.zeros(WARP * warps, _out_dtype(op))},
-                      rounds * chain, f"one dependent {op} link" + (
-                          f", {warps} warps side by side" if warps > 1 else ""),
-                      params, check)
+                                                             else {}) | (
+        {"store": True} if store else {})
+    inputs = {"k": k_in, "out": np.zeros(WARP * warps, _out_dtype(op))}
+    if store:
+        inputs["log"] = np.zeros(chain * WARP * warps, np.float32)
+    return Microbench(name, kernel, inputs, rounds * chain, f"one dependent {op} link" + (
+                          f", {warps} warps side by side" if warps > 1 else "") + (
+                          ", each link's value stored" if store else ""), params, check)
 
 
 def _out_dtype(op: str):
