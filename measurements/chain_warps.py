@@ -10,9 +10,9 @@ Why: inside the barrier and Lamport kernels (``h200/barrier_trace.json``) a row'
 GPU 40-57 ns on the step's critical path, against 34 ns for a lone warp's dependent ``tanhf``
 (``h100/pipes.json``) and the simulator's 32 ns, and there every warp of the SM reaches its tanh
 at about the same moment. A lone warp's chain cannot show what its neighbours cost it. Each
-benchmark is :func:`kernels_ir.kernels.microbench.pipes.chain_latency` with ``warps`` warps
-(warp ``w`` on scheduler ``w % 4``), all running the same chain, so a link's cost is the
-chain's latency with that many warps beside it. Cost per link = slope of the medians between
+benchmark is :func:`chain`: ``pipes.chain_latency``'s chain with ``warps`` warps (warp ``w`` on
+scheduler ``w % 4``), all running the same chain, so a link's cost is the chain's latency with
+that many warps beside it. Cost per link = slope of the medians between
 200 and 2000 rounds of 32 links (11 repeats).
 """
 
@@ -24,6 +24,105 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 WARPS = (1, 2, 4, 8, 16)
+SIM_OPS = 2      # cycles a link from the simulator's slope between 2 and 4 rounds
+
+
+def chain(rounds: int = 8, op: str = "ffma", chain: int = 32, warps: int = 1,
+          store: bool = False):
+    """``pipes.chain_latency``'s chain (the same IR with one warp) run by ``warps`` warps of one
+    CTA (``{op}_latency_w{warps}``, warp ``w`` on scheduler ``w % 4``), all from the same lane
+    values, so a link's cost is its latency with that many warps beside it. ``store`` (the float
+    chains, suffix ``_st``): every link ends with a global store of its value (link ``k`` of a
+    round to slot ``k`` of a log buffer), as a kernel's epilogue stores its tanh; the next link
+    still depends only on the value. A checked :class:`Microbench`."""
+    import numpy as np
+
+    from kernels_ir.builder import Builder
+    from kernels_ir.errors import InputError
+    from kernels_ir.ir import F32, I32
+    from kernels_ir.kernels.microbench import Microbench
+    from kernels_ir.kernels.microbench.pipes import (
+        _A,
+        _B,
+        _C,
+        _FN_A,
+        _M,
+        CHAIN_OPS,
+        _out_dtype,
+        _positive,
+        _reference,
+    )
+    from kernels_ir.verify import verify
+
+    rounds, chain, warps = (_positive(n, v) for n, v in
+                            (("rounds", rounds), ("chain", chain), ("warps", warps)))
+    if op not in CHAIN_OPS:
+        raise InputError(f"op={op!r}: accepted {', '.join(CHAIN_OPS)}")
+    if warps > 32:
+        raise InputError(f"warps={warps!r}: accepted 1 to 32 (one CTA)")
+    if store and op in ("imad", "shfl"):
+        raise InputError(f"store=True with op={op!r}: accepted with the float chains only")
+    name = f"{op}_latency" + (f"_w{warps}" if warps > 1 else "") + ("_st" if store else "")
+    w32 = 32
+    b = Builder(f"mb_{name}", grid=1, block=w32 * warps, bench=name, rounds=rounds)
+    lane = b.sreg("lane", dst=b.reg(I32, "lane"))
+    where = b.sreg("tid", dst=b.reg(I32, "tid")) if warps > 1 else lane
+    zero = b.mov(0, I32, dst=b.reg(I32, "zero"))
+    if op in ("imad", "shfl"):
+        g_k = b.global_buffer("k", I32, 2)
+        g_out = b.global_buffer("out", I32, w32 * warps, role="out")
+        m = b.ldg(g_k, zero, dst=b.reg(I32, "m"))
+        c = b.ldg(g_k, zero, offset=1, dst=b.reg(I32, "c"))
+        v = b.imad(lane, 3 if op == "imad" else 7, b.mov(1 if op == "imad" else 3, I32,
+                                                         dst=b.reg(I32, "v0")),
+                   dst=b.reg(I32, "v"))
+        with b.loop("r", 0, rounds):
+            for k in range(chain):
+                if op == "imad":
+                    b.imad(v, m, c, dst=v)
+                else:
+                    b.shfl_xor(v, 1 << (k % 5), dst=v)
+        k_in = np.array([_M, _C], np.int32)
+    else:
+        g_k = b.global_buffer("k", F32, 2)
+        g_out = b.global_buffer("out", F32, w32 * warps, role="out")
+        a_ = b.ldg(g_k, zero, dst=b.reg(F32, "a"))
+        b_ = b.ldg(g_k, zero, offset=1, dst=b.reg(F32, "b"))
+        v = b.i2f(lane, dst=b.reg(F32, "v"))
+        b.fmul(v, 1.0 / 64.0, dst=v)
+        fn = {"tanh": b.tanh, "exp": b.exp, "sigmoid": b.sigmoid}.get(op)
+        g_log = b.global_buffer("log", F32, chain * w32 * warps, role="out") if store else None
+        with b.loop("r", 0, rounds):
+            for k in range(chain):
+                b.ffma(v, a_, b_, dst=v)
+                if fn is not None:
+                    fn(v, dst=v)
+                if store:
+                    b.stg(g_log, where, v, offset=k * w32 * warps)
+        k_in = np.array((_A, _B) if op == "ffma" else _FN_A[op], np.float32)
+    b.stg(g_out, where, v)
+    kernel = verify(b.build())
+    expect = np.tile(_reference(op, rounds * chain, chain), warps)
+
+    def check(g) -> bool:
+        got = np.asarray(g["out"])
+        if op in ("imad", "shfl"):
+            return bool(np.array_equal(got.astype(np.int32), expect))
+        return bool(np.allclose(got, expect, rtol=1e-4, atol=1e-5))
+
+    inputs = {"k": k_in, "out": np.zeros(w32 * warps, _out_dtype(op))}
+    if store:
+        inputs["log"] = np.zeros(chain * w32 * warps, np.float32)
+    params = {"rounds": rounds, "op": op, "chain": chain} | (
+        {"warps": warps} if warps > 1 else {}) | ({"store": True} if store else {})
+    return Microbench(name, kernel, inputs, rounds * chain, f"one dependent {op} link" + (
+        f", {warps} warps side by side" if warps > 1 else "") + (
+        ", each link's value stored" if store else ""), params, check)
+
+
+def _builder(name: str, kw: dict):
+    """``chain`` for an entry's benchmark name (``<op>_latency``) and arguments."""
+    return lambda rounds: chain(rounds, op=name.removesuffix("_latency"), **kw)
 ENTRIES = tuple((f"tanh_w{w}", "tanh_latency", {"warps": w}) for w in WARPS) + tuple(
     (f"{op}_w{w}", f"{op}_latency", {"warps": w}) for op in ("exp", "ffma", "shfl")
     for w in (1, 8))
@@ -35,10 +134,33 @@ SIZES, SIM_SIZES = (200, 2000), (2, 4)
 
 
 def measure(out: str, argv: list) -> dict:
-    from measurements.probe import record_microbenches
+    import json
 
-    return record_microbenches(out, argv, _record(), [(key, name, SIZES, kw)
-                                                      for key, name, kw in _entries()])
+    from gpusim.backends.cupy_backend import Runner, run_microbench
+    from gpusim.measurements import kernel_fingerprint
+    from measurements.campaign import provenance
+    from measurements.probe import ClockSampler
+
+    runner = Runner()
+    prov = provenance(argv)
+    clocks = ClockSampler()
+    res = {"format_version": 2, "provenance": prov, "results": {}}
+    for key, name, kw in _entries():
+        build = _builder(name, kw)
+        try:
+            r = run_microbench(SIZES, build, repeats=11, warmup=2, runner=runner)
+            for size in SIZES:
+                r["sizes"][str(size)]["kernel"] = kernel_fingerprint(build(size).kernel)
+            r["status"], r["benchmark"] = "ok", name
+            print(f"{key:30s} {r['per_op_s'] * 1e9:9.2f} ns/op", flush=True)
+        except Exception as exc:  # record and go on
+            r = {"status": "error", "error": f"{type(exc).__name__}: {exc}"}
+            print(f"{key}: FAILED {r['error']}", flush=True)
+        res["results"][key] = r
+    clocks.stop(prov)
+    with open(os.path.join(out, _record()), "w") as f:
+        json.dump(res, f, indent=1, default=float)
+    return res
 
 
 def _entries():
@@ -49,12 +171,38 @@ def _record() -> str:
     return "chain_store.json" if os.environ.get("STORE") else "chain_warps.json"
 
 
+def simulated_cycles(spec, name: str, kw: dict) -> float:
+    """The simulator's cycles a link: the slope between 2 and 4 rounds, values checked."""
+    from gpusim.engine import simulate
+
+    build = _builder(name, kw)
+    cyc = []
+    for rounds in (SIM_OPS, 2 * SIM_OPS):
+        mb = build(rounds)
+        r = simulate(mb.kernel, mb.inputs, spec)
+        if not mb.check(r.globals):
+            raise AssertionError(f"{name} {kw}: the simulator's values fail the check")
+        cyc.append((r.cycles, mb.ops))
+    return (cyc[1][0] - cyc[0][0]) / (cyc[1][1] - cyc[0][1])
+
+
 def simulate_into(path: str) -> None:
-    from measurements.probe import simulate_microbenches
+    from gpusim.specs import load_spec
+    from measurements.probe import add_simulated
 
     entries = STORE_ENTRIES if path.endswith("chain_store.json") else ENTRIES
-    simulate_microbenches(path, [(key, name, SIM_SIZES, kw) for key, name, kw in entries],
-                          gpu="h200")
+
+    def results(spec, rec):
+        out = {}
+        for key, name, kw in entries:
+            cyc = simulated_cycles(spec, name, kw)
+            meas = rec["results"].get(key, {}).get("per_op_s")
+            out[key] = {"per_op_cycles": cyc, "per_op_s": cyc / spec.clock_hz,
+                        "measured_per_op_s": meas, "arguments": kw}
+            print(f"{key:20s} sim {cyc:7.1f} cycles  measured "
+                  f"{meas * spec.clock_hz if meas else float('nan'):7.1f}", flush=True)
+        return out
+    add_simulated(path, results, "h200", clock_hz=load_spec("h200").clock_hz)
 
 
 def main(argv: list | None = None) -> int:

@@ -139,11 +139,15 @@ def test_the_tanh_chain_beside_other_warps(measurements_section):
     assert all(sim[f"tanh_w{w}"] == pytest.approx(68.0) for w in chain_warps.WARPS)
     for op in ("exp", "ffma", "shfl"):
         assert abs(cyc[f"{op}_w8"] - cyc[f"{op}_w1"]) < 2
-    # one warp: the existing tanh_latency kernel, unchanged
+    # one warp: pipes.chain_latency's kernel; the recorded kernels are the probe's
+    from gpusim.measurements import kernel_fingerprint
     from kernels_ir.kernels.microbench.pipes import chain_latency
-    one = chain_latency(rounds=2, op="tanh")
-    assert one.name == "tanh_latency" and one.kernel.block == 32
-    assert chain_latency(rounds=2, op="tanh", warps=8).kernel.block == 256
+    assert kernel_fingerprint(chain_warps.chain(200, op="tanh").kernel) == \
+        kernel_fingerprint(chain_latency(200, op="tanh").kernel)
+    for key, name, kw in chain_warps.ENTRIES:
+        got = kernel_fingerprint(chain_warps._builder(name, kw)(200).kernel)
+        assert got == rec["results"][key]["sizes"]["200"]["kernel"], key
+    assert chain_warps.chain(rounds=2, op="tanh", warps=8).kernel.block == 256
 
 
 def test_the_tanh_chain_with_its_store(measurements_section):
@@ -163,6 +167,11 @@ def test_the_tanh_chain_with_its_store(measurements_section):
         for w in (1, 8):
             assert abs(cyc[f"{op}_w{w}_st"] - cyc[f"{op}_w{w}"]) < 1.5
     from kernels_ir.errors import InputError
-    from kernels_ir.kernels.microbench.pipes import chain_latency
     with pytest.raises(InputError, match="store=True with op='shfl'"):
-        chain_latency(op="shfl", store=True)
+        chain_warps.chain(op="shfl", store=True)
+    with pytest.raises(InputError, match="warps=33"):
+        chain_warps.chain(op="tanh", warps=33)
+    mb = chain_warps.chain(rounds=2, op="tanh", warps=2, store=True)
+    from gpusim.engine import simulate
+    from gpusim.specs import load_spec
+    assert mb.check(simulate(mb.kernel, mb.inputs, load_spec("h200")).globals)
