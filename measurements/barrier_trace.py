@@ -160,25 +160,13 @@ def gpu_summary(ts, clock_hz: float) -> dict:
 
 
 def _compile_traced(runner, kernel):
-    """``kernel`` with the stamp buffer, compiled with :func:`instrumented_code` applied to its
-    generated CUDA."""
-    import dataclasses
-
-    import gpusim.backends.cupy_backend as cb
+    """``kernel`` with the stamp buffer, compiled (cooperative, as the campaign launches it)
+    with :func:`instrumented_code` applied to its generated CUDA; and the buffer's size."""
+    from measurements.probe import compile_instrumented
 
     traced_kernel = _with_ts(kernel, STEPS)
-    original = cb.generate
-
-    def generate(k, *a, **kw):
-        src = original(k, *a, **kw)
-        if k.name.endswith("_traced"):
-            src = dataclasses.replace(src, code=instrumented_code(src.code, STEPS))
-        return src
-    cb.generate = generate
-    try:
-        traced = runner.compile(traced_kernel)
-    finally:
-        cb.generate = original
+    traced = compile_instrumented(runner, traced_kernel,
+                                  lambda c: instrumented_code(c, STEPS), cooperative=True)
     runner.check_grid(traced)
     return traced, traced_kernel.buffers[-1].size
 

@@ -34,7 +34,11 @@ def chain(rounds: int = 8, op: str = "ffma", chain: int = 32, warps: int = 1,
     values, so a link's cost is its latency with that many warps beside it. ``store`` (the float
     chains, suffix ``_st``): every link ends with a global store of its value (link ``k`` of a
     round to slot ``k`` of a log buffer), as a kernel's epilogue stores its tanh; the next link
-    still depends only on the value. A checked :class:`Microbench`."""
+    still depends only on the value. A checked :class:`Microbench`.
+
+    The IR is built here, not by ``chain_latency`` itself: that module is among the sources the
+    model fingerprint covers, and a probe's extra forms must not change the fingerprint. With
+    one warp and no store the kernel is ``chain_latency``'s own (a test compares the two)."""
     import numpy as np
 
     from kernels_ir.builder import Builder

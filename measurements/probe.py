@@ -354,9 +354,10 @@ def with_stamp_buffer(kernel, size: int, suffix: str = "_stamped", name: str = "
         *kernel.buffers, Buffer(name, "global", I32, size, "out")))
 
 
-def compile_instrumented(runner, kernel, instrument):
-    """Compile ``kernel`` (non-cooperative) with its generated CUDA passed through
-    ``instrument(code)``: the probes stamp the CUDA text, the IR having no clock."""
+def compile_instrumented(runner, kernel, instrument, cooperative: bool = False):
+    """Compile ``kernel`` (non-cooperative unless ``cooperative``: the persistent kernels) with
+    its generated CUDA passed through ``instrument(code)``: the probes stamp the CUDA text, the
+    IR having no clock."""
     import dataclasses
 
     import gpusim.backends.cupy_backend as cb
@@ -369,7 +370,7 @@ def compile_instrumented(runner, kernel, instrument):
         return src
     cb.generate = generate
     try:
-        return runner.compile(kernel, cooperative=False)
+        return runner.compile(kernel, cooperative=cooperative)
     finally:
         cb.generate = original
 

@@ -175,3 +175,31 @@ def test_the_tanh_chain_with_its_store(measurements_section):
     from gpusim.engine import simulate
     from gpusim.specs import load_spec
     assert mb.check(simulate(mb.kernel, mb.inputs, load_spec("h200")).globals)
+
+
+def test_the_traced_kernel_compiles_cooperative_with_its_stamps():
+    """``_compile_traced`` hands the runner the stamped CUDA of the traced kernel, launched
+    with the co-residency guarantee as the campaign launches the barrier kernel."""
+    import gpusim.backends.cupy_backend as cb
+    from gpusim.specs import load_spec
+
+    class Runner:                  # compiles as the CuPy runner does: through cb.generate
+        def __init__(self):
+            self.calls = []
+
+        def compile(self, kernel, cooperative=True):
+            self.calls.append((kernel.name, cooperative, cb.generate(kernel).code))
+            return self.calls[-1]
+
+        def check_grid(self, comp):
+            pass
+
+    original = cb.generate
+    prog = bt.build(320, 4, 0.068, bt.STEPS, load_spec("h200"))
+    runner = Runner()
+    comp, size = bt._compile_traced(runner, prog.kernel)
+    name, coop, code = comp
+    assert name.endswith("_traced") and coop is True
+    assert code.count("(int)clock64()") == 6 and "g_ts[ts_i + 6] = (int)g" in code
+    assert size == bt.STEPS * 132 * 8 * len(bt.FIELDS)
+    assert cb.generate is original
