@@ -148,15 +148,18 @@ def summarise(t0, tg, ta, t2, tq, t3) -> dict:
 
 def gpu_summary(ts, clock_hz: float) -> dict:
     """:func:`summarise` of the GPU's stamps (steps, CTAs, warps, fields), steps 8 to the last
-    but two (each SM's own clock: differences within one SM need no common axis)."""
+    but one (each SM's own clock: differences within one SM need no common axis; every stamp
+    is placed by its 32-bit difference from warp 0's ``t0`` of its step, whose steps are
+    unwrapped, so a wrap of the clock between two warps' stamps cannot split them)."""
     import numpy as np
 
     from measurements.probe import wrap32
 
     t = ts.astype(np.int64)[8:-1]
     ns = 1e9 / clock_hz
-    c0 = np.unwrap(t[..., 0].astype(np.float64), period=2 ** 32, axis=0) * ns
-    return summarise(c0, *(c0 + wrap32(t[..., i] - t[..., 0]) * ns for i in (1, 2, 3, 4, 5)))
+    base = np.unwrap(t[:, :, 0, 0].astype(np.float64), period=2 ** 32, axis=0)[..., None]
+    return summarise(*((base + wrap32(t[..., i] - t[:, :, :1, 0])) * ns
+                       for i in (0, 1, 2, 3, 4, 5)))
 
 
 def _compile_traced(runner, kernel):

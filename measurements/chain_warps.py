@@ -6,10 +6,11 @@ warps in one CTA. One device call, or the simulator.
     python measurements/chain_warps.py --simulate measurements/h200/chain_warps.json
     STORE=1 PYTHONPATH=. python3 measurements/chain_warps.py --out $OUT   # chain_store.json
 
-Why: inside the barrier and Lamport kernels (``h200/barrier_trace.json``) a row's tanh costs the
-GPU 40-57 ns on the step's critical path, against 34 ns for a lone warp's dependent ``tanhf``
-(``h100/pipes.json``) and the simulator's 32 ns, and there every warp of the SM reaches its tanh
-at about the same moment. A lone warp's chain cannot show what its neighbours cost it. Each
+Why: inside the barrier kernel (``h200/barrier_trace.json``) a row's tanh costs the GPU 40-57
+ns on the step's critical path at batch 4 with one row a warp (102-116 ns at batch 2 with two
+rows), against 34 ns for a lone warp's dependent ``tanhf`` (``h100/pipes.json``) and the
+simulator's 32 ns, and there every warp of the SM reaches its tanh at about the same moment. A
+lone warp's chain cannot show what its neighbours cost it. Each
 benchmark is :func:`chain`: ``pipes.chain_latency``'s chain with ``warps`` warps (warp ``w`` on
 scheduler ``w % 4``), all running the same chain, so a link's cost is the chain's latency with
 that many warps beside it. Cost per link = slope of the medians between
@@ -130,8 +131,8 @@ def _builder(name: str, kw: dict):
 ENTRIES = tuple((f"tanh_w{w}", "tanh_latency", {"warps": w}) for w in WARPS) + tuple(
     (f"{op}_w{w}", f"{op}_latency", {"warps": w}) for op in ("exp", "ffma", "shfl")
     for w in (1, 8))
-# ``STORE=1``: the tanh and FFMA chains with every link's value stored (``chain_latency``'s
-# ``store``), as a kernel's epilogue stores its tanh (record ``chain_store.json``)
+# ``STORE=1``: the tanh and FFMA chains with every link's value stored (``chain(store=True)``),
+# as a kernel's epilogue stores its tanh (record ``chain_store.json``)
 STORE_ENTRIES = tuple((f"{op}_w{w}{s}", f"{op}_latency", {"warps": w} | (
     {"store": True} if s else {})) for op in ("tanh", "ffma") for w in (1, 8) for s in ("", "_st"))
 SIZES, SIM_SIZES = (200, 2000), (2, 4)

@@ -341,9 +341,48 @@ WHATIF = {"l2_poll_sharer_cycles": 0.0, "l2_store_visibility_cycles": 0}
 WHATIF_SECTION = "simulated_seen_on_arrival"
 
 
+KERNEL_PHASES = ("per_step_ns", "setup_ns", "poll_ns", "staging_wait_ns", "compute_ns")
+GPU_PHASES = {"per_step_ns": "step_ns", "setup_ns": "setup_ns", "poll_ns": "poll_ns",
+              "staging_wait_ns": "staging_wait_ns", "compute_ns": "compute_ns"}
+
+
+def kernels_into(path: str) -> None:
+    """``POLL_COUNT_KERNELS=1 ... --simulate FILE``: the Lamport kernel on the 14 layers of
+    ``lamport_trace_layers.json`` (its H200 record beside FILE), stamped as that probe stamps
+    it (:func:`measurements.lamport_trace.simulate_layer`), with today's spec and under
+    :data:`WHATIF`, normal and prefilled, next to the GPU's stamped medians (normal and
+    ``inplace``); written to FILE's section ``kernels``."""
+    import dataclasses
+
+    from gpusim.specs import load_spec
+    from measurements.lamport_trace import simulate_layer
+    from measurements.probe import save_record
+
+    with open(path) as f:
+        rec = json.load(f)
+    with open(os.path.join(os.path.dirname(path), "lamport_trace_layers.json")) as f:
+        trace = json.load(f)
+    spec = load_spec(rec["spec"])
+    specs = {"today": spec, "seen_on_arrival": dataclasses.replace(spec, **WHATIF)}
+    out = {"source": "lamport_trace_layers.json", "overrides": WHATIF, "layers": {}}
+    for key, r in trace["results"].items():
+        row = {"gpu": {m: {k: r[g]["summary"][v] for k, v in GPU_PHASES.items()}
+                       for m, g in (("normal", "normal"), ("no_wait", "inplace"))}}
+        for name, sp in specs.items():
+            s = simulate_layer(sp, r["hidden"], r["batch"], r["density"])
+            row[name] = {m: {k: s[g][k] for k in KERNEL_PHASES}
+                         for m, g in (("normal", "normal"), ("no_wait", "prefilled"))}
+        out["layers"][key] = row
+        print(key, json.dumps({k: v["normal"]["per_step_ns"] for k, v in row.items()},
+                              default=lambda x: round(x)), flush=True)
+    rec["kernels"] = out
+    save_record(path, rec)
+
+
 def simulate_into(path: str) -> None:
     """Add the simulator's summaries (:func:`simulate_ring`) to the record at ``path`` (with
-    ``POLL_COUNT_WHATIF=1``: under :data:`WHATIF`, in the section :data:`WHATIF_SECTION`)."""
+    ``POLL_COUNT_WHATIF=1``: under :data:`WHATIF`, in the section :data:`WHATIF_SECTION`; with
+    ``POLL_COUNT_KERNELS=1``: :func:`kernels_into`)."""
     import dataclasses
 
     from gpusim.specs import load_spec
@@ -355,6 +394,9 @@ def simulate_into(path: str) -> None:
             out[key] = simulate_ring(spec, key)["summary"]
             print(key, json.dumps(out[key], default=lambda x: round(x, 2)), flush=True)
         return out
+    if os.environ.get("POLL_COUNT_KERNELS"):
+        kernels_into(path)
+        return
     if not os.environ.get("POLL_COUNT_WHATIF"):
         add_simulated(path, results, gpu=None, rounds=SIM_ROUNDS)
         return

@@ -187,7 +187,7 @@ def test_the_traced_kernel_compiles_cooperative_with_its_stamps():
         def __init__(self):
             self.calls = []
 
-        def compile(self, kernel, cooperative=True):
+        def compile(self, kernel, cooperative=False):
             self.calls.append((kernel.name, cooperative, cb.generate(kernel).code))
             return self.calls[-1]
 
@@ -203,3 +203,18 @@ def test_the_traced_kernel_compiles_cooperative_with_its_stamps():
     assert code.count("(int)clock64()") == 6 and "g_ts[ts_i + 6] = (int)g" in code
     assert size == bt.STEPS * 132 * 8 * len(bt.FIELDS)
     assert cb.generate is original
+
+
+def test_the_gpu_summary_survives_a_clock_wrap_between_warps():
+    """32-bit clock stamps that wrap inside the kept steps and between two warps of one step
+    summarise as the unwrapped stamps do."""
+    steps, ctas, warps = 20, 2, 8
+    rng = np.random.default_rng(1)
+    t0 = (np.arange(steps) * 3000)[:, None, None] + rng.integers(0, 50, (steps, ctas, warps)) \
+        + 2 ** 32 - 30000
+    f = [t0] + [t0 + 100 * (i + 1) + rng.integers(0, 20, (steps, ctas, warps)) for i in range(5)]
+    ts = np.stack([x % 2 ** 32 for x in f] + [np.zeros_like(t0)], axis=-1)
+    ts = np.where(ts >= 2 ** 31, ts - 2 ** 32, ts).astype(np.int32)
+    got = bt.gpu_summary(ts, 1e9)
+    want = bt.summarise(*[x[8:-1].astype(float) for x in f])
+    assert got == pytest.approx(want)

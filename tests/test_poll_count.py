@@ -239,3 +239,31 @@ def test_the_lag_records_simulated_values_are_todays():
     for f in ("polls_per_warp_round", "round_ns", "poll_loop_ns"):
         assert got[f] == pytest.approx(want[f], rel=1e-9), f
     assert got["first_poll_by_lag"] == want["first_poll_by_lag"]
+
+
+def test_the_kernels_under_both_rules(measurements_section):
+    """The lag record's ``kernels`` section: the 14 trace layers' stamped steps, today's spec
+    and a store seen on arrival, with the figures the README quotes."""
+    rec = json.loads((H200 / "poll_count_lag.json").read_text())
+    k = rec["kernels"]
+    assert k["overrides"] == poll_count.WHATIF and len(k["layers"]) == 14
+    trace = json.loads((H200 / "lamport_trace_layers.json").read_text())
+    err = {}
+    for name in ("today", "seen_on_arrival"):
+        e = np.array([100 * (r[name]["normal"]["per_step_ns"] / r["gpu"]["normal"]["per_step_ns"]
+                             - 1) for r in k["layers"].values()])
+        err[name] = e
+    for key, r in k["layers"].items():            # the GPU's medians are the trace record's
+        assert r["gpu"]["normal"]["per_step_ns"] == trace["results"][key]["normal"]["summary"][
+            "step_ns"]
+    text = " ".join(measurements_section("## When a poll sees a store").split())
+    e = err["today"]
+    assert (f"today's spec: MAPE {np.abs(e).mean():.1f}%, mean signed {e.mean():.1f}% (from "
+            f"{e.min():.0f}% to +{e.max():.0f}%)") in text
+    e = err["seen_on_arrival"]
+    assert f"a store seen on arrival: MAPE {np.abs(e).mean():.1f}%, mean signed {e.mean():.1f}%" \
+        in text
+    assert e.max() < 0                             # every layer fast
+    body = [r["gpu"]["no_wait"]["compute_ns"] - r["today"]["no_wait"]["compute_ns"]
+            for r in k["layers"].values()]
+    assert f"the body after the staging barrier, by {min(body):.0f}-{max(body):.0f} ns" in text
