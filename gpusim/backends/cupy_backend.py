@@ -238,6 +238,17 @@ def _check_first_slot(program) -> None:
                          f"(write +0.0 instead)")
 
 
+PLACEMENT_BYTES = 2 << 20     # the L2 contention-group maps are measured within a 2 MiB region
+
+
+def placement(bufs: dict) -> dict:
+    """Where each device buffer of a timed launch starts, as its byte offset within its 2 MiB
+    region (``ptr % 2 MiB``): the low 21 bits of the address, which decide (with the unknown
+    higher bits) which L2 contention groups its lines fall in. Recorded with every case so that
+    a later model of placement can be checked against the launches that were timed."""
+    return {k: int(v.data.ptr) % PLACEMENT_BYTES for k, v in sorted(bufs.items())}
+
+
 def launch_program_checked(runner: Runner, program, tolerance: float = VALUE_TOLERANCE):
     """Compile a persistent :class:`RNNProgram` (co-resident grid checked), launch it once on its
     own inputs and check its values against the float64 reference: ``(compiled, device
@@ -316,7 +327,8 @@ def run_program(program, *, repeats: int = 10, warmup: int = 2, seed: int = 0,
             "launch_s": ss["median"] - Ts * per_step, "t_long": sl, "t_short": ss,
             "compile_s": comp.compile_s, "attributes": comp.attributes,
             "grid": comp.source.grid, "block": comp.source.block,
-            "smem_bytes": comp.source.smem_bytes}
+            "smem_bytes": comp.source.smem_bytes,
+            "placement": {"long": placement(bufs), "short": placement(bufs_s)}}
 
 
 def run_csr_program(program, *, repeats: int = 10, warmup: int = 2, seed: int = 0,
@@ -412,7 +424,12 @@ def run_csr_program(program, *, repeats: int = 10, warmup: int = 2, seed: int = 
             "per_step_plain_s": (spl["median"] - sps["median"]) / (T - Ts),
             "plain_long": spl, "plain_short": sps, "timing": "cuda graph of T launches",
             "compile_s": comp.compile_s, "attributes": comp.attributes,
-            "grid": comp.source.grid, "block": comp.source.block}
+            "grid": comp.source.grid, "block": comp.source.block,
+            # h_t lies at hseq + t * hidden * batch * 4 bytes (x_t alike in x); the step-0
+            # stand-ins of h_in, h_out, c_in and c_out are not what the timed launches read
+            "placement": placement({k: v for k, v in bufs0.items()
+                                    if k not in ("h_in", "h_out", "c_in", "c_out")}
+                                   | {"hseq": hseq, "x": xs} | ({"cbuf": cbuf} if lstm else {}))}
 
 
 def run_microbench(sizes: tuple, build, *, repeats: int = 10, warmup: int = 2,
