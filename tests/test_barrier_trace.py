@@ -218,3 +218,17 @@ def test_the_gpu_summary_survives_a_clock_wrap_between_warps():
     got = bt.gpu_summary(ts, 1e9)
     want = bt.summarise(*[x[8:-1].astype(float) for x in f])
     assert got == pytest.approx(want)
+
+
+@pytest.mark.xfail(strict=True, reason="the simulator's body after the staging barrier (the "
+                   "mat-vec, its reduction, the tanh and the h store) is 25-89 ns shorter than "
+                   "the GPU's in both the barrier and the Lamport kernels; the tanh in place "
+                   "alone costs the GPU 40-57 ns against the simulator's 29-32")
+def test_the_simulators_body_is_the_gpus():
+    """h832-b4 (one row a warp, the GPU's stamp after the barrier read after its release):
+    the simulated body within 15 ns of the GPU's (270 ns)."""
+    from gpusim.specs import load_spec
+    rec = json.loads((H200 / "barrier_trace.json").read_text())
+    r = rec["results"]["h832-b4-d0.114"]
+    got = bt.simulate_layer(load_spec("h200"), r["hidden"], r["batch"], r["density"])
+    assert abs(got["body_ns"] - r["stamped"]["summary"]["body_ns"]) <= 15
