@@ -100,7 +100,16 @@ Model (every number from the spec):
   round; a quarter of the bytes (one sector of each line) costs the same, half the poll rate
   removes about a fifth of it; the cost grows with the pollers of a line and with the lines.
   The simulator's polls of many SMs were latency-bound and cost nothing. Which unit of the L2
-  does this is not known: the rule is the probes' shape, charged at the detection. A grid
+  does this is not known: the rule is the probes' shape, charged at the detection. **A probe
+  of the rule itself disagrees** (``measurements/poll_count.py``, record
+  ``measurements/h200/poll_count_lag.json``): on the GPU a poll sees a store issued up to about
+  25 ns after its loop began half the time, with 33 pollers of a line as with 132, while under
+  this rule the simulator's first polls see nothing stored less than about 100 ns before them.
+  With the delay (and the store visibility) at 0 the simulator's polls match the GPU's, but
+  its Lamport kernels go 5-32% fast: the rule stands in for time the simulator misses
+  elsewhere, above all in the body after the staging barrier, which it prices 25-89 ns short
+  in the barrier kernels too (``measurements/h200/barrier_trace.json``). Kept until that time
+  is placed. A grid
   barrier's counter keeps the replay phase of ``timing._Timing._phase`` instead (its
   microbenchmarks, ``measurements/h100/fence.json``, grow with the CTAs as the phase does).
 """
