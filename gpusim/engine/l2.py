@@ -104,7 +104,7 @@ Model (every number from the spec):
   of the rule itself disagrees** (``measurements/poll_count.py``, record
   ``measurements/h200/poll_count_lag.json``): on the GPU a poll sees a store issued up to about
   25 ns after its loop began half the time, with 33 pollers of a line as with 132, while under
-  this rule the simulator's first polls see nothing stored less than about 100 ns before them.
+  this rule the simulator's first polls see little stored less than about 150 ns before them.
   With the delay (and the store visibility) at 0 the simulator's polls match the GPU's, but
   its Lamport kernels go 5-32% fast: the rule stands in for time the simulator misses
   elsewhere, above all in the body after the staging barrier, which it prices 25-89 ns short
