@@ -43,7 +43,6 @@ import json
 import os
 import re
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -174,7 +173,7 @@ def _compile_traced(runner, kernel):
     return traced, traced_kernel.buffers[-1].size
 
 
-def stamp_layer(runner, h: int, b: int, d: float, spec) -> dict:
+def stamp_layer(runner, spec, h: int, b: int, d: float) -> dict:
     """One layer on the GPU: the plain kernel's launches and, per :data:`VARIANTS`, the stamped
     kernel's launches and stamp summary; the full kernel's values checked against the float64
     reference (plain and stamped)."""
@@ -273,35 +272,14 @@ def simulate_layer(spec, h: int, b: int, d: float, steps: int = SIM_STEPS,
 
 
 def measure(out: str, argv: list) -> dict:
-    from gpusim.backends.cupy_backend import Runner
-    from gpusim.measurements import spec_name_for_gpu
-    from gpusim.specs import load_spec
-    from measurements.campaign import provenance
-    from measurements.probe import ClockSampler, save_record
+    from measurements.probe import record_layers
 
-    runner = Runner()
-    prov = provenance(argv)
-    spec = load_spec(spec_name_for_gpu(prov["gpu_name"]))
-    clocks = ClockSampler()
-    rec = {"format_version": 1, "provenance": prov, "steps": STEPS, "fields": list(FIELDS),
-           "kernel": "sparse barrier, wide loads, optimal layout", "spec": spec.name,
-           "results": {}}
-    t0 = time.time()
-    for h, b, d in REGIME_LAYERS:
-        key = f"h{h}-b{b}-d{d}"
-        try:
-            r = stamp_layer(runner, h, b, d, spec)
-            rec["results"][key] = {"hidden": h, "batch": b, "density": d, "status": "ok", **r}
-            print(key, json.dumps({v: r["stamped" if v == "full" else v]["summary"]
-                                   for v in VARIANTS}, default=lambda x: round(x, 1)), flush=True)
-        except Exception as exc:     # record and go on
-            rec["results"][key] = {"hidden": h, "batch": b, "density": d, "status": "error",
-                                   "error": f"{type(exc).__name__}: {exc}"}
-            print(f"{key}: FAILED {type(exc).__name__}: {exc}", flush=True)
-    clocks.stop(prov)
-    rec["timing_s"] = time.time() - t0
-    save_record(os.path.join(out, "barrier_trace.json"), rec)
-    return rec
+    def show(key, r):
+        print(key, json.dumps({v: r["stamped" if v == "full" else v]["summary"]
+                               for v in VARIANTS}, default=lambda x: round(x, 1)), flush=True)
+    return record_layers(out, argv, "barrier_trace.json", REGIME_LAYERS, stamp_layer, show,
+                         gpu=None, steps=STEPS, fields=list(FIELDS),
+                         kernel="sparse barrier, wide loads, optimal layout")
 
 
 def simulate_into(path: str) -> None:

@@ -139,33 +139,10 @@ SIZES, SIM_SIZES = (200, 2000), (2, 4)
 
 
 def measure(out: str, argv: list) -> dict:
-    import json
+    from measurements.probe import record_microbenches
 
-    from gpusim.backends.cupy_backend import Runner, run_microbench
-    from gpusim.measurements import kernel_fingerprint
-    from measurements.campaign import provenance
-    from measurements.probe import ClockSampler
-
-    runner = Runner()
-    prov = provenance(argv)
-    clocks = ClockSampler()
-    res = {"format_version": 2, "provenance": prov, "results": {}}
-    for key, name, kw in _entries():
-        build = _builder(name, kw)
-        try:
-            r = run_microbench(SIZES, build, repeats=11, warmup=2, runner=runner)
-            for size in SIZES:
-                r["sizes"][str(size)]["kernel"] = kernel_fingerprint(build(size).kernel)
-            r["status"], r["benchmark"] = "ok", name
-            print(f"{key:30s} {r['per_op_s'] * 1e9:9.2f} ns/op", flush=True)
-        except Exception as exc:  # record and go on
-            r = {"status": "error", "error": f"{type(exc).__name__}: {exc}"}
-            print(f"{key}: FAILED {r['error']}", flush=True)
-        res["results"][key] = r
-    clocks.stop(prov)
-    with open(os.path.join(out, _record()), "w") as f:
-        json.dump(res, f, indent=1, default=float)
-    return res
+    return record_microbenches(out, argv, _record(), [(key, name, SIZES, kw, _builder(name, kw))
+                                                      for key, name, kw in _entries()])
 
 
 def _entries():

@@ -383,10 +383,7 @@ def simulate_into(path: str) -> None:
     """Add the simulator's summaries (:func:`simulate_ring`) to the record at ``path`` (with
     ``POLL_COUNT_WHATIF=1``: under :data:`WHATIF`, in the section :data:`WHATIF_SECTION`; with
     ``POLL_COUNT_KERNELS=1``: :func:`kernels_into`)."""
-    import dataclasses
-
-    from gpusim.specs import load_spec
-    from measurements.probe import add_simulated, save_record
+    from measurements.probe import add_simulated
 
     def results(spec, rec):
         out = {}
@@ -397,15 +394,11 @@ def simulate_into(path: str) -> None:
     if os.environ.get("POLL_COUNT_KERNELS"):
         kernels_into(path)
         return
-    if not os.environ.get("POLL_COUNT_WHATIF"):
+    if os.environ.get("POLL_COUNT_WHATIF"):
+        add_simulated(path, results, gpu=None, section=WHATIF_SECTION, overrides=WHATIF,
+                      rounds=SIM_ROUNDS)
+    else:
         add_simulated(path, results, gpu=None, rounds=SIM_ROUNDS)
-        return
-    with open(path) as f:
-        rec = json.load(f)
-    spec = dataclasses.replace(load_spec(rec["spec"]), **WHATIF)
-    rec[WHATIF_SECTION] = {"spec": rec["spec"], "overrides": WHATIF, "rounds": SIM_ROUNDS,
-                           "results": results(spec, rec)}
-    save_record(path, rec)
 
 
 def main(argv: list | None = None) -> int:

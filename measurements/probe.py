@@ -30,22 +30,24 @@ class ClockSampler:
 
 
 def time_microbench(runner, name: str, sizes: tuple, kw: dict | None = None, *,
-                    repeats: int = 7, warmup: int = 2, label: str | None = None) -> dict:
+                    repeats: int = 7, warmup: int = 2, label: str | None = None,
+                    build=None) -> dict:
     """Microbenchmark ``name`` (builder arguments ``kw``) timed at ``sizes`` on the GPU: the
     record of :func:`gpusim.backends.cupy_backend.run_microbench` plus every size's kernel
-    hashes and ``status``; an error becomes ``{"status": "error", "error": ...}``."""
+    hashes and ``status``; an error becomes ``{"status": "error", "error": ...}``. ``build``
+    (``size -> Microbench``): a probe's own builder in place of the registry's ``name``."""
     from gpusim.backends.cupy_backend import run_microbench
     from gpusim.measurements import kernel_fingerprint
     from kernels_ir.kernels import microbench as mb
 
     kw = kw or {}
     label = label or name
+    build = build or (lambda s: mb.build(name, s, **kw))
     t0 = time.time()
     try:
-        r = run_microbench(sizes, lambda s: mb.build(name, s, **kw), repeats=repeats,
-                           warmup=warmup, runner=runner)
+        r = run_microbench(sizes, build, repeats=repeats, warmup=warmup, runner=runner)
         for size in sizes:
-            r["sizes"][str(size)]["kernel"] = kernel_fingerprint(mb.build(name, size, **kw).kernel)
+            r["sizes"][str(size)]["kernel"] = kernel_fingerprint(build(size).kernel)
         r["status"] = "ok"
         print(f"{label:30s} {r['per_op_s'] * 1e9:9.2f} ns/op ({time.time() - t0:.1f}s)",
               flush=True)
@@ -56,9 +58,10 @@ def time_microbench(runner, name: str, sizes: tuple, kw: dict | None = None, *,
 
 
 def record_microbenches(out: str, argv: list, filename: str, entries) -> dict:
-    """Time ``entries`` (``(key, name, sizes, builder arguments)``) on the GPU with
-    :func:`time_microbench` (11 repeats, 2 warm-ups), with provenance and the SM clock samples,
-    and write them to ``out/filename`` (format 2: ``results[key]``, ``benchmark`` = ``name``)."""
+    """Time ``entries`` (``(key, name, sizes, builder arguments)``, optionally a fifth item: a
+    probe's own ``size -> Microbench`` builder) on the GPU with :func:`time_microbench` (11
+    repeats, 2 warm-ups), with provenance and the SM clock samples, and write them to
+    ``out/filename`` (format 2: ``results[key]``, ``benchmark`` = ``name``)."""
     import json
 
     from gpusim.backends.cupy_backend import Runner
@@ -68,8 +71,9 @@ def record_microbenches(out: str, argv: list, filename: str, entries) -> dict:
     prov = provenance(argv)
     clocks = ClockSampler()
     res = {"format_version": 2, "provenance": prov, "results": {}}
-    for key, name, sizes, kw in entries:
-        r = time_microbench(runner, name, sizes, kw, repeats=11, warmup=2, label=key)
+    for key, name, sizes, kw, *build in entries:
+        r = time_microbench(runner, name, sizes, kw, repeats=11, warmup=2, label=key,
+                            build=build[0] if build else None)
         if r["status"] == "ok":
             r["benchmark"] = name
         res["results"][key] = r
@@ -79,20 +83,24 @@ def record_microbenches(out: str, argv: list, filename: str, entries) -> dict:
     return res
 
 
-def record_layers(out: str, argv: list, filename: str, layers, run, show, **meta) -> dict:
-    """One H100 record of a layer probe: ``run(runner, spec, h, b, d)`` per ``(hidden, batch,
+def record_layers(out: str, argv: list, filename: str, layers, run, show, *,
+                  gpu: str | None = "h100", **meta) -> dict:
+    """One record of a layer probe: ``run(runner, spec, h, b, d)`` per ``(hidden, batch,
     density)`` of ``layers`` (its result gets ``status`` "ok"; an exception is recorded as
     ``status`` "error" and the next layer runs), ``show(key, result)`` prints it; provenance, the
-    SM clock samples, ``meta`` and the wall time go with the results into ``out/filename``."""
+    SM clock samples, ``meta`` and the wall time go with the results into ``out/filename``.
+    ``spec`` is ``gpu``'s (``None``: the measured GPU's, named in the record's ``spec``)."""
     from gpusim.backends.cupy_backend import Runner
+    from gpusim.measurements import spec_name_for_gpu
     from gpusim.specs import load_spec
     from measurements.campaign import provenance
 
-    spec = load_spec("h100")
     runner = Runner()
     prov = provenance(argv)
+    spec = load_spec(gpu or spec_name_for_gpu(prov["gpu_name"]))
     clocks = ClockSampler()
-    rec = {"format_version": 1, "provenance": prov, **meta, "results": {}}
+    rec = {"format_version": 1, "provenance": prov, **meta,
+           **({} if gpu else {"spec": spec.name}), "results": {}}
     t0 = time.time()
     for h, b, d in layers:
         key = f"h{h}-b{b}-d{d}"
@@ -487,10 +495,13 @@ def save_record(path: str, rec: dict) -> None:
         json.dump(rec, f, indent=1, default=float)
 
 
-def add_simulated(path: str, results, gpu: str | None = "h100", **meta) -> dict:
+def add_simulated(path: str, results, gpu: str | None = "h100", *, section: str = "simulated",
+                  overrides: dict | None = None, **meta) -> dict:
     """Read the record at ``path``, add ``{"spec": gpu, **meta, "results": results(spec, rec)}``
-    under ``"simulated"`` (``results`` runs the simulator on the record's probes) and write it
-    back; ``gpu=None``: the spec the record names (``"spec"``)."""
+    under ``section`` (``results`` runs the simulator on the record's probes) and write it
+    back; ``gpu=None``: the spec the record names (``"spec"``); ``overrides``: spec values
+    replaced for a what-if (recorded with the section)."""
+    import dataclasses
     import json
 
     from gpusim.specs import load_spec
@@ -498,7 +509,11 @@ def add_simulated(path: str, results, gpu: str | None = "h100", **meta) -> dict:
     with open(path) as f:
         rec = json.load(f)
     gpu = gpu or rec["spec"]
-    rec["simulated"] = {"spec": gpu, **meta, "results": results(load_spec(gpu), rec)}
+    spec = load_spec(gpu)
+    if overrides:
+        spec = dataclasses.replace(spec, **overrides)
+        meta = {"overrides": overrides, **meta}
+    rec[section] = {"spec": gpu, **meta, "results": results(spec, rec)}
     save_record(path, rec)
     return rec
 

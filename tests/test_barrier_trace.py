@@ -232,3 +232,23 @@ def test_the_simulators_body_is_the_gpus():
     r = rec["results"]["h832-b4-d0.114"]
     got = bt.simulate_layer(load_spec("h200"), r["hidden"], r["batch"], r["density"])
     assert abs(got["body_ns"] - r["stamped"]["summary"]["body_ns"]) <= 15
+
+
+def test_a_probes_own_builder_is_timed_and_hashed(monkeypatch):
+    """``probe.time_microbench(build=...)`` (chain_warps' entries): the probe's builder is the
+    one timed and whose kernels are hashed, not the registry's."""
+    import gpusim.backends.cupy_backend as cb
+    from gpusim.measurements import kernel_fingerprint
+    from measurements import chain_warps
+    from measurements.probe import time_microbench
+
+    seen = []
+
+    def fake_run(sizes, build, **kw):
+        seen.extend(build(s).name for s in sizes)
+        return {"per_op_s": 1e-9, "sizes": {str(s): {} for s in sizes}}
+    monkeypatch.setattr(cb, "run_microbench", fake_run)
+    build = chain_warps._builder("tanh_latency", {"warps": 8})
+    r = time_microbench(None, "tanh_latency", (2, 4), {"warps": 8}, build=build)
+    assert r["status"] == "ok" and seen == ["tanh_latency_w8"] * 2
+    assert r["sizes"]["4"]["kernel"] == kernel_fingerprint(build(4).kernel)
