@@ -53,6 +53,7 @@ from kernels_ir.ir import (
     F32,
     I32,
     PRED,
+    SFU,
     If,
     Imm,
     Instr,
@@ -72,10 +73,19 @@ from .deadlock import Wait, is_store, report, spin_reads, store_keys
 from .memory import Space, global_space, shared_space
 from .semantics import SEMANTICS
 
-__all__ = ["execute", "ExecResult", "Mask"]
+__all__ = ["execute", "ExecResult", "Mask", "branch_region"]
 
 WARP = 32
 _NP = {F32: np.float32, I32: np.int32, PRED: np.bool_}
+
+
+def branch_region(body: tuple) -> bool:
+    """Whether ptxas compiles an ``if`` with this body to a branch region (``BSSY`` / ``BRA`` /
+    ``BSYNC``) rather than to predicated instructions: when it holds an activation (``tanh``,
+    ``exp``, ``sigmoid``: software sequences of some twenty instructions in the CUDA the backend
+    emits). Read off the SASS of the kernels' epilogues and of ``measurements/body_probe.py``;
+    ptxas predicates smaller blocks, or branches around them, by rules of its own."""
+    return any(isinstance(x, Instr) and x.op in SFU for x in walk(body))
 
 
 class Mask:
@@ -554,6 +564,10 @@ class _Machine:
         cond = self.regs[s.cond.reg.name][s.cond.index]
         then = self._compile_body(s.then)
         orelse = self._compile_body(s.orelse)
+        # an if-block holding an activation is a branch region in the SASS (BSSY / BSYNC), not
+        # predicated instructions: a warp whose lanes split over it pays for the split
+        reconverge = (getattr(self.obs, "on_reconverge", None)
+                      if not orelse and branch_region(s.then) else None)
 
         def run(m: Mask) -> None:
             t = m.arr & cond
@@ -562,6 +576,10 @@ class _Machine:
                 mt = Mask(t)
                 for f in then:
                     f(mt)
+                if reconverge is not None:
+                    split = mt.wany & (m.arr & ~cond).any(axis=1)
+                    if split.any():
+                        reconverge(split)
             if e is not None and e.any():
                 me = Mask(e)
                 for f in orelse:

@@ -22,6 +22,9 @@ computes, vectorised over the warps of the lockstep step:
    accesses issued before it (``measurements/stage_bar.py``: on the H100 a barrier after the
    staging's 128-bit stores costs 32 cycles more per chunk of a CTA's 8 warps, their 32
    wavefronts, with or without a load after it);
+   an if-block that holds an activation is a branch region in the SASS: a warp whose lanes
+   split over it issues its next instruction no earlier than ``divergent_branch_cycles`` after
+   the block's last one (``measurements/body_probe.py``);
    FENCE ends ``fence_latency_cycles`` after its issue or ``fence_after_store_cycles`` after the
    warp's last store or atomic is acknowledged, whichever is later (``measurements/fence.py``:
    on the H100 a fence costs about 690 cycles alone and little more after a store, so its own
@@ -289,6 +292,21 @@ class _Timing:
         else:
             wid, events, polls = self.rec_stack.pop()
             self._settle(wid, events, polls)
+
+    def on_reconverge(self, warps: np.ndarray) -> None:
+        """The warps (bool per warp) whose lanes split over a branch region that just ended
+        (:func:`.executor.branch_region`): their next instruction issues no earlier than
+        ``divergent_branch_cycles`` after the region's last one (``measurements/body_probe.py``:
+        on the H200 the kernels' epilogue inside ``if (lane < B)`` costs a round 39-66 cycles
+        more than the same epilogue on every lane)."""
+        d = self.spec.divergent_branch_cycles
+        if not d or self.replaying:
+            return
+        ws = np.flatnonzero(warps)
+        t = self.last[ws] + 1.0 + d
+        later = t > self.ctrl[ws]
+        self.ctrl[ws] = np.where(later, t, self.ctrl[ws])
+        self.ctrl_cat[ws] = np.where(later, ISSUE, self.ctrl_cat[ws])
 
     def on_instr(self, sid: int, m: Mask, flat) -> None:
         if self.rec_stack and not self.replaying:

@@ -80,6 +80,10 @@ PARAMS: dict[str, Param] = {
                                       "a CTA barrier releases no earlier than this after the "
                                       "SM's shared-memory pipe has served the accesses issued "
                                       "before it"),
+    "divergent_branch_cycles": Param("cycles", int, 0, 500,
+                                     "cycles a warp loses to an if-block that the compiler "
+                                     "branches around (one holding an activation) when its lanes "
+                                     "split over it"),
     "l1_hit_latency_cycles": Param("cycles", int, 1, 500, "global load round trip on an L1 hit"),
     "l1_unified_bytes_per_sm": Param("bytes", int, 1024, 1 << 22,
                                      "L1 + shared-memory SRAM per SM (L1 gets what shared "
@@ -203,6 +207,7 @@ class GPUSpec:
     smem_wavefronts_per_cycle: float
     cta_barrier_latency_cycles: int
     cta_barrier_drain_cycles: int
+    divergent_branch_cycles: int
     l1_hit_latency_cycles: int
     l1_unified_bytes_per_sm: int
     l2_size_bytes: int

@@ -72,11 +72,14 @@ def _reduction_cycles(spec, B):
 
 def _epilogue_cycles(spec, B):
     """MOV val, B - 1 dependent SELs and FADD x (each an ALU result), tanh (an FADD result),
-    FADD +0 (an SFU result), IADD (independent), STG (address: an ALU result), next instruction.
+    FADD +0 (an SFU result), IADD (independent), STG (address: an ALU result), next instruction;
+    the FADD x to the STG are the ``if`` of the row's lanes, a branch region the warp's lanes
+    split over (``divergent_branch_cycles``, as the simulator's ``on_reconverge``).
     """
     B = np.asarray(B, dtype=np.float64)
     a = spec.alu_latency_cycles
-    return 3 + (B + 1) * a + spec.fma_latency_cycles + spec.sfu_latency_cycles
+    return (3 + (B + 1) * a + spec.fma_latency_cycles + spec.sfu_latency_cycles
+            + spec.divergent_branch_cycles)
 
 
 def _tail_cycles(spec, B):
@@ -123,7 +126,8 @@ def _cell_epilogue_cycles(spec, B, cell: str):
         out = max(c + th, f + 3 * gap + sg) + f + end
     else:
         out = f + max(gap + 1, sg) + f + max(th, spec.smem_latency_cycles + 1) + f + f + end
-    return out + 0 * B
+    # the update is the ``if`` of the unit's lanes: a branch region they split over
+    return out + spec.divergent_branch_cycles + 0 * B
 
 
 def _unpack_costs(spec, sparse: bool, dtype: str):
