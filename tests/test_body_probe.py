@@ -1,0 +1,77 @@
+"""The persistent kernels' row body between two CTA barriers (measurements/body_probe.py, record
+measurements/h200/body_probe.json): the record is of today's probe kernels; on the GPU the
+epilogue inside ``if (lane < B)`` costs a round 37-57 cycles more than the same epilogue on every
+lane, the spec's ``divergent_branch_cycles`` is that record's median, and with it the simulator
+prices the one-slot bodies within 12% (3% on average). Two strict expected failures hold what it does not yet do:
+branch regions that do not split a warp or hold no activation, and the next row slot's loads
+that ptxas issues before the previous slot's region."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpusim.measurements import kernel_fingerprint
+from gpusim.specs import load_spec
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "measurements"))
+import body_probe as bp  # noqa: E402
+
+REC = json.loads((ROOT / "measurements" / "h200" / "body_probe.json").read_text())
+HZ = load_spec("h200").clock_hz
+GPU = {k: r["per_op_s"] * HZ for k, r in REC["results"].items()}
+SIM = {k: r["per_op_cycles"] for k, r in REC["simulated"]["results"].items()}
+# the pairs that price the region: every one-slot body with and without the if
+PAIRS = [k[len("full_"):] for k in GPU if k.startswith("full_") and "_r1_" in k]
+
+
+def test_the_record_is_of_todays_probe():
+    assert REC["provenance"]["gpu_name"] == "NVIDIA H200"
+    assert set(GPU) == set(SIM) == {k for k, _ in bp.ENTRIES}
+    for key, kw in bp.ENTRIES:
+        r = REC["results"][key]
+        assert r["status"] == "ok"
+        for n in bp.SIZES:
+            assert r["sizes"][str(n)]["kernel"] == kernel_fingerprint(bp.body(n, **kw).kernel)
+
+
+def test_a_split_branch_region_costs_a_warp_about_46_cycles():
+    """Batch 4, 2 or 1, one or four loads, 1 to 8 warps, one CTA or 132: 37-57 cycles."""
+    assert len(PAIRS) == 8
+    cost = [GPU[f"full_{p}"] - GPU[f"no_if_{p}"] for p in PAIRS]
+    assert all(30 < c < 65 for c in cost), cost
+    assert load_spec("h200").divergent_branch_cycles == round(statistics.median(cost))
+
+
+def test_the_simulator_prices_the_one_slot_bodies():
+    """Within 12% each (11% slow: batch 2 without the if), 4% on average, and the region costs
+    the simulator's split warps as it costs the GPU's."""
+    err = []
+    for p in PAIRS:
+        for v in ("full", "no_if"):
+            assert SIM[f"{v}_{p}"] == pytest.approx(GPU[f"{v}_{p}"], rel=0.12), (v, p)
+            err.append(abs(SIM[f"{v}_{p}"] / GPU[f"{v}_{p}"] - 1))
+        assert SIM[f"full_{p}"] - SIM[f"no_if_{p}"] > 25, p
+    assert statistics.mean(err) < 0.04
+
+
+@pytest.mark.xfail(strict=True, reason="the engine charges a branch region only to a warp whose "
+                   "lanes split over it and only when it holds an activation: on the H200 a "
+                   "region every lane enters or skips costs about 30 cycles, a split one without "
+                   "an activation 70 (measurements/README.md, 'The row body alone')")
+def test_the_simulator_prices_the_other_branch_regions():
+    for k in ("uniform_b4_r1_c1", "skip_b4_r1_c1", "no_tanh_b4_r1_c1"):
+        assert SIM[k] == pytest.approx(GPU[k], rel=0.08), k
+
+
+@pytest.mark.xfail(strict=True, reason="ptxas issues the next row slot's shared loads and FFMAs "
+                   "before the previous slot's branch region, the engine in IR order: a second "
+                   "slot costs the simulator about 400 cycles against the GPU's 300 "
+                   "(measurements/README.md, 'The row body alone')")
+def test_the_simulator_prices_two_row_slots():
+    assert SIM["full_b2_r2_c4"] == pytest.approx(GPU["full_b2_r2_c4"], rel=0.08)
