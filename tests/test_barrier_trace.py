@@ -102,13 +102,17 @@ def test_the_h200_record_and_its_table(measurements_section):
         short += g["body_ns"] - s["body_ns"] >= 25 and lg - ls >= 25
         assert g["arrive_ns"] > 2 * s["arrive_ns"]
     assert same >= 12 and short == 14
-    # the tanh in place: the GPU's costs more than the simulator's with one row a warp at
-    # batch 4 and with two rows at batch 2
+    # the tanh in place, with the branch region its ``if`` is (``body_probe.json``): the GPU's
+    # and the simulator's agree with one row a warp at batch 4; with two rows at batch 2 the
+    # GPU's costs about twice the simulator's
     for key in ("h832-b4-d0.114", "h1008-b4-d0.036", "h1080-b2-d0.1", "h1112-b2-d0.061"):
         g, s = rec["results"][key], sim[key]
         gt = g["stamped"]["summary"]["body_ns"] - g["no_tanh"]["summary"]["body_ns"]
         st = s["body_ns"] - s["no_tanh"]["body_ns"]
-        assert gt - st > 20, key
+        if "-b4-" in key:
+            assert abs(gt - st) < 10, key
+        else:
+            assert gt - st > 40, key
 
 
 @pytest.mark.slow
@@ -222,8 +226,8 @@ def test_the_gpu_summary_survives_a_clock_wrap_between_warps():
 
 @pytest.mark.xfail(strict=True, reason="the simulator's body after the staging barrier (the "
                    "mat-vec, its reduction, the tanh and the h store) is 25-89 ns shorter than "
-                   "the GPU's in both the barrier and the Lamport kernels; the tanh in place "
-                   "alone costs the GPU 40-57 ns against the simulator's 29-32")
+                   "the GPU's in both the barrier and the Lamport kernels (with the branch "
+                   "region of the epilogue now charged, 25-67 ns)")
 def test_the_simulators_body_is_the_gpus():
     """h832-b4 (one row a warp, the GPU's stamp after the barrier read after its release):
     the simulated body within 15 ns of the GPU's (270 ns)."""
