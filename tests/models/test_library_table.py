@@ -235,8 +235,8 @@ def test_the_readmes_quote_the_check():
         out = [lib[f"out of sample | {kind} | {c}"] for c in ("rnn", "lstm", "gru")]
         n = sum(v["rows"] for v in out)
         mean = {m: sum(v[m] * v["rows"] for v in out) / n for m in ("classes", "grid")}
-        # s75-s84: 188 fp32 rows each; fp16 52 each
-        assert n == {"cublas": 188, "cusparse": 188, "cublas_fp16": 52, "cusparse_fp16": 52}[kind]
+        # s85-s90: 111 fp32 rows each; fp16 33 each
+        assert n == {"cublas": 111, "cusparse": 111, "cublas_fp16": 33, "cusparse_fp16": 33}[kind]
         assert f"{name} {pct(mean['classes'])} / {pct(mean['grid'])}" in readme
     for eng in ("model", "sim"):
         c = cells[f"out of sample | {eng}"]
