@@ -234,20 +234,10 @@ def simulated_cycles(spec, kw: dict) -> float:
 
 
 def simulate_into(path: str) -> None:
-    from gpusim.specs import load_spec
-    from measurements.probe import add_simulated
+    from measurements.probe import add_simulated_per_op
 
-    def results(spec, rec):
-        out = {}
-        for key, kw in ENTRIES:
-            cyc = simulated_cycles(spec, kw)
-            meas = rec["results"].get(key, {}).get("per_op_s")
-            out[key] = {"per_op_cycles": cyc, "per_op_s": cyc / spec.clock_hz,
-                        "measured_per_op_s": meas, "arguments": kw}
-            print(f"{key:24s} sim {cyc:7.1f} cycles  measured "
-                  f"{meas * spec.clock_hz if meas else float('nan'):7.1f}", flush=True)
-        return out
-    add_simulated(path, results, "h200", clock_hz=load_spec("h200").clock_hz)
+    add_simulated_per_op(path, ENTRIES, lambda spec, key, kw: simulated_cycles(spec, kw),
+                         width=24)
 
 
 def main(argv: list | None = None) -> int:

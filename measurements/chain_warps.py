@@ -169,22 +169,12 @@ def simulated_cycles(spec, name: str, kw: dict) -> float:
 
 
 def simulate_into(path: str) -> None:
-    from gpusim.specs import load_spec
-    from measurements.probe import add_simulated
+    from measurements.probe import add_simulated_per_op
 
     entries = STORE_ENTRIES if path.endswith("chain_store.json") else ENTRIES
-
-    def results(spec, rec):
-        out = {}
-        for key, name, kw in entries:
-            cyc = simulated_cycles(spec, name, kw)
-            meas = rec["results"].get(key, {}).get("per_op_s")
-            out[key] = {"per_op_cycles": cyc, "per_op_s": cyc / spec.clock_hz,
-                        "measured_per_op_s": meas, "arguments": kw}
-            print(f"{key:20s} sim {cyc:7.1f} cycles  measured "
-                  f"{meas * spec.clock_hz if meas else float('nan'):7.1f}", flush=True)
-        return out
-    add_simulated(path, results, "h200", clock_hz=load_spec("h200").clock_hz)
+    name = {key: n for key, n, _ in entries}
+    add_simulated_per_op(path, [(key, kw) for key, _, kw in entries],
+                         lambda spec, key, kw: simulated_cycles(spec, name[key], kw))
 
 
 def main(argv: list | None = None) -> int:

@@ -518,6 +518,26 @@ def add_simulated(path: str, results, gpu: str | None = "h100", *, section: str 
     return rec
 
 
+def add_simulated_per_op(path: str, items, cycles, gpu: str = "h200", width: int = 20) -> dict:
+    """:func:`add_simulated` for a probe of per-operation costs: ``items`` is ``(key, builder
+    arguments)`` per benchmark, ``cycles(spec, key, kw)`` the simulator's cycles an operation;
+    each result holds them, in seconds at the spec's clock, the record's measured seconds and the
+    arguments, and is printed beside the measured cycles."""
+    from gpusim.specs import load_spec
+
+    def results(spec, rec):
+        out = {}
+        for key, kw in items:
+            cyc = cycles(spec, key, kw)
+            meas = rec["results"].get(key, {}).get("per_op_s")
+            out[key] = {"per_op_cycles": cyc, "per_op_s": cyc / spec.clock_hz,
+                        "measured_per_op_s": meas, "arguments": kw}
+            print(f"{key:{width}s} sim {cyc:7.1f} cycles  measured "
+                  f"{meas * spec.clock_hz if meas else float('nan'):7.1f}", flush=True)
+        return out
+    return add_simulated(path, results, gpu, clock_hz=load_spec(gpu).clock_hz)
+
+
 def measure_interleaved(argv: list, items, sizes: tuple, *, repeats: int, warmup: int,
                         passes: int, field: str, unit: str, **meta) -> dict:
     """Time microbenchmarks in ``passes`` passes, each over every item in turn (so that a drift
