@@ -2,9 +2,9 @@
 measurements/h200/body_probe.json): the record is of today's probe kernels; on the GPU the
 epilogue inside ``if (lane < B)`` costs a round 37-57 cycles more than the same epilogue on every
 lane, the spec's ``divergent_branch_cycles`` is that record's median, and with it the simulator
-prices the one-slot bodies within 12% (3% on average). Two strict expected failures hold what it does not yet do:
-branch regions that do not split a warp or hold no activation, and the next row slot's loads
-that ptxas issues before the previous slot's region."""
+prices the one-slot bodies within 12% (3% on average). Two strict expected failures hold what it
+does not yet do: branch regions that do not split a warp or hold no activation, and the next row
+slot's loads that ptxas issues before the previous slot's region."""
 
 from __future__ import annotations
 
