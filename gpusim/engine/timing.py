@@ -50,7 +50,10 @@ a buffer that atomics update (the grid barrier's counter), atomics, BAR and FENC
 
 Approximations (documented, not hidden): L1 holds read-only buffers only, without eviction
 (:mod:`.l1`; its throughput is the L1TEX stages of :mod:`.smem`); no instruction cache or
-fetch; a warp issues in order, one instruction per cycle at most; the store path is
+fetch; a branch region costs only a warp whose lanes split over it and only when it holds an
+activation (measurements/body_probe.py: regions that do not split cost the GPU 20-30 cycles);
+a warp issues in IR order (ptxas moves a later row slot's shared loads above the previous
+slot's branch region; the engine does not), one instruction per cycle at most; the store path is
 fire-and-forget (the warp does not wait except at FENCE); DRAM is a single aggregate FIFO; the
 launch overhead is added once to ``time_s``.
 """
