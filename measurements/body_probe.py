@@ -221,16 +221,9 @@ def measure(out: str, argv: list) -> dict:
 
 def simulated_cycles(spec, kw: dict) -> float:
     """The simulator's cycles a round: slope between :data:`SIM_SIZES` rounds, values checked."""
-    from gpusim.engine import simulate
+    from measurements.probe import simulated_slope
 
-    cyc = []
-    for rounds in SIM_SIZES:
-        mb = body(rounds, **kw)
-        r = simulate(mb.kernel, mb.inputs, spec)
-        if not mb.check(r.globals):
-            raise AssertionError(f"{kw}: the simulator's values fail the check")
-        cyc.append(r.cycles)
-    return (cyc[1] - cyc[0]) / (SIM_SIZES[1] - SIM_SIZES[0])
+    return simulated_slope(spec, _builder(kw), SIM_SIZES)
 
 
 def simulate_into(path: str) -> None:

@@ -155,17 +155,9 @@ def _record() -> str:
 
 def simulated_cycles(spec, name: str, kw: dict) -> float:
     """The simulator's cycles a link: the slope between 2 and 4 rounds, values checked."""
-    from gpusim.engine import simulate
+    from measurements.probe import simulated_slope
 
-    build = _builder(name, kw)
-    cyc = []
-    for rounds in (SIM_OPS, 2 * SIM_OPS):
-        mb = build(rounds)
-        r = simulate(mb.kernel, mb.inputs, spec)
-        if not mb.check(r.globals):
-            raise AssertionError(f"{name} {kw}: the simulator's values fail the check")
-        cyc.append((r.cycles, mb.ops))
-    return (cyc[1][0] - cyc[0][0]) / (cyc[1][1] - cyc[0][1])
+    return simulated_slope(spec, _builder(name, kw), (SIM_OPS, 2 * SIM_OPS))
 
 
 def simulate_into(path: str) -> None:

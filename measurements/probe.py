@@ -468,6 +468,15 @@ def simulate_checked(m, spec, **kw):
     return r
 
 
+def simulated_slope(spec, build, sizes: tuple, **kw) -> float:
+    """The simulator's cycles an operation of the checked Microbench ``build(n)``: the slope of
+    its cycles between the two ``sizes`` over the operations they hold (values checked;
+    ``simulate`` keywords ``kw``)."""
+    runs = [build(n) for n in sizes]
+    cyc = [simulate_checked(m, spec, **kw).cycles for m in runs]
+    return (cyc[1] - cyc[0]) / (runs[1].ops - runs[0].ops)
+
+
 def record_path(path: str) -> str:
     """``path``, or ``path + ".gz"`` where only the gzipped copy of a record is kept (the large
     records are stored gzipped to keep the repository small)."""

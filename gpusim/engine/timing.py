@@ -300,7 +300,7 @@ class _Timing:
         """The warps (bool per warp) whose lanes split over a branch region that just ended
         (:func:`.executor.branch_region`): their next instruction issues no earlier than
         ``divergent_branch_cycles`` after the region's last one (``measurements/body_probe.py``:
-        on the H200 the kernels' epilogue inside ``if (lane < B)`` costs a round 39-66 cycles
+        on the H200 the kernels' epilogue inside ``if (lane < B)`` costs a round 37-57 cycles
         more than the same epilogue on every lane)."""
         d = self.spec.divergent_branch_cycles
         if not d or self.replaying:
