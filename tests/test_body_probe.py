@@ -49,8 +49,8 @@ def test_a_split_branch_region_costs_a_warp_about_46_cycles():
 
 
 def test_the_simulator_prices_the_one_slot_bodies():
-    """Within 12% each (11% slow: batch 2 without the if), 4% on average, and the region costs
-    the simulator's split warps as it costs the GPU's."""
+    """Within 12% each, 4% on average, and the region costs the simulator's split warps as it
+    costs the GPU's."""
     err = []
     for p in PAIRS:
         for v in ("full", "no_if"):
@@ -69,9 +69,20 @@ def test_the_simulator_prices_the_other_branch_regions():
         assert SIM[k] == pytest.approx(GPU[k], rel=0.08), k
 
 
-@pytest.mark.xfail(strict=True, reason="ptxas issues the next row slot's shared loads and FFMAs "
-                   "before the previous slot's branch region, the engine in IR order: a second "
-                   "slot costs the simulator about 400 cycles against the GPU's 300 "
-                   "(measurements/README.md, 'The row body alone')")
 def test_the_simulator_prices_two_row_slots():
-    assert SIM["full_b2_r2_c4"] == pytest.approx(GPU["full_b2_r2_c4"], rel=0.08)
+    """ptxas moves the second slot's shared loads and FFMAs above the first slot's reduction and
+    branch region (the SASS), and the engine's order floor lets them go there: the two-slot
+    bodies within 8% (they were 17-44% slow when the engine issued in IR order)."""
+    for v in ("full", "no_if", "no_tanh", "no_if_no_tanh"):
+        assert SIM[f"{v}_b2_r2_c4"] == pytest.approx(GPU[f"{v}_b2_r2_c4"], rel=0.08), v
+
+
+def test_the_whole_probe_is_priced_within_5_percent_on_average():
+    err = [abs(SIM[k] / GPU[k] - 1) for k in GPU]
+    assert statistics.mean(err) < 0.05
+
+
+@pytest.mark.parametrize("key", ["full_b2_r2_c4", "no_if_no_tanh_b2_r2_c4", "full_b4_r1_c4"])
+def test_the_records_simulated_values_are_todays(key):
+    kw = dict(bp.ENTRIES)[key]
+    assert SIM[key] == pytest.approx(bp.simulated_cycles(load_spec("h200"), kw), abs=0.01)

@@ -545,6 +545,9 @@ class _Machine:
         self._time_var = outer_time
         rng = range(s.start, s.stop, s.step)
         machine = self if s.kind == "time" and self.obs is not None else None
+        # ptxas schedules within a loop's body, not across its back edge (the timing model's
+        # order floor, :meth:`.timing._Timing.on_iteration`)
+        iteration = getattr(self.obs, "on_iteration", None)
 
         def run(m: Mask) -> None:
             for i in rng:
@@ -554,6 +557,8 @@ class _Machine:
                     np.copyto(var, i, where=m.arr, casting="unsafe")
                 if machine is not None:
                     machine.step(i)
+                if iteration is not None:
+                    iteration(m.wany)
                 for f in body:
                     f(m)
             if machine is not None:
@@ -577,9 +582,9 @@ class _Machine:
                 for f in then:
                     f(mt)
                 if reconverge is not None:
-                    split = mt.wany & (m.arr & ~cond).any(axis=1)
-                    if split.any():
-                        reconverge(split)
+                    reconverge(m.wany, mt.wany & (m.arr & ~cond).any(axis=1))
+            elif reconverge is not None:
+                reconverge(m.wany, np.zeros_like(m.wany))
             if e is not None and e.any():
                 me = Mask(e)
                 for f in orelse:

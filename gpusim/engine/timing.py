@@ -9,7 +9,18 @@ computes, vectorised over the warps of the lockstep step:
    register pair) takes no issue slot and no pipe: its results are ready when its latest source
    is;
 1. ready cycle = max(previous issue + 1, scoreboard ready cycles of the source register
-   elements, control wait (CTA barrier release, fence));
+   elements, control wait (CTA barrier release, fence, a split branch region)), except that
+   ptxas's schedule is not the IR's order: a shared load or an arithmetic instruction outside a
+   branch region may issue as soon as its operands are ready, above earlier instructions of its
+   warp, down to the warp's **order floor** -- its latest barrier, fence, atomic, global load,
+   shared store or poll, the start of a loop iteration, and the end of the branch region before
+   the latest one (the SASS of the kernels and of ``measurements/body_probe.py``: the next row
+   slot's ``LDS`` and ``FFMA`` sit among the previous slot's shuffles, above its ``BSSY``, but
+   not above the region before it). Shuffles, global stores and a region's own instructions
+   keep their order and leave the floor where it is. An instruction moved into an earlier gap
+   adds nothing to the warp's time (``measurements/body_probe.py``: two row slots at batch 2
+   within -7% to +4% of the H200, where issuing in IR order made them 17-44% slow;
+   ``measurements/h100/shfl_pipe.json``'s streams of shared loads from +11-70% to within 3%);
 2. issue cycle = first cycle >= ready with a free issue slot and free pipe cycles on the warp's
    sub-partition (:mod:`.scheduler`, with backfill);
 3. the result's ready cycle: + ``fma``/``alu``/``sfu`` latency; a shuffle takes its place in
@@ -52,8 +63,10 @@ Approximations (documented, not hidden): L1 holds read-only buffers only, withou
 (:mod:`.l1`; its throughput is the L1TEX stages of :mod:`.smem`); no instruction cache or
 fetch; a branch region costs only a warp whose lanes split over it and only when it holds an
 activation (measurements/body_probe.py: regions that do not split cost the GPU 20-30 cycles);
-a warp issues in IR order (ptxas moves a later row slot's shared loads above the previous
-slot's branch region; the engine does not), one instruction per cycle at most; the store path is
+ptxas's schedule is approximated by the order floor above (an instruction issues where its
+operands allow, as if the compiler's list schedule had put it there: the hardware's in-order
+issue behind a stalled instruction that the compiler placed before it is not modelled), one
+instruction per cycle at most; the store path is
 fire-and-forget (the warp does not wait except at FENCE); DRAM is a single aggregate FIFO; the
 launch overhead is added once to ``time_s``.
 """
@@ -71,6 +84,7 @@ from kernels_ir.ir import (
     INT_ALU,
     SFU,
     WARP_OPS,
+    If,
     Instr,
     Kernel,
     Loop,
@@ -82,7 +96,7 @@ from kernels_ir.ir import (
 )
 from kernels_ir.verify import verify
 
-from .executor import Mask, _execute
+from .executor import Mask, _execute, branch_region
 from .l1 import L1, resident_buffers
 from .l2 import L2
 from .lowering import folded_instructions
@@ -101,10 +115,10 @@ class _Static:
     """Per static instruction: what the observer needs, precomputed once."""
 
     __slots__ = ("kind", "src", "dst", "srcs", "dsts", "pipe", "occ", "lat", "cat", "width",
-                 "shared", "base", "op", "folded")
+                 "shared", "base", "op", "folded", "hoist", "order")
 
     def __init__(self, ins: Instr, rows: dict, spec, atomic_bufs: set, gspace, sspace,
-                 folded: bool = False):
+                 folded: bool = False, in_region: bool = False):
         op = ins.op
         self.op = op
         self.folded = folded   # no SASS instruction of its own (lowering.py)
@@ -146,6 +160,14 @@ class _Static:
             self.cat = BARRIER if (buf.name in atomic_bufs or self.kind == "atom") else DATA
         elif self.kind in ("bar", "fence"):
             self.cat = BARRIER
+        # ptxas's schedule (see :meth:`_Timing._instr`): shared loads and arithmetic outside a
+        # branch region may issue once their operands are ready, above earlier instructions of
+        # their warp; shuffles, global stores (which no shared load or register aliases) and a
+        # region's own instructions keep their order without fixing where later ones may go;
+        # every other instruction is a point that nothing passes
+        self.hoist = (self.kind in ("alu", "lds") and op not in WARP_OPS and not in_region
+                      and not folded)
+        self.order = not (self.hoist or folded or in_region or self.kind in ("shfl", "stg"))
 
 
 class _Timing:
@@ -179,10 +201,17 @@ class _Timing:
         self.sstride = sspace.stride
         self.slot = np.repeat(np.arange(n_ctas, dtype=np.int64), W)
         folded = folded_instructions(kernel)
-        self.static = [_Static(i, rows, spec, atomic_bufs, gspace, sspace, sid in folded)
+        in_region = {id(x) for s in walk(kernel.body)
+                     if isinstance(s, If) and not s.orelse and branch_region(s.then)
+                     for x in walk(s.then) if isinstance(x, Instr)}
+        self.static = [_Static(i, rows, spec, atomic_bufs, gspace, sspace, sid in folded,
+                               id(i) in in_region)
                        for sid, i in enumerate(instructions(kernel))]
-        self.last = np.full(nw, -1.0)
+        self.last = np.full(nw, -1.0)     # each warp's latest issue
+        self.floor = np.full(nw, -1.0)    # ... of its latest instruction that nothing passes
+        self.region = np.full(nw, -1.0)   # where its latest branch region let the warp go on
         self.ctrl = np.zeros(nw)
+        self.rctrl = np.zeros(nw)         # a split region's wait (ordered instructions only)
         self.ctrl_cat = np.zeros(nw, dtype=np.int8)
         self.store_ack = np.zeros(nw)
         self.charge = np.zeros((nw, 4))
@@ -249,6 +278,8 @@ class _Timing:
         new = np.arange(self.active_nw)
         start = np.repeat(free[order][:len(ids)], W)
         self.last[new] = start
+        self.floor[new] = start
+        self.region[new] = start
         self.ctrl[new] = start
         self.store_ack[new] = 0.0
 
@@ -258,8 +289,8 @@ class _Timing:
         sub-partitions and history under its new number."""
         W = self.W
         wp = (order[:, None] * W + np.arange(W)).ravel()
-        for name in ("last", "ctrl", "ctrl_cat", "store_ack", "charge", "sm", "group", "rank",
-                     "slot", "smem_base"):
+        for name in ("last", "floor", "region", "ctrl", "rctrl", "ctrl_cat", "store_ack",
+                     "charge", "sm", "group", "rank", "slot", "smem_base"):
             setattr(self, name, getattr(self, name)[wp])
         self.ready = self.ready[:, wp]
         self.cat = self.cat[:, wp]
@@ -285,6 +316,7 @@ class _Timing:
             self.progress(step + 1, self.trip)
 
     def on_while(self, wid: int, event: str, m: Mask) -> None:
+        self.on_iteration(m.wany)     # ptxas does not schedule across a loop's edges
         if self.replaying:
             return
         if event == "enter":
@@ -296,20 +328,38 @@ class _Timing:
             wid, events, polls = self.rec_stack.pop()
             self._settle(wid, events, polls)
 
-    def on_reconverge(self, warps: np.ndarray) -> None:
-        """The warps (bool per warp) whose lanes split over a branch region that just ended
-        (:func:`.executor.branch_region`): their next instruction issues no earlier than
-        ``divergent_branch_cycles`` after the region's last one (``measurements/body_probe.py``:
-        on the H200 the kernels' epilogue inside ``if (lane < B)`` costs a round 37-57 cycles
-        more than the same epilogue on every lane)."""
-        d = self.spec.divergent_branch_cycles
-        if not d or self.replaying:
-            return
+    def on_iteration(self, warps: np.ndarray) -> None:
+        """The warps (bool per warp) start an iteration of a loop: nothing after this point
+        issues above what they have issued, nor before a split region's wait ends (ptxas
+        schedules within a loop's body)."""
         ws = np.flatnonzero(warps)
-        t = self.last[ws] + 1.0 + d
-        later = t > self.ctrl[ws]
-        self.ctrl[ws] = np.where(later, t, self.ctrl[ws])
-        self.ctrl_cat[ws] = np.where(later, ISSUE, self.ctrl_cat[ws])
+        here = np.maximum(self.last[ws], self.rctrl[ws] - 1.0)
+        self.floor[ws] = np.maximum(self.floor[ws], here)
+
+    def on_reconverge(self, reached: np.ndarray, split: np.ndarray) -> None:
+        """A branch region just ended (:func:`.executor.branch_region`) for the warps
+        ``reached`` (bool per warp) that came to it; ``split``: those whose lanes split over it.
+
+        - A split warp's next ordered instruction issues no earlier than
+          ``divergent_branch_cycles`` after the region's last one (``measurements/body_probe.py``:
+          on the H200 the kernels' epilogue inside ``if (lane < B)`` costs a round 37-57 cycles
+          more than the same epilogue on every lane).
+        - ptxas moves the next row slot's shared loads and arithmetic above the region, but not
+          above the region before it (the SASS of the kernels and of the probe: slot ``j + 1``'s
+          ``LDS`` and ``FFMA`` sit among slot ``j``'s shuffles, before slot ``j``'s ``BSSY``): the
+          warp's order floor moves to where the previous region let it go on.
+        """
+        if self.replaying:
+            return
+        ws = np.flatnonzero(reached)
+        self.floor[ws] = np.maximum(self.floor[ws], self.region[ws])
+        d = self.spec.divergent_branch_cycles
+        go_on = self.last[ws] + np.where(split[ws], d, 0.0)
+        self.region[ws] = go_on
+        sp = np.flatnonzero(split)
+        if d and sp.size:
+            t = self.last[sp] + 1.0 + d
+            self.rctrl[sp] = np.maximum(self.rctrl[sp], t)
 
     def on_instr(self, sid: int, m: Mask, flat) -> None:
         if self.rec_stack and not self.replaying:
@@ -332,31 +382,54 @@ class _Timing:
             self._write(st, ws, full, dep, dcat)
             return
         self.warp_instr += ws.size
-        earliest = (self.last if full else self.last[ws]) + 1.0
+        last = self.last if full else self.last[ws]
+        earliest = last + 1.0
         ctrl = self.ctrl if full else self.ctrl[ws]
+        ctrl_cat = self.ctrl_cat if full else self.ctrl_cat[ws]
+        if st.hoist:   # as early as its operands allow, not above the warp's order floor
+            start = (self.floor if full else self.floor[ws]) + 1.0
+        else:
+            start = earliest
+            rctrl = self.rctrl if full else self.rctrl[ws]
+            split = rctrl > ctrl
+            ctrl = np.where(split, rctrl, ctrl)
+            ctrl_cat = np.where(split, ISSUE, ctrl_cat)
         use_ctrl = ctrl > dep
         dep = np.where(use_ctrl, ctrl, dep)
-        dcat = np.where(use_ctrl, self.ctrl_cat if full else self.ctrl_cat[ws], dcat)
-        t = np.ceil(np.maximum(earliest, dep)).astype(np.int64)
+        dcat = np.where(use_ctrl, ctrl_cat, dcat)
+        t = np.ceil(np.maximum(start, dep)).astype(np.int64)
         if full and self.single_round:
             issue = self.issue_unit.reserve(self.group, t, st.pipe, st.occ)
         else:
             issue = self.issue_unit.reserve_rounds(self.full_rounds if full else self._rounds(ws),
                                                    t, st.pipe, st.occ)
         issue_f = issue.astype(np.float64)
+        # the time since the warp's latest issue is charged; an instruction that ptxas moved
+        # into an earlier gap adds none
         wait = issue_f - earliest
         dep_wait = dep - earliest                      # np.clip(dep - earliest, 0, wait)
         np.maximum(dep_wait, 0.0, out=dep_wait)
         np.minimum(dep_wait, wait, out=dep_wait)
+        own = 1.0 + (wait - dep_wait)
+        latest = issue_f
+        if st.hoist:
+            gap = wait < 0.0
+            dep_wait[gap] = 0.0
+            own[gap] = 0.0
+            latest = np.maximum(issue_f, last)
         charge = self.charge_flat
         cell = (self.all4 if full else ws * 4) + dcat
         charge[cell] += dep_wait
         if full:
-            self.charge[:, ISSUE] += 1.0 + (wait - dep_wait)
-            self.last[:] = issue_f
+            self.charge[:, ISSUE] += own
+            self.last[:] = latest
+            if st.order:
+                self.floor[:] = issue_f
         else:
-            self.charge[ws, ISSUE] += 1.0 + (wait - dep_wait)
-            self.last[ws] = issue_f
+            self.charge[ws, ISSUE] += own
+            self.last[ws] = latest
+            if st.order:
+                self.floor[ws] = issue_f
         kind = st.kind
         if kind == "alu":
             self._write(st, ws, full, issue_f + st.lat, ISSUE)

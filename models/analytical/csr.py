@@ -204,14 +204,14 @@ def _csr_tail_cycles(spec, B):
     ``gpusim.engine.lowering``) -> IMUL base (the ``if``)
     -> LDG of x (ALU latency each, then one L2 round trip); per column FADD x -> TANH (FMA
     latency, then the next column's FADD issues); the STG waits for the last TANH (SFU latency);
-    the ``if`` around them is a branch region lane 0 leaves the other lanes at
-    (``divergent_branch_cycles``, as the simulator's ``on_reconverge``).
+    the ``if`` around them is a branch region, but nothing of the warp follows it, so its
+    reconvergence costs nothing (the simulator's ``on_reconverge`` charges the next
+    instruction).
     """
     B = np.asarray(B, dtype=np.float64)
     fma, alu = spec.fma_latency_cycles, spec.alu_latency_cycles
     x_load = 1 + 2 * alu + spec.l2_hit_latency_cycles
-    return (_butterfly_cycles(spec, B) + x_load + B * (fma + 1) + spec.sfu_latency_cycles
-            + spec.divergent_branch_cycles)
+    return _butterfly_cycles(spec, B) + x_load + B * (fma + 1) + spec.sfu_latency_cycles
 
 
 def _cell_math_cycles(spec, B, cell: str):
@@ -563,8 +563,7 @@ def _csr_row_per_warp(spec, N, R, B, d, cell: str = "rnn"):
         # acknowledgement
         stores = ng * (2 if cell == "lstm" else 1)
         epilogue = (G * shuffles + 1 + 2 * alu + (epi_loads - 1) + mean
-                    + _cell_math_cycles(spec, Bf, cell) + (stores - 1) + mean + 1
-                    + spec.divergent_branch_cycles)
+                    + _cell_math_cycles(spec, Bf, cell) + (stores - 1) + mean + 1)
     # near / far L2 partition: a round trip of a warp's own (perm, rowptr, indices of a round,
     # x, store) is near or far with even odds. The step ends with the unluckiest of the warps
     # that run the most rounds; a first round bound by the data stage starts with the luckiest

@@ -3,7 +3,9 @@
 Persistent kernels (one CTA of 256 threads = 8 warps per SM, 2 warps per sub-partition)
 ----------------------------------------------------------------------------------------
 Per step (cycles), for the slowest warp; every term is a chain of the kernel's instructions timed
-by the simulator's mechanisms (in-order issue, one issue slot and ``32 / lanes`` pipe cycles per
+by the simulator's mechanisms (in-order issue, except that a row-slot's shared loads and FFMAs run
+beside the previous slot's reduction and epilogue as ptxas schedules them (the engine's order
+floor), one issue slot and ``32 / lanes`` pipe cycles per
 warp-instruction, dependent results after the unit's latency, a FIFO shared pipe per SM, L2
 round trips, polls that must be served after the data reached L2, CTA barrier latency):
 
@@ -181,6 +183,15 @@ def _persistent_from_slots(spec, v: Variant, N, B, K, wf_sm, wf_warp, mask, R, S
     if not ld.all():
         fma_only = _row_chain(spec, Kf, 0.0, B, L, tail=tails, loads=False)
         chain = np.where(ld > 0, chain, fma_only)
+    # ptxas moves a row-slot's shared loads and FFMAs above the previous slot's reduction and
+    # epilogue, branch region included (the engine's order floor, ``gpusim/engine/timing.py``;
+    # ``measurements/body_probe.py``): from the second row-slot on, that part of a slot's chain
+    # runs beside the previous slot's tail
+    tail_j = tails if gated else np.full(Kf.shape[-1], float(_tail_cycles(spec, B)))
+    tail_j = np.broadcast_to(tail_j, Kf.shape)
+    before = np.zeros(Kf.shape)
+    before[..., 1:] = np.where(mask[..., :-1], tail_j[..., :-1], 0.0)
+    chain = chain - np.minimum(np.maximum(chain - tail_j, 0.0), before)
     if exchange == LOCAL:
         chain = chain + _mask_batch_wait(spec, B)
     thr = _row_throughput(spec, Kf, wf_sm, B, L, epilogue=instrs, unpack=tuple(u_instr),

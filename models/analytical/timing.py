@@ -19,8 +19,10 @@ adds them up) that live here:
   leave the barrier clustered, the first slot queues once (``stagger``) and each later slot
   of a row waits when the batch of all warps' loads exceeds the warp's own slot chain.
 
-The shared-pipe queueing and the prefetch depth's shortening of a row's later slots are
-applied where the step is assembled (:func:`.persistent._persistent_from_slots`).
+The shared-pipe queueing, the prefetch depth's shortening of a row's later slots and the overlap
+of a row-slot's loads and FFMAs with the previous row-slot's reduction and epilogue (ptxas's
+schedule: the engine's order floor) are applied where the step is assembled
+(:func:`.persistent._persistent_from_slots`).
 """
 
 from __future__ import annotations
