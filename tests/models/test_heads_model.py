@@ -8,9 +8,12 @@ it cannot (grid-wide exchange); the command that produced it is recorded in the 
 the model is recomputed, on the mapping the kernel builder makes for the same seeded layer
 (:func:`models.analytical.persistent.builder_mapping`), and nothing from the simulation.
 
-On the recorded sweep (14 layers, 33 kernels; re-simulated after the engine stopped issuing
-the IR instructions that SASS does not, ``gpusim.engine.lowering``) the model is 4.9% off per
-step on average (MAPE; CTA-local 3.5%, grid-wide 6.7%), worst case -13.4% (before that change,
+On the recorded sweep (14 layers, 33 kernels; re-simulated after the engine took ptxas's
+schedule, the order floor of ``gpusim/engine/timing.py``, which moved the simulated steps by
+-23.5% to +3.8%, -7.0% at the median) the model is 4.0% off per step on average (MAPE;
+CTA-local 2.7%, grid-wide 5.9%), worst case +15.9%. Before that change, re-simulated after the
+engine stopped issuing the IR instructions that SASS does not (``gpusim.engine.lowering``): 4.9%
+(CTA-local 3.5%, grid-wide 6.7%), worst case -13.4% (before that change,
 with the sweep simulated when shuffles took their place in the SM's shared pipe and the
 launches their buffers in L2: 4.8%, 4.9%, 4.7%, -13.7%). Before the CTA-local step
 charged each xor mask's shuffle batch (``persistent._mask_batch_wait``: in the engine the warps
