@@ -381,3 +381,42 @@ def test_the_previous_engine_on_s45_s49_is_what_the_readme_says():
     row = (f"| the same layers priced by the engine before the change: speedup MAPE; named | "
            f"{cell('model')} | {cell('sim')} |")
     assert row in (ROOT / "README.md").read_text(), row
+
+
+def _s83_figures(name: str) -> dict:
+    """A same-layers comparison record's figures for s83's plain RNN layers: the simulator's mean
+    signed error per family (%), and per engine the speedup MAPE (%) and the fastest named."""
+    import re
+    import statistics
+
+    with gzip.open(ROOT / "measurements" / "h200" / name, "rt") as f:
+        rec = json.load(f)
+    draw = "fresh_2026-11-29_s83"
+    fam: dict = {}
+    for r in rec["rows"]:
+        if (r["draw"] == draw and r["kind"] in ("sparse_persistent", "dense_persistent", "csr")
+                and not re.search(r"-(lstm|gru|rnn)-|-H\d+-|fp16", r["id"])):
+            fam.setdefault(r["family"], []).append(r["signed"])
+    out = {f: round(100 * statistics.mean(v), 1) for f, v in fam.items()}
+    sp = [r for r in rec["speedup"]["rows"] if r["draw"] == draw and r.get("cell") is None]
+    for eng in ("sim", "model"):
+        out[eng] = (round(100 * statistics.mean(r[eng]["ape"] for r in sp), 1),
+                    sum(r[eng]["fastest"] == r["measured"]["fastest"] for r in sp))
+    return out
+
+
+def test_the_order_floor_before_and_after_on_s83():
+    """The READMEs' in-sample comparison of the order floor (ptxas's schedule) on s83's layers,
+    priced by the engine before it (``crosscheck_s83_s84_branch45.json.gz``) and with it
+    (``crosscheck_s83_order_floor.json.gz``): the barrier kernels +3.1% -> +0.7%, Lamport
+    -3.7% -> -6.8%, dense -6.4% -> -7.4%; speedups 8.2% -> 7.8% (simulator) and 8.2% -> 8.7%
+    (model), the fastest named unchanged (15 and 14 of 16)."""
+    before = _s83_figures("crosscheck_s83_s84_branch45.json.gz")
+    after = _s83_figures("crosscheck_s83_order_floor.json.gz")
+    assert (before["sparse barrier"], after["sparse barrier"]) == (3.1, 0.7)
+    assert (before["sparse lamport"], after["sparse lamport"]) == (-3.7, -6.8)
+    assert (before["dense persistent"], after["dense persistent"]) == (-6.4, -7.4)
+    assert (before["sim"], after["sim"]) == ((8.2, 15), (7.8, 15))
+    assert (before["model"], after["model"]) == ((8.2, 14), (8.7, 14))
+    text = (ROOT / "measurements" / "README.md").read_text()
+    assert "barrier +3.1% -> +0.7%, Lamport -3.7% -> -6.8%" in text
