@@ -30,99 +30,12 @@ SIM_OPS = 2      # cycles a link from the simulator's slope between 2 and 4 roun
 
 def chain(rounds: int = 8, op: str = "ffma", chain: int = 32, warps: int = 1,
           store: bool = False):
-    """``pipes.chain_latency``'s chain (the same IR with one warp) run by ``warps`` warps of one
-    CTA (``{op}_latency_w{warps}``, warp ``w`` on scheduler ``w % 4``), all from the same lane
-    values, so a link's cost is its latency with that many warps beside it. ``store`` (the float
-    chains, suffix ``_st``): every link ends with a global store of its value (link ``k`` of a
-    round to slot ``k`` of a log buffer), as a kernel's epilogue stores its tanh; the next link
-    still depends only on the value. A checked :class:`Microbench`.
+    """``pipes.chain_latency``'s chain run by ``warps`` warps of one CTA, each link's value
+    stored when ``store`` (a checked :class:`Microbench`; see ``chain_latency``). With one warp
+    and no store the kernel is ``chain_latency``'s own (a test compares the two)."""
+    from kernels_ir.kernels.microbench.pipes import chain_latency
 
-    The IR is built here, not by ``chain_latency`` itself: that module is among the sources the
-    model fingerprint covers, and a probe's extra forms must not change the fingerprint. With
-    one warp and no store the kernel is ``chain_latency``'s own (a test compares the two)."""
-    import numpy as np
-
-    from kernels_ir.builder import Builder
-    from kernels_ir.errors import InputError
-    from kernels_ir.ir import F32, I32
-    from kernels_ir.kernels.microbench import Microbench
-    from kernels_ir.kernels.microbench.pipes import (
-        _A,
-        _B,
-        _C,
-        _FN_A,
-        _M,
-        CHAIN_OPS,
-        _out_dtype,
-        _positive,
-        _reference,
-    )
-    from kernels_ir.verify import verify
-
-    rounds, chain, warps = (_positive(n, v) for n, v in
-                            (("rounds", rounds), ("chain", chain), ("warps", warps)))
-    if op not in CHAIN_OPS:
-        raise InputError(f"op={op!r}: accepted {', '.join(CHAIN_OPS)}")
-    if warps > 32:
-        raise InputError(f"warps={warps!r}: accepted 1 to 32 (one CTA)")
-    if store and op in ("imad", "shfl"):
-        raise InputError(f"store=True with op={op!r}: accepted with the float chains only")
-    name = f"{op}_latency" + (f"_w{warps}" if warps > 1 else "") + ("_st" if store else "")
-    w32 = 32
-    b = Builder(f"mb_{name}", grid=1, block=w32 * warps, bench=name, rounds=rounds)
-    lane = b.sreg("lane", dst=b.reg(I32, "lane"))
-    where = b.sreg("tid", dst=b.reg(I32, "tid")) if warps > 1 else lane
-    zero = b.mov(0, I32, dst=b.reg(I32, "zero"))
-    if op in ("imad", "shfl"):
-        g_k = b.global_buffer("k", I32, 2)
-        g_out = b.global_buffer("out", I32, w32 * warps, role="out")
-        m = b.ldg(g_k, zero, dst=b.reg(I32, "m"))
-        c = b.ldg(g_k, zero, offset=1, dst=b.reg(I32, "c"))
-        v = b.imad(lane, 3 if op == "imad" else 7, b.mov(1 if op == "imad" else 3, I32,
-                                                         dst=b.reg(I32, "v0")),
-                   dst=b.reg(I32, "v"))
-        with b.loop("r", 0, rounds):
-            for k in range(chain):
-                if op == "imad":
-                    b.imad(v, m, c, dst=v)
-                else:
-                    b.shfl_xor(v, 1 << (k % 5), dst=v)
-        k_in = np.array([_M, _C], np.int32)
-    else:
-        g_k = b.global_buffer("k", F32, 2)
-        g_out = b.global_buffer("out", F32, w32 * warps, role="out")
-        a_ = b.ldg(g_k, zero, dst=b.reg(F32, "a"))
-        b_ = b.ldg(g_k, zero, offset=1, dst=b.reg(F32, "b"))
-        v = b.i2f(lane, dst=b.reg(F32, "v"))
-        b.fmul(v, 1.0 / 64.0, dst=v)
-        fn = {"tanh": b.tanh, "exp": b.exp, "sigmoid": b.sigmoid}.get(op)
-        g_log = b.global_buffer("log", F32, chain * w32 * warps, role="out") if store else None
-        with b.loop("r", 0, rounds):
-            for k in range(chain):
-                b.ffma(v, a_, b_, dst=v)
-                if fn is not None:
-                    fn(v, dst=v)
-                if store:
-                    b.stg(g_log, where, v, offset=k * w32 * warps)
-        k_in = np.array((_A, _B) if op == "ffma" else _FN_A[op], np.float32)
-    b.stg(g_out, where, v)
-    kernel = verify(b.build())
-    expect = np.tile(_reference(op, rounds * chain, chain), warps)
-
-    def check(g) -> bool:
-        got = np.asarray(g["out"])
-        if op in ("imad", "shfl"):
-            return bool(np.array_equal(got.astype(np.int32), expect))
-        return bool(np.allclose(got, expect, rtol=1e-4, atol=1e-5))
-
-    inputs = {"k": k_in, "out": np.zeros(w32 * warps, _out_dtype(op))}
-    if store:
-        inputs["log"] = np.zeros(chain * w32 * warps, np.float32)
-    params = {"rounds": rounds, "op": op, "chain": chain} | (
-        {"warps": warps} if warps > 1 else {}) | ({"store": True} if store else {})
-    return Microbench(name, kernel, inputs, rounds * chain, f"one dependent {op} link" + (
-        f", {warps} warps side by side" if warps > 1 else "") + (
-        ", each link's value stored" if store else ""), params, check)
+    return chain_latency(rounds, op, chain, warps=warps, store=store)
 
 
 def _builder(name: str, kw: dict):

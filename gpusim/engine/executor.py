@@ -73,7 +73,7 @@ from .deadlock import Wait, is_store, report, spin_reads, store_keys
 from .memory import Space, global_space, shared_space
 from .semantics import SEMANTICS
 
-__all__ = ["execute", "ExecResult", "Mask", "branch_region"]
+__all__ = ["execute", "ExecResult", "Mask", "branch_region", "region_calls"]
 
 WARP = 32
 _NP = {F32: np.float32, I32: np.int32, PRED: np.bool_}
@@ -86,6 +86,16 @@ def branch_region(body: tuple) -> bool:
     emits). Read off the SASS of the kernels' epilogues and of ``measurements/body_probe.py``;
     ptxas predicates smaller blocks, or branches around them, by rules of its own."""
     return any(isinstance(x, Instr) and x.op in SFU for x in walk(body))
+
+
+def region_calls(body: tuple) -> bool:
+    """Whether a branch region's body holds a subroutine call in the SASS: a sigmoid, whose
+    IEEE division (``1.0f / (1.0f + expf(-x))``) ptxas compiles with a ``CALL.REL`` to the
+    division's slow path. ptxas schedules nothing of what follows such a region above it (the
+    SASS of the gated kernels, nvcc 13, sm_90: a unit's gate rows' loads come after the previous
+    unit's epilogue, ``BSYNC``; in the plain kernels, whose ``tanhf`` is inline, the next row
+    slot's loads go above the region)."""
+    return any(isinstance(x, Instr) and x.op is Op.SIGMOID for x in walk(body))
 
 
 class Mask:
@@ -573,6 +583,7 @@ class _Machine:
         # predicated instructions: a warp whose lanes split over it pays for the split
         reconverge = (getattr(self.obs, "on_reconverge", None)
                       if not orelse and branch_region(s.then) else None)
+        calls = region_calls(s.then)
 
         def run(m: Mask) -> None:
             t = m.arr & cond
@@ -582,9 +593,9 @@ class _Machine:
                 for f in then:
                     f(mt)
                 if reconverge is not None:
-                    reconverge(m.wany, mt.wany & (m.arr & ~cond).any(axis=1))
+                    reconverge(m.wany, mt.wany & (m.arr & ~cond).any(axis=1), calls)
             elif reconverge is not None:
-                reconverge(m.wany, np.zeros_like(m.wany))
+                reconverge(m.wany, np.zeros_like(m.wany), calls)
             if e is not None and e.any():
                 me = Mask(e)
                 for f in orelse:

@@ -336,9 +336,10 @@ class _Timing:
         here = np.maximum(self.last[ws], self.rctrl[ws] - 1.0)
         self.floor[ws] = np.maximum(self.floor[ws], here)
 
-    def on_reconverge(self, reached: np.ndarray, split: np.ndarray) -> None:
+    def on_reconverge(self, reached: np.ndarray, split: np.ndarray, calls: bool = False) -> None:
         """A branch region just ended (:func:`.executor.branch_region`) for the warps
-        ``reached`` (bool per warp) that came to it; ``split``: those whose lanes split over it.
+        ``reached`` (bool per warp) that came to it; ``split``: those whose lanes split over it;
+        ``calls``: the region holds a subroutine call (:func:`.executor.region_calls`).
 
         - A split warp's next ordered instruction issues no earlier than
           ``divergent_branch_cycles`` after the region's last one (``measurements/body_probe.py``:
@@ -348,6 +349,10 @@ class _Timing:
           above the region before it (the SASS of the kernels and of the probe: slot ``j + 1``'s
           ``LDS`` and ``FFMA`` sit among slot ``j``'s shuffles, before slot ``j``'s ``BSSY``): the
           warp's order floor moves to where the previous region let it go on.
+        - ptxas moves nothing above a region that holds a call (a gated cell's epilogue, whose
+          sigmoids' divisions call their slow path): the floor moves to where this region lets
+          the warp go on (the SASS of the LSTM and GRU kernels: a unit's gate rows' loads come
+          after the previous unit's ``BSYNC``, at 56 to 164 registers).
         """
         if self.replaying:
             return
@@ -356,6 +361,8 @@ class _Timing:
         d = self.spec.divergent_branch_cycles
         go_on = self.last[ws] + np.where(split[ws], d, 0.0)
         self.region[ws] = go_on
+        if calls:
+            self.floor[ws] = np.maximum(self.floor[ws], go_on)
         sp = np.flatnonzero(split)
         if d and sp.size:
             t = self.last[sp] + 1.0 + d
@@ -388,12 +395,8 @@ class _Timing:
         ctrl_cat = self.ctrl_cat if full else self.ctrl_cat[ws]
         if st.hoist:   # as early as its operands allow, not above the warp's order floor
             start = (self.floor if full else self.floor[ws]) + 1.0
-        else:
-            start = earliest
-            rctrl = self.rctrl if full else self.rctrl[ws]
-            split = rctrl > ctrl
-            ctrl = np.where(split, rctrl, ctrl)
-            ctrl_cat = np.where(split, ISSUE, ctrl_cat)
+        else:          # in order, and not before a split region's wait ends (issue time)
+            start = np.maximum(earliest, self.rctrl if full else self.rctrl[ws])
         use_ctrl = ctrl > dep
         dep = np.where(use_ctrl, ctrl, dep)
         dcat = np.where(use_ctrl, ctrl_cat, dcat)

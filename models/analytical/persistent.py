@@ -186,11 +186,15 @@ def _persistent_from_slots(spec, v: Variant, N, B, K, wf_sm, wf_warp, mask, R, S
     # ptxas moves a row-slot's shared loads and FFMAs above the previous slot's reduction and
     # epilogue, branch region included (the engine's order floor, ``gpusim/engine/timing.py``;
     # ``measurements/body_probe.py``): from the second row-slot on, that part of a slot's chain
-    # runs beside the previous slot's tail
+    # runs beside the previous slot's tail; but not above a gated unit's epilogue, whose
+    # sigmoids call the division's slow path (``gpusim.engine.executor.region_calls``)
     tail_j = tails if gated else np.full(Kf.shape[-1], float(_tail_cycles(spec, B)))
     tail_j = np.broadcast_to(tail_j, Kf.shape)
     before = np.zeros(Kf.shape)
     before[..., 1:] = np.where(mask[..., :-1], tail_j[..., :-1], 0.0)
+    if gated:
+        gates = cap.check_cell(cell)
+        before[..., np.arange(Kf.shape[-1]) % gates == 0] = 0.0
     chain = chain - np.minimum(np.maximum(chain - tail_j, 0.0), before)
     if exchange == LOCAL:
         chain = chain + _mask_batch_wait(spec, B)
@@ -208,7 +212,7 @@ def _persistent_from_slots(spec, v: Variant, N, B, K, wf_sm, wf_warp, mask, R, S
     stagger = queue0 + (c["wps"] - 1) * B * c["occ_i"]
     compute = row.sum(axis=-1) + stagger
     smem_total = np.where(mask, wf_sm, 0.0).sum(axis=-1) / c["wf"]
-    tail = (np.where(mask, tails, 0.0).sum(axis=-1) if gated else _tail_cycles(spec, B) * R)
+    tail = np.where(mask, tail_j, 0.0).sum(axis=-1)
     Rf = np.asarray(R, dtype=np.float64)
     if exchange == LOCAL:
         pre = _prefetch_cycles(spec, Rf)

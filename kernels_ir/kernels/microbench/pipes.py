@@ -63,18 +63,33 @@ def _reference(op: str, links: int, chain: int) -> np.ndarray:
     return f
 
 
-def chain_latency(rounds: int = 8, op: str = "ffma", chain: int = 32) -> Microbench:
-    """One warp, ``rounds`` rounds of ``chain`` dependent links of ``op`` (module docstring)."""
-    rounds, chain = _positive("rounds", rounds), _positive("chain", chain)
+def chain_latency(rounds: int = 8, op: str = "ffma", chain: int = 32, warps: int = 1,
+                  store: bool = False) -> Microbench:
+    """One warp, ``rounds`` rounds of ``chain`` dependent links of ``op`` (module docstring).
+
+    ``warps``: that many warps of one CTA run the same chain side by side (``{op}_latency_w{n}``,
+    warp ``w`` on scheduler ``w % 4``), all from the same lane values, so a link's cost is its
+    latency with that many warps beside it. ``store`` (the float chains, suffix ``_st``): every
+    link ends with a global store of its value (link ``k`` of a round to slot ``k`` of a log
+    buffer), as a kernel's epilogue stores its tanh; the next link still depends only on the
+    value."""
+    rounds, chain, warps = (_positive(n, v) for n, v in
+                            (("rounds", rounds), ("chain", chain), ("warps", warps)))
     if op not in CHAIN_OPS:
         raise InputError(f"op={op!r}: accepted {', '.join(CHAIN_OPS)}")
-    name = f"{op}_latency"
-    b = Builder(f"mb_{name}", grid=1, block=WARP, bench=name, rounds=rounds)
+    if warps > 32:
+        raise InputError(f"warps={warps!r}: accepted 1 to 32 (one CTA)")
+    if store and op in ("imad", "shfl"):
+        raise InputError(f"store=True with op={op!r}: accepted with the float chains only")
+    name = f"{op}_latency" + (f"_w{warps}" if warps > 1 else "") + ("_st" if store else "")
+    n = WARP * warps
+    b = Builder(f"mb_{name}", grid=1, block=n, bench=name, rounds=rounds)
     lane = b.sreg("lane", dst=b.reg(I32, "lane"))
+    where = b.sreg("tid", dst=b.reg(I32, "tid")) if warps > 1 else lane
     zero = b.mov(0, I32, dst=b.reg(I32, "zero"))
     if op in ("imad", "shfl"):
         g_k = b.global_buffer("k", I32, 2)
-        g_out = b.global_buffer("out", I32, WARP, role="out")
+        g_out = b.global_buffer("out", I32, n, role="out")
         m = b.ldg(g_k, zero, dst=b.reg(I32, "m"))
         c = b.ldg(g_k, zero, offset=1, dst=b.reg(I32, "c"))
         v = b.imad(lane, 3 if op == "imad" else 7, b.mov(1 if op == "imad" else 3, I32,
@@ -89,21 +104,24 @@ def chain_latency(rounds: int = 8, op: str = "ffma", chain: int = 32) -> Microbe
         k_in = np.array([_M, _C], np.int32)
     else:
         g_k = b.global_buffer("k", F32, 2)
-        g_out = b.global_buffer("out", F32, WARP, role="out")
+        g_out = b.global_buffer("out", F32, n, role="out")
         a_ = b.ldg(g_k, zero, dst=b.reg(F32, "a"))
         b_ = b.ldg(g_k, zero, offset=1, dst=b.reg(F32, "b"))
         v = b.i2f(lane, dst=b.reg(F32, "v"))
         b.fmul(v, 1.0 / 64.0, dst=v)
         fn = {"tanh": b.tanh, "exp": b.exp, "sigmoid": b.sigmoid}.get(op)
+        g_log = b.global_buffer("log", F32, chain * n, role="out") if store else None
         with b.loop("r", 0, rounds):
-            for _ in range(chain):
+            for k in range(chain):
                 b.ffma(v, a_, b_, dst=v)
                 if fn is not None:
                     fn(v, dst=v)
+                if store:
+                    b.stg(g_log, where, v, offset=k * n)
         k_in = np.array((_A, _B) if op == "ffma" else _FN_A[op], np.float32)
-    b.stg(g_out, lane, v)
+    b.stg(g_out, where, v)
     kernel = verify(b.build())
-    expect = _reference(op, rounds * chain, chain)
+    expect = np.tile(_reference(op, rounds * chain, chain), warps)
 
     def check(g) -> bool:
         got = np.asarray(g["out"])
@@ -111,9 +129,14 @@ def chain_latency(rounds: int = 8, op: str = "ffma", chain: int = 32) -> Microbe
             return bool(np.array_equal(got.astype(np.int32), expect))
         return bool(np.allclose(got, expect, rtol=1e-4, atol=1e-5))
 
-    return Microbench(name, kernel, {"k": k_in, "out": np.zeros(WARP, _out_dtype(op))},
-                      rounds * chain, f"one dependent {op} link",
-                      {"rounds": rounds, "op": op, "chain": chain}, check)
+    inputs = {"k": k_in, "out": np.zeros(n, _out_dtype(op))}
+    if store:
+        inputs["log"] = np.zeros(chain * n, np.float32)
+    params = {"rounds": rounds, "op": op, "chain": chain} | (
+        {"warps": warps} if warps > 1 else {}) | ({"store": True} if store else {})
+    return Microbench(name, kernel, inputs, rounds * chain, f"one dependent {op} link" + (
+        f", {warps} warps side by side" if warps > 1 else "") + (
+        ", each link's value stored" if store else ""), params, check)
 
 
 def _out_dtype(op: str):
