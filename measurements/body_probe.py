@@ -3,6 +3,7 @@ simulator.
 
     PYTHONPATH=. python3 measurements/body_probe.py --out $OUT     # GPU (body_probe.json)
     python measurements/body_probe.py --simulate measurements/h200/body_probe.json
+    SLOTS=1 PYTHONPATH=. python3 measurements/body_probe.py --out $OUT  # body_probe_slots.json
 
 Why: stamped inside the barrier and Lamport kernels (``h200/barrier_trace.json``), the body
 after the staging barrier (a warp's wide shared loads, FFMAs, butterfly reduction, the select of
@@ -207,6 +208,23 @@ ENTRIES = tuple(
         + [(v, 4, 1, 1, 1, w) for w in (1, 2, 4) for v in ("full", "no_if")]))
 
 
+# ``SLOTS=1``: three to eight row slots a warp, with and without the region between them
+# (record ``body_probe_slots.json``): how the slots pipeline when there are more than two
+SLOT_ENTRIES = tuple(
+    (f"{v}_b{b}_r{r}_c{c}", {"variant": v, "batch": b, "rows": r, "chunks": c, "grid": 1})
+    for v, b, r, c in (
+        [(v, 2, 4, 4) for v in ("full", "no_if", "no_if_no_tanh")]
+        + [(v, 4, 4, 2) for v in ("full", "no_if")]
+        + [(v, 4, 8, 1) for v in ("full", "no_if")]
+        + [(v, 1, 8, 2) for v in ("full", "no_if")]
+        + [(v, 2, 8, 2) for v in ("full", "no_if")]
+        + [("full", 2, 3, 4), ("full", 4, 2, 2)]))
+
+
+def _entries():
+    return SLOT_ENTRIES if os.environ.get("SLOTS") else ENTRIES
+
+
 def _builder(kw: dict):
     return lambda rounds: body(rounds, **kw)
 
@@ -214,9 +232,11 @@ def _builder(kw: dict):
 def measure(out: str, argv: list) -> dict:
     from measurements.probe import record_microbenches
 
-    return record_microbenches(out, argv, "body_probe.json",
+    return record_microbenches(out, argv,
+                               "body_probe_slots.json" if os.environ.get("SLOTS")
+                               else "body_probe.json",
                                [(key, f"body_{key}", SIZES, kw, _builder(kw))
-                                for key, kw in ENTRIES])
+                                for key, kw in _entries()])
 
 
 def simulated_cycles(spec, kw: dict) -> float:
@@ -229,7 +249,8 @@ def simulated_cycles(spec, kw: dict) -> float:
 def simulate_into(path: str) -> None:
     from measurements.probe import add_simulated_per_op
 
-    add_simulated_per_op(path, ENTRIES, lambda spec, key, kw: simulated_cycles(spec, kw),
+    entries = SLOT_ENTRIES if path.endswith("body_probe_slots.json") else ENTRIES
+    add_simulated_per_op(path, entries, lambda spec, key, kw: simulated_cycles(spec, kw),
                          width=24)
 
 

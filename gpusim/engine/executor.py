@@ -556,7 +556,7 @@ class _Machine:
         rng = range(s.start, s.stop, s.step)
         machine = self if s.kind == "time" and self.obs is not None else None
         # ptxas schedules within a loop's body, not across its back edge (the timing model's
-        # order floor, :meth:`.timing._Timing.on_iteration`)
+        # issue order, :meth:`.timing._Timing.on_iteration`)
         iteration = getattr(self.obs, "on_iteration", None)
 
         def run(m: Mask) -> None:
@@ -565,10 +565,10 @@ class _Machine:
                     var.fill(i)
                 else:
                     np.copyto(var, i, where=m.arr, casting="unsafe")
-                if machine is not None:
-                    machine.step(i)
                 if iteration is not None:
                     iteration(m.wany)
+                if machine is not None:
+                    machine.step(i)
                 for f in body:
                     f(m)
             if machine is not None:
@@ -584,12 +584,15 @@ class _Machine:
         reconverge = (getattr(self.obs, "on_reconverge", None)
                       if not orelse and branch_region(s.then) else None)
         calls = region_calls(s.then)
+        enter = getattr(self.obs, "on_region", None) if reconverge is not None else None
 
         def run(m: Mask) -> None:
             t = m.arr & cond
             e = (m.arr & ~cond) if orelse else None
             if then and t.any():
                 mt = Mask(t)
+                if enter is not None:
+                    enter(mt.wany, calls)
                 for f in then:
                     f(mt)
                 if reconverge is not None:

@@ -8,19 +8,22 @@ computes, vectorised over the warps of the lockstep step:
    combine folded into the compare before it, a constant predicate, the second half of a zeroed
    register pair) takes no issue slot and no pipe: its results are ready when its latest source
    is;
-1. ready cycle = max(previous issue + 1, scoreboard ready cycles of the source register
-   elements, control wait (CTA barrier release, fence, a split branch region)), except that
-   ptxas's schedule is not the IR's order: a shared load or an arithmetic instruction outside a
-   branch region may issue as soon as its operands are ready, above earlier instructions of its
-   warp, down to the warp's **order floor** -- its latest barrier, fence, atomic, global load,
-   shared store or poll, the start of a loop iteration, and the end of the branch region before
-   the latest one (the SASS of the kernels and of ``measurements/body_probe.py``: the next row
-   slot's ``LDS`` and ``FFMA`` sit among the previous slot's shuffles, above its ``BSSY``, but
-   not above the region before it). Shuffles, global stores and a region's own instructions
-   keep their order and leave the floor where it is. An instruction moved into an earlier gap
-   adds nothing to the warp's time (``measurements/body_probe.py``: two row slots at batch 2
-   within -7% to +4% of the H200, where issuing in IR order made them 17-44% slow;
-   ``measurements/h100/shfl_pipe.json``'s streams of shared loads from +11-70% to within 3%);
+1. the order: a warp issues in the SASS's order, which is ptxas's, not the IR's
+   (:mod:`.schedule`): straight-line code is list-scheduled; a row slot's shared loads and
+   arithmetic go above the previous slot's branch region but not above the region before it;
+   nothing crosses a barrier, fence, atomic, global load, shared store or poll, a loop's
+   edges, or a region that calls a subroutine (a gated cell's epilogue); shuffles keep the
+   IR's order among themselves (an approximation: ptxas interleaves independent reductions,
+   and the GPU does not gain what the engine's pipes would give them, section "Approximations"
+   below). ``measurements/body_probe.py``: two row slots at batch 2 within 1% of the H200,
+   where issuing in IR order made them 17% slow;
+   ready cycle = max(previous issue + 1, scoreboard ready cycles of the source register
+   elements, control wait (CTA barrier release, fence, a split branch region)); a shared or
+   global load or store or a shuffle no sooner than ``mio_issue_interval_cycles`` after the
+   warp's previous one (the stall count ptxas puts between them; ``h100/shfl_pipe.json``: one
+   warp's shuffles 4.1 cycles apart); a result waits for every shuffle on its dependency
+   barrier (``dependency_barriers``: ptxas gives each shuffle the lowest free one, the latest
+   one's when none is free);
 2. issue cycle = first cycle >= ready with a free issue slot and free pipe cycles on the warp's
    sub-partition (:mod:`.scheduler`, with backfill);
 3. the result's ready cycle: + ``fma``/``alu``/``sfu`` latency; a shuffle takes its place in
@@ -63,9 +66,13 @@ Approximations (documented, not hidden): L1 holds read-only buffers only, withou
 (:mod:`.l1`; its throughput is the L1TEX stages of :mod:`.smem`); no instruction cache or
 fetch; a branch region costs only a warp whose lanes split over it and only when it holds an
 activation (measurements/body_probe.py: regions that do not split cost the GPU 20-30 cycles);
-ptxas's schedule is approximated by the order floor above (an instruction issues where its
-operands allow, as if the compiler's list schedule had put it there: the hardware's in-order
-issue behind a stalled instruction that the compiler placed before it is not modelled), one
+ptxas's schedule is approximated by a list schedule over nominal latencies (:mod:`.schedule`);
+its shuffles keep the IR's order, where ptxas interleaves the shuffles of independent rows:
+interleaved, the engine prices two rows at batch 2 without a region between them 13-19% fast
+and a recorded multi-head LSTM layer at batch 1 (the H200 draw s92) 40% fast; in the IR's order
+within 6% and 10%
+(``measurements/body_probe.py``; what the GPU loses there is not known); shared loads take no
+dependency barrier (ptxas relies on their in-order completion); one
 instruction per cycle at most; the store path is
 fire-and-forget (the warp does not wait except at FENCE); DRAM is a single aggregate FIFO; the
 launch overhead is added once to ``time_s``.
@@ -103,6 +110,7 @@ from .lowering import folded_instructions
 from .memory import global_space, shared_space
 from .residency import check_launch, launch_residency
 from .results import CATEGORIES, SimResult
+from .schedule import Pending
 from .scheduler import PIPES, IssueUnit
 from .smem import SharedPipe, lines
 
@@ -115,7 +123,7 @@ class _Static:
     """Per static instruction: what the observer needs, precomputed once."""
 
     __slots__ = ("kind", "src", "dst", "srcs", "dsts", "pipe", "occ", "lat", "cat", "width",
-                 "shared", "base", "op", "folded", "hoist", "order")
+                 "shared", "base", "op", "folded", "hoist", "order", "nominal", "mio")
 
     def __init__(self, ins: Instr, rows: dict, spec, atomic_bufs: set, gspace, sspace,
                  folded: bool = False, in_region: bool = False):
@@ -168,6 +176,12 @@ class _Static:
         self.hoist = (self.kind in ("alu", "lds") and op not in WARP_OPS and not in_region
                       and not folded)
         self.order = not (self.hoist or folded or in_region or self.kind in ("shfl", "stg"))
+        # a memory-pipe instruction: ptxas keeps a warp's consecutive ones
+        # ``mio_issue_interval_cycles`` apart (the SASS's stall counts)
+        self.mio = self.kind in ("lds", "sts", "shfl", "ldg", "poll", "stg", "atom")
+        # the latency ptxas schedules by (:func:`.schedule.list_order`)
+        self.nominal = 0 if folded else (spec.smem_latency_cycles if self.kind == "lds"
+                                         else self.lat if self.kind in ("alu", "shfl") else 1)
 
 
 class _Timing:
@@ -208,9 +222,8 @@ class _Timing:
                                id(i) in in_region)
                        for sid, i in enumerate(instructions(kernel))]
         self.last = np.full(nw, -1.0)     # each warp's latest issue
-        self.floor = np.full(nw, -1.0)    # ... of its latest instruction that nothing passes
-        self.region = np.full(nw, -1.0)   # where its latest branch region let the warp go on
         self.ctrl = np.zeros(nw)
+        self.mio_next = np.zeros(nw)      # its next memory-pipe instruction, not before
         self.rctrl = np.zeros(nw)         # a split region's wait (ordered instructions only)
         self.ctrl_cat = np.zeros(nw, dtype=np.int8)
         self.store_ack = np.zeros(nw)
@@ -244,6 +257,10 @@ class _Timing:
         self.active_nw = nw      # warps of the current wave (on_wave); all of them but the last
         self.retired = 0.0       # the latest store acknowledgement of CTAs that have exited
         self.progress = progress
+        # instructions not yet timed, until their place in ptxas's issue order is known
+        self.pending = Pending(self.static, self.ready, self.cat, self._emit,
+                               self._reconverge, spec.mio_issue_interval_cycles,
+                               spec.dependency_barriers)
         self.trip = next((s.trip_count for s in walk(kernel.body)
                           if isinstance(s, Loop) and s.kind == "time"), 0)
 
@@ -267,6 +284,7 @@ class _Timing:
         ``measurements/h200/csr_trace_layers.json.gz``: at hidden 4760, batch 8, the CSR
         kernel's 595 CTAs of 56 registers (528 co-resident) run as 528 CTAs ending at
         8.6-10.3 us and 67 that start at 8.96-9.44 us, as each finds a free slot."""
+        self._flush()
         self.active_nw = len(ids) * self.W
         if wave == 0:
             return
@@ -278,9 +296,8 @@ class _Timing:
         new = np.arange(self.active_nw)
         start = np.repeat(free[order][:len(ids)], W)
         self.last[new] = start
-        self.floor[new] = start
-        self.region[new] = start
         self.ctrl[new] = start
+        self.mio_next[new] = start
         self.store_ack[new] = 0.0
 
     def _relabel(self, order: np.ndarray) -> None:
@@ -289,11 +306,12 @@ class _Timing:
         sub-partitions and history under its new number."""
         W = self.W
         wp = (order[:, None] * W + np.arange(W)).ravel()
-        for name in ("last", "floor", "region", "ctrl", "rctrl", "ctrl_cat", "store_ack",
+        for name in ("last", "ctrl", "mio_next", "rctrl", "ctrl_cat", "store_ack",
                      "charge", "sm", "group", "rank", "slot", "smem_base"):
             setattr(self, name, getattr(self, name)[wp])
         self.ready = self.ready[:, wp]
         self.cat = self.cat[:, wp]
+        self.pending.ready, self.pending.cat = self.ready, self.cat
         self.waits = self.waits[order]
         self.charge_flat = self.charge.reshape(-1)
         self.smem.conflicts_per_warp = self.smem.conflicts_per_warp[wp]
@@ -304,9 +322,11 @@ class _Timing:
 
     def on_group(self, gid: int) -> None:
         """The following events belong to group ``gid`` (its own stack of open spins)."""
+        self._flush()
         self.rec_stack = self.rec_stacks.setdefault(gid, [])
 
     def on_step(self, step) -> None:
+        self._flush()
         per_sm_end = np.full(self.spec.sm_count, -np.inf)
         np.maximum.at(per_sm_end, self.sm, self.last)
         charge = np.zeros((self.spec.sm_count, 4))
@@ -329,53 +349,61 @@ class _Timing:
             self._settle(wid, events, polls)
 
     def on_iteration(self, warps: np.ndarray) -> None:
-        """The warps (bool per warp) start an iteration of a loop: nothing after this point
-        issues above what they have issued, nor before a split region's wait ends (ptxas
-        schedules within a loop's body)."""
-        ws = np.flatnonzero(warps)
-        here = np.maximum(self.last[ws], self.rctrl[ws] - 1.0)
-        self.floor[ws] = np.maximum(self.floor[ws], here)
+        """The warps (bool per warp) start an iteration of a loop: ptxas schedules within a
+        loop's body, so everything before this point is timed first."""
+        self._flush()
+
+    def on_region(self, entering: np.ndarray, calls: bool = False) -> None:
+        """A branch region starts for the warps ``entering`` (bool per warp); ``calls``: it
+        holds a subroutine call (:func:`.executor.region_calls`). Its place in the issue order
+        comes after the next segment's movable instructions (:class:`.schedule.Pending`)."""
+        if not self.replaying:
+            self.pending.region(calls)
 
     def on_reconverge(self, reached: np.ndarray, split: np.ndarray, calls: bool = False) -> None:
         """A branch region just ended (:func:`.executor.branch_region`) for the warps
         ``reached`` (bool per warp) that came to it; ``split``: those whose lanes split over it;
-        ``calls``: the region holds a subroutine call (:func:`.executor.region_calls`).
+        ``calls``: the region holds a subroutine call. Applied by :meth:`_reconverge` once the
+        region's instructions are timed."""
+        if not self.replaying:
+            self.pending.reconverged(reached, split, calls)
 
-        - A split warp's next ordered instruction issues no earlier than
-          ``divergent_branch_cycles`` after the region's last one (``measurements/body_probe.py``:
-          on the H200 the kernels' epilogue inside ``if (lane < B)`` costs a round 37-57 cycles
-          more than the same epilogue on every lane).
-        - ptxas moves the next row slot's shared loads and arithmetic above the region, but not
-          above the region before it (the SASS of the kernels and of the probe: slot ``j + 1``'s
-          ``LDS`` and ``FFMA`` sit among slot ``j``'s shuffles, before slot ``j``'s ``BSSY``): the
-          warp's order floor moves to where the previous region let it go on.
-        - ptxas moves nothing above a region that holds a call (a gated cell's epilogue, whose
-          sigmoids' divisions call their slow path): the floor moves to where this region lets
-          the warp go on (the SASS of the LSTM and GRU kernels: a unit's gate rows' loads come
-          after the previous unit's ``BSYNC``, at 56 to 164 registers).
-        """
-        if self.replaying:
-            return
-        ws = np.flatnonzero(reached)
-        self.floor[ws] = np.maximum(self.floor[ws], self.region[ws])
+    def _reconverge(self, reached: np.ndarray, split: np.ndarray) -> None:
+        """A split warp's next instruction issues no earlier than ``divergent_branch_cycles``
+        after the region's last one (``measurements/body_probe.py``: on the H200 the kernels'
+        epilogue inside ``if (lane < B)`` costs a round 37-57 cycles more than the same
+        epilogue on every lane)."""
         d = self.spec.divergent_branch_cycles
-        go_on = self.last[ws] + np.where(split[ws], d, 0.0)
-        self.region[ws] = go_on
-        if calls:
-            self.floor[ws] = np.maximum(self.floor[ws], go_on)
         sp = np.flatnonzero(split)
         if d and sp.size:
             t = self.last[sp] + 1.0 + d
             self.rctrl[sp] = np.maximum(self.rctrl[sp], t)
 
+    def _flush(self) -> None:
+        if self.pending:
+            self.pending.flush()
+        else:
+            self.pending.writer.clear()
+            self.pending.base.clear()
+
+    def _emit(self, e) -> None:
+        self._instr(e.sid, e.m, e.flat, None, self.pending.extra)
+
     def on_instr(self, sid: int, m: Mask, flat) -> None:
-        if self.rec_stack and not self.replaying:
+        if not self.rec_stack and not self.replaying:
+            if self.static[sid].order:
+                self._flush()
+                self._instr(sid, m, flat, None)
+            else:      # timed when its place in ptxas's issue order is known
+                self.pending.add(sid, m, flat)
+            return
+        self._flush()   # inside a spin loop: in the IR's order
+        if not self.replaying:
             self.rec_stack[-1][1].append((sid, m.arr, flat))
-        polls = self.rec_stack[-1][2] if self.rec_stack else None
-        self._instr(sid, m, flat, polls)
+        self._instr(sid, m, flat, self.rec_stack[-1][2])
 
     # --- the model ----------------------------------------------------------------------------
-    def _instr(self, sid: int, m: Mask, flat, polls) -> None:
+    def _instr(self, sid: int, m: Mask, flat, polls, extra=None) -> None:
         st = self.static[sid]
         full = m.full and self.active_nw == self.nw
         if full:
@@ -385,6 +413,11 @@ class _Timing:
             if ws.size == 0:
                 return
         dep, dcat = self._latest_source(st, ws, full)
+        if extra is not None:   # a dependency barrier that another result shares
+            ex = extra if full else extra[ws]
+            later = ex > dep
+            dep = np.where(later, ex, dep)
+            dcat = np.where(later, ISSUE, dcat)
         if st.folded:    # part of the previous SASS instruction, or none: no issue, no pipe
             self._write(st, ws, full, dep, dcat)
             return
@@ -393,10 +426,10 @@ class _Timing:
         earliest = last + 1.0
         ctrl = self.ctrl if full else self.ctrl[ws]
         ctrl_cat = self.ctrl_cat if full else self.ctrl_cat[ws]
-        if st.hoist:   # as early as its operands allow, not above the warp's order floor
-            start = (self.floor if full else self.floor[ws]) + 1.0
-        else:          # in order, and not before a split region's wait ends (issue time)
-            start = np.maximum(earliest, self.rctrl if full else self.rctrl[ws])
+        # in order, and not before a split region's wait ends (issue time)
+        start = np.maximum(earliest, self.rctrl if full else self.rctrl[ws])
+        if st.mio:     # nor before the stall count after the warp's last memory-pipe one
+            start = np.maximum(start, self.mio_next if full else self.mio_next[ws])
         use_ctrl = ctrl > dep
         dep = np.where(use_ctrl, ctrl, dep)
         dcat = np.where(use_ctrl, ctrl_cat, dcat)
@@ -407,32 +440,25 @@ class _Timing:
             issue = self.issue_unit.reserve_rounds(self.full_rounds if full else self._rounds(ws),
                                                    t, st.pipe, st.occ)
         issue_f = issue.astype(np.float64)
-        # the time since the warp's latest issue is charged; an instruction that ptxas moved
-        # into an earlier gap adds none
+        # the time since the warp's latest issue is charged
         wait = issue_f - earliest
         dep_wait = dep - earliest                      # np.clip(dep - earliest, 0, wait)
         np.maximum(dep_wait, 0.0, out=dep_wait)
         np.minimum(dep_wait, wait, out=dep_wait)
         own = 1.0 + (wait - dep_wait)
-        latest = issue_f
-        if st.hoist:
-            gap = wait < 0.0
-            dep_wait[gap] = 0.0
-            own[gap] = 0.0
-            latest = np.maximum(issue_f, last)
         charge = self.charge_flat
         cell = (self.all4 if full else ws * 4) + dcat
         charge[cell] += dep_wait
         if full:
             self.charge[:, ISSUE] += own
-            self.last[:] = latest
-            if st.order:
-                self.floor[:] = issue_f
+            self.last[:] = issue_f
+            if st.mio:
+                self.mio_next[:] = issue_f + self.spec.mio_issue_interval_cycles
         else:
             self.charge[ws, ISSUE] += own
-            self.last[ws] = latest
-            if st.order:
-                self.floor[ws] = issue_f
+            self.last[ws] = issue_f
+            if st.mio:
+                self.mio_next[ws] = issue_f + self.spec.mio_issue_interval_cycles
         kind = st.kind
         if kind == "alu":
             self._write(st, ws, full, issue_f + st.lat, ISSUE)
@@ -595,6 +621,7 @@ class _Timing:
                 [{"warp": int(x), "while": label} for x in w])
 
     def end(self) -> float:
+        self._flush()
         return float(max(self.last.max(), self.store_ack.max(), self.retired, 0.0)) + 1.0
 
 

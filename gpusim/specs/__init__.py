@@ -84,6 +84,13 @@ PARAMS: dict[str, Param] = {
                                      "cycles a warp loses to an if-block that the compiler "
                                      "branches around (one holding an activation) when its lanes "
                                      "split over it"),
+    "mio_issue_interval_cycles": Param("cycles", int, 1, 64,
+                                       "cycles between a warp's consecutive memory-pipe "
+                                       "instructions (shared and global loads and stores, "
+                                       "shuffles): the stall count ptxas encodes after each"),
+    "dependency_barriers": Param("count", int, 0, 16,
+                                 "a warp's dependency barriers (scoreboards) that track the "
+                                 "results of variable-latency instructions"),
     "l1_hit_latency_cycles": Param("cycles", int, 1, 500, "global load round trip on an L1 hit"),
     "l1_unified_bytes_per_sm": Param("bytes", int, 1024, 1 << 22,
                                      "L1 + shared-memory SRAM per SM (L1 gets what shared "
@@ -208,6 +215,8 @@ class GPUSpec:
     cta_barrier_latency_cycles: int
     cta_barrier_drain_cycles: int
     divergent_branch_cycles: int
+    mio_issue_interval_cycles: int
+    dependency_barriers: int
     l1_hit_latency_cycles: int
     l1_unified_bytes_per_sm: int
     l2_size_bytes: int

@@ -55,7 +55,7 @@ from .timing import (
 )
 from .variants import REASONS, REDUCTION_STEPS, VARIANTS, WARP, KernelTimes, Variant
 
-_BOUNDS = np.array(["latency", "issue", "fp32", "int", "smem"])
+_BOUNDS = np.array(["latency", "issue", "fp32", "int", "smem", "mio"])
 LOCAL = "cta"   # the exchange of a CTA that holds whole heads (kernels_ir sparse_rnn.LOCAL)
 _CELL_OF_GATES = {g: cell for cell, g in cap.CELLS.items()}
 
@@ -183,15 +183,18 @@ def _persistent_from_slots(spec, v: Variant, N, B, K, wf_sm, wf_warp, mask, R, S
     if not ld.all():
         fma_only = _row_chain(spec, Kf, 0.0, B, L, tail=tails, loads=False)
         chain = np.where(ld > 0, chain, fma_only)
-    # ptxas moves a row-slot's shared loads and FFMAs above the previous slot's reduction and
-    # epilogue, branch region included (the engine's order floor, ``gpusim/engine/timing.py``;
-    # ``measurements/body_probe.py``): from the second row-slot on, that part of a slot's chain
-    # runs beside the previous slot's tail; but not above a gated unit's epilogue, whose
-    # sigmoids call the division's slow path (``gpusim.engine.executor.region_calls``)
+    # ptxas moves a row-slot's shared loads and FFMAs above the previous slot's branch region,
+    # among its shuffles (the engine's issue order, ``gpusim/engine/schedule.py``;
+    # ``measurements/h200/body_probe_slots.json``): from the second row-slot on, that part of a
+    # slot's chain runs beside the previous slot's reduction, and the previous slot's epilogue
+    # waits for it (in-order issue); not above a gated unit's epilogue, whose sigmoids call the
+    # division's slow path (``gpusim.engine.executor.region_calls``)
     tail_j = tails if gated else np.full(Kf.shape[-1], float(_tail_cycles(spec, B)))
     tail_j = np.broadcast_to(tail_j, Kf.shape)
+    red = float(_reduction_cycles(spec, B))
+    slack = max(red - REDUCTION_STEPS * float(B) * spec.mio_issue_interval_cycles, 0.0)
     before = np.zeros(Kf.shape)
-    before[..., 1:] = np.where(mask[..., :-1], tail_j[..., :-1], 0.0)
+    before[..., 1:] = np.where(mask[..., :-1], np.minimum(tail_j[..., :-1], slack), 0.0)
     if gated:
         gates = cap.check_cell(cell)
         before[..., np.arange(Kf.shape[-1]) % gates == 0] = 0.0

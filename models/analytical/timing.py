@@ -21,7 +21,7 @@ adds them up) that live here:
 
 The shared-pipe queueing, the prefetch depth's shortening of a row's later slots and the overlap
 of a row-slot's loads and FFMAs with the previous row-slot's reduction and epilogue (ptxas's
-schedule: the engine's order floor) are applied where the step is assembled
+schedule: the engine's issue order) are applied where the step is assembled
 (:func:`.persistent._persistent_from_slots`).
 """
 
@@ -64,12 +64,14 @@ def _reduction_cycles(spec, B):
 
     A mask's first FADD waits ``shfl_latency`` for its shuffle; the B FADDs then issue one FP32
     pipe occupancy apart; the next mask's first shuffle issues right after the last FADD (its
-    operand, the first FADD's result, is ready ``fma_latency`` after that FADD).
+    operand, the first FADD's result, is ready ``fma_latency`` after that FADD). A mask's B
+    shuffles are ``mio_issue_interval_cycles`` apart (the engine's ``mio_next``), so a mask
+    takes at least B of those.
     """
     B = np.asarray(B, dtype=np.float64)
     occ_f = max(1.0, WARP / spec.fp32_lanes_per_subpartition)
-    return REDUCTION_STEPS * (spec.shfl_latency_cycles
-                              + np.maximum((B - 1) * occ_f + 1, spec.fma_latency_cycles))
+    mask = spec.shfl_latency_cycles + np.maximum((B - 1) * occ_f + 1, spec.fma_latency_cycles)
+    return REDUCTION_STEPS * np.maximum(mask, B * spec.mio_issue_interval_cycles)
 
 
 def _epilogue_cycles(spec, B):
@@ -210,7 +212,8 @@ def _row_throughput(spec, K, wf_sm, B, L, epilogue=None, unpack=(0.0, 0.0, 0.0),
     FADD, MOV + B - 1 SEL, FADD, TANH, FADD, IADD, STG); FP32 pipe: ``K B + 5 B + 2`` FP32
     instructions; INT pipe: ``2 B + 1``; shared pipe: all warps' wavefronts of the SM and their
     ``5 B`` shuffles, ``shfl_per_cycle_per_sm`` a cycle (the engine's rule: one pipe,
-    ``measurements/h100/shfl_pipe.json``).
+    ``measurements/h100/shfl_pipe.json``); memory pipe of one warp: its ``K L`` loads, ``5 B``
+    shuffles and store, ``mio_issue_interval_cycles`` apart.
     ``epilogue``: the instructions after MOV + SELs per row-slot instead of the vanilla row's 5
     (a gated cell's, :func:`_gated_tails`; its FP32 ones average 2 per gate row, as counted).
     ``unpack``: an fp16 slot's extra (issue slots, FP32, INT) instructions
@@ -227,7 +230,11 @@ def _row_throughput(spec, K, wf_sm, B, L, epilogue=None, unpack=(0.0, 0.0, 0.0),
     fp32 = c["wps"] * c["pipe"] * (K * (B + u_fp) + REDUCTION_STEPS * B + 2)
     intp = c["wps"] * c["occ_i"] * (2 * B + 1 + K * u_int)
     smem = wf_sm / c["wf"] + c["wpc"] * REDUCTION_STEPS * B / spec.shfl_per_cycle_per_sm
-    return np.stack(np.broadcast_arrays(issue, fp32, intp, smem))
+    # one warp's memory-pipe instructions (its loads, shuffles and store), each
+    # ``mio_issue_interval_cycles`` after the one before (the SASS's stall counts; the engine's
+    # ``mio_next``)
+    mio = (K * L * loads + REDUCTION_STEPS * B + 1) * spec.mio_issue_interval_cycles
+    return np.stack(np.broadcast_arrays(issue, fp32, intp, smem, mio))
 
 
 def _prefetch_cycles(spec, R):

@@ -83,12 +83,19 @@ def _per_op_cycles(name: str, spec, sizes=(4, 8)) -> float:
 
 
 def test_store_visibility_microbenchmark_costs_exactly_vis_more():
-    """One warp stores a flag and polls it: with the same-warp order its load is served when
-    the store is visible, so each op costs exactly ``l2_store_visibility_cycles`` more."""
-    base = _per_op_cycles("store_visibility", _spec(0))
+    """One warp stores a flag and polls it. Its poll issues ``mio_issue_interval_cycles`` after
+    the store (the stall count between two memory-pipe instructions) and reaches the slice that
+    much later: a store visible by then is seen at once; a later one makes the poll stale, and
+    with the same-warp order its re-poll is served when the store is visible, so each cycle of
+    visibility from there on costs exactly one cycle more."""
+    gap = _spec(0).mio_issue_interval_cycles
+    assert _per_op_cycles("store_visibility", _spec(gap - 2)) == \
+        _per_op_cycles("store_visibility", _spec(0))
+    base = _per_op_cycles("store_visibility", _spec(2 * gap))
+    assert base > _per_op_cycles("store_visibility", _spec(0))     # the re-poll
     for vis in (87, 300):
-        assert _per_op_cycles("store_visibility", _spec(vis)) == pytest.approx(base + vis,
-                                                                               abs=1.0)
+        assert _per_op_cycles("store_visibility", _spec(vis)) == pytest.approx(
+            base + vis - 2 * gap, abs=1.0)
 
 
 def test_flag_round_trip_grows_with_visibility():
