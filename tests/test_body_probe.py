@@ -2,9 +2,11 @@
 measurements/h200/body_probe.json): the record is of today's probe kernels; on the GPU the
 epilogue inside ``if (lane < B)`` costs a round 37-57 cycles more than the same epilogue on every
 lane, the spec's ``divergent_branch_cycles`` is that record's median, and with it the simulator
-prices the one-slot bodies within 12% (3% on average). Two strict expected failures hold what it
-does not yet do: branch regions that do not split a warp or hold no activation, and the next row
-slot's loads that ptxas issues before the previous slot's region."""
+prices the one-slot bodies within 12% (3% on average). A strict expected failure holds what it
+does not yet do: branch regions that do not split a warp or hold no activation. The record of 2
+to 8 row slots (measurements/h200/body_probe_slots.json): the bodies with the branch region
+between the slots (the kernels' form) within 5%; without it, not yet (a strict expected
+failure)."""
 
 from __future__ import annotations
 
@@ -70,8 +72,8 @@ def test_the_simulator_prices_the_other_branch_regions():
 
 
 def test_the_simulator_prices_two_row_slots():
-    """ptxas moves the second slot's shared loads and FFMAs above the first slot's reduction and
-    branch region (the SASS), and the engine's order floor lets them go there: the two-slot
+    """ptxas moves the second slot's shared loads and FFMAs above the first slot's branch region,
+    among its shuffles (the SASS), and the engine issues them there, in order: the two-slot
     bodies within 8% (they were 17-44% slow when the engine issued in IR order)."""
     for v in ("full", "no_if", "no_tanh", "no_if_no_tanh"):
         assert SIM[f"{v}_b2_r2_c4"] == pytest.approx(GPU[f"{v}_b2_r2_c4"], rel=0.08), v
@@ -86,3 +88,44 @@ def test_the_whole_probe_is_priced_within_5_percent_on_average():
 def test_the_records_simulated_values_are_todays(key):
     kw = dict(bp.ENTRIES)[key]
     assert SIM[key] == pytest.approx(bp.simulated_cycles(load_spec("h200"), kw), abs=0.01)
+
+
+SLOTS = json.loads((ROOT / "measurements" / "h200" / "body_probe_slots.json").read_text())
+GPU_S = {k: r["per_op_s"] * HZ for k, r in SLOTS["results"].items()}
+SIM_S = {k: r["per_op_cycles"] for k, r in SLOTS["simulated"]["results"].items()}
+
+
+def test_the_slots_record_is_of_todays_probe():
+    assert SLOTS["provenance"]["gpu_name"] == "NVIDIA H200"
+    assert set(GPU_S) == set(SIM_S) == {k for k, _ in bp.SLOT_ENTRIES}
+    for key, kw in bp.SLOT_ENTRIES:
+        assert SLOTS["results"][key]["status"] == "ok"
+        for n in bp.SIZES:
+            assert SLOTS["results"][key]["sizes"][str(n)]["kernel"] == \
+                kernel_fingerprint(bp.body(n, **kw).kernel)
+
+
+def test_the_simulator_prices_three_to_eight_row_slots_with_the_region():
+    """The kernels' form (the epilogue under ``if (lane < B)`` after every slot): 2 to 8 slots
+    at batch 1, 2 and 4 within 5% each (the engine with an order floor, before it issued in
+    ptxas's order: 5-15% fast)."""
+    full = [k for k in GPU_S if k.startswith("full_")]
+    assert len(full) == 7
+    for k in full:
+        assert SIM_S[k] == pytest.approx(GPU_S[k], rel=0.05), k
+
+
+@pytest.mark.xfail(strict=True, reason="without a region between them ptxas interleaves the "
+                   "slots' reductions; the engine keeps the shuffles in the IR's order, and is "
+                   "14% fast to 38% slow on these bodies (interleaved: 4-22% fast); what the "
+                   "GPU does there is not modelled (measurements/README.md, 'Three to eight "
+                   "row slots')")
+def test_the_simulator_prices_row_slots_without_the_region():
+    for k in (k for k in GPU_S if k.startswith("no_if")):
+        assert SIM_S[k] == pytest.approx(GPU_S[k], rel=0.10), k
+
+
+@pytest.mark.parametrize("key", ["full_b4_r8_c1", "no_if_b2_r4_c4"])
+def test_the_slots_records_simulated_values_are_todays(key):
+    kw = dict(bp.SLOT_ENTRIES)[key]
+    assert SIM_S[key] == pytest.approx(bp.simulated_cycles(load_spec("h200"), kw), abs=0.01)
