@@ -168,11 +168,11 @@ class _Static:
             self.cat = BARRIER if (buf.name in atomic_bufs or self.kind == "atom") else DATA
         elif self.kind in ("bar", "fence"):
             self.cat = BARRIER
-        # ptxas's schedule (see :meth:`_Timing._instr`): shared loads and arithmetic outside a
-        # branch region may issue once their operands are ready, above earlier instructions of
-        # their warp; shuffles, global stores (which no shared load or register aliases) and a
-        # region's own instructions keep their order without fixing where later ones may go;
-        # every other instruction is a point that nothing passes
+        # ptxas's schedule (:mod:`.schedule`): shared loads and arithmetic outside a branch
+        # region may go above the region before them (``hoist``); shuffles, global stores (which
+        # no shared load or register aliases) and a region's own instructions wait in the
+        # schedule too but stay below it; every other instruction (``order``) is a point that
+        # nothing passes, timed at once
         self.hoist = (self.kind in ("alu", "lds") and op not in WARP_OPS and not in_region
                       and not folded)
         self.order = not (self.hoist or folded or in_region or self.kind in ("shfl", "stg"))
