@@ -241,8 +241,8 @@ def simulate_layer(spec, h: int, b: int, d: float, steps: int = SIM_STEPS,
     rec = {k: {} for k in spans}
     original, original_step = tm._Timing._instr, tm._Timing.on_step
 
-    def instr(self, sid, m, flat, polls):
-        original(self, sid, m, flat, polls)
+    def instr(self, sid, m, flat, polls, *rest):
+        original(self, sid, m, flat, polls, *rest)
         step = int(getattr(self, "step_index", -1))
         if self.replaying or step < 0 or self.static[sid].folded:
             return
@@ -253,6 +253,7 @@ def simulate_layer(spec, h: int, b: int, d: float, steps: int = SIM_STEPS,
                 a[ws] = agg(a[ws], self.last[ws])
 
     def on_step(self, step):
+        self._flush()    # what the step issued, timed in ptxas's order, belongs to it
         self.step_index = getattr(self, "step_index", -1) + 1
         return original_step(self, step)
     tm._Timing._instr, tm._Timing.on_step = instr, on_step

@@ -368,8 +368,8 @@ def simulate_table(spec, lines: int, pad: int = 0, chain: bool = False, threads:
     first, end = np.full(nw, np.nan), np.full(nw, np.nan)
     original = tm._Timing._instr
 
-    def instr(self, sid, m, flat, polls):
-        original(self, sid, m, flat, polls)
+    def instr(self, sid, m, flat, polls, *rest):
+        original(self, sid, m, flat, polls, *rest)
         ws = np.arange(self.nw) if m.full else np.flatnonzero(m.wany)
         first[ws] = np.fmin(first[ws], self.last[ws])
         if sid == store:

@@ -248,8 +248,8 @@ def simulate_layer(spec, h: int, b: int, d: float, seed: int) -> dict:
     first: dict = {}           # static load -> ready cycle per warp of its first execution
     orig = T._Timing._instr
 
-    def instr(self, sid, m, flat, polls):
-        orig(self, sid, m, flat, polls)
+    def instr(self, sid, m, flat, polls, *rest):
+        orig(self, sid, m, flat, polls, *rest)
         s_ = self.static[sid]
         if s_.kind == "ldg" and sid not in first:
             r = np.full(self.nw, np.nan)

@@ -511,8 +511,8 @@ def simulate_layer(spec, h: int, b: int, d: float, steps: int = 8, dense: bool =
         replays: dict = {}
         original = tm._Timing._instr
 
-        def instr(self, sid, m, flat, polls):
-            original(self, sid, m, flat, polls)
+        def instr(self, sid, m, flat, polls, *rest):
+            original(self, sid, m, flat, polls, *rest)
             step = int(getattr(self, "step_index", -1))
             if self.replaying:       # a replayed poll: one more poll of the warp this step
                 if sid in poll and step >= 0:
@@ -540,6 +540,7 @@ def simulate_layer(spec, h: int, b: int, d: float, steps: int = 8, dense: bool =
         original_step = tm._Timing.on_step
 
         def on_step(self, step):
+            self._flush()    # what the step issued, timed in ptxas's order, belongs to it
             self.step_index = getattr(self, "step_index", -1) + 1
             return original_step(self, step)
         tm._Timing._instr, tm._Timing.on_step = instr, on_step

@@ -255,8 +255,8 @@ def simulate_ring(spec, key: str, rounds: int = SIM_ROUNDS) -> dict:
     state = {"round": 0}
     original = tm._Timing._instr
 
-    def instr(self, sid, m, flat, polls):
-        original(self, sid, m, flat, polls)
+    def instr(self, sid, m, flat, polls, *rest):
+        original(self, sid, m, flat, polls, *rest)
         ws = np.arange(self.nw) if m.full else np.flatnonzero(m.wany)
         r = state["round"]
         if sid in vote:
