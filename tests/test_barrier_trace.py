@@ -104,7 +104,8 @@ def test_the_h200_record_and_its_table(measurements_section):
     assert same >= 12 and short == 14
     # the tanh in place, with the branch region its ``if`` is (``body_probe.json``): the GPU's
     # and the simulator's agree with one row a warp at batch 4; with two rows at batch 2 the
-    # GPU's costs about twice the simulator's
+    # GPU's costs 102-116 ns, the simulator's 75 (55 before the engine issued in ptxas's order,
+    # where the next row's loads wait before the region)
     for key in ("h832-b4-d0.114", "h1008-b4-d0.036", "h1080-b2-d0.1", "h1112-b2-d0.061"):
         g, s = rec["results"][key], sim[key]
         gt = g["stamped"]["summary"]["body_ns"] - g["no_tanh"]["summary"]["body_ns"]
@@ -112,7 +113,7 @@ def test_the_h200_record_and_its_table(measurements_section):
         if "-b4-" in key:
             assert abs(gt - st) < 10, key
         else:
-            assert gt - st > 40, key
+            assert gt - st > 20 and st > 65, key
 
 
 @pytest.mark.slow

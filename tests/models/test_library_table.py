@@ -235,8 +235,8 @@ def test_the_readmes_quote_the_check():
         out = [lib[f"out of sample | {kind} | {c}"] for c in ("rnn", "lstm", "gru")]
         n = sum(v["rows"] for v in out)
         mean = {m: sum(v[m] * v["rows"] for v in out) / n for m in ("classes", "grid")}
-        # s91-s96: 119 fp32 rows each; fp16 25 each
-        assert n == {"cublas": 119, "cusparse": 119, "cublas_fp16": 25, "cusparse_fp16": 25}[kind]
+        # s97-s102: 112 fp32 rows each; fp16 32 each
+        assert n == {"cublas": 112, "cusparse": 112, "cublas_fp16": 32, "cusparse_fp16": 32}[kind]
         assert f"{name} {pct(mean['classes'])} / {pct(mean['grid'])}" in readme
     for eng in ("model", "sim"):
         c = cells[f"out of sample | {eng}"]
