@@ -4,6 +4,7 @@ simulator.
     PYTHONPATH=. python3 measurements/shfl_pipe.py --out $OUT      # GPU (writes shfl_pipe.json)
     python measurements/shfl_pipe.py --simulate measurements/h100/shfl_pipe.json
     python measurements/shfl_pipe.py --report measurements/h100/shfl_pipe.json
+    CHAINS=1 PYTHONPATH=. python3 measurements/shfl_pipe.py --out $OUT  # h200/shfl_pipe_chains.json
 
 Why: the kernels reduce every row over the warp with ``B`` butterfly chains of five
 ``SHFL.BFLY`` + ``FADD`` links (the LSTM of 128 heads at batch 8 issues 640 shuffles per warp
@@ -44,16 +45,42 @@ SIZES, SIM_SIZES = (100, 1000), (2, 4)
 SIM_ARGS = {"ctas": 2}
 
 
+# ``CHAINS=1``: how a warp's independent chains share its issue (record ``shfl_pipe_chains.json``):
+# 1, 2 or 4 warps an SM, each keeping 1, 2, 4 or 8 chains of the kernels' reduction step
+# (shuffle, then add) or of shuffles alone; where the engine, issuing in ptxas's interleaved
+# order, prices the 4-warp reduction of 8 chains 8.5% fast and bodies whose rows' reductions
+# interleave up to 22% fast
+CHAIN_ENTRIES = tuple(
+    (f"shfl_tput_w{w}_c{c}" + ("" if m == "none" else f"_{m}"),
+     {"warps": w, "chains": c, "mix": m})
+    for m in ("red", "none") for w in (1, 2, 4) for c in (1, 2, 4, 8)
+    if m == "red" or w == 1)
+
+
+def _chain_builder(kw: dict):
+    from kernels_ir.kernels.microbench.pipes import shfl_throughput
+
+    return lambda rounds: shfl_throughput(rounds=rounds, **kw)
+
+
 def measure(out: str, argv: list) -> dict:
     from measurements.probe import record_microbenches
 
+    if os.environ.get("CHAINS"):
+        return record_microbenches(out, argv, "shfl_pipe_chains.json",
+                                   [(key, key, SIZES, {}, _chain_builder(kw))
+                                    for key, kw in CHAIN_ENTRIES])
     return record_microbenches(out, argv, "shfl_pipe.json",
                                [(name, name, SIZES, {}) for name in NAMES])
 
 
 def simulate_into(path: str) -> None:
-    from measurements.probe import simulate_microbenches
+    from measurements.probe import add_simulated_per_op, simulate_microbenches, simulated_slope
 
+    if path.endswith("shfl_pipe_chains.json"):
+        add_simulated_per_op(path, CHAIN_ENTRIES, lambda spec, key, kw: simulated_slope(
+            spec, _chain_builder({**kw, **SIM_ARGS}), SIM_SIZES), gpu="h200", width=28)
+        return
     simulate_microbenches(path, [(name, name, SIM_SIZES, SIM_ARGS) for name in NAMES])
 
 

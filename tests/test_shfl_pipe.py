@@ -64,3 +64,30 @@ def test_the_engine_is_within_3_percent_from_4_warps_up():
         gpu = REC["results"][name]["per_op_s"] * CLOCK
         bound = 0.05 if name.endswith("_ffma") else bounds.get(name, 0.035)
         assert abs(sim[name]["per_op_cycles"] / gpu - 1) < bound, name
+
+
+def test_the_chains_record_and_what_it_says():
+    """measurements/h200/shfl_pipe_chains.json: one shuffle-then-add chain within 5% of the GPU,
+    shuffles alone within 4% at every count, and from two interleaved chains on the GPU's link
+    3-5 cycles longer than the engine's whatever the warps (README, 'A warp's interleaved
+    reduction chains'); the simulated values are today's."""
+    import json
+
+    from measurements import shfl_pipe
+    from measurements.probe import simulated_slope
+
+    rec = json.loads((ROOT / "measurements" / "h200" / "shfl_pipe_chains.json").read_text())
+    assert rec["provenance"]["gpu_name"] == "NVIDIA H200"
+    assert set(rec["results"]) == {k for k, _ in shfl_pipe.CHAIN_ENTRIES}
+    hz = load_spec("h200").clock_hz
+    gpu = {k: r["per_op_s"] * hz for k, r in rec["results"].items()}
+    sim = {k: r["per_op_cycles"] for k, r in rec["simulated"]["results"].items()}
+    for k in gpu:
+        if k.endswith("_c1_red") or not k.endswith("_red"):
+            assert abs(sim[k] / gpu[k] - 1) < (0.05 if k.endswith("_red") else 0.04), k
+        else:
+            assert 25 < gpu[k] - sim[k] < 60, k
+    key, kw = shfl_pipe.CHAIN_ENTRIES[1]
+    assert sim[key] == pytest.approx(simulated_slope(
+        load_spec("h200"), shfl_pipe._chain_builder({**kw, **shfl_pipe.SIM_ARGS}),
+        shfl_pipe.SIM_SIZES))
