@@ -47,13 +47,13 @@ __all__ = ["Entry", "Pending", "list_order"]
 
 class Entry:
     """One executed warp-instruction waiting for its place in the issue order: static id,
-    mask, addresses, sequence number, and the entries that wrote its sources (None: written
-    before the current group of straight-line code)."""
+    mask, addresses, and the entries that wrote its sources (None: written before the current
+    group of straight-line code)."""
 
-    __slots__ = ("sid", "m", "flat", "seq", "src_from", "out", "sb", "sbgen")
+    __slots__ = ("sid", "m", "flat", "src_from", "out", "sb", "sbgen")
 
-    def __init__(self, sid: int, m, flat, seq: int, src_from: tuple):
-        self.sid, self.m, self.flat, self.seq, self.src_from = sid, m, flat, seq, src_from
+    def __init__(self, sid: int, m, flat, src_from: tuple):
+        self.sid, self.m, self.flat, self.src_from = sid, m, flat, src_from
         self.out = None
         self.sb = -1          # the dependency barrier its result is tracked by (-1: none)
         self.sbgen = 0
@@ -119,9 +119,7 @@ def list_order(entries: list, static, cache: dict, interval: int = 1) -> list:
             mio_t = t + interval
         if not sts[i].folded:
             t += 1.0
-    if len(done) != n:     # cannot happen: the edges follow the IR order
-        done = list(range(n))
-    cache[key] = tuple(done)
+    cache[key] = tuple(done)     # every entry: the edges follow the IR order
     return [entries[i] for i in done]
 
 
@@ -132,20 +130,20 @@ class Pending:
     segment's movable instructions); ``R``: the latest closed region and its reconvergence,
     ``(entries, reached, split)``, not yet emitted because the next segment's movable
     instructions go above it; ``S``: the segment after ``R``; ``cur``: the region being
-    collected. ``emit(entry)`` times one instruction; ``reconverge(reached, split)`` applies a
-    region's reconvergence once its instructions are timed."""
+    collected. ``emit(entry, extra)`` times one instruction (``extra``: the ready cycles, per
+    warp, of the other results on its dependency barriers, or None); ``reconverge(reached,
+    split)`` applies a region's reconvergence once its instructions are timed."""
 
     def __init__(self, static, ready: np.ndarray, cat: np.ndarray, emit, reconverge,
                  interval: int = 1, barriers: int = 0):
         self.static, self.ready, self.cat, self.interval = static, ready, cat, interval
-        # the warp's dependency barriers (scoreboards): the results of shared loads and
-        # shuffles each take one, the latest one's when none is free, and an instruction that
-        # waits for one of them waits for every result on that barrier
+        # the warp's dependency barriers (scoreboards): a shuffle's result takes one, the
+        # latest one's when none is free, and an instruction that waits for one of them waits
+        # for every result on that barrier
         self.n_sb = barriers
         self.sb_live: list = [None] * barriers
         self.sb_gen = [0] * barriers
         self.sb_last = 0
-        self.extra = None       # the wait that the timed instruction's barriers add
         self._emit_one, self._reconverge = emit, reconverge
         self.P: list = []
         self.R = None
@@ -153,16 +151,11 @@ class Pending:
         self.cur: list | None = None
         self.writer: dict = {}      # register row -> the entry that wrote it last (IR order)
         self.base: dict = {}        # register row -> (ready, cat) before this group's writes
-        self.seq = 0
         self.cache: dict = {}
-
-    def __bool__(self) -> bool:
-        return bool(self.P or self.R or self.S or self.cur)
 
     def add(self, sid: int, m, flat) -> None:
         st = self.static[sid]
-        e = Entry(sid, m, flat, self.seq, tuple(self.writer.get(r) for r in st.srcs))
-        self.seq += 1
+        e = Entry(sid, m, flat, tuple(self.writer.get(r) for r in st.srcs))
         for d in st.dsts:
             self.writer[d] = e
         (self.cur if self.cur is not None else self.S).append(e)
@@ -190,10 +183,7 @@ class Pending:
             self.P = self.P + self.S
             self.S = []
         else:
-            up, rest = self._split(self.S)
-            self._emit(self.P + up)
-            self._emit_region(self.R)
-            self.P, self.S, self.R = rest, [], None
+            self.P, self.S, self.R = self._close(), [], None
         self.cur = []
 
     def reconverged(self, reached, split, calls: bool) -> None:
@@ -206,12 +196,10 @@ class Pending:
             self.flush()
 
     def flush(self) -> None:
-        """Time everything pending, in its issue order; the renaming starts afresh."""
+        """Time everything pending, in its issue order; the register rows take their IR-last
+        writers' values and the renaming starts afresh."""
         if self.R is not None:
-            up, rest = self._split(self.S)
-            self._emit(self.P + up)
-            self._emit_region(self.R)
-            self._emit(rest)
+            self._emit(self._close())
         else:
             self._emit(self.P + self.S)
         if self.cur:          # an instruction that nothing passes, inside a region
@@ -226,6 +214,14 @@ class Pending:
         self.writer.clear()
         self.base.clear()
         self.sb_live = [None] * self.n_sb
+
+    def _close(self) -> list:
+        """Time the code before the pending region with what of ``S`` goes above it, then the
+        region; return the rest of ``S``."""
+        up, rest = self._split(self.S)
+        self._emit(self.P + up)
+        self._emit_region(self.R)
+        return rest
 
     def _emit(self, group: list) -> None:
         if not group:
@@ -252,8 +248,7 @@ class Pending:
         for d in st.dsts:
             if d not in base:
                 base[d] = (ready[d].copy(), cat[d].copy())
-        self.extra = self._barrier_wait(e) if self.n_sb else None
-        self._emit_one(e)
+        self._emit_one(e, self._barrier_wait(e) if self.n_sb else None)
         e.out = {d: (ready[d].copy(), cat[d].copy()) for d in st.dsts}
         if self.n_sb and st.kind == "shfl":
             live = self.sb_live

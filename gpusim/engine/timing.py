@@ -380,14 +380,10 @@ class _Timing:
             self.rctrl[sp] = np.maximum(self.rctrl[sp], t)
 
     def _flush(self) -> None:
-        if self.pending:
-            self.pending.flush()
-        else:
-            self.pending.writer.clear()
-            self.pending.base.clear()
+        self.pending.flush()
 
-    def _emit(self, e) -> None:
-        self._instr(e.sid, e.m, e.flat, None, self.pending.extra)
+    def _emit(self, e, extra) -> None:
+        self._instr(e.sid, e.m, e.flat, None, extra)
 
     def on_instr(self, sid: int, m: Mask, flat) -> None:
         if not self.rec_stack and not self.replaying:
