@@ -29,20 +29,25 @@ instruction no sooner than ``mio_issue_interval_cycles`` after the one before (t
 ptxas puts between them). Global stores keep their order, and so do shuffles: ptxas interleaves
 the shuffles of independent rows (two row slots without a region between them, a gated unit's
 gate rows), but interleaved the engine prices them 13-19% faster than the H200 runs them
-(``measurements/h200/body_probe.json``, the two-slot bodies without a region), in the IR's
-order within 6%; what the GPU loses there is not known. Registers are renamed as ptxas renames
-them: an instruction moved above an earlier reader of the register it writes does not change
-what that reader waits for (each instruction's sources are taken from the instruction that
-wrote them in the IR's order). Each shuffle takes one of the warp's ``dependency_barriers``
-(the lowest free one, or the one taken last when none is free, as in the SASS), and an
-instruction that waits for a shuffle waits for every shuffle on its barrier.
+(``measurements/h200/body_probe.json``, the two-slot bodies without a region), in the IR's order
+within 6%; what the GPU loses there is not known (the stall counts of :mod:`.timing` and the
+shared loads' barriers do not recover it: interleaved, gated units stay 5-10% faster than in the
+IR's order). Registers are renamed as ptxas renames them: an instruction moved above an earlier
+reader of the register it writes does not change what that reader waits for (each instruction's
+sources are taken from the instruction that wrote them in the IR's order). Each shuffle takes
+one of the warp's ``dependency_barriers`` (the lowest free one, or the one taken last when none
+is free, as in the SASS), and so does each shared load but those that ptxas leaves without one
+(:func:`untracked_loads`); an instruction that waits for one of them waits for every result on
+its barrier. The dense kernel's SASS (hidden 1024, batch 1): its row's first loads take barriers
+0-3, the next ones share barrier 4, and the FFMA that reads the fifth load waits for all of
+those issued so far.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["Entry", "Pending", "list_order"]
+__all__ = ["Entry", "Pending", "list_order", "untracked_loads"]
 
 
 class Entry:
@@ -50,20 +55,57 @@ class Entry:
     mask, addresses, and the entries that wrote its sources (None: written before the current
     group of straight-line code)."""
 
-    __slots__ = ("sid", "m", "flat", "src_from", "out", "sb", "sbgen")
+    __slots__ = ("sid", "m", "flat", "src_from", "out", "sb", "sbgen", "untracked")
 
     def __init__(self, sid: int, m, flat, src_from: tuple):
         self.sid, self.m, self.flat, self.src_from = sid, m, flat, src_from
         self.out = None
         self.sb = -1          # the dependency barrier its result is tracked by (-1: none)
         self.sbgen = 0
+        # a shared load that needs no barrier: before its first reader the warp waits for a
+        # memory-pipe result issued after it, and the pipe completes in order
+        self.untracked = False
 
 
-def list_order(entries: list, static, cache: dict, interval: int = 1) -> list:
+def untracked_loads(order: list, static, cache: dict) -> tuple:
+    """The positions in ``order`` (an issue order) of the shared loads that ptxas gives no
+    dependency barrier: those before whose first reader in ``order`` some instruction reads the
+    result of a shared load or shuffle issued after the load (the memory pipe completes in
+    order, so that wait covers it). The SASS of ``measurements/body_probe.py`` and of the
+    sparse and dense kernels: a row slot's loads issued among the previous slot's shuffles take
+    none, the loads of a slot after a barrier, or of the dense kernel's row, take one each.
+    Cached by the static ids."""
+    key = tuple(e.sid for e in order)
+    out = cache.get(key)
+    if out is not None:
+        return out
+    pos = {id(e): i for i, e in enumerate(order)}
+    mio = [static[e.sid].kind in ("lds", "shfl") for e in order]
+    latest = []            # per instruction: the latest memory-pipe result it reads (-1: none)
+    first = {}             # per position: its first reader's position
+    for j, e in enumerate(order):
+        k = -1
+        for p in e.src_from:
+            i = pos.get(id(p)) if p is not None else None
+            if i is None:
+                continue
+            first.setdefault(i, j)
+            if mio[i]:
+                k = max(k, i)
+        latest.append(k)
+    n = len(order)
+    out = tuple(i for i, e in enumerate(order) if static[e.sid].kind == "lds"
+                and any(latest[j] > i for j in range(i + 1, first.get(i, n))))
+    cache[key] = out
+    return out
+
+
+def list_order(entries: list, static, cache: dict, interval: int = 1, extra: int = 0) -> list:
     """The issue order of ``entries`` (in IR order): a list schedule with nominal latencies,
     one instruction a cycle (an instruction that the SASS does not issue takes none) and a
     memory-pipe instruction no sooner than ``interval`` cycles after the one before (the
-    stall count ptxas puts between them), the longest latency path to the group's end first,
+    stall count ptxas puts between them) and ``extra`` cycles later than an arithmetic reader
+    after a fixed-latency source, the longest latency path to the group's end first,
     ties to the IR order. Global stores and shuffles keep their order among themselves (module
     docstring). Cached by the static ids."""
     key = tuple(e.sid for e in entries)
@@ -80,7 +122,7 @@ def list_order(entries: list, static, cache: dict, interval: int = 1) -> list:
         for p in e.src_from:
             j = pos.get(id(p)) if p is not None else None
             if j is not None:
-                w = sts[j].nominal
+                w = sts[j].nominal + (extra if sts[j].fixed and sts[i].mio else 0)
                 preds[i].append((j, w))
                 succs[j].append((i, w))
         k = sts[i].kind
@@ -134,9 +176,11 @@ class Pending:
     warp, of the other results on its dependency barriers, or None); ``reconverge(reached,
     split)`` applies a region's reconvergence once its instructions are timed."""
 
-    def __init__(self, static, ready: np.ndarray, cat: np.ndarray, emit, reconverge,
-                 interval: int = 1, barriers: int = 0):
-        self.static, self.ready, self.cat, self.interval = static, ready, cat, interval
+    def __init__(self, static, rows: tuple, emit, reconverge, interval: int = 1,
+                 barriers: int = 0, extra: int = 0):
+        # ``rows``: the timing model's arrays with one row per register (ready cycle, category,
+        # nominal ready cycle), which the renaming saves and restores
+        self.static, self.rows, self.interval, self.extra = static, rows, interval, extra
         # the warp's dependency barriers (scoreboards): a shuffle's result takes one, the
         # latest one's when none is free, and an instruction that waits for one of them waits
         # for every result on that barrier
@@ -150,8 +194,9 @@ class Pending:
         self.S: list = []
         self.cur: list | None = None
         self.writer: dict = {}      # register row -> the entry that wrote it last (IR order)
-        self.base: dict = {}        # register row -> (ready, cat) before this group's writes
+        self.base: dict = {}        # register row -> its ``rows`` before this group's writes
         self.cache: dict = {}
+        self.untracked_cache: dict = {}
 
     def add(self, sid: int, m, flat) -> None:
         st = self.static[sid]
@@ -207,10 +252,11 @@ class Pending:
                 self._time(e)
             self.cur = []
         self.P, self.S, self.R = [], [], None
-        ready, cat = self.ready, self.cat
+        rows = self.rows
         for r, e in self.writer.items():
             if e.out is not None and r in e.out:
-                ready[r], cat[r] = e.out[r]
+                for a, v in zip(rows, e.out[r], strict=True):
+                    a[r] = v
         self.writer.clear()
         self.base.clear()
         self.sb_live = [None] * self.n_sb
@@ -226,8 +272,11 @@ class Pending:
     def _emit(self, group: list) -> None:
         if not group:
             return
-        order = list_order(group, self.static, self.cache, self.interval) \
+        order = list_order(group, self.static, self.cache, self.interval, self.extra) \
             if len(group) > 1 else group
+        if self.n_sb:
+            for i in untracked_loads(order, self.static, self.untracked_cache):
+                order[i].untracked = True
         for e in order:
             self._time(e)
 
@@ -239,18 +288,19 @@ class Pending:
 
     def _time(self, e: Entry) -> None:
         st = self.static[e.sid]
-        ready, cat, base = self.ready, self.cat, self.base
+        rows, base = self.rows, self.base
         for r, p in zip(st.srcs, e.src_from, strict=True):
-            if p is not None and p.out is not None:
-                ready[r], cat[r] = p.out[r]
-            elif p is None and r in base:
-                ready[r], cat[r] = base[r]
+            v = p.out[r] if p is not None and p.out is not None else \
+                base.get(r) if p is None else None
+            if v is not None:
+                for a, x in zip(rows, v, strict=True):
+                    a[r] = x
         for d in st.dsts:
             if d not in base:
-                base[d] = (ready[d].copy(), cat[d].copy())
+                base[d] = tuple(a[d].copy() for a in rows)
         self._emit_one(e, self._barrier_wait(e) if self.n_sb else None)
-        e.out = {d: (ready[d].copy(), cat[d].copy()) for d in st.dsts}
-        if self.n_sb and st.kind == "shfl":
+        e.out = {d: tuple(a[d].copy() for a in rows) for d in st.dsts}
+        if self.n_sb and (st.kind == "shfl" or st.kind == "lds" and not e.untracked):
             live = self.sb_live
             free = [b for b in range(self.n_sb) if live[b] is None]
             b = free[0] if free else self.sb_last
@@ -269,7 +319,7 @@ class Pending:
             b = p.sb
             if len(live[b]) > 1:
                 for q in live[b]:
-                    for arr, _ in q.out.values():
+                    for arr, *_ in q.out.values():
                         extra = arr.copy() if extra is None else np.maximum(extra, arr)
             live[b] = None
             self.sb_gen[b] += 1

@@ -17,13 +17,20 @@ computes, vectorised over the warps of the lockstep step:
    and the GPU does not gain what the engine's pipes would give them, section "Approximations"
    below). ``measurements/body_probe.py``: two row slots at batch 2 within 1% of the H200,
    where issuing in IR order made them 17% slow;
-   ready cycle = max(previous issue + 1, scoreboard ready cycles of the source register
-   elements, control wait (CTA barrier release, fence, a split branch region)); a shared or
-   global load or store or a shuffle no sooner than ``mio_issue_interval_cycles`` after the
-   warp's previous one (the stall count ptxas puts between them; ``h100/shfl_pipe.json``: one
-   warp's shuffles 4.1 cycles apart); a result waits for every shuffle on its dependency
-   barrier (``dependency_barriers``: ptxas gives each shuffle the lowest free one, the latest
-   one's when none is free);
+   ready cycle = max(previous issue + the stall count ptxas puts after it, scoreboard ready
+   cycles of the source register elements, control wait (CTA barrier release, fence, a split
+   branch region)). The stall counts are the warp's **nominal clock**: each instruction's
+   nominal cycle is the previous one's + 1, or later where a fixed-latency (FP32 / INT)
+   source's nominal ready cycle says so (its latency; ``mio_operand_extra_cycles`` more for a
+   memory-pipe reader), and a shared or global load or store or a shuffle is
+   ``mio_issue_interval_cycles`` after the warp's previous one; the warp issues an instruction
+   that many cycles after the previous one, however late that one issued (the GPU has no
+   scoreboard for fixed latencies: a wait for a dependency barrier delays everything behind it
+   by the full stall counts, ``h200/shfl_pipe_chains.json``: two interleaved shuffle-then-add
+   chains cost 32 cycles a link on the GPU and in the engine, 29 without the rule); a result
+   waits for every shuffle or shared load on its dependency barrier (``dependency_barriers``:
+   ptxas gives each the lowest free one, the latest one's when none is free; a shared load
+   whose first reader comes after a wait for a later memory-pipe result takes none);
 2. issue cycle = first cycle >= ready with a free issue slot and free pipe cycles on the warp's
    sub-partition (:mod:`.scheduler`, with backfill);
 3. the result's ready cycle: + ``fma``/``alu``/``sfu`` latency; a shuffle takes its place in
@@ -71,8 +78,10 @@ its shuffles keep the IR's order, where ptxas interleaves the shuffles of indepe
 interleaved, the engine prices two rows at batch 2 without a region between them 13-19% fast
 and a recorded multi-head LSTM layer at batch 1 (the H200 draw s92) 40% fast; in the IR's order
 within 6% and 10%
-(``measurements/body_probe.py``; what the GPU loses there is not known); shared loads take no
-dependency barrier (ptxas relies on their in-order completion); one
+(``measurements/body_probe.py``; what the GPU loses there is not known; with the stall counts
+and the shared loads' barriers the engine still prices interleaved gated units 5-10% faster
+than in the IR's order, further from the GPU); an SFU result (a tanh, exp or sigmoid sequence)
+is tracked as a variable latency, without the fixed-latency tail of its last FFMA; one
 instruction per cycle at most; the store path is
 fire-and-forget (the warp does not wait except at FENCE); DRAM is a single aggregate FIFO; the
 launch overhead is added once to ``time_s``.
@@ -123,7 +132,7 @@ class _Static:
     """Per static instruction: what the observer needs, precomputed once."""
 
     __slots__ = ("kind", "src", "dst", "srcs", "dsts", "pipe", "occ", "lat", "cat", "width",
-                 "shared", "base", "op", "folded", "hoist", "order", "nominal", "mio")
+                 "shared", "base", "op", "folded", "hoist", "order", "nominal", "mio", "fixed")
 
     def __init__(self, ins: Instr, rows: dict, spec, atomic_bufs: set, gspace, sspace,
                  folded: bool = False, in_region: bool = False):
@@ -179,6 +188,9 @@ class _Static:
         # a memory-pipe instruction: ptxas keeps a warp's consecutive ones
         # ``mio_issue_interval_cycles`` apart (the SASS's stall counts)
         self.mio = self.kind in ("lds", "sts", "shfl", "ldg", "poll", "stg", "atom")
+        # a fixed-latency result: no dependency barrier tracks it, its readers wait by the
+        # stall counts ptxas encodes (the warp's nominal clock, :meth:`_Timing._instr`)
+        self.fixed = self.kind == "alu" and pipe in ("fp32", "int") and not folded
         # the latency ptxas schedules by (:func:`.schedule.list_order`)
         self.nominal = 0 if folded else (spec.smem_latency_cycles if self.kind == "lds"
                                          else self.lat if self.kind in ("alu", "shfl") else 1)
@@ -210,6 +222,9 @@ class _Timing:
                 rows[(r.name, i)] = len(rows)
         self.ready = np.zeros((len(rows) + 1, nw))
         self.cat = np.zeros((len(rows) + 1, nw), dtype=np.int8)
+        # the nominal cycle (the warp's nominal clock, below) at which a fixed-latency result
+        # may be read; -inf for a result that a dependency barrier tracks
+        self.nready = np.full((len(rows) + 1, nw), -np.inf)
         atomic_bufs = {i.srcs[0].buffer.name for i in instructions(kernel) if i.op is Op.ATOM_ADD}
         sspace = shared_space(kernel, 1)
         self.sstride = sspace.stride
@@ -223,7 +238,10 @@ class _Timing:
                        for sid, i in enumerate(instructions(kernel))]
         self.last = np.full(nw, -1.0)     # each warp's latest issue
         self.ctrl = np.zeros(nw)
-        self.mio_next = np.zeros(nw)      # its next memory-pipe instruction, not before
+        # each warp's nominal clock: the sum of the stall counts ptxas encodes up to its latest
+        # issue, and the nominal cycle before which its next memory-pipe instruction may not go
+        self.nom = np.zeros(nw)
+        self.nom_mio = np.zeros(nw)
         self.rctrl = np.zeros(nw)         # a split region's wait (ordered instructions only)
         self.ctrl_cat = np.zeros(nw, dtype=np.int8)
         self.store_ack = np.zeros(nw)
@@ -258,9 +276,9 @@ class _Timing:
         self.retired = 0.0       # the latest store acknowledgement of CTAs that have exited
         self.progress = progress
         # instructions not yet timed, until their place in ptxas's issue order is known
-        self.pending = Pending(self.static, self.ready, self.cat, self._emit,
+        self.pending = Pending(self.static, (self.ready, self.cat, self.nready), self._emit,
                                self._reconverge, spec.mio_issue_interval_cycles,
-                               spec.dependency_barriers)
+                               spec.dependency_barriers, spec.mio_operand_extra_cycles)
         self.trip = next((s.trip_count for s in walk(kernel.body)
                           if isinstance(s, Loop) and s.kind == "time"), 0)
 
@@ -297,7 +315,6 @@ class _Timing:
         start = np.repeat(free[order][:len(ids)], W)
         self.last[new] = start
         self.ctrl[new] = start
-        self.mio_next[new] = start
         self.store_ack[new] = 0.0
 
     def _relabel(self, order: np.ndarray) -> None:
@@ -306,12 +323,13 @@ class _Timing:
         sub-partitions and history under its new number."""
         W = self.W
         wp = (order[:, None] * W + np.arange(W)).ravel()
-        for name in ("last", "ctrl", "mio_next", "rctrl", "ctrl_cat", "store_ack",
+        for name in ("last", "ctrl", "nom", "nom_mio", "rctrl", "ctrl_cat", "store_ack",
                      "charge", "sm", "group", "rank", "slot", "smem_base"):
             setattr(self, name, getattr(self, name)[wp])
         self.ready = self.ready[:, wp]
         self.cat = self.cat[:, wp]
-        self.pending.ready, self.pending.cat = self.ready, self.cat
+        self.nready = self.nready[:, wp]
+        self.pending.rows = (self.ready, self.cat, self.nready)
         self.waits = self.waits[order]
         self.charge_flat = self.charge.reshape(-1)
         self.smem.conflicts_per_warp = self.smem.conflicts_per_warp[wp]
@@ -414,18 +432,29 @@ class _Timing:
             later = ex > dep
             dep = np.where(later, ex, dep)
             dcat = np.where(later, ISSUE, dcat)
+        nsrc = self._nominal_source(st, ws, full)
         if st.folded:    # part of the previous SASS instruction, or none: no issue, no pipe
             self._write(st, ws, full, dep, dcat)
+            self._write_nominal(st, ws, full, nsrc)
             return
         self.warp_instr += ws.size
         last = self.last if full else self.last[ws]
         earliest = last + 1.0
+        # the stall counts: this instruction's nominal cycle, after the warp's previous one,
+        # after its fixed-latency sources (a memory-pipe reader waits
+        # ``mio_operand_extra_cycles`` longer) and ``mio_issue_interval_cycles`` after the
+        # warp's previous memory-pipe instruction; it issues that many cycles after the
+        # previous instruction whatever delayed that one
+        nom = self.nom if full else self.nom[ws]
+        n_at = nom + 1.0
+        if nsrc is not None:
+            n_at = np.maximum(n_at, nsrc + self.spec.mio_operand_extra_cycles if st.mio else nsrc)
+        if st.mio:
+            n_at = np.maximum(n_at, self.nom_mio if full else self.nom_mio[ws])
         ctrl = self.ctrl if full else self.ctrl[ws]
         ctrl_cat = self.ctrl_cat if full else self.ctrl_cat[ws]
         # in order, and not before a split region's wait ends (issue time)
-        start = np.maximum(earliest, self.rctrl if full else self.rctrl[ws])
-        if st.mio:     # nor before the stall count after the warp's last memory-pipe one
-            start = np.maximum(start, self.mio_next if full else self.mio_next[ws])
+        start = np.maximum(last + (n_at - nom), self.rctrl if full else self.rctrl[ws])
         use_ctrl = ctrl > dep
         dep = np.where(use_ctrl, ctrl, dep)
         dcat = np.where(use_ctrl, ctrl_cat, dcat)
@@ -448,13 +477,16 @@ class _Timing:
         if full:
             self.charge[:, ISSUE] += own
             self.last[:] = issue_f
+            self.nom[:] = n_at
             if st.mio:
-                self.mio_next[:] = issue_f + self.spec.mio_issue_interval_cycles
+                self.nom_mio[:] = n_at + self.spec.mio_issue_interval_cycles
         else:
             self.charge[ws, ISSUE] += own
             self.last[ws] = issue_f
+            self.nom[ws] = n_at
             if st.mio:
-                self.mio_next[ws] = issue_f + self.spec.mio_issue_interval_cycles
+                self.nom_mio[ws] = n_at + self.spec.mio_issue_interval_cycles
+        self._write_nominal(st, ws, full, n_at + st.lat if st.fixed else None)
         kind = st.kind
         if kind == "alu":
             self._write(st, ws, full, issue_f + st.lat, ISSUE)
@@ -501,6 +533,31 @@ class _Timing:
             self.ctrl[ws] = np.maximum(self.store_ack[ws] + self.spec.fence_after_store_cycles,
                                        issue_f + self.spec.fence_latency_cycles)
             self.ctrl_cat[ws] = BARRIER
+
+    def _nominal_source(self, st: _Static, ws: np.ndarray, full: bool):
+        """The latest nominal ready cycle of ``st``'s fixed-latency sources, per warp (None
+        without sources)."""
+        srcs = st.srcs
+        if not srcs:
+            return None
+        nr = self.nready
+        out = nr[srcs[0]] if full else nr[srcs[0], ws]
+        for r in srcs[1:]:
+            out = np.maximum(out, nr[r] if full else nr[r, ws])
+        return out
+
+    def _write_nominal(self, st: _Static, ws: np.ndarray, full: bool, value) -> None:
+        """The nominal ready cycle of the destinations (None: a dependency barrier tracks
+        them)."""
+        if not st.dsts:
+            return
+        if value is None:
+            value = -np.inf
+        if full:
+            for d in st.dsts:
+                self.nready[d] = value
+        else:
+            self.nready[st.dst[:, None], ws] = value
 
     def _latest_source(self, st: _Static, ws: np.ndarray, full: bool):
         """Ready cycle of each warp's latest source operand of ``st`` (the first one among

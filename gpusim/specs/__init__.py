@@ -88,6 +88,11 @@ PARAMS: dict[str, Param] = {
                                        "cycles between a warp's consecutive memory-pipe "
                                        "instructions (shared and global loads and stores, "
                                        "shuffles): the stall count ptxas encodes after each"),
+    "mio_operand_extra_cycles": Param("cycles", int, 0, 16,
+                                      "cycles a memory-pipe instruction (shared or global load "
+                                      "or store, shuffle) waits for a fixed-latency arithmetic "
+                                      "result beyond the arithmetic latency: the stall count "
+                                      "ptxas encodes before it"),
     "dependency_barriers": Param("count", int, 0, 16,
                                  "a warp's dependency barriers (scoreboards) that track the "
                                  "results of variable-latency instructions"),
@@ -216,6 +221,7 @@ class GPUSpec:
     cta_barrier_drain_cycles: int
     divergent_branch_cycles: int
     mio_issue_interval_cycles: int
+    mio_operand_extra_cycles: int
     dependency_barriers: int
     l1_hit_latency_cycles: int
     l1_unified_bytes_per_sm: int

@@ -62,28 +62,32 @@ def _cyc(spec):
 def _reduction_cycles(spec, B):
     """Butterfly: per xor mask B SHFL_XOR then B FADD (B chains interleaved), one warp.
 
-    A mask's first FADD waits ``shfl_latency`` for its shuffle; the B FADDs then issue one FP32
-    pipe occupancy apart; the next mask's first shuffle issues right after the last FADD (its
-    operand, the first FADD's result, is ready ``fma_latency`` after that FADD). A mask's B
-    shuffles are ``mio_issue_interval_cycles`` apart (the engine's ``mio_next``), so a mask
-    takes at least B of those.
+    A mask's first FADD waits ``shfl_latency`` for its shuffle; with B > 1 the second FADD waits
+    for the second shuffle, issued ``mio_issue_interval_cycles`` after the first. The next
+    mask's first shuffle reads the first FADD's result: ptxas's stall count puts it
+    ``fma_latency + mio_operand_extra_cycles`` after that FADD by its own count, so after the
+    second FADD when the second FADD issued late (the engine's nominal clock,
+    ``measurements/h200/shfl_pipe_chains.json``: one chain 29 cycles a mask, two 32). A mask's
+    B shuffles are ``mio_issue_interval_cycles`` apart, so a mask takes at least B of those.
     """
     B = np.asarray(B, dtype=np.float64)
-    occ_f = max(1.0, WARP / spec.fp32_lanes_per_subpartition)
-    mask = spec.shfl_latency_cycles + np.maximum((B - 1) * occ_f + 1, spec.fma_latency_cycles)
+    reader = spec.fma_latency_cycles + spec.mio_operand_extra_cycles
+    mask = spec.shfl_latency_cycles + np.where(
+        B > 1, spec.mio_issue_interval_cycles + reader - 1, reader)
     return REDUCTION_STEPS * np.maximum(mask, B * spec.mio_issue_interval_cycles)
 
 
 def _epilogue_cycles(spec, B):
     """MOV val, B - 1 dependent SELs and FADD x (each an ALU result), tanh (an FADD result),
-    FADD +0 (an SFU result), IADD (independent), STG (address: an ALU result), next instruction;
+    FADD +0 (an SFU result), IADD (independent), STG (its value an FP32 result, read
+    ``mio_operand_extra_cycles`` late as a memory-pipe operand), next instruction;
     the FADD x to the STG are the ``if`` of the row's lanes, a branch region the warp's lanes
     split over (``divergent_branch_cycles``, as the simulator's ``on_reconverge``).
     """
     B = np.asarray(B, dtype=np.float64)
     a = spec.alu_latency_cycles
     return (3 + (B + 1) * a + spec.fma_latency_cycles + spec.sfu_latency_cycles
-            + spec.divergent_branch_cycles)
+            + spec.mio_operand_extra_cycles + spec.divergent_branch_cycles)
 
 
 def _tail_cycles(spec, B):
@@ -232,7 +236,7 @@ def _row_throughput(spec, K, wf_sm, B, L, epilogue=None, unpack=(0.0, 0.0, 0.0),
     smem = wf_sm / c["wf"] + c["wpc"] * REDUCTION_STEPS * B / spec.shfl_per_cycle_per_sm
     # one warp's memory-pipe instructions (its loads, shuffles and store), each
     # ``mio_issue_interval_cycles`` after the one before (the SASS's stall counts; the engine's
-    # ``mio_next``)
+    # nominal clock)
     mio = (K * L * loads + REDUCTION_STEPS * B + 1) * spec.mio_issue_interval_cycles
     return np.stack(np.broadcast_arrays(issue, fp32, intp, smem, mio))
 
