@@ -30,24 +30,27 @@ ptxas puts between them). Global stores keep their order, and so do shuffles: pt
 the shuffles of independent rows (two row slots without a region between them, a gated unit's
 gate rows), but interleaved the engine prices them 13-19% faster than the H200 runs them
 (``measurements/h200/body_probe.json``, the two-slot bodies without a region), in the IR's order
-within 6%; what the GPU loses there is not known (the stall counts of :mod:`.timing` and the
-shared loads' barriers do not recover it: interleaved, gated units stay 5-10% faster than in the
-IR's order). Registers are renamed as ptxas renames them: an instruction moved above an earlier
-reader of the register it writes does not change what that reader waits for (each instruction's
-sources are taken from the instruction that wrote them in the IR's order). Each shuffle takes
-one of the warp's ``dependency_barriers`` (the lowest free one, or the one taken last when none
-is free, as in the SASS), and so does each shared load but those that ptxas leaves without one
-(:func:`untracked_loads`); an instruction that waits for one of them waits for every result on
-its barrier. The dense kernel's SASS (hidden 1024, batch 1): its row's first loads take barriers
-0-3, the next ones share barrier 4, and the FFMA that reads the fifth load waits for all of
-those issued so far.
+within 6%; what the GPU loses there is not known (the stall counts of :mod:`.timing` do not
+recover it: interleaved, gated units stay 5-10% faster than in the IR's order). Registers are
+renamed as ptxas renames them: an instruction moved above an earlier reader of the register it
+writes does not change what that reader waits for (each instruction's sources are taken from the
+instruction that wrote them in the IR's order). Each shuffle takes one of the warp's
+``dependency_barriers`` (the lowest free one, or the one taken last when none is free, as in the
+SASS), and an instruction that waits for a shuffle waits for every shuffle on its barrier.
+Shared loads take none here. In the SASS they do (the dense kernel at hidden 1024, batch 1: a
+row's first four loads take barriers 0-3, the next ones all share barrier 4, and the FFMA that
+reads the fifth load waits for every one of them issued so far), but ptxas leaves many without
+one (where a wait for a later load or shuffle covers them, the memory pipe completing in order)
+and pairs the rest with its own order; given barriers by the same rule over this schedule, the
+loads of ``measurements/h100/shfl_pipe.json`` cost the engine 8-25% more than the GPU (within 4%
+without), so the rule is not applied to them.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["Entry", "Pending", "list_order", "untracked_loads"]
+__all__ = ["Entry", "Pending", "list_order"]
 
 
 class Entry:
@@ -55,49 +58,13 @@ class Entry:
     mask, addresses, and the entries that wrote its sources (None: written before the current
     group of straight-line code)."""
 
-    __slots__ = ("sid", "m", "flat", "src_from", "out", "sb", "sbgen", "untracked")
+    __slots__ = ("sid", "m", "flat", "src_from", "out", "sb", "sbgen")
 
     def __init__(self, sid: int, m, flat, src_from: tuple):
         self.sid, self.m, self.flat, self.src_from = sid, m, flat, src_from
         self.out = None
         self.sb = -1          # the dependency barrier its result is tracked by (-1: none)
         self.sbgen = 0
-        # a shared load that needs no barrier: before its first reader the warp waits for a
-        # memory-pipe result issued after it, and the pipe completes in order
-        self.untracked = False
-
-
-def untracked_loads(order: list, static, cache: dict) -> tuple:
-    """The positions in ``order`` (an issue order) of the shared loads that ptxas gives no
-    dependency barrier: those before whose first reader in ``order`` some instruction reads the
-    result of a shared load or shuffle issued after the load (the memory pipe completes in
-    order, so that wait covers it). The SASS of ``measurements/body_probe.py`` and of the
-    sparse and dense kernels: a row slot's loads issued among the previous slot's shuffles take
-    none, the loads of a slot after a barrier, or of the dense kernel's row, take one each.
-    Cached by the static ids."""
-    key = tuple(e.sid for e in order)
-    out = cache.get(key)
-    if out is not None:
-        return out
-    pos = {id(e): i for i, e in enumerate(order)}
-    mio = [static[e.sid].kind in ("lds", "shfl") for e in order]
-    latest = []            # per instruction: the latest memory-pipe result it reads (-1: none)
-    first = {}             # per position: its first reader's position
-    for j, e in enumerate(order):
-        k = -1
-        for p in e.src_from:
-            i = pos.get(id(p)) if p is not None else None
-            if i is None:
-                continue
-            first.setdefault(i, j)
-            if mio[i]:
-                k = max(k, i)
-        latest.append(k)
-    n = len(order)
-    out = tuple(i for i, e in enumerate(order) if static[e.sid].kind == "lds"
-                and any(latest[j] > i for j in range(i + 1, first.get(i, n))))
-    cache[key] = out
-    return out
 
 
 def list_order(entries: list, static, cache: dict, interval: int = 1, extra: int = 0) -> list:
@@ -196,7 +163,6 @@ class Pending:
         self.writer: dict = {}      # register row -> the entry that wrote it last (IR order)
         self.base: dict = {}        # register row -> its ``rows`` before this group's writes
         self.cache: dict = {}
-        self.untracked_cache: dict = {}
 
     def add(self, sid: int, m, flat) -> None:
         st = self.static[sid]
@@ -274,9 +240,6 @@ class Pending:
             return
         order = list_order(group, self.static, self.cache, self.interval, self.extra) \
             if len(group) > 1 else group
-        if self.n_sb:
-            for i in untracked_loads(order, self.static, self.untracked_cache):
-                order[i].untracked = True
         for e in order:
             self._time(e)
 
@@ -300,7 +263,7 @@ class Pending:
                 base[d] = tuple(a[d].copy() for a in rows)
         self._emit_one(e, self._barrier_wait(e) if self.n_sb else None)
         e.out = {d: tuple(a[d].copy() for a in rows) for d in st.dsts}
-        if self.n_sb and (st.kind == "shfl" or st.kind == "lds" and not e.untracked):
+        if self.n_sb and st.kind == "shfl":
             live = self.sb_live
             free = [b for b in range(self.n_sb) if live[b] is None]
             b = free[0] if free else self.sb_last

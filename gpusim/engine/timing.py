@@ -28,9 +28,8 @@ computes, vectorised over the warps of the lockstep step:
    scoreboard for fixed latencies: a wait for a dependency barrier delays everything behind it
    by the full stall counts, ``h200/shfl_pipe_chains.json``: two interleaved shuffle-then-add
    chains cost 32 cycles a link on the GPU and in the engine, 29 without the rule); a result
-   waits for every shuffle or shared load on its dependency barrier (``dependency_barriers``:
-   ptxas gives each the lowest free one, the latest one's when none is free; a shared load
-   whose first reader comes after a wait for a later memory-pipe result takes none);
+   waits for every shuffle on its dependency barrier (``dependency_barriers``: ptxas gives each
+   shuffle the lowest free one, the latest one's when none is free);
 2. issue cycle = first cycle >= ready with a free issue slot and free pipe cycles on the warp's
    sub-partition (:mod:`.scheduler`, with backfill);
 3. the result's ready cycle: + ``fma``/``alu``/``sfu`` latency; a shuffle takes its place in
@@ -79,8 +78,9 @@ interleaved, the engine prices two rows at batch 2 without a region between them
 and a recorded multi-head LSTM layer at batch 1 (the H200 draw s92) 40% fast; in the IR's order
 within 6% and 10%
 (``measurements/body_probe.py``; what the GPU loses there is not known; with the stall counts
-and the shared loads' barriers the engine still prices interleaved gated units 5-10% faster
-than in the IR's order, further from the GPU); an SFU result (a tanh, exp or sigmoid sequence)
+the engine still prices interleaved gated units 5-10% faster than in the IR's order, further
+from the GPU); shared loads take no dependency barrier (in the SASS some do, and share them:
+:mod:`.schedule`); an SFU result (a tanh, exp or sigmoid sequence)
 is tracked as a variable latency, without the fixed-latency tail of its last FFMA; one
 instruction per cycle at most; the store path is
 fire-and-forget (the warp does not wait except at FENCE); DRAM is a single aggregate FIFO; the
