@@ -101,7 +101,8 @@ def test_the_h200_record_and_its_table(measurements_section):
         # the simulator's body is short in both kernels, its closing barrier too
         short += g["body_ns"] - s["body_ns"] >= 25 and lg - ls >= 25
         assert g["arrive_ns"] > 2 * s["arrive_ns"]
-    assert same >= 12 and short == 14
+    # 13 of 14 since the engine took the SASS's static stall counts (h720-b2: 18 ns short)
+    assert same >= 12 and short >= 13
     # the tanh in place, with the branch region its ``if`` is (``body_probe.json``): the GPU's
     # and the simulator's agree with one row a warp at batch 4; with two rows at batch 2 the
     # GPU's costs 102-116 ns, the simulator's 75 (55 before the engine issued in ptxas's order,

@@ -51,12 +51,13 @@ def test_simulated_values_are_todays(name):
 def test_the_engine_is_within_3_percent_from_4_warps_up():
     """The READMEs' claim: the shuffle-only, reduction, shuffle-beside-load and shared-load-only
     benchmarks of 4+ warps within 3% (the 4-warp shuffle beside a load 4.2%, the 4-warp
-    reduction 8.5% fast: what the GPU loses when a warp interleaves its shuffle chains with their
-    adds is not modelled), the FFMA mix within 5% from 8 warps (not at 4 warps). The shared loads
+    reduction 3.9% fast: 8.5% before the engine took the SASS's static stall counts, which
+    price a warp's interleaved shuffle chains with their adds), the FFMA mix within 5% from 8
+    warps (not at 4 warps). The shared loads
     alone were 11-70% slow while the engine issued in IR order. One and two warps: a warp's
     shuffles 4 cycles apart (the SASS's stall count), within 3% and 6% (27-29% fast before)."""
     sim = REC["simulated"]["results"]
-    bounds = {"shfl_tput_w4_lds": 0.05, "shfl_tput_w4_red": 0.09, "shfl_tput_w1": 0.03,
+    bounds = {"shfl_tput_w4_lds": 0.05, "shfl_tput_w4_red": 0.05, "shfl_tput_w1": 0.03,
               "shfl_tput_w2": 0.06}
     for name in NAMES:
         if name.endswith("w4_ffma"):
@@ -67,10 +68,11 @@ def test_the_engine_is_within_3_percent_from_4_warps_up():
 
 
 def test_the_chains_record_and_what_it_says():
-    """measurements/h200/shfl_pipe_chains.json: one shuffle-then-add chain within 5% of the GPU,
-    shuffles alone within 4% at every count, and from two interleaved chains on the GPU's link
-    3-5 cycles longer than the engine's whatever the warps (README, 'A warp's interleaved
-    reduction chains'); the simulated values are today's."""
+    """measurements/h200/shfl_pipe_chains.json: shuffles alone within 4% at every count; the
+    shuffle-then-add chains within 8% at every count of chains and warps, and one warp's two
+    interleaved chains within 1% (32 cycles a link: the SASS's static stall counts, README
+    'The SASS's stall counts are static'; the engine gave 29, 10-15% fast from two chains on,
+    before it took them); the simulated values are today's."""
     import json
 
     from measurements import shfl_pipe
@@ -83,10 +85,8 @@ def test_the_chains_record_and_what_it_says():
     gpu = {k: r["per_op_s"] * hz for k, r in rec["results"].items()}
     sim = {k: r["per_op_cycles"] for k, r in rec["simulated"]["results"].items()}
     for k in gpu:
-        if k.endswith("_c1_red") or not k.endswith("_red"):
-            assert abs(sim[k] / gpu[k] - 1) < (0.05 if k.endswith("_red") else 0.04), k
-        else:
-            assert 25 < gpu[k] - sim[k] < 60, k
+        assert abs(sim[k] / gpu[k] - 1) < (0.08 if k.endswith("_red") else 0.04), k
+    assert abs(sim["shfl_tput_w1_c2_red"] / gpu["shfl_tput_w1_c2_red"] - 1) < 0.01
     key, kw = shfl_pipe.CHAIN_ENTRIES[1]
     assert sim[key] == pytest.approx(simulated_slope(
         load_spec("h200"), shfl_pipe._chain_builder({**kw, **shfl_pipe.SIM_ARGS}),
