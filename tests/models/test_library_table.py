@@ -232,11 +232,12 @@ def test_the_readmes_quote_the_check():
         assert f"| {name} | {row} |" in text
     readme = (ROOT / "README.md").read_text()
     for kind, name in names:
-        out = [lib[f"out of sample | {kind} | {c}"] for c in ("rnn", "lstm", "gru")]
+        out = [lib[k] for c in ("rnn", "lstm", "gru")
+               if (k := f"out of sample | {kind} | {c}") in lib]     # a class may have none
         n = sum(v["rows"] for v in out)
         mean = {m: sum(v[m] * v["rows"] for v in out) / n for m in ("classes", "grid")}
-        # s97-s102: 112 fp32 rows each; fp16 32 each
-        assert n == {"cublas": 112, "cusparse": 112, "cublas_fp16": 32, "cusparse_fp16": 32}[kind]
+        # s109-s110: 37 fp32 rows each (no fp32 LSTM layer was drawn); fp16 11 each
+        assert n == {"cublas": 37, "cusparse": 37, "cublas_fp16": 11, "cusparse_fp16": 11}[kind]
         assert f"{name} {pct(mean['classes'])} / {pct(mean['grid'])}" in readme
     for eng in ("model", "sim"):
         c = cells[f"out of sample | {eng}"]
