@@ -111,12 +111,19 @@ def test_grid_barrier_properties():
 
 
 def test_interleaved_reduction_is_one_shuffle_latency_per_mask():
-    # B chains interleaved: per xor mask one shuffle latency plus B FADDs one FP32 occupancy
-    # apart, not B dependent (shuffle, add) pairs
-    occ = 32 / V100.fp32_lanes_per_subpartition
+    # B chains interleaved: per xor mask one shuffle latency, not B dependent (shuffle, add)
+    # pairs; the next mask's first shuffle reads the first FADD (its latency and the memory-pipe
+    # operand's extra cycle), counted by the stall counts from the second FADD, which waits for
+    # the second shuffle (one memory-pipe interval later) when there is one
+    # (measurements/h200/shfl_pipe_chains.json: 29 cycles a mask with one chain, 32 with two);
+    # the shuffles themselves one memory-pipe interval apart
+    mio, lat = V100.mio_issue_interval_cycles, V100.fma_latency_cycles
+    reader = lat + V100.mio_operand_extra_cycles
     for b in (1, 2, 4, 8):
-        want = 5 * (V100.shfl_latency_cycles + max((b - 1) * occ + 1, V100.fma_latency_cycles))
-        assert an._reduction_cycles(V100, b) == pytest.approx(want)
+        mask = V100.shfl_latency_cycles + (reader if b == 1 else mio + reader - 1)
+        assert an._reduction_cycles(V100, b) == pytest.approx(5 * max(mask, b * mio))
+    h200 = load_spec("h200")
+    assert [float(an._reduction_cycles(h200, b)) / 5 for b in (1, 2)] == [29.0, 32.0]
 
 
 def test_cublas_switches_from_l2_to_dram():
