@@ -549,15 +549,7 @@ class _Timing:
     def _write_nominal(self, st: _Static, ws: np.ndarray, full: bool, value) -> None:
         """The nominal ready cycle of the destinations (None: a dependency barrier tracks
         them)."""
-        if not st.dsts:
-            return
-        if value is None:
-            value = -np.inf
-        if full:
-            for d in st.dsts:
-                self.nready[d] = value
-        else:
-            self.nready[st.dst[:, None], ws] = value
+        _set_rows(self.nready, st, ws, full, -np.inf if value is None else value)
 
     def _latest_source(self, st: _Static, ws: np.ndarray, full: bool):
         """Ready cycle of each warp's latest source operand of ``st`` (the first one among
@@ -591,13 +583,8 @@ class _Timing:
     def _write(self, st: _Static, ws: np.ndarray, full: bool, value, category) -> None:
         """Ready cycle and category (one, or one per warp) of the instruction's destination
         registers."""
-        if full:
-            for d in st.dsts:
-                self.ready[d] = value
-                self.cat[d] = category
-        else:
-            self.ready[st.dst[:, None], ws] = value
-            self.cat[st.dst[:, None], ws] = category
+        _set_rows(self.ready, st, ws, full, value)
+        _set_rows(self.cat, st, ws, full, category)
 
     def _stale(self, polls) -> np.ndarray:
         """Warps whose polling load was served before the data it returned was seen at L2
@@ -676,6 +663,16 @@ class _Timing:
     def end(self) -> float:
         self._flush()
         return float(max(self.last.max(), self.store_ack.max(), self.retired, 0.0)) + 1.0
+
+
+def _set_rows(arr: np.ndarray, st: _Static, ws: np.ndarray, full: bool, value) -> None:
+    """``arr``'s rows of the instruction's destination registers take ``value`` (one, or one
+    per warp) for the warps ``ws`` (all of them when ``full``)."""
+    if full:
+        for d in st.dsts:
+            arr[d] = value
+    else:
+        arr[st.dst[:, None], ws] = value
 
 
 def _uniform(x: np.ndarray) -> np.ndarray:
