@@ -428,3 +428,28 @@ def test_the_order_floor_before_and_after_on_s83():
     assert (before["model"], after["model"]) == ((8.2, 14), (8.7, 14))
     text = (ROOT / "measurements" / "README.md").read_text()
     assert "barrier +3.1% -> +0.7%, Lamport -3.7% -> -6.8%" in text
+
+
+def test_the_engine_before_on_s109_s110_is_what_the_readmes_quote():
+    """``measurements/h200/crosscheck_s109_s110_engine_before.json.gz``: the out-of-sample draws
+    s109-s110 priced by the engine before the static stall counts. Same layers and measured
+    times as the merged record; the speedup errors and names the READMEs quote."""
+    with gzip.open(ROOT / "measurements" / "h200" /
+                   "crosscheck_s109_s110_engine_before.json.gz", "rt") as f:
+        before = json.load(f)["reports"]
+    merged = _merged("h200")
+    draws = ("fresh_2026-11-30_s109", "fresh_2026-11-30_s110")
+    assert sorted(before) == list(draws)
+    now = {(r["draw"], r["hidden"], r["batch"], r["density"]): r["measured"]
+           for r in merged["speedup"]["rows"] if r["draw"] in draws}
+    sp = [r for d in draws for r in before[d]["speedup"]["rows"] if r.get("cell") is None]
+    assert len(sp) == 32
+    for r in sp:
+        assert r["measured"] == now[(r["draw"].rsplit("/", 1)[-1], r["hidden"], r["batch"],
+                                     r["density"])]
+    mape = {e: 100 * sum(r[e]["ape"] for r in sp) / len(sp) for e in ("sim", "model")}
+    named = {e: sum(r[e]["fastest"] == r["measured"]["fastest"] for r in sp)
+             for e in ("sim", "model")}
+    text = " ".join((ROOT / "README.md").read_text().split())
+    assert (f"give speedups {mape['sim']:.1f}% and {mape['model']:.1f}%, named {named['sim']} "
+            f"and {named['model']}") in text
