@@ -72,6 +72,9 @@ __all__ = ["CudaSource", "generate", "CODEGEN", "ERR_WORDS", "ERR_SPIN_LIMIT", "
 
 ERR_WORDS = 8            # __err layout: [code, cta, warp, label id, lane, 0, 0, 0]
 ERR_SPIN_LIMIT = 1       # code written when a While reaches its spin_limit
+# compare-and-branch pairs of a generated spin loop's pass that does not exit: its condition,
+# the spin limit and the error poll's period (one when the pass exits)
+SPIN_TESTS = 3
 _SMEM_ALIGN_BYTES = 128  # a shared buffer starts at a 32-bank boundary
 _ERR_POLL_PERIOD = 1024  # spins between reads of __err[0]
 

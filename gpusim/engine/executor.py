@@ -558,6 +558,10 @@ class _Machine:
         # ptxas schedules within a loop's body, not across its back edge (the timing model's
         # issue order, :meth:`.timing._Timing.on_iteration`)
         iteration = getattr(self.obs, "on_iteration", None)
+        # a rolled loop (``#pragma unroll 1``) ends each iteration with its count's compare and
+        # branch; ptxas drops the loop of a single iteration
+        edge = (getattr(self.obs, "on_loop_edge", None)
+                if s.kind in ("time", "seq") and len(rng) > 1 else None)
 
         def run(m: Mask) -> None:
             for i in rng:
@@ -571,6 +575,8 @@ class _Machine:
                     machine.step(i)
                 for f in body:
                     f(m)
+                if edge is not None:
+                    edge(m.wany)
             if machine is not None:
                 machine.step(None)
         return run

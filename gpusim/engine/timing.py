@@ -94,6 +94,7 @@ import sys
 
 import numpy as np
 
+from kernels_ir.codegen_cuda import SPIN_TESTS
 from kernels_ir.errors import DeadlockError, InputError
 from kernels_ir.ir import (
     FLOAT_ALU,
@@ -132,7 +133,8 @@ class _Static:
     """Per static instruction: what the observer needs, precomputed once."""
 
     __slots__ = ("kind", "src", "dst", "srcs", "dsts", "pipe", "occ", "lat", "cat", "width",
-                 "shared", "base", "op", "folded", "hoist", "order", "nominal", "mio", "fixed")
+                 "shared", "base", "op", "folded", "hoist", "order", "nominal", "mio", "fixed",
+                 "vote")
 
     def __init__(self, ins: Instr, rows: dict, spec, atomic_bufs: set, gspace, sspace,
                  folded: bool = False, in_region: bool = False):
@@ -191,6 +193,9 @@ class _Static:
         # a fixed-latency result: no dependency barrier tracks it, its readers wait by the
         # stall counts ptxas encodes (the warp's nominal clock, :meth:`_Timing._instr`)
         self.fixed = self.kind == "alu" and pipe in ("fp32", "int") and not folded
+        # a vote reads its predicate ``predicate_branch_cycles`` after the compare, as a branch
+        # does (the SASS's stall counts)
+        self.vote = op in (Op.VOTE_ANY, Op.VOTE_ALL)
         # the latency ptxas schedules by (:func:`.schedule.list_order`)
         self.nominal = 0 if folded else (spec.smem_latency_cycles if self.kind == "lds"
                                          else self.lat if self.kind in ("alu", "shfl") else 1)
@@ -360,11 +365,32 @@ class _Timing:
         if event == "enter":
             self.rec_stack.append((wid, [], []))
         elif event == "again":
+            self._edge(m.wany, SPIN_TESTS)
             self.rec_stack[-1][1].clear()
             self.rec_stack[-1][2].clear()
         else:
+            self._edge(m.wany, 1)
             wid, events, polls = self.rec_stack.pop()
             self._settle(wid, events, polls)
+
+    def on_loop_edge(self, warps: np.ndarray) -> None:
+        """The warps (bool per warp) end an iteration of a rolled counted loop (the time loop,
+        a ``seq`` loop): the count's increment, its compare and the branch."""
+        self._flush()
+        self._edge(warps, 1, self.spec.alu_latency_cycles)
+
+    def _edge(self, warps: np.ndarray, tests: int, before: float = 0.0) -> None:
+        """A loop's edge for the warps ``warps`` (bool per warp): ``tests`` compare-and-branch
+        pairs after the warp's last instruction (``before`` cycles later, an increment's
+        latency), each ``predicate_branch_cycles`` to its branch and ``branch_cycles`` from the
+        branch to the next instruction (``measurements/h200/loop_edges.json``). The next
+        instruction issues no earlier; the nominal clock moves with it."""
+        ws = np.flatnonzero(warps)
+        if ws.size == 0 or tests <= 0:
+            return
+        gap = before + tests * (self.spec.predicate_branch_cycles + self.spec.branch_cycles)
+        self.rctrl[ws] = np.maximum(self.rctrl[ws], self.last[ws] + gap)
+        self.nom[ws] += gap - 1.0
 
     def on_iteration(self, warps: np.ndarray) -> None:
         """The warps (bool per warp) start an iteration of a loop: ptxas schedules within a
@@ -449,6 +475,9 @@ class _Timing:
         n_at = nom + 1.0
         if nsrc is not None:
             n_at = np.maximum(n_at, nsrc + self.spec.mio_operand_extra_cycles if st.mio else nsrc)
+            if st.vote:
+                n_at = np.maximum(n_at, nsrc + (self.spec.predicate_branch_cycles
+                                                - self.spec.alu_latency_cycles))
         if st.mio:
             n_at = np.maximum(n_at, self.nom_mio if full else self.nom_mio[ws])
         ctrl = self.ctrl if full else self.ctrl[ws]
@@ -642,10 +671,14 @@ class _Timing:
             while bad.any() and n < limit:
                 n += 1
                 new_polls: list = []
+                # the stale pass's exit test was charged (on_while): its loop's other tests
+                # before the pass again, and the pass's own exit test after it
+                self._edge(bad, SPIN_TESTS - 1)
                 for sid, arr, flat in events:
                     sub = arr & bad[:, None]
                     if sub.any():
                         self._instr(sid, Mask(sub, False), flat, new_polls)
+                self._edge(bad, 1)
                 bad = bad & self._stale(new_polls)
         finally:
             self.replaying = False

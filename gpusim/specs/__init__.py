@@ -93,6 +93,12 @@ PARAMS: dict[str, Param] = {
                                       "or store, shuffle) waits for a fixed-latency arithmetic "
                                       "result beyond the arithmetic latency: the stall count "
                                       "ptxas encodes before it"),
+    "predicate_branch_cycles": Param("cycles", int, 0, 64,
+                                     "cycles between a compare (or vote) and the branch or vote "
+                                     "that reads its predicate: the stall count ptxas encodes"),
+    "branch_cycles": Param("cycles", float, 0, 64,
+                           "cycles from a branch to the warp's next instruction, taken or not "
+                           "(its stall count and the fetch after it)"),
     "dependency_barriers": Param("count", int, 0, 16,
                                  "a warp's dependency barriers (scoreboards) that track the "
                                  "results of variable-latency instructions"),
@@ -222,6 +228,8 @@ class GPUSpec:
     divergent_branch_cycles: int
     mio_issue_interval_cycles: int
     mio_operand_extra_cycles: int
+    predicate_branch_cycles: int
+    branch_cycles: float
     dependency_barriers: int
     l1_hit_latency_cycles: int
     l1_unified_bytes_per_sm: int

@@ -43,10 +43,11 @@ import functools
 
 import numpy as np
 
+from kernels_ir.codegen_cuda import SPIN_TESTS
 from kernels_ir.kernels.sparse_rnn import STAGE_GROUP
 
 from .. import capacity as cap
-from .timing import _cyc, _prefetch_cycles
+from .timing import _cyc, _loop_edge_cycles, _prefetch_cycles, _test_cycles
 from .variants import WARP
 
 
@@ -76,7 +77,12 @@ def _stage_parts(spec, N, B, R, sync):
     setup = (2 + 2 * G) * c["ig"]
     aligned = np.mod(slot, 4 * cap.THREADS_PER_CTA * G) == 0
     per_round = np.where(aligned, 2 * c["ia"] + G, 3 * G * c["ia"] + 2 * G)
-    check = (np.where(aligned, 4, 8) * G - 1) * c["ia"] + 1 if sync == "lamport" else 0 * G
+    # the groups' loop is rolled: with two groups or more each round ends with its edge
+    per_round = per_round + np.where(rounds > 1, _loop_edge_cycles(spec), 0.0)
+    # Lamport: the checks, the vote (its predicate ``predicate_branch_cycles`` after the last
+    # check) and the poll loop's exit test
+    check = ((np.where(aligned, 4, 8) * G - 1) * c["ia"] + spec.predicate_branch_cycles
+             + _test_cycles(spec) if sync == "lamport" else 0 * G)
     poll = l2_latency(spec, G) + check   # the group's G loads lie in G partition units
     bw = spec.sm_count * slot * 4 / c["l2_bpc"]
     # ... or the busiest contention group: every SM's 128-bit loads ask for each line of the
@@ -226,9 +232,11 @@ def _barrier_cycles(spec, R, cta_spread=0.0):
                        - phases - cta_spread)
     ready = spec.l2_atomic_latency_cycles / 2 + queue
     first = 3 + _prefetch_cycles(spec, R) + a / 2
-    period = a + 2
+    # a poll that sees the counter behind: the spin loop's three tests, then the next poll
+    period = a + 2 + SPIN_TESTS * _test_cycles(spec)
     own = first + np.ceil(np.maximum(0.0, ready - first) / period) * period
-    return fence + np.maximum(own, ready + lag) + a / 2 + 1 + bar
+    # ... and the poll that sees it complete: its exit test
+    return fence + np.maximum(own, ready + lag) + a / 2 + 1 + _test_cycles(spec) + bar
 
 
 LINE_WORDS = 32  # 32-bit words of h per 128-byte L2 line

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from kernels_ir.codegen_cuda import SPIN_TESTS
 from kernels_ir.errors import InputError
 from kernels_ir.mapping import MAX_BATCH, WIDE_BATCHES, access_pattern
 
@@ -45,11 +46,13 @@ from .l2 import (
 from .timing import (
     _cyc,
     _gated_tails,
+    _loop_edge_cycles,
     _prefetch_cycles,
     _reduction_cycles,
     _row_chain,
     _row_throughput,
     _tail_cycles,
+    _test_cycles,
     _unpack_costs,
     prefetch_depths,
 )
@@ -243,7 +246,9 @@ def _persistent_from_slots(spec, v: Variant, N, B, K, wf_sm, wf_warp, mask, R, S
             # SM polls every line of h), so the replays need ``late + seen`` after the idlest
             # warp's first poll
             seen = float(getattr(spec, "l2_poll_sharer_cycles", 0.0) or 0.0) * spec.sm_count
-            again = np.maximum(1.0, np.ceil(np.maximum(0.0, late + seen) / poll)) * poll
+            n_polls = np.maximum(1.0, np.ceil(np.maximum(0.0, late + seen) / poll))
+            # a pass that polls again runs the spin loop's other two tests too
+            again = n_polls * poll + (n_polls - 1) * (SPIN_TESTS - 1) * _test_cycles(spec)
             sync = np.maximum(0.0, again - spread)
             if shared is not None:
                 # the hand-over server starts with the first CTA's stores, `spread` before the last
@@ -252,7 +257,8 @@ def _persistent_from_slots(spec, v: Variant, N, B, K, wf_sm, wf_warp, mask, R, S
         else:
             pre = 0.0 * Rf        # warp 0 prefetches while the atomic is in flight (in sync)
             sync = _barrier_cycles(spec, Rf, cta_spread)
-    total = pre + stage + bw + compute + sync
+    # the time loop's edge (its count, compare and branch) ends every step
+    total = pre + stage + bw + compute + sync + _loop_edge_cycles(spec)
     cs = spec.cycle_s
     breakdown = {
         "compute_s": compute * cs,

@@ -38,6 +38,19 @@ from .. import capacity as cap
 from .variants import REDUCTION_STEPS, WARP, Variant
 
 
+def _test_cycles(spec):
+    """A compare and the branch that reads its predicate, to the next instruction
+    (``predicate_branch_cycles`` + ``branch_cycles``; the engine's loop edges,
+    ``gpusim.engine.timing._Timing._edge``)."""
+    return spec.predicate_branch_cycles + spec.branch_cycles
+
+
+def _loop_edge_cycles(spec):
+    """The end of a rolled counted loop's iteration (the time loop, the staging's group loop):
+    the count's increment, then its compare and branch."""
+    return spec.alu_latency_cycles + _test_cycles(spec)
+
+
 def _cyc(spec):
     """Per-SM resources of the persistent kernels (one CTA of THREADS_PER_CTA threads per SM)."""
     wpc = cap.THREADS_PER_CTA // WARP

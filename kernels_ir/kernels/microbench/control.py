@@ -1,0 +1,88 @@
+"""What a loop's own control costs a warp: the compare, the vote and the branch that end an
+iteration, with nothing else to wait for (:mod:`gpusim.engine.timing`, "Loop edges").
+
+In the SASS, a compare that writes a predicate a branch reads carries a stall count of 13, a
+``VOTE`` that a branch reads 13 as well, and a branch 5 or 6 (nvcc 13, sm_90; the control bits).
+Inside a row body these stalls hide behind loads and shuffles; at a loop's edge nothing covers
+them: a Lamport poll's exit test follows its load, and a time step's counter follows its last
+store.
+
+- :func:`spin_count` - one warp, one spin loop (``While``) of ``rounds`` iterations whose
+  body is ``k = k + 1; p = k < n`` (``n`` from global memory, so nothing folds it) and,
+  with ``vote``, ``p = any(p)``, the Lamport poll's form. Op = one iteration. The generated
+  loop keeps its guards (the spin limit and the error poll every 1024 iterations), as every
+  spin loop of the kernels does.
+- :func:`seq_count` - one warp, a counted loop (``Loop(kind="seq")``, kept rolled as the time
+  loop is) of ``rounds`` iterations of one dependent ``IMAD``. Op = one iteration.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...builder import Builder
+from ...ir import I32, PRED
+from ...verify import verify
+from .core import WARP, Microbench, _positive
+
+__all__ = ["spin_count", "seq_count"]
+
+_M, _C = 5, 7                # i = i * m + c (wraps modulo 2^32), as pipes.chain_latency
+
+
+def spin_count(rounds: int = 8, vote: bool = False) -> Microbench:
+    """One warp, a spin loop of ``rounds`` iterations of a register-only test (module
+    docstring)."""
+    rounds = _positive("rounds", rounds)
+    name = "spin_count" + ("_vote" if vote else "")
+    b = Builder(f"mb_{name}", grid=1, block=WARP, bench=name, rounds=rounds)
+    g_n = b.global_buffer("n", I32, 2)
+    g_out = b.global_buffer("out", I32, WARP, role="out")
+    lane = b.sreg("lane", dst=b.reg(I32, "lane"))
+    zero = b.mov(0, I32, dst=b.reg(I32, "zero"))
+    n = b.ldg(g_n, zero, dst=b.reg(I32, "n"))
+    k = b.ldg(g_n, zero, offset=1, dst=b.reg(I32, "k"))
+    with b.while_(spin_limit=rounds + 1, label="count") as w:
+        b.iadd(k, 1, dst=k)
+        p = b.isetp("lt", k, n, dst=b.reg(PRED, "p"))
+        w.cond = b.vote_any(p, dst=b.reg(PRED, "q")) if vote else p
+    b.stg(g_out, lane, k)
+    kernel = verify(b.build())
+
+    def check(g) -> bool:
+        return bool(np.array_equal(np.asarray(g["out"]), np.full(WARP, rounds, np.int32)))
+
+    inputs = {"n": np.array([rounds, 0], np.int32), "out": np.zeros(WARP, np.int32)}
+    return Microbench(name, kernel, inputs, rounds, "one spin-loop iteration: add, compare"
+                      + (", vote" if vote else "") + ", branch", {"rounds": rounds, "vote": vote},
+                      check)
+
+
+def seq_count(rounds: int = 8) -> Microbench:
+    """One warp, a rolled counted loop of ``rounds`` iterations of one dependent ``IMAD``
+    (module docstring)."""
+    rounds = _positive("rounds", rounds)
+    b = Builder("mb_seq_count", grid=1, block=WARP, bench="seq_count", rounds=rounds)
+    g_k = b.global_buffer("k", I32, 2)
+    g_out = b.global_buffer("out", I32, WARP, role="out")
+    lane = b.sreg("lane", dst=b.reg(I32, "lane"))
+    zero = b.mov(0, I32, dst=b.reg(I32, "zero"))
+    m = b.ldg(g_k, zero, dst=b.reg(I32, "m"))
+    c = b.ldg(g_k, zero, offset=1, dst=b.reg(I32, "c"))
+    v = b.imad(lane, 3, b.mov(1, I32, dst=b.reg(I32, "v0")), dst=b.reg(I32, "v"))
+    with b.loop("r", 0, rounds, kind="seq"):
+        b.imad(v, m, c, dst=v)
+    b.stg(g_out, lane, v)
+    kernel = verify(b.build())
+    ref = (np.arange(WARP) * 3 + 1).astype(np.int64)
+    for _ in range(rounds):
+        ref = (ref * _M + _C) & 0xFFFFFFFF
+    expect = ref.astype(np.uint32).view(np.int32)
+
+    def check(g) -> bool:
+        return bool(np.array_equal(np.asarray(g["out"]).astype(np.int32), expect))
+
+    inputs = {"k": np.array([_M, _C], np.int32), "out": np.zeros(WARP, np.int32)}
+    return Microbench("seq_count", kernel, inputs, rounds,
+                      "one iteration of a rolled loop: a dependent IMAD, the count, the branch",
+                      {"rounds": rounds}, check)
