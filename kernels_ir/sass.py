@@ -93,6 +93,22 @@ def parse(lines) -> list[SassInstr]:
     return out
 
 
+_ENCODED = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(.*?)\s*;\s*/\* (0x[0-9a-f]{16}) \*/\s*\n"
+                      r"\s*/\* (0x[0-9a-f]{16}) \*/")
+
+
+def stall_counts(text: str) -> list[tuple[SassInstr, int]]:
+    """Each instruction of cuobjdump ``-sass`` text with its stall count: the cycles ptxas makes
+    the warp wait before its next instruction, bits 41-44 of the instruction's second 64-bit
+    word (the control bits of Volta and later, Jia et al. 2018: stall, yield, write and read
+    barrier, wait mask, reuse)."""
+    out = []
+    for k, (txt, _lo, hi) in enumerate(_ENCODED.findall(text)):
+        ins = parse([txt])[0]
+        out.append((SassInstr(k, ins.opcode, ins.operands, ins.pred), (int(hi, 16) >> 41) & 0xF))
+    return out
+
+
 _BRANCHES = ("BRA", "BRX", "JMP", "BSYNC", "BSSY", "EXIT", "RET", "CALL", "WARPSYNC", "BAR")
 
 
