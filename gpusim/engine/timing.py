@@ -50,6 +50,19 @@ computes, vectorised over the warps of the lockstep step:
    on the H100 a fence costs about 690 cycles alone and little more after a store, so its own
    work overlaps the wait for the acknowledgements).
 
+Loop edges: the IR's loops have no instructions of their own for their control; the SASS does.
+A compare whose predicate a branch (or a vote) reads is followed by a stall count of
+``predicate_branch_cycles`` (13 on sm_90), and a branch by ``branch_cycles`` to the warp's next
+instruction, taken or not (``measurements/h200/loop_edges.json``: three one-warp loops of a
+register test, 26.6, 72.6 and 87.5 cycles an iteration on the H200, 4, 6 and 9 in the engine
+without the edges, 27, 72 and 85 with them). So a rolled counted loop (the time loop, a ``seq``
+loop of two iterations or more) ends each iteration with its increment's latency and one test;
+a spin loop's pass that does not exit runs three tests (its condition and the generated guards:
+the spin limit and the error poll, :data:`kernels_ir.codegen_cuda.SPIN_TESTS`) and one when it
+exits, and every re-poll that the polling rule below replays runs them too; a vote reads its
+predicate ``predicate_branch_cycles`` after the compare. The warp's next instruction issues
+that long after its last one (:meth:`_Timing._edge`).
+
 Polling (Lamport and the grid barrier's spin) is simulated as traffic: when a While exits, each
 warp's polling loads of its last iteration are checked against the cycle at which the words
 they read were written at L2; a warp whose load was served earlier would have seen the old value,
@@ -71,7 +84,9 @@ a buffer that atomics update (the grid barrier's counter), atomics, BAR and FENC
 Approximations (documented, not hidden): L1 holds read-only buffers only, without eviction
 (:mod:`.l1`; its throughput is the L1TEX stages of :mod:`.smem`); no instruction cache or
 fetch; a branch region costs only a warp whose lanes split over it and only when it holds an
-activation (measurements/body_probe.py: regions that do not split cost the GPU 20-30 cycles);
+activation (measurements/body_probe.py: regions that do not split cost the GPU 20-30 cycles,
+about a branch's ``branch_cycles`` and its convergence barrier's stall counts); the branch of an
+``if`` outside a region, and the unconditional jump some loops' layouts add, are not charged;
 ptxas's schedule is approximated by a list schedule over nominal latencies (:mod:`.schedule`);
 its shuffles keep the IR's order, where ptxas interleaves the shuffles of independent rows:
 interleaved, the engine prices two rows at batch 2 without a region between them 13-19% fast
