@@ -175,7 +175,7 @@ def test_the_readme_quotes_the_h200_draws():
 
     readme = (ROOT / "README.md").read_text()
     rows = readme_rows(_merged("h200"))
-    assert rows[0].startswith("| speedup MAPE, out of sample (s109-s110) |")
+    assert rows[0].startswith("| speedup MAPE, out of sample (s111-s114) |")
     for row in rows:
         assert row in readme, row
 
