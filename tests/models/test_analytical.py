@@ -93,8 +93,12 @@ def test_grid_barrier_properties():
     a = V100.l2_hit_latency_cycles
     first = 3 + an._prefetch_cycles(one, 2) + a / 2
     ready = V100.l2_atomic_latency_cycles / 2
+    # a poll that sees the counter behind runs the spin loop's three tests before the next
+    # one, and the one that sees it complete its exit test (the loop edges)
+    test = V100.predicate_branch_cycles + V100.branch_cycles
+    period = a + 2 + 3 * test
     chain = (max(3 + V100.cta_barrier_latency_cycles, a) + V100.fence_latency_cycles + first
-             + math.ceil(max(0.0, ready - first) / (a + 2)) * (a + 2) + a / 2 + 1
+             + math.ceil(max(0.0, ready - first) / period) * period + a / 2 + 1 + test
              + V100.cta_barrier_latency_cycles)
     assert an._barrier_cycles(one, 2) == pytest.approx(chain)
     sms = [1, 2, 4, 16, 80, 132, 256]
