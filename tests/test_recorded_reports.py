@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -453,3 +454,34 @@ def test_the_engine_before_on_s109_s110_is_what_the_readmes_quote():
     text = " ".join((ROOT / "README.md").read_text().split())
     assert (f"give speedups {mape['sim']:.1f}% and {mape['model']:.1f}%, named {named['sim']} "
             f"and {named['model']}") in text
+
+
+def test_the_loop_edges_on_s109_s110_are_what_the_readme_quotes():
+    """``measurements/h200/crosscheck_s109_s110_loop_edges.json.gz``: s109-s110 (out of sample
+    for the engine before the loop edges) priced by the engine with them. Same layers and
+    measured times as the merged record; the speedup errors, names and per-step errors the
+    README quotes."""
+    with gzip.open(ROOT / "measurements" / "h200" /
+                   "crosscheck_s109_s110_loop_edges.json.gz", "rt") as f:
+        after = json.load(f)["reports"]
+    merged = _merged("h200")
+    draws = ("fresh_2026-11-30_s109", "fresh_2026-11-30_s110")
+    assert sorted(after) == list(draws)
+    now = {(r["draw"], r["hidden"], r["batch"], r["density"]): r["measured"]
+           for r in merged["speedup"]["rows"] if r["draw"] in draws}
+    sp = [r for d in draws for r in after[d]["speedup"]["rows"] if r.get("cell") is None]
+    assert len(sp) == 32
+    for r in sp:
+        assert r["measured"] == now[(r["draw"].rsplit("/", 1)[-1], r["hidden"], r["batch"],
+                                     r["density"])]
+    mape = {e: 100 * sum(r[e]["ape"] for r in sp) / len(sp) for e in ("sim", "model")}
+    named = {e: sum(r[e]["fastest"] == r["measured"]["fastest"] for r in sp)
+             for e in ("sim", "model")}
+    rows = [r for d in draws for r in after[d]["rows"]
+            if r["kind"] in ("sparse_persistent", "dense_persistent", "csr")
+            and not re.search(r"-(lstm|gru|rnn)-|-H\d+-|fp16", r["id"])]
+    step = 100 * sum(r["ape"] for r in rows) / len(rows)
+    text = " ".join((ROOT / "README.md").read_text().split())
+    assert (f"speedups {mape['sim']:.1f}% (simulator) and {mape['model']:.1f}% (model), named "
+            f"{named['sim']} and {named['model']}") in text
+    assert f"per step {step:.1f}% and" in text
