@@ -431,19 +431,18 @@ def test_the_order_floor_before_and_after_on_s83():
     assert "barrier +3.1% -> +0.7%, Lamport -3.7% -> -6.8%" in text
 
 
-def test_the_engine_before_on_s109_s110_is_what_the_readmes_quote():
-    """``measurements/h200/crosscheck_s109_s110_engine_before.json.gz``: the out-of-sample draws
-    s109-s110 priced by the engine before the static stall counts. Same layers and measured
-    times as the merged record; the speedup errors and names the READMEs quote."""
-    with gzip.open(ROOT / "measurements" / "h200" /
-                   "crosscheck_s109_s110_engine_before.json.gz", "rt") as f:
-        before = json.load(f)["reports"]
+def _s109_s110_repriced(record: str):
+    """The s109-s110 reports of ``record`` (a re-pricing of the two draws by another engine)
+    after checking that they hold the merged record's layers and measured times: ``(reports,
+    RNN speedup rows, speedup MAPE per engine, fastest named per engine)``."""
+    with gzip.open(ROOT / "measurements" / "h200" / record, "rt") as f:
+        reports = json.load(f)["reports"]
     merged = _merged("h200")
     draws = ("fresh_2026-11-30_s109", "fresh_2026-11-30_s110")
-    assert sorted(before) == list(draws)
+    assert sorted(reports) == list(draws)
     now = {(r["draw"], r["hidden"], r["batch"], r["density"]): r["measured"]
            for r in merged["speedup"]["rows"] if r["draw"] in draws}
-    sp = [r for d in draws for r in before[d]["speedup"]["rows"] if r.get("cell") is None]
+    sp = [r for d in draws for r in reports[d]["speedup"]["rows"] if r.get("cell") is None]
     assert len(sp) == 32
     for r in sp:
         assert r["measured"] == now[(r["draw"].rsplit("/", 1)[-1], r["hidden"], r["batch"],
@@ -451,6 +450,14 @@ def test_the_engine_before_on_s109_s110_is_what_the_readmes_quote():
     mape = {e: 100 * sum(r[e]["ape"] for r in sp) / len(sp) for e in ("sim", "model")}
     named = {e: sum(r[e]["fastest"] == r["measured"]["fastest"] for r in sp)
              for e in ("sim", "model")}
+    return reports, sp, mape, named
+
+
+def test_the_engine_before_on_s109_s110_is_what_the_readmes_quote():
+    """``measurements/h200/crosscheck_s109_s110_engine_before.json.gz``: the out-of-sample draws
+    s109-s110 priced by the engine before the static stall counts. Same layers and measured
+    times as the merged record; the speedup errors and names the READMEs quote."""
+    _, _, mape, named = _s109_s110_repriced("crosscheck_s109_s110_engine_before.json.gz")
     text = " ".join((ROOT / "README.md").read_text().split())
     assert (f"give speedups {mape['sim']:.1f}% and {mape['model']:.1f}%, named {named['sim']} "
             f"and {named['model']}") in text
@@ -461,23 +468,8 @@ def test_the_loop_edges_on_s109_s110_are_what_the_readme_quotes():
     for the engine before the loop edges) priced by the engine with them. Same layers and
     measured times as the merged record; the speedup errors, names and per-step errors the
     README quotes."""
-    with gzip.open(ROOT / "measurements" / "h200" /
-                   "crosscheck_s109_s110_loop_edges.json.gz", "rt") as f:
-        after = json.load(f)["reports"]
-    merged = _merged("h200")
-    draws = ("fresh_2026-11-30_s109", "fresh_2026-11-30_s110")
-    assert sorted(after) == list(draws)
-    now = {(r["draw"], r["hidden"], r["batch"], r["density"]): r["measured"]
-           for r in merged["speedup"]["rows"] if r["draw"] in draws}
-    sp = [r for d in draws for r in after[d]["speedup"]["rows"] if r.get("cell") is None]
-    assert len(sp) == 32
-    for r in sp:
-        assert r["measured"] == now[(r["draw"].rsplit("/", 1)[-1], r["hidden"], r["batch"],
-                                     r["density"])]
-    mape = {e: 100 * sum(r[e]["ape"] for r in sp) / len(sp) for e in ("sim", "model")}
-    named = {e: sum(r[e]["fastest"] == r["measured"]["fastest"] for r in sp)
-             for e in ("sim", "model")}
-    rows = [r for d in draws for r in after[d]["rows"]
+    after, _, mape, named = _s109_s110_repriced("crosscheck_s109_s110_loop_edges.json.gz")
+    rows = [r for d in after.values() for r in d["rows"]
             if r["kind"] in ("sparse_persistent", "dense_persistent", "csr")
             and not re.search(r"-(lstm|gru|rnn)-|-H\d+-|fp16", r["id"])]
     step = 100 * sum(r["ape"] for r in rows) / len(rows)
