@@ -176,7 +176,7 @@ def test_the_readme_quotes_the_h200_draws():
 
     readme = (ROOT / "README.md").read_text()
     rows = readme_rows(_merged("h200"))
-    assert rows[0].startswith("| speedup MAPE, out of sample (s111-s114) |")
+    assert rows[0].startswith("| speedup MAPE, out of sample (s111-s116) |")
     for row in rows:
         assert row in readme, row
 

@@ -98,7 +98,7 @@ def _run_all(configs, steps=3, cell="rnn"):
 # poll pass leaves fewer stale re-polls (the 1152-b4 Lamport step went 1.668 -> 1.631 us), while
 # the model counts its re-polls by the poll alone and adds the two guard tests to each
 # (1.767 -> 1.979 us). Counting them by the longer pass takes that layer to +4.8%; it is not in
-# the model because the H200 draws s111-s114 were measured with the model as it is. The 4-SM
+# the model because the H200 draws s111-s116 were measured with the model as it is. The 4-SM
 # 512-b4 sparse-bank went from -14.3% to -15.8%.
 KNOWN = {
     ("v100", None, 256, 4, 0.1, "sparse-lamport", "rnn"): 0.27,
