@@ -98,6 +98,18 @@ def contenders(rows: dict, family=row_family) -> tuple:
                         key=lambda k: pers[k][0]))
 
 
+def borrowed_bands(bands: dict) -> str:
+    """The GPU whose bands a GPU that was never measured (the V100) borrows: one whose bands
+    describe today's model (measured after the last model change), the H100 first among
+    those, then by name; when none does, the H100's, else the first by name."""
+    from gpusim.measurements import fingerprint_is_current
+
+    order = sorted(bands, key=lambda g: (g != "h100", g))
+    current = [g for g in order if fingerprint_is_current(
+        bands[g].get("model_fingerprint"), bands[g].get("fingerprint_gpu"), g)]
+    return (current or order)[0]
+
+
 def annotate(report, bands: dict | None = None) -> Uncertainty:
     """Ranges for the rows and the speedup of a ``models.analytical.Report``."""
     from gpusim.measurements import fingerprint_is_current
@@ -110,7 +122,7 @@ def annotate(report, bands: dict | None = None) -> Uncertainty:
         if not bands:
             return Uncertainty(notes=("no out-of-sample measurement is recorded: the prediction "
                                       "carries no error band",))
-        src = "h100" if "h100" in bands else sorted(bands)[0]
+        src = borrowed_bands(bands)
         b = bands[src]
         notes.append(f"no {gpu} was ever measured: the bands are the {src}'s out-of-sample "
                      f"errors, which assumes the mechanisms transfer (spec values of the {gpu} "

@@ -17,7 +17,7 @@ from gpusim.measurements import (
 )
 from gpusim.samples import IN_SAMPLE, OUT_OF_SAMPLE, draws, family
 from gpusim.speedup_check import measured_layers, predict_name
-from gpusim.uncertainty import annotate, bands_from, row_family
+from gpusim.uncertainty import annotate, bands_from, borrowed_bands, row_family
 from kernels_ir.errors import InputError
 
 
@@ -267,6 +267,26 @@ def test_bands_and_annotation():
     assert annotate(rep, {}).rows == {}
     with pytest.raises(ValueError, match="no out-of-sample"):
         bands_from({**cc, "rows": []}, sp, "x")
+
+
+def test_a_gpu_never_measured_borrows_bands_that_describe_todays_model():
+    """The V100 takes the H100's bands while they are current, another GPU's current bands
+    once the H100's describe an earlier model, and the H100's when no GPU's are current."""
+    cc, sp = _summaries()
+    now = bands_from(cc, sp, model_fingerprint(gpu="h200"))
+    now = {**now, "fingerprint_gpu": "h200"}
+    old = {**now, "model_fingerprint": "0" * 64, "fingerprint_gpu": "h100"}
+    assert borrowed_bands({"h100": old, "h200": now}) == "h200"
+    assert borrowed_bands({"h100": old, "h200": {**now, "model_fingerprint": "1" * 64}}) == "h100"
+    h100_now = {**now, "model_fingerprint": model_fingerprint(gpu="h100"),
+                "fingerprint_gpu": "h100"}
+    assert borrowed_bands({"h100": h100_now, "h200": now}) == "h100"
+    from types import SimpleNamespace
+    row = SimpleNamespace(name="sparse-lamport", engine="sim", per_step_s=2e-6)
+    rep = SimpleNamespace(gpu="v100", hidden=1000, batch=4, density=0.05, cell="rnn",
+                          dtype="fp32", engine="sim", rows=[row], speedup=2.0)
+    notes = " ".join(annotate(rep, {"h100": old, "h200": now}).notes)
+    assert "the bands are the h200's" in notes and "the model changed" not in notes
 
 
 def test_gated_and_fp16_layers_get_their_own_speedup_band():
