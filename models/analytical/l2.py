@@ -61,7 +61,9 @@ def _stage_parts(spec, N, B, R, sync):
     selected address (IADD, SEL); poll: the L2 round trip of the group's first load then
     (Lamport) the dependent checks as SASS issues them (``gpusim.engine.lowering``), 4 G (one
     ISETP a word, BITCAST and POR folded) or 8 G with the ``inside`` guard (ISETP and POR, the
-    PAND folded); then G STS. bw: every SM reads all of h through the L2 slices
+    PAND folded), the vote ``predicate_branch_cycles`` after the last check and the poll loop's
+    exit test (the engine's loop edges); then G STS. With two groups or more a round ends with
+    the rolled group loop's edge. bw: every SM reads all of h through the L2 slices
     (``sm_count * slot * 4`` bytes at ``l2_slices * l2_bytes_per_cycle_per_slice``, or
     ``sm_count`` requests for each line of the slot at the busiest contention group,
     :func:`group_cycles`, whichever is slower): the last request waits behind the others.
@@ -216,8 +218,10 @@ def _barrier_cycles(spec, R, cta_spread=0.0):
     earlier the other CTAs' work ends). The step then ends when the last CTA to notice is
     released: either the slowest CTA itself, whose thread 0 prefetches x and polls every
     ``l2_hit_latency + 2`` cycles from its own atomic (the poll served after the counter is
-    complete), or another CTA, one poll phase late (:func:`_poll_phases`); the poll's reply
-    returns half a round trip later and BAR releases the CTA.
+    complete; a poll that sees it behind runs the spin loop's three tests before the next, the
+    one that sees it complete its exit test: the engine's loop edges), or another CTA, one poll
+    phase late (:func:`_poll_phases`); the poll's reply returns half a round trip later and BAR
+    releases the CTA.
 
     Store visibility (``l2_store_visibility_cycles``) is not on this path: the FENCE waits for
     the stores' acknowledgements, not their visibility, the counter is visible when the atomic
