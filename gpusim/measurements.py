@@ -588,16 +588,22 @@ def fingerprint_is_current(recorded: str | None, scope: str | None, gpu: str) ->
 
 def _is_today(fingerprint, gpu: str) -> bool:
     """Whether ``gpu``'s fingerprint ``fingerprint`` is today's, or one whose predictions a
-    :data:`FINGERPRINT_UNCHANGED` pair says today's sources left as they were."""
+    chain of :data:`FINGERPRINT_UNCHANGED` pairs (each change leaving them as they were) leads
+    to today's sources from."""
     now = model_fingerprint(gpu=gpu)
-    return fingerprint == now or (fingerprint, now) in unchanged_pairs(gpu)
+    nxt = dict(unchanged_pairs(gpu))
+    seen = set()
+    while fingerprint != now and fingerprint in nxt and fingerprint not in seen:
+        seen.add(fingerprint)
+        fingerprint = nxt[fingerprint]
+    return fingerprint == now
 
 
 # Changes of the sources that leave a GPU's predictions as they were (a mechanism switched off
 # in that GPU's spec): ``{spec name: [{"from": its fingerprint before, "to": after, "commit": the
 # commit of the change, "why": ..., "check": the test that re-simulates recorded cases}]}``. A
-# draw measured under "from" stays out of sample while today's fingerprint is "to"; any later
-# change of the sources ends it.
+# draw measured under "from" stays out of sample while today's fingerprint is "to", or is
+# reached from "to" by further such pairs; any later change without a pair of its own ends it.
 FINGERPRINT_UNCHANGED = Path(__file__).resolve().parent / "specs" / "fingerprint_unchanged.json"
 
 

@@ -50,8 +50,7 @@ def simulated_cycles(spec, key: str, kw: dict) -> float:
 def simulate_into(path: str) -> None:
     from measurements.probe import add_simulated_per_op
 
-    add_simulated_per_op(path, list(ENTRIES),
-                         lambda spec, key, kw: simulated_cycles(spec, key, kw))
+    add_simulated_per_op(path, list(ENTRIES), simulated_cycles)
 
 
 def main(argv: list | None = None) -> int:

@@ -477,3 +477,18 @@ def test_the_loop_edges_on_s109_s110_are_what_the_readme_quotes():
     assert (f"speedups {mape['sim']:.1f}% (simulator) and {mape['model']:.1f}% (model), named "
             f"{named['sim']} and {named['model']}") in text
     assert f"per step {step:.1f}% and" in text
+
+
+def test_unchanged_pairs_chain_and_a_change_without_one_ends_them(tmp_path, monkeypatch):
+    """A draw stays out of sample across several prediction-preserving changes, one pair each;
+    a fingerprint no chain leads from to today's is not today's (nor is a cycle)."""
+    import gpusim.measurements as gm
+
+    pairs = tmp_path / "fingerprint_unchanged.json"
+    pairs.write_text(json.dumps({"h200": [{"from": "a", "to": "b"}, {"from": "b", "to": "now"},
+                                          {"from": "x", "to": "y"}, {"from": "c", "to": "d"},
+                                          {"from": "d", "to": "c"}]}))
+    monkeypatch.setattr(gm, "FINGERPRINT_UNCHANGED", pairs)
+    monkeypatch.setattr(gm, "model_fingerprint", lambda root=None, gpu=None: "now")
+    assert [gm._is_today(f, "h200") for f in ("now", "b", "a", "x", "y", "c", "z")] == [
+        True, True, True, False, False, False, False]

@@ -24,10 +24,22 @@ from ...builder import Builder
 from ...ir import I32, PRED
 from ...verify import verify
 from .core import WARP, Microbench, _positive
+from .pipes import _C, _M, _reference
 
 __all__ = ["spin_count", "seq_count"]
 
-_M, _C = 5, 7                # i = i * m + c (wraps modulo 2^32), as pipes.chain_latency
+
+def _one_warp(name: str, rounds: int, buf: str, first: str, second: str):
+    """A one-warp kernel's head: ``(builder, out buffer, lane, first, second)``, the two i32
+    words of the input buffer ``buf`` loaded into registers named ``first`` and ``second``
+    (from memory, so that no compiler folds the loop they drive)."""
+    b = Builder(f"mb_{name}", grid=1, block=WARP, bench=name, rounds=rounds)
+    g_in = b.global_buffer(buf, I32, 2)
+    g_out = b.global_buffer("out", I32, WARP, role="out")
+    lane = b.sreg("lane", dst=b.reg(I32, "lane"))
+    zero = b.mov(0, I32, dst=b.reg(I32, "zero"))
+    return (b, g_out, lane, b.ldg(g_in, zero, dst=b.reg(I32, first)),
+            b.ldg(g_in, zero, offset=1, dst=b.reg(I32, second)))
 
 
 def spin_count(rounds: int = 8, vote: bool = False) -> Microbench:
@@ -35,13 +47,7 @@ def spin_count(rounds: int = 8, vote: bool = False) -> Microbench:
     docstring)."""
     rounds = _positive("rounds", rounds)
     name = "spin_count" + ("_vote" if vote else "")
-    b = Builder(f"mb_{name}", grid=1, block=WARP, bench=name, rounds=rounds)
-    g_n = b.global_buffer("n", I32, 2)
-    g_out = b.global_buffer("out", I32, WARP, role="out")
-    lane = b.sreg("lane", dst=b.reg(I32, "lane"))
-    zero = b.mov(0, I32, dst=b.reg(I32, "zero"))
-    n = b.ldg(g_n, zero, dst=b.reg(I32, "n"))
-    k = b.ldg(g_n, zero, offset=1, dst=b.reg(I32, "k"))
+    b, g_out, lane, n, k = _one_warp(name, rounds, "n", "n", "k")
     with b.while_(spin_limit=rounds + 1, label="count") as w:
         b.iadd(k, 1, dst=k)
         p = b.isetp("lt", k, n, dst=b.reg(PRED, "p"))
@@ -62,22 +68,13 @@ def seq_count(rounds: int = 8) -> Microbench:
     """One warp, a rolled counted loop of ``rounds`` iterations of one dependent ``IMAD``
     (module docstring)."""
     rounds = _positive("rounds", rounds)
-    b = Builder("mb_seq_count", grid=1, block=WARP, bench="seq_count", rounds=rounds)
-    g_k = b.global_buffer("k", I32, 2)
-    g_out = b.global_buffer("out", I32, WARP, role="out")
-    lane = b.sreg("lane", dst=b.reg(I32, "lane"))
-    zero = b.mov(0, I32, dst=b.reg(I32, "zero"))
-    m = b.ldg(g_k, zero, dst=b.reg(I32, "m"))
-    c = b.ldg(g_k, zero, offset=1, dst=b.reg(I32, "c"))
+    b, g_out, lane, m, c = _one_warp("seq_count", rounds, "k", "m", "c")
     v = b.imad(lane, 3, b.mov(1, I32, dst=b.reg(I32, "v0")), dst=b.reg(I32, "v"))
     with b.loop("r", 0, rounds, kind="seq"):
         b.imad(v, m, c, dst=v)
     b.stg(g_out, lane, v)
     kernel = verify(b.build())
-    ref = (np.arange(WARP) * 3 + 1).astype(np.int64)
-    for _ in range(rounds):
-        ref = (ref * _M + _C) & 0xFFFFFFFF
-    expect = ref.astype(np.uint32).view(np.int32)
+    expect = _reference("imad", rounds, 1)   # pipes.chain_latency's IMAD chain, one a round
 
     def check(g) -> bool:
         return bool(np.array_equal(np.asarray(g["out"]).astype(np.int32), expect))
