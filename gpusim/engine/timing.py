@@ -59,9 +59,8 @@ without the edges, 27, 72 and 85 with them). So a rolled counted loop (the time 
 loop of two iterations or more) ends each iteration with its increment's latency and one test;
 a spin loop's pass that does not exit runs three tests (its condition and the generated guards:
 the spin limit and the error poll, :data:`kernels_ir.codegen_cuda.SPIN_TESTS`) and one when it
-exits; a re-poll that the polling rule below replays waits for two of them after the stale
-poll's test (a known defect: the exit test charged before the replays and the two tests
-charged before each one do not add up, as the three of a pass that the executor runs do;
+exits; a re-poll that the polling rule below replays runs all three too (the stale pass's exit
+test, then the loop's other two: edges with no instruction between them add up,
 ``tests/engine/test_l2_handover.py``); a vote reads its predicate ``predicate_branch_cycles``
 after the compare. The warp's next instruction issues
 that long after its last one (:meth:`_Timing._edge`).
@@ -403,13 +402,14 @@ class _Timing:
         latency), each ``predicate_branch_cycles`` to its branch and ``branch_cycles`` from the
         branch to the next instruction (``measurements/h200/loop_edges.json``). The next
         instruction issues no earlier; the nominal clock moves with it. Two edges with no
-        instruction between them do not add: each counts from the last issue (the replays of
-        :meth:`_settle`, a known defect)."""
+        instruction between them add up (the exit test charged before :meth:`_settle`'s
+        replays and the two tests before each one): each counts from the later of the warp's
+        last issue and the floor the previous one set."""
         ws = np.flatnonzero(warps)
         if ws.size == 0 or tests <= 0:
             return
         gap = before + tests * (self.spec.predicate_branch_cycles + self.spec.branch_cycles)
-        self.rctrl[ws] = np.maximum(self.rctrl[ws], self.last[ws] + gap)
+        self.rctrl[ws] = np.maximum(self.rctrl[ws], self.last[ws]) + gap
         self.nom[ws] += gap - 1.0
 
     def on_iteration(self, warps: np.ndarray) -> None:

@@ -246,9 +246,11 @@ def _persistent_from_slots(spec, v: Variant, N, B, K, wf_sm, wf_warp, mask, R, S
             # SM polls every line of h), so the replays need ``late + seen`` after the idlest
             # warp's first poll
             seen = float(getattr(spec, "l2_poll_sharer_cycles", 0.0) or 0.0) * spec.sm_count
-            n_polls = np.maximum(1.0, np.ceil(np.maximum(0.0, late + seen) / poll))
-            # a pass that polls again runs the spin loop's other two tests too
-            again = n_polls * poll + (n_polls - 1) * (SPIN_TESTS - 1) * _test_cycles(spec)
+            # a pass that polls again runs the spin loop's other two tests too, so the passes
+            # are counted at that length
+            period = poll + (SPIN_TESTS - 1) * _test_cycles(spec)
+            n_polls = np.maximum(1.0, np.ceil(np.maximum(0.0, late + seen) / period))
+            again = (n_polls - 1) * period + poll
             sync = np.maximum(0.0, again - spread)
             if shared is not None:
                 # the hand-over server starts with the first CTA's stores, `spread` before the last

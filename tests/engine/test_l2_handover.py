@@ -245,8 +245,9 @@ def test_two_polls_per_group_round():
     with that shorter poll loop the engine polled 2.36 times and the exchange was 17% fast
     (``lmech_ws_1`` 851 ns against 1025). With the loop's edges (``measurements/h200/
     loop_edges.json``: the vote 13 cycles after the checks, the exit test, three tests a pass
-    that polls again) the pass is as long as the SASS's and the engine polls 2.22 times
-    (885 ns): within 10% of the GPU, from a microbenchmark of the loop control alone."""
+    that polls again, on the polling rule's replays too) the pass is as long as the SASS's and
+    the engine polls 2.08 times (929 ns): within 10% of the GPU, from a microbenchmark of the
+    loop control alone."""
     rec = _record()
     size = rec["results"]["lmech_ws_1"]["sizes"]["64"]
     gpu = np.mean([p["per_group_round_mean"] for p in size["polls"]])
@@ -256,11 +257,6 @@ def test_two_polls_per_group_round():
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="a poll that the polling rule replays runs two of its "
-                   "loop's three tests in the engine: _Timing._edge sets the next issue's floor "
-                   "from the warp's last issue, so the exit test charged before the replays and "
-                   "the two charged before each replay do not add (45 cycles, not 67.5); with "
-                   "them added the engine polls 2.08 times (885 -> 929 ns)")
 def test_a_replayed_poll_runs_all_three_tests():
     """The spin loop's three compare-and-branch pairs before every poll again
     (``measurements/h200/loop_edges.json``), on the replays too: the engine's polls a group
