@@ -97,13 +97,13 @@ def _run_all(configs, steps=3, cell="rnn"):
 # V100's Lamport and dense kernels went 4-8 points over the simulator: in the engine a longer
 # poll pass leaves fewer stale re-polls (the 1152-b4 Lamport step went 1.668 -> 1.631 us), while
 # the model counts its re-polls by the poll alone and adds the two guard tests to each
-# (1.767 -> 1.979 us). Counting them by the longer pass takes that layer to +4.8%; it is not in
-# the model because the H200 draws s111-s116 were measured with the model as it is. The 4-SM
-# 512-b4 sparse-bank went from -14.3% to -15.8%.
+# (1.767 -> 1.979 us). The 4-SM 512-b4 sparse-bank went from -14.3% to -15.8%.
+# When the model counted its re-polls by the longer pass (and the engine's replayed polls ran
+# all three tests), 1152-b4 came back to +5.1% (1.626 / 1.710 us); at 256-b4 the Lamport and
+# dense kernels stay 21.5% and 17.4% over (not traced yet; both were 19-25% over before).
 KNOWN = {
-    ("v100", None, 256, 4, 0.1, "sparse-lamport", "rnn"): 0.27,
-    ("v100", None, 1152, 4, 0.1, "sparse-lamport", "rnn"): 0.23,
-    ("v100", None, 256, 4, 0.1, "dense-persistent", "rnn"): 0.21,
+    ("v100", None, 256, 4, 0.1, "sparse-lamport", "rnn"): 0.24,
+    ("v100", None, 256, 4, 0.1, "dense-persistent", "rnn"): 0.20,
     ("v100", 4, 512, 4, 0.1, "sparse-wide", "rnn"): 0.18,
     ("v100", 4, 512, 4, 0.1, "sparse-lamport", "rnn"): 0.18,
     ("v100", 4, 512, 4, 0.1, "sparse-bank", "rnn"): 0.18,
