@@ -58,3 +58,18 @@ def test_the_model_column_is_todays_model(i):
     assert {n for n, t in got.items() if t is None} == {n for n, t in want.items() if t is None}
     assert {n: t for n, t in got.items() if t is not None} == \
         pytest.approx({n: t for n, t in want.items() if t is not None}, rel=1e-9)
+
+
+def test_the_readme_table_is_the_check():
+    """measurements/README.md's table of the multi-head layers' speedups is the record's
+    ``check`` summary (made again after every engine or model change)."""
+    summary = RECORD["check"]["summary"]
+    text = (ROOT / "measurements" / "README.md").read_text()
+    for eng in ("sim", "model"):
+        s = summary[eng]
+        assert (f"| `--engine {eng}` | {100 * s['speedup_mape']:.1f}% | "
+                f"{100 * s['speedup_max_ape']:.0f}% | {s['fastest_named']} of {s['layers']} |"
+                ) in text, eng
+    csr = summary["csr_sim"]
+    assert (f"{100 * csr['mape']:.1f}% off per step ({100 * csr['mean_signed']:.1f}% on average, "
+            f"{csr['n']} cases)") in " ".join(text.split())

@@ -219,17 +219,17 @@ def test_the_lag_record_and_its_claims(measurements_section):
     assert np.nanmax(s[edges.index(-100):]) < 0.05
     _, a = _pooled(arr)
     assert a[edges.index(-50)] > 0.75 and a[edges.index(50)] < 0.1
-    # polls a warp and round: seen on arrival within 0.2 of the GPU on the delayed-store rings
-    # up to 64 FFMAs late (0.1 with the engine before ptxas's issue order, 0.12 before the loop
-    # edges), 0.38 under it at 128; today's simulator 0.4 or more above (0.5 before the loop
-    # edges, whose longer poll pass leaves fewer polls missing)
+    # polls a warp and round: seen on arrival within 0.3 of the GPU on the delayed-store rings
+    # (0.1 with the engine before ptxas's issue order, 0.12 before the loop edges, 0.2 up to 64
+    # FFMAs late before the replayed polls ran all three tests: 0.28 under at 32 now); today's
+    # simulator 0.3 or more above (0.5 before the loop edges, 0.4 before the replays' tests:
+    # each makes the poll pass longer, so fewer polls miss)
     R = rec["results"]
     S, A = rec["simulated"]["results"], rec[poll_count.WHATIF_SECTION]["results"]
     for key, *_ in poll_count.DELAYS:
         gp = R[key]["summary"]["polls_per_warp_round"]
-        if not key.endswith("_sd128"):
-            assert abs(A[key]["polls_per_warp_round"] - gp) < 0.2
-        assert S[key]["polls_per_warp_round"] - gp > 0.4
+        assert abs(A[key]["polls_per_warp_round"] - gp) < 0.3
+        assert S[key]["polls_per_warp_round"] - gp > 0.3
 
 
 @pytest.mark.slow

@@ -176,7 +176,7 @@ def test_the_readme_quotes_the_h200_draws():
 
     readme = (ROOT / "README.md").read_text()
     rows = readme_rows(_merged("h200"))
-    assert rows[0].startswith("| speedup MAPE, out of sample (s111-s116) |")
+    assert rows[0].startswith("| speedup MAPE, out of sample (s117-s122) |")
     for row in rows:
         assert row in readme, row
 
@@ -370,6 +370,50 @@ def test_earlier_bands_judged_on_the_draws_measured_after_them(record, made_from
             f"({j['contenders_mean']:.1f} a layer)") in text
 
 
+@pytest.mark.parametrize("record, made_from, judged_on", [
+    ("error_bands_s109_s110.json", (109, 110), tuple(range(111, 117))),
+    ("error_bands_s111_s116.json", tuple(range(111, 117)), tuple(range(117, 123)))])
+def test_earlier_h200_bands_judged_on_the_draws_measured_after_them(record, made_from,
+                                                                    judged_on):
+    """The H200's bands that ``predict`` printed while ``made_from`` were the draws out of
+    sample (recomputed here from the merged record's rows of those draws, as priced when they
+    were merged), judged on the draws measured after the next model change; the README quotes
+    how often they held."""
+    from gpusim.uncertainty import judge_bands
+
+    old = json.loads((ROOT / "measurements" / "h200" / record).read_text())
+    cc = _merged("h200")
+
+    def subset(seeds, sample=None):
+        names = {f"fresh_2026-11-30_s{n}" for n in seeds}
+        mark = (lambda r: dict(r, sample=sample)) if sample else dict
+        return ({"rows": [mark(r) for r in cc["rows"] if r["draw"] in names],
+                 "draws": [mark(d) for d in cc["draws"] if d["draw"] in names],
+                 "gpu": cc["gpu"]},
+                {"engines": cc["speedup"]["engines"],
+                 "rows": [mark(r) for r in cc["speedup"]["rows"] if r["draw"] in names]})
+
+    c, s = subset(made_from, OUT_OF_SAMPLE)    # out of sample for the model they were measured with
+    _close(old, bands_from(c, s, old["model_fingerprint"], "h200"))
+    fp = {n: load_json(ROOT / "measurements" / "h200" / f"fresh_2026-11-30_s{n}" /
+                       "campaign.json")["fresh"]["model_fingerprint"]
+          for n in made_from + judged_on}
+    assert old["model_fingerprint"] in {fp[n] for n in made_from}
+    assert old["model_fingerprint"] not in {fp[n] for n in judged_on}   # measured after a change
+    c, s = subset(judged_on)
+    j = judge_bands(old, c["rows"], s["rows"])
+    sim, mod = j["sim"], j["model"]
+    text = " ".join((ROOT / "README.md").read_text().split())
+    label = f"s{made_from[0]}-s{made_from[-1]}'s bands judged on s{judged_on[0]}-s{judged_on[-1]}"
+    assert (f"{label}: {sim['per_step_by_size'] * 100:.0f}% and "
+            f"{sim['per_step_whole'] * 100:.0f}% of the simulator's per-step ratios, the model's "
+            f"{mod['per_step_by_size'] * 100:.0f}% and {mod['per_step_whole'] * 100:.0f}%; the "
+            f"speedups in {round(mod['speedup_by_size'] * j['layers'])} (model) and "
+            f"{round(sim['speedup_by_size'] * j['layers'])} (sim) of {j['layers']} layers; the "
+            f"fastest kernel among the contenders in {j['contenders_held']} of "
+            f"{j['contenders_layers']} ({j['contenders_mean']:.1f} a layer)") in text, label
+
+
 def test_the_previous_engine_on_s45_s49_is_what_the_readme_says():
     """``h200/crosscheck_s45_s49_previous_engine.json.gz``: the draws s45-s49 priced by the
     engine before the lowering change (the same-layer comparison the README quotes)."""
@@ -431,14 +475,13 @@ def test_the_order_floor_before_and_after_on_s83():
     assert "barrier +3.1% -> +0.7%, Lamport -3.7% -> -6.8%" in text
 
 
-def _s109_s110_repriced(record: str):
-    """The s109-s110 reports of ``record`` (a re-pricing of the two draws by another engine)
+def _repriced(record: str, draws=("fresh_2026-11-30_s109", "fresh_2026-11-30_s110")):
+    """The reports of ``record`` (a re-pricing of two draws, ``draws``, by another engine)
     after checking that they hold the merged record's layers and measured times: ``(reports,
     RNN speedup rows, speedup MAPE per engine, fastest named per engine)``."""
     with gzip.open(ROOT / "measurements" / "h200" / record, "rt") as f:
         reports = json.load(f)["reports"]
     merged = _merged("h200")
-    draws = ("fresh_2026-11-30_s109", "fresh_2026-11-30_s110")
     assert sorted(reports) == list(draws)
     now = {(r["draw"], r["hidden"], r["batch"], r["density"]): r["measured"]
            for r in merged["speedup"]["rows"] if r["draw"] in draws}
@@ -457,7 +500,7 @@ def test_the_engine_before_on_s109_s110_is_what_the_readmes_quote():
     """``measurements/h200/crosscheck_s109_s110_engine_before.json.gz``: the out-of-sample draws
     s109-s110 priced by the engine before the static stall counts. Same layers and measured
     times as the merged record; the speedup errors and names the READMEs quote."""
-    _, _, mape, named = _s109_s110_repriced("crosscheck_s109_s110_engine_before.json.gz")
+    _, _, mape, named = _repriced("crosscheck_s109_s110_engine_before.json.gz")
     text = " ".join((ROOT / "README.md").read_text().split())
     assert (f"give speedups {mape['sim']:.1f}% and {mape['model']:.1f}%, named {named['sim']} "
             f"and {named['model']}") in text
@@ -468,14 +511,40 @@ def test_the_loop_edges_on_s109_s110_are_what_the_readme_quotes():
     for the engine before the loop edges) priced by the engine with them. Same layers and
     measured times as the merged record; the speedup errors, names and per-step errors the
     README quotes."""
-    after, _, mape, named = _s109_s110_repriced("crosscheck_s109_s110_loop_edges.json.gz")
-    rows = [r for d in after.values() for r in d["rows"]
-            if r["kind"] in ("sparse_persistent", "dense_persistent", "csr")
-            and not re.search(r"-(lstm|gru|rnn)-|-H\d+-|fp16", r["id"])]
-    step = 100 * sum(r["ape"] for r in rows) / len(rows)
+    after, _, mape, named = _repriced("crosscheck_s109_s110_loop_edges.json.gz")
+    step = _step_mape(after)
     text = " ".join((ROOT / "README.md").read_text().split())
     assert (f"speedups {mape['sim']:.1f}% (simulator) and {mape['model']:.1f}% (model), named "
             f"{named['sim']} and {named['model']}") in text
+    assert f"per step {step:.1f}% and" in text
+
+
+def _step_mape(reports) -> float:
+    """The simulator's per-step MAPE over the RNN rows of our kernels in ``reports``."""
+    rows = [r for d in reports.values() for r in d["rows"]
+            if r["kind"] in ("sparse_persistent", "dense_persistent", "csr")
+            and not re.search(r"-(lstm|gru|rnn)-|-H\d+-|fp16", r["id"])]
+    return 100 * sum(r["ape"] for r in rows) / len(rows)
+
+
+def test_the_replays_fix_on_s111_s112_is_what_the_readmes_quote():
+    """``measurements/h200/crosscheck_s111_s112_replays.json.gz``: s111-s112 (out of sample for
+    the engine before the replayed polls ran all three tests) priced by the engine with them,
+    against the merged record's reports of the same draws (the engine before): the speedup
+    errors, names and per-step errors the READMEs quote."""
+    draws = ("fresh_2026-11-30_s111", "fresh_2026-11-30_s112")
+    after, _, mape, named = _repriced("crosscheck_s111_s112_replays.json.gz", draws)
+    merged = _merged("h200")
+    sp = [r for r in merged["speedup"]["rows"] if r["draw"] in draws and r.get("cell") is None]
+    before = {e: 100 * sum(r[e]["ape"] for r in sp) / len(sp) for e in ("sim", "model")}
+    named_before = {e: sum(r[e]["fastest"] == r["measured"]["fastest"] for r in sp)
+                    for e in ("sim", "model")}
+    step = _step_mape(after)
+    text = " ".join((ROOT / "README.md").read_text().split())
+    assert (f"speedups {mape['sim']:.1f}% (simulator) and {mape['model']:.1f}% (model), named "
+            f"{named['sim']} and {named['model']} ({before['sim']:.1f}% and "
+            f"{before['model']:.1f}%, {named_before['sim']} and {named_before['model']} before)"
+            ) in text
     assert f"per step {step:.1f}% and" in text
 
 
