@@ -140,14 +140,15 @@ def test_cublas_switches_from_l2_to_dram():
     assert w[1] == pytest.approx(2048 * 2048 * 4 / V100.dram_bandwidth_bytes_per_s, rel=0.01)
 
 
-_REPOLL_STEP = pytest.mark.xfail(strict=True, reason=(
-    "the model's Lamport re-polls are a whole number of poll passes (ceil of the late warp's "
-    "lag over a pass), so a few cycles of difference in the estimated spread can move a step "
-    "by one pass: here the fast path's spread is 171 cycles and the exact mapping's 188, the "
-    "lag 292 and 308 cycles against a pass of 300.5, one re-poll apart (852 against 1038 ns, "
-    "-18%). Counted by the poll alone (257.5 cycles) both made two re-polls; other layers "
-    "straddled that boundary instead (a sweep of 24 random V100 layers: 3 over 5% apart then, "
-    "1 now). A re-poll count that is not a step function of the spread is the fix"))
+_REPOLL_STEP = pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "the model's Lamport re-poll count divides the late warp's lag by a pass that polls again "
+    "(the poll and two guard tests, 300.5 cycles on the V100) but charges (n - 1) passes and "
+    "one poll (257.5), so a lag between 257.5 and 300.5 gets no re-poll although its poll "
+    "returns before the data: here the fast path's lag is 292 cycles (one poll, 852 ns) and the "
+    "exact mapping's 308 (two, 1038 ns). Counting n = 1 + ceil((lag - poll) / period) gives "
+    "both two polls (1049 and 1038 ns); the count stays a step function of the estimated "
+    "spread, so other layers can still straddle a step (a sweep of 24 random V100 layers: 3 "
+    "over 5% apart with that count, 1 with today's)"))
 
 
 @pytest.mark.parametrize("n, b, d", [(2304, 4, 0.1), (1152, 2, 0.05), (1024, 1, 0.3)])
