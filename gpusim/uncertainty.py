@@ -29,7 +29,8 @@ from pathlib import Path
 import numpy as np
 
 __all__ = ["BANDS_FILE", "Uncertainty", "annotate", "load_bands", "bands_from",
-           "row_family", "contenders", "for_hidden", "judge_bands", "contender_hits"]
+           "row_family", "contenders", "for_hidden", "judge_bands", "contender_hits",
+           "contenders_judged"]
 
 BANDS_FILE = Path(__file__).resolve().parent / "specs" / "error_bands.json"
 MIN_BIN = 6   # values a third of the hidden range needs for a band of its own
@@ -191,6 +192,12 @@ def annotate(report, bands: dict | None = None) -> Uncertainty:
                      f"{nm['layers']}; the one it named ran within 5% of it in "
                      f"{nm['within_5pct']} ({100 * nm['slowdown_mean']:.1f}% slower on "
                      f"average): near-ties are common, see the kernels that could be the fastest")
+    cj = b.get("contenders_judged")
+    if cj and not gated:
+        notes.append(f"the kernels that could be the fastest (the simulator's, under the bands "
+                     f"of {_seeds(cj['bands_of'])}) held the one the GPU ran fastest in "
+                     f"{cj['held']} of {cj['layers']} RNN layers measured after those bands "
+                     f"({_seeds(cj['judged_on'])}; {cj['mean']:.1f} kernels a layer)")
     basis = (f"10th-90th percentile of measured/predicted over {b['layers']} out-of-sample "
              f"layers on the {b['gpu_name']} ({b['draws']}, measured {b['date']})")
     if used_third:
@@ -313,6 +320,31 @@ def contender_hits(rows: list, bands: dict) -> tuple[int, list, list]:
         sizes.append(len(cont))
         kernels.append(len(rs))
     return held, sizes, kernels
+
+
+def _seeds(draws: str) -> str:
+    """``"fresh_<date>_s111, ..., fresh_<date>_s116"`` as ``"s111-s116"`` when the seeds run
+    on without a gap, else the seeds listed."""
+    seeds = sorted(int(d.rsplit("_s", 1)[1]) for d in draws.split(", "))
+    if seeds == list(range(seeds[0], seeds[-1] + 1)) and len(seeds) > 1:
+        return f"s{seeds[0]}-s{seeds[-1]}"
+    return ", ".join(f"s{n}" for n in seeds)
+
+
+def contenders_judged(previous: dict, crosscheck: dict, draws: list) -> dict | None:
+    """How the contenders of the ``previous`` bands of a GPU did on the ``draws`` (names) of a
+    merged ``crosscheck`` summary that those bands were not made from: ``{"bands_of",
+    "judged_on", "held", "layers", "mean"}`` (RNN fp32 layers), or None when no such draw."""
+    made = {d.strip() for d in previous.get("draws", "").split(",")}
+    new = sorted(set(draws) - made)
+    rows = [r for r in crosscheck["rows"] if r["draw"] in new and "cell" not in r]
+    if not rows:
+        return None
+    held, sizes, _ = contender_hits(rows, previous)
+    if not sizes:
+        return None
+    return {"bands_of": previous["draws"], "judged_on": ", ".join(new), "held": held,
+            "layers": len(sizes), "mean": float(np.mean(sizes))}
 
 
 def judge_bands(bands: dict, rows: list, speedup_rows: list) -> dict:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import json
 import os
 import re
 import shutil
@@ -94,8 +95,26 @@ def add(gpu: str, sources, dry_run: bool = False) -> dict | None:
         f"{', '.join(p.name for p in draws)} added by measurements/add_draws.py"
     merged = merge(before + parts, str(data.relative_to(ROOT)), note)
     save_record(str(merged_path), merged)
+    keep_previous_bands(gpu, data)
     _write_bands(merged)
     return merged
+
+
+def keep_previous_bands(gpu: str, data: Path) -> Path | None:
+    """The GPU's bands as ``predict`` prints them now, kept as ``<data>/error_bands_sA_sB.json``
+    (their draws' first and last seed) before new draws replace them: the contenders that
+    :func:`gpusim.uncertainty.contenders_judged` judges on the new draws, and the test that
+    checks that judgement, read them there."""
+    from gpusim.uncertainty import load_bands
+
+    prev = load_bands().get(gpu)
+    if prev is None:
+        return None
+    seeds = sorted(int(d.rsplit("_s", 1)[1]) for d in prev["draws"].split(", "))
+    path = data / f"error_bands_s{seeds[0]}_s{seeds[-1]}.json"
+    if not path.exists():
+        path.write_text(json.dumps(prev, indent=1) + "\n")
+    return path
 
 
 def readme_rows(merged: dict) -> list[str]:

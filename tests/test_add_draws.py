@@ -61,3 +61,19 @@ def test_a_copied_draw_keeps_its_records_gzipped(tmp_path):
     a = (dest / "campaign.json.gz").read_bytes()       # no time stamp: the same bytes again
     copy_draw(out / "fresh_2026-11-28_s44", tmp_path / "again" / "d")
     assert (tmp_path / "again" / "d" / "campaign.json.gz").read_bytes() == a
+
+
+def test_the_previous_bands_are_kept_before_new_draws_replace_them(tmp_path, monkeypatch):
+    """``keep_previous_bands`` writes the GPU's current bands beside its draws, named by their
+    first and last seed, and leaves an existing file alone; no bands, no file."""
+    import gpusim.uncertainty as u
+    from measurements.add_draws import keep_previous_bands
+
+    bands = {"h200": {"draws": "fresh_2026-11-30_s112, fresh_2026-11-30_s111", "layers": 32}}
+    monkeypatch.setattr(u, "load_bands", lambda: bands)
+    path = keep_previous_bands("h200", tmp_path)
+    assert path == tmp_path / "error_bands_s111_s112.json"
+    assert json.loads(path.read_text()) == bands["h200"]
+    path.write_text("{}")
+    assert keep_previous_bands("h200", tmp_path) == path and path.read_text() == "{}"
+    assert keep_previous_bands("h100", tmp_path) is None

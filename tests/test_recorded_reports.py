@@ -98,7 +98,18 @@ def test_error_bands_come_from_the_recorded_crosscheck_under_todays_model(gpu):
     assert bands["fingerprint_gpu"] == gpu
     assert bands["model_fingerprint"] == now or fingerprint_is_current(
         bands["model_fingerprint"], gpu, gpu)
+    judged = bands.pop("contenders_judged", None)
     _close(bands, bands_from(cc, cc["speedup"], bands["model_fingerprint"], gpu))
+    if judged is not None:
+        # the previous bands (kept beside the draws), judged on the draws they were not made from
+        from gpusim.uncertainty import contenders_judged
+
+        kept = [json.loads(p.read_text()) for p in (ROOT / "measurements" / gpu).glob(
+            "error_bands_*.json")]
+        prev = [b for b in kept if b["draws"] == judged["bands_of"]]
+        assert len(prev) == 1, judged["bands_of"]
+        draws = [d.strip() for d in bands["draws"].split(",")]
+        assert judged == contenders_judged(prev[0], cc, draws)
 
 
 @pytest.mark.parametrize("gpu", ["h100", "h200"])

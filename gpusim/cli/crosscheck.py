@@ -363,7 +363,7 @@ def _write_bands(s: dict) -> None:
     import json
 
     from gpusim.measurements import model_fingerprint
-    from gpusim.uncertainty import BANDS_FILE, bands_from, load_bands
+    from gpusim.uncertainty import BANDS_FILE, bands_from, contenders_judged, load_bands
 
     if "," in s["spec"]:
         raise InputError(f"--write-bands: the report covers the GPUs {s['spec']}; bands are "
@@ -373,6 +373,11 @@ def _write_bands(s: dict) -> None:
     except ValueError as exc:
         raise InputError(str(exc)) from None
     allb = load_bands()
+    prev = allb.get(s["spec"])
+    if prev is not None:   # the previous bands' contenders, on the draws they were not made from
+        judged = contenders_judged(prev, s, [d.strip() for d in b["draws"].split(",")])
+        if judged is not None:
+            b["contenders_judged"] = judged
     allb[s["spec"]] = b
     BANDS_FILE.write_text(json.dumps(allb, indent=1, sort_keys=True) + "\n")
     print(f"error bands of {s['spec']} written to {BANDS_FILE}", file=sys.stderr)
