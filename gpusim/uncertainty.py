@@ -199,7 +199,7 @@ def annotate(report, bands: dict | None = None) -> Uncertainty:
                      f"{cj['held']} of {cj['layers']} RNN layers measured after those bands "
                      f"({_seeds(cj['judged_on'])}; {cj['mean']:.1f} kernels a layer)")
     basis = (f"10th-90th percentile of measured/predicted over {b['layers']} out-of-sample "
-             f"layers on the {b['gpu_name']} ({b['draws']}, measured {b['date']})")
+             f"layers on the {b['gpu_name']} ({_seeds(b['draws'])}, measured {b['date']})")
     if used_third:
         a, z = (int(np.ceil(e)) for e in edges)
         span = [f"hidden <= {a - 1}", f"hidden {a}-{z - 1}",
@@ -324,8 +324,11 @@ def contender_hits(rows: list, bands: dict) -> tuple[int, list, list]:
 
 def _seeds(draws: str) -> str:
     """``"fresh_<date>_s111, ..., fresh_<date>_s116"`` as ``"s111-s116"`` when the seeds run
-    on without a gap, else the seeds listed."""
-    seeds = sorted(int(d.rsplit("_s", 1)[1]) for d in draws.split(", "))
+    on without a gap, else the seeds listed; names without a seed as they are."""
+    try:
+        seeds = sorted(int(d.rsplit("_s", 1)[1]) for d in draws.split(", "))
+    except (IndexError, ValueError):
+        return draws
     if seeds == list(range(seeds[0], seeds[-1] + 1)) and len(seeds) > 1:
         return f"s{seeds[0]}-s{seeds[-1]}"
     return ", ".join(f"s{n}" for n in seeds)

@@ -29,3 +29,13 @@ def test_contenders_are_judged_on_the_draws_the_bands_were_not_made_from():
     assert any(want in n for n in rnn.uncertainty.notes)
     lstm = gpusim.predict(gpu="h200", hidden=1024, batch=2, density=0.1, cell="lstm")
     assert not any("held the one the GPU ran fastest" in n for n in lstm.uncertainty.notes)
+
+
+def test_draw_names_are_shortened_to_their_seeds():
+    from gpusim.uncertainty import _seeds
+
+    assert _seeds("fresh_2026-11-30_s117, fresh_2026-11-30_s118, fresh_2026-11-30_s119") == \
+        "s117-s119"
+    assert _seeds("fresh_2026-11-28_s22, fresh_2026-11-28_s24") == "s22, s24"
+    assert _seeds("fresh_2026-11-28_s22") == "s22"
+    assert _seeds("my_draw, other") == "my_draw, other"
