@@ -61,7 +61,7 @@ for name, v in VARIANTS.items():
 # %% [markdown]
 # ## One hypothetical layer
 #
-# The DESIGN's example: a 4096-wide layer at 10% density, batch 4. First, does it fit? The
+# A 4096-wide layer at 10% density, batch 4. First, does it fit? The
 # capacity model answers with the binding limit; the dense kernel is refused with an error that
 # names the limit and the largest size that does fit.
 
