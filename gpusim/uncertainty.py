@@ -30,7 +30,7 @@ import numpy as np
 
 __all__ = ["BANDS_FILE", "Uncertainty", "annotate", "load_bands", "bands_from",
            "row_family", "contenders", "for_hidden", "judge_bands", "contender_hits",
-           "contenders_judged"]
+           "contenders_judged", "band_draws", "draw_seed"]
 
 BANDS_FILE = Path(__file__).resolve().parent / "specs" / "error_bands.json"
 MIN_BIN = 6   # values a third of the hidden range needs for a band of its own
@@ -322,24 +322,35 @@ def contender_hits(rows: list, bands: dict) -> tuple[int, list, list]:
     return held, sizes, kernels
 
 
+def band_draws(bands: dict) -> list[str]:
+    """The names of the draws that ``bands`` (one GPU's, as :func:`bands_from` makes them)
+    were made from."""
+    return [d.strip() for d in bands.get("draws", "").split(",") if d.strip()]
+
+
+def draw_seed(name: str) -> int | None:
+    """The seed of a fresh draw's name (``fresh_<date>_s117``: 117), or None."""
+    tail = name.rsplit("_s", 1)
+    return int(tail[1]) if len(tail) == 2 and tail[1].isdigit() else None
+
+
 def _seeds(draws: str) -> str:
     """``"fresh_<date>_s111, ..., fresh_<date>_s116"`` as ``"s111-s116"`` when the seeds run
     on without a gap, else the seeds listed; names without a seed as they are."""
-    try:
-        seeds = sorted(int(d.rsplit("_s", 1)[1]) for d in draws.split(", "))
-    except (IndexError, ValueError):
+    seeds = [draw_seed(d) for d in band_draws({"draws": draws})]
+    if not seeds or None in seeds:
         return draws
+    seeds.sort()
     if seeds == list(range(seeds[0], seeds[-1] + 1)) and len(seeds) > 1:
         return f"s{seeds[0]}-s{seeds[-1]}"
     return ", ".join(f"s{n}" for n in seeds)
 
 
-def contenders_judged(previous: dict, crosscheck: dict, draws: list) -> dict | None:
-    """How the contenders of the ``previous`` bands of a GPU did on the ``draws`` (names) of a
-    merged ``crosscheck`` summary that those bands were not made from: ``{"bands_of",
+def contenders_judged(previous: dict, bands: dict, crosscheck: dict) -> dict | None:
+    """How the contenders of a GPU's ``previous`` bands did on the draws of its new ``bands``
+    that they were not made from (their rows in the merged ``crosscheck`` summary): ``{"bands_of",
     "judged_on", "held", "layers", "mean"}`` (RNN fp32 layers), or None when no such draw."""
-    made = {d.strip() for d in previous.get("draws", "").split(",")}
-    new = sorted(set(draws) - made)
+    new = sorted(set(band_draws(bands)) - set(band_draws(previous)))
     rows = [r for r in crosscheck["rows"] if r["draw"] in new and "cell" not in r]
     if not rows:
         return None

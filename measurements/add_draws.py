@@ -105,12 +105,12 @@ def keep_previous_bands(gpu: str, data: Path) -> Path | None:
     (their draws' first and last seed) before new draws replace them: the contenders that
     :func:`gpusim.uncertainty.contenders_judged` judges on the new draws, and the test that
     checks that judgement, read them there."""
-    from gpusim.uncertainty import load_bands
+    from gpusim.uncertainty import band_draws, draw_seed, load_bands
 
     prev = load_bands().get(gpu)
     if prev is None:
         return None
-    seeds = sorted(int(d.rsplit("_s", 1)[1]) for d in prev["draws"].split(", "))
+    seeds = sorted(draw_seed(d) for d in band_draws(prev))
     path = data / f"error_bands_s{seeds[0]}_s{seeds[-1]}.json"
     if not path.exists():
         path.write_text(json.dumps(prev, indent=1) + "\n")
@@ -124,8 +124,9 @@ def readme_rows(merged: dict) -> list[str]:
     sp = merged["speedup"]["samples"]["out of sample"]
     sim, mod = o["by_source"]["simulator"], o["model_vs_simulator"]["model"]
     m, s = sp["model"], sp["sim"]
-    seeds = sorted(int(d["draw"].rsplit("_s", 1)[1]) for d in merged["draws"]
-                   if d["sample"] == "out of sample")
+    from gpusim.uncertainty import draw_seed
+
+    seeds = sorted(draw_seed(d["draw"]) for d in merged["draws"] if d["sample"] == "out of sample")
     return [
         f"| speedup MAPE, out of sample (s{seeds[0]}-s{seeds[-1]}) | "
         f"{m['speedup_mape'] * 100:.1f}% | {s['speedup_mape'] * 100:.1f}% |",

@@ -108,8 +108,7 @@ def test_error_bands_come_from_the_recorded_crosscheck_under_todays_model(gpu):
             "error_bands_*.json")]
         prev = [b for b in kept if b["draws"] == judged["bands_of"]]
         assert len(prev) == 1, judged["bands_of"]
-        draws = [d.strip() for d in bands["draws"].split(",")]
-        assert judged == contenders_judged(prev[0], cc, draws)
+        assert judged == contenders_judged(prev[0], bands, cc)
 
 
 @pytest.mark.parametrize("gpu", ["h100", "h200"])
@@ -334,12 +333,15 @@ def test_the_readme_quotes_the_bank_conflicts_checked_by_address():
     assert len(rows) == miss and all("wavefronts_sass_measured" in r for r in rows)
 
 
-def _draw_subset(names):
-    rows = [r for r in CROSSCHECK["rows"] if r["draw"] in names]
-    return ({"rows": rows, "draws": [d for d in CROSSCHECK["draws"] if d["draw"] in names],
-             "gpu": CROSSCHECK["gpu"]},
-            {"engines": CROSSCHECK["speedup"]["engines"],
-             "rows": [r for r in CROSSCHECK["speedup"]["rows"] if r["draw"] in names]})
+def _draw_subset(names, cc=None, sample=None):
+    """The crosscheck and speedup summaries of the draws ``names`` of ``cc`` (the H100's merged
+    record by default), each row and draw marked ``sample`` where given."""
+    cc = CROSSCHECK if cc is None else cc
+    mark = (lambda r: dict(r, sample=sample)) if sample else (lambda r: r)
+    return ({"rows": [mark(r) for r in cc["rows"] if r["draw"] in names],
+             "draws": [mark(d) for d in cc["draws"] if d["draw"] in names], "gpu": cc["gpu"]},
+            {"engines": cc["speedup"]["engines"],
+             "rows": [mark(r) for r in cc["speedup"]["rows"] if r["draw"] in names]})
 
 
 def _draw_fingerprint(draw: str) -> str:
@@ -359,11 +361,8 @@ def test_earlier_bands_judged_on_the_draws_measured_after_them(record, made_from
     from gpusim.uncertainty import judge_bands
 
     old = json.loads((H100 / record).read_text())
-    c, s = _draw_subset({f"fresh_2026-11-28_{d}" for d in made_from})
-    for r in c["rows"] + s["rows"]:      # out of sample for the model they were measured with
-        r["sample"] = OUT_OF_SAMPLE
-    for d in c["draws"]:
-        d["sample"] = OUT_OF_SAMPLE
+    # out of sample for the model they were measured with
+    c, s = _draw_subset({f"fresh_2026-11-28_{d}" for d in made_from}, sample=OUT_OF_SAMPLE)
     _close(old, bands_from(c, s, old["model_fingerprint"]))
     assert {_draw_fingerprint(f"fresh_2026-11-28_{d}") for d in made_from} == \
         {old["model_fingerprint"]}
@@ -396,13 +395,7 @@ def test_earlier_h200_bands_judged_on_the_draws_measured_after_them(record, made
     cc = _merged("h200")
 
     def subset(seeds, sample=None):
-        names = {f"fresh_2026-11-30_s{n}" for n in seeds}
-        mark = (lambda r: dict(r, sample=sample)) if sample else dict
-        return ({"rows": [mark(r) for r in cc["rows"] if r["draw"] in names],
-                 "draws": [mark(d) for d in cc["draws"] if d["draw"] in names],
-                 "gpu": cc["gpu"]},
-                {"engines": cc["speedup"]["engines"],
-                 "rows": [mark(r) for r in cc["speedup"]["rows"] if r["draw"] in names]})
+        return _draw_subset({f"fresh_2026-11-30_s{n}" for n in seeds}, cc, sample)
 
     c, s = subset(made_from, OUT_OF_SAMPLE)    # out of sample for the model they were measured with
     _close(old, bands_from(c, s, old["model_fingerprint"], "h200"))

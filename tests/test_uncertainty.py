@@ -17,10 +17,9 @@ def test_contenders_are_judged_on_the_draws_the_bands_were_not_made_from():
     prev = json.loads((root / "measurements" / "h200" / "error_bands_s111_s116.json").read_text())
     with gzip.open(root / "measurements" / "h200" / "crosscheck_fresh.json.gz", "rt") as f:
         cc = json.load(f)
-    made = [d.strip() for d in prev["draws"].split(",")]
-    assert contenders_judged(prev, cc, made) is None
+    assert contenders_judged(prev, prev, cc) is None
     new = [f"fresh_2026-11-30_s{n}" for n in (117, 118)]
-    j = contenders_judged(prev, cc, made + new)
+    j = contenders_judged(prev, {"draws": ", ".join(new + [prev["draws"]])}, cc)
     assert j["judged_on"] == ", ".join(new) and j["layers"] == 32
     assert 0 <= j["held"] <= 32 and 1 <= j["mean"] <= 7
     b = load_bands()["h200"]["contenders_judged"]
@@ -32,10 +31,11 @@ def test_contenders_are_judged_on_the_draws_the_bands_were_not_made_from():
 
 
 def test_draw_names_are_shortened_to_their_seeds():
-    from gpusim.uncertainty import _seeds
+    from gpusim.uncertainty import _seeds, draw_seed
 
     assert _seeds("fresh_2026-11-30_s117, fresh_2026-11-30_s118, fresh_2026-11-30_s119") == \
         "s117-s119"
     assert _seeds("fresh_2026-11-28_s22, fresh_2026-11-28_s24") == "s22, s24"
     assert _seeds("fresh_2026-11-28_s22") == "s22"
     assert _seeds("my_draw, other") == "my_draw, other"
+    assert draw_seed("fresh_2026-11-30_s117") == 117 and draw_seed("mydraw") is None

@@ -375,7 +375,7 @@ def _write_bands(s: dict) -> None:
     allb = load_bands()
     prev = allb.get(s["spec"])
     if prev is not None:   # the previous bands' contenders, on the draws they were not made from
-        judged = contenders_judged(prev, s, [d.strip() for d in b["draws"].split(",")])
+        judged = contenders_judged(prev, b, s)
         if judged is not None:
             b["contenders_judged"] = judged
     allb[s["spec"]] = b
