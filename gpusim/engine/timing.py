@@ -337,6 +337,10 @@ class _Timing:
         start = np.repeat(free[order][:len(ids)], W)
         self.last[new] = start
         self.ctrl[new] = start
+        # nothing of the slot's previous CTA holds the new one back: neither a wait of its last
+        # split region or loop edge nor the spacing after its last memory-pipe instruction
+        self.rctrl[new] = start
+        self.nom_mio[new] = self.nom[new]
         self.store_ack[new] = 0.0
 
     def _relabel(self, order: np.ndarray) -> None:

@@ -246,13 +246,12 @@ def _persistent_from_slots(spec, v: Variant, N, B, K, wf_sm, wf_warp, mask, R, S
             # SM polls every line of h), so the replays need ``late + seen`` after the idlest
             # warp's first poll
             seen = float(getattr(spec, "l2_poll_sharer_cycles", 0.0) or 0.0) * spec.sm_count
-            # a pass that polls again runs the spin loop's other two tests too, so the passes
-            # are counted at that length. A known defect: the count divides the whole lag by
-            # the longer pass, while the time charged is (n - 1) passes and one poll, so for a
-            # lag between poll + (k - 1) * period and k * period the last poll returns before
-            # the data it waits for (n = 1 + ceil((late + seen - poll) / period) would not)
+            # a pass that polls again runs the spin loop's other two tests too: the first poll
+            # returns `poll` after it issued, and each further pass (a poll and two tests) adds
+            # `period`, so the data that arrives `late + seen` after the first poll is read by
+            # poll 1 + ceil((late + seen - poll) / period)
             period = poll + (SPIN_TESTS - 1) * _test_cycles(spec)
-            n_polls = np.maximum(1.0, np.ceil(np.maximum(0.0, late + seen) / period))
+            n_polls = 1.0 + np.ceil(np.maximum(0.0, late + seen - poll) / period)
             again = (n_polls - 1) * period + poll
             sync = np.maximum(0.0, again - spread)
             if shared is not None:

@@ -140,22 +140,13 @@ def test_cublas_switches_from_l2_to_dram():
     assert w[1] == pytest.approx(2048 * 2048 * 4 / V100.dram_bandwidth_bytes_per_s, rel=0.01)
 
 
-_REPOLL_STEP = pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "the model's Lamport re-poll count divides the late warp's lag by a pass that polls again "
-    "(the poll and two guard tests, 300.5 cycles on the V100) but charges (n - 1) passes and "
-    "one poll (257.5), so a lag between 257.5 and 300.5 gets no re-poll although its poll "
-    "returns before the data: here the fast path's lag is 292 cycles (one poll, 852 ns) and the "
-    "exact mapping's 308 (two, 1038 ns). Counting n = 1 + ceil((lag - poll) / period) gives "
-    "both two polls (1049 and 1038 ns); the count stays a step function of the estimated "
-    "spread, so other layers can still straddle a step (a sweep of 24 random V100 layers: 3 "
-    "over 5% apart with that count, 1 with today's)"))
-
-
+# (1024, 1, 0.3) sparse-lamport: the late warp's lag (292 cycles on the fast path, 308 on the
+# exact mapping) lies between one poll (257.5) and one pass that polls again (300.5); both must
+# count a second poll, since the first returns before the data (1049 and 1038 ns). The count is
+# a step function of the estimated spread, so a layer can still straddle a step.
 @pytest.mark.parametrize("n, b, d", [(2304, 4, 0.1), (1152, 2, 0.05), (1024, 1, 0.3)])
 @pytest.mark.parametrize("name", ["sparse-naive", "sparse-wide", "sparse-lamport"])
-def test_fast_path_close_to_exact_mapping(n, b, d, name, request):
-    if (n, b, d, name) == (1024, 1, 0.3, "sparse-lamport"):
-        request.applymarker(_REPOLL_STEP)
+def test_fast_path_close_to_exact_mapping(n, b, d, name):
     U = random_sparse(n, n, d, np.random.default_rng(0))
     fast = an.predict_many(V100, n, b, d)
     v = an.VARIANTS[name]
