@@ -812,8 +812,9 @@ def main(argv: list | None = None) -> int:
         from kernels_ir.errors import InputError
 
         try:
-            with open(a.analyse) as f:
-                record = json.load(f)
+            from measurements.probe import read_record
+
+            record = read_record(a.analyse)       # plain or gzipped
         except (OSError, ValueError) as exc:
             raise InputError(f"--analyse {a.analyse}: cannot read a JSON record ({exc})") from None
         if not isinstance(record, dict) or "patterns" not in record:

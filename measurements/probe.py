@@ -496,9 +496,12 @@ def read_record(path: str) -> dict:
 
 
 def save_record(path: str, rec: dict) -> None:
-    """Write a probe's record (JSON, indented; gzipped where ``path`` ends in ``.gz``)."""
+    """Write a probe's record (JSON, indented; gzipped where ``path`` ends in ``.gz``, or where
+    only the gzipped copy of ``path`` exists: :func:`record_path`)."""
     import gzip
     import json
+
+    path = record_path(str(path))
 
     with (gzip.open(path, "wt") if str(path).endswith(".gz") else open(path, "w")) as f:
         json.dump(rec, f, indent=1, default=float)
@@ -511,12 +514,11 @@ def add_simulated(path: str, results, gpu: str | None = "h100", *, section: str 
     back; ``gpu=None``: the spec the record names (``"spec"``); ``overrides``: spec values
     replaced for a what-if (recorded with the section)."""
     import dataclasses
-    import json
 
     from gpusim.specs import load_spec
 
-    with open(path) as f:
-        rec = json.load(f)
+    path = record_path(str(path))      # a record kept gzipped is read and written back so
+    rec = read_record(path)
     gpu = gpu or rec["spec"]
     spec = load_spec(gpu)
     if overrides:

@@ -15,6 +15,7 @@ from kernels_ir import banks
 from kernels_ir.errors import InputError
 from kernels_ir.kernels import bank_probe as bp
 from measurements import bank_rule as br
+from measurements.probe import read_record
 
 RECORD = Path(__file__).resolve().parents[1] / "measurements" / "h100" / "bank_rule.json"
 
@@ -67,7 +68,7 @@ def test_reference_rules_are_kernels_ir_banks(pats):
 def test_kernels_ir_banks_reproduces_the_h100_record():
     """Every usable pattern of the recorded sweep: wavefronts and Nsight's conflict counter per
     instruction equal kernels_ir.banks (the list of exceptions is pinned: it may only shrink)."""
-    record = json.loads(RECORD.read_text())
+    record = read_record(str(RECORD))       # kept gzipped
     a = br.analyse(record)
     assert len(a["usable"]) == 344 and not a["excluded"]
     assert br.banks_misses(a) == list(br.KNOWN_EXCEPTIONS)

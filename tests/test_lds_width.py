@@ -6,7 +6,6 @@ rate but not the lone warp's wait (a strict expected failure)."""
 
 from __future__ import annotations
 
-import json
 import statistics
 import sys
 from pathlib import Path
@@ -14,12 +13,13 @@ from pathlib import Path
 import pytest
 
 from gpusim.measurements import kernel_fingerprint
+from measurements.probe import read_record
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "measurements"))
 import lds_width as lw  # noqa: E402
 
-REC = json.loads((ROOT / "measurements" / "h200" / "lds_width.json").read_text())
+REC = read_record(str(ROOT / "measurements" / "h200" / "lds_width.json"))      # kept gzipped
 GPU = {k: r["cycles_per_round"] for k, r in REC["results"].items()}
 SIM = {k: r["cycles_per_round"] for k, r in REC["simulated"]["results"].items()}
 

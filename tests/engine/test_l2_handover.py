@@ -23,6 +23,7 @@ import pytest
 
 from gpusim.engine.l2 import L2
 from gpusim.specs import load_spec
+from measurements.probe import read_record
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORD = ROOT / "measurements" / "h100" / "lamport_mech.json"
@@ -119,8 +120,7 @@ def test_loads_behind_a_held_store_are_served_in_order():
 # --- the record -----------------------------------------------------------------------------
 
 def _record() -> dict:
-    with open(RECORD) as f:
-        return json.load(f)
+    return read_record(str(RECORD))       # kept gzipped
 
 
 def _measured(rec: dict, name: str) -> float:
