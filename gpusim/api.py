@@ -19,6 +19,7 @@ is accepted), as the commands report them.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -190,11 +191,49 @@ def predict(gpu="v100", hidden: int = 2304, batch: int = 4, density: float = 0.1
     rep = predict_layer(spec, hidden, batch, density, timesteps=timesteps, cell=cell,
                         dtype=dtype, engine=engine, seed=seed, simulator=sim, exact=exact,
                         **({} if heads == 1 else {"heads": heads}))
+    unc = annotate(rep)
+    gap = csr_l1_note(spec, rep)
+    if gap:
+        unc = dataclasses.replace(unc, notes=unc.notes + (gap,))
     return Prediction(rep.gpu, spec.full_name, rep.hidden, rep.batch, rep.density,
                       rep.timesteps, rep.cell, rep.dtype, rep.engine, seed, tuple(rep.rows),
                       rep.best_persistent, rep.next_best, rep.speedup, rep.note, rep,
-                      annotate(rep), heads,
+                      unc, heads,
                       heads_note(spec, hidden, batch, density, cell, seed, heads, engine))
+
+
+# a known gap of the model, kept in view until it is mended (tests/models/test_csr_model.py,
+# the strict expected failure across the L1 edge)
+CSR_L1_CLIFF = 1.5
+
+
+def csr_l1_note(spec, rep) -> str:
+    """A note where the model prices the CSR baseline with h_{t-1} not held in an SM's L1: past
+    that edge the model's not-in-L1 terms are 2-3x the simulator's (and the GPU's), so its
+    speedup over the CSR kernel is overstated. Found by pricing the layer again with the L1
+    enlarged by h's bytes: a drop of more than :data:`CSR_L1_CLIFF` times marks the edge. ""
+    where the CSR kernel is simulated, absent or fp16-free of it."""
+    from models.analytical import predict_many
+
+    row = next((r for r in rep.rows if r.name == "csr-row-per-warp"), None)
+    if row is None or row.per_step_s is None or row.engine == "sim":
+        return ""
+    kw = {"kernels": ["csr-row-per-warp"], "cell": rep.cell}
+    h_bytes = 4 * rep.hidden * rep.batch * (2 if rep.cell == "lstm" else 1)   # h (and c)
+    roomy = dataclasses.replace(spec, l1_unified_bytes_per_sm=spec.l1_unified_bytes_per_sm
+                                + h_bytes)
+    now = float(predict_many(spec, rep.hidden, rep.batch, rep.density, **kw)
+                ["csr-row-per-warp"].per_step_s[0])
+    held = float(predict_many(roomy, rep.hidden, rep.batch, rep.density, **kw)
+                 ["csr-row-per-warp"].per_step_s[0])
+    if not now > CSR_L1_CLIFF * held:
+        return ""
+    return (f"h ({h_bytes // 1024} KiB) does not fit in an SM's L1 "
+            f"({spec.l1_unified_bytes_per_sm // 1024} KiB) beside the CSR kernel's row pointers: "
+            f"the model prices that kernel at {now * 1e6:.2f} us a step, {now / held:.1f}x its "
+            f"price with h held, and past this edge it is known to be 2-3x too slow (H200, "
+            f"hidden 6776, batch 8: the GPU 20.0 us, the simulator 17.8, the model 54.1), so "
+            f"the speedup over the CSR kernel is overstated; --engine sim simulates it")
 
 
 def heads_note(spec, hidden: int, batch: int, density: float, cell: str, seed: int,

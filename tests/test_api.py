@@ -231,3 +231,14 @@ def test_import_gpusim_is_light():
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
     assert set(gpusim.__all__) >= {"predict", "simulate", "capacity", "banks", "crosscheck"}
+
+
+def test_predict_notes_the_csr_models_l1_edge():
+    """Past the edge where h no longer fits in an SM's L1 beside the CSR kernel's row pointers
+    the model's CSR price is a known 2-3x too slow (tests/models/test_csr_model.py): `predict`
+    says so with the model, not just inside the edge."""
+    past = gpusim.predict("v100", hidden=3400, batch=8, density=0.05)
+    inside = gpusim.predict("v100", hidden=3100, batch=8, density=0.05)
+    note = [n for n in past.uncertainty.notes if "does not fit in an SM's L1" in n]
+    assert len(note) == 1 and "at 29.65 us a step, 2.4x its price with h held" in note[0]
+    assert not any("does not fit in an SM's L1" in n for n in inside.uncertainty.notes)
