@@ -3,13 +3,16 @@ gzip its records, merge its cross-check report into the GPU's merged record, rew
 bands from it and print the out-of-sample figures the READMEs quote.
 
     python measurements/add_draws.py --gpu h200 OUT_1 OUT_2     # the device calls' $OUT copies
+    python measurements/add_draws.py --gpu h200 --details       # the merged record's details
 
 Each source folder is what one device call of the fresh-draw protocol brought back: one or more
 ``fresh_<date>_s<seed>/`` folders (``campaign.json``, ``ncu.json``, their logs; plain or
 gzipped) and their ``gpusim crosscheck --no-fresh --speedup --json`` reports ``cc_s<seed>.json``.
 The reports name the draws by the machine's paths; those become ``measurements/<gpu>/...``.
 A draw already in the repository is refused (it would be merged twice). ``--dry-run`` only
-says what it would do.
+says what it would do. After a merge, and with ``--details`` alone, it prints the figures the
+READMEs quote (:func:`readme_rows`, :func:`details`): per draw, the bootstrap interval, the
+naming misses, the largest errors, the signed errors by regime and the bank-conflict cases.
 """
 
 from __future__ import annotations
@@ -147,15 +150,110 @@ def figures(merged: dict) -> str:
         f"draws: {', '.join(d['draw'] + ' (' + d['sample'] + ')' for d in merged['draws'])}"])
 
 
+def _rnn_case(r: dict) -> bool:
+    """A per-step case of our kernels on a single-head fp32 RNN layer (the README's "our
+    kernels"): not a library, not a gated, fp16 or multi-head layer."""
+    return (r["kind"] in ("sparse_persistent", "dense_persistent", "csr")
+            and r.get("cell", "rnn") == "rnn" and r.get("dtype", "fp32") == "fp32"
+            and r.get("heads", 1) == 1)
+
+
+def details(merged: dict, resamples: int = 5000) -> list[str]:
+    """The out-of-sample figures the READMEs quote beyond :func:`readme_rows`, from the merged
+    record: per draw, the bootstrap 95% interval of the speedup MAPE (``resamples`` over the
+    layers, seed 0), the simulator's naming misses and largest errors, the model's largest,
+    its mean signed error by family and by regime (batch 1-2 / 4-8, hidden below 1100 /
+    1100-2000 / above) and the bank-conflict cases that differ from Nsight's counters."""
+    import collections
+
+    import numpy as np
+
+    from gpusim.uncertainty import draw_seed
+
+    out_ = "out of sample"
+    sp = [r for r in merged["speedup"]["rows"] if r["sample"] == out_ and "cell" not in r]
+    lines = []
+    seeds = sorted({r["draw"] for r in sp}, key=draw_seed)
+
+    def named(rows, eng):
+        return sum(r[eng]["fastest"] == r["measured"]["fastest"] for r in rows)
+
+    per = []
+    for d in seeds:
+        rs = [r for r in sp if r["draw"] == d]
+        per.append(f"s{draw_seed(d)} {100 * np.mean([r['sim']['ape'] for r in rs]):.1f} / "
+                   f"{100 * np.mean([r['model']['ape'] for r in rs]):.1f}%, "
+                   f"{named(rs, 'sim')} / {named(rs, 'model')}")
+    lines.append("per draw (simulator / model speedup MAPE; fastest named): " + "; ".join(per))
+    rng = np.random.default_rng(0)
+    idx = rng.integers(0, len(sp), (resamples, len(sp)))
+    ci = []
+    for eng, label in (("sim", "simulator"), ("model", "model")):
+        ape = np.array([r[eng]["ape"] for r in sp])
+        lo, hi = np.percentile(ape[idx].mean(axis=1), [2.5, 97.5]) * 100
+        ci.append(f"{label} {lo:.1f}-{hi:.1f}%")
+    lines.append(f"bootstrap 95% over the {len(sp)} layers: " + ", ".join(ci))
+    miss = collections.Counter()
+    near = 0
+    for r in sp:
+        t, f, g = r["measured"]["times_s"], r["sim"]["fastest"], r["measured"]["fastest"]
+        if f != g:
+            miss[f"{f} named where the GPU ran {g}"] += 1
+            near += t[f] <= 1.05 * t[g]
+    lines.append(f"the simulator's {sum(miss.values())} misses: " + ", ".join(
+        f"{n} {k}" for k, n in miss.most_common()) + f"; {near} within 5% of the fastest")
+    for eng in ("sim", "model"):
+        worst = sorted(sp, key=lambda r: -r[eng]["ape"])[:5]
+        lines.append(f"largest speedup errors ({eng}): " + ", ".join(
+            f"{r['hidden']}-b{r['batch']} {100 * r[eng]['ape']:.0f}% ({r[eng]['speedup']:.2f}x "
+            f"against {r['measured']['speedup']:.2f}x, {r['measured']['best_persistent']} over "
+            f"{r['measured']['next_best']})" for r in worst))
+    cases = [r for r in merged["rows"] if r["sample"] == out_ and _rnn_case(r)]
+    groups = collections.defaultdict(list)
+    for r in cases:
+        h = r["hidden"]
+        third = "<1100" if h < 1100 else "1100-2000" if h < 2000 else ">=2000"
+        groups[(r["family"], "b1-2" if r["batch"] <= 2 else "b4-8", third)].append(r["signed"])
+    lines.append("signed by regime (simulator): " + "; ".join(
+        f"{f} {b} {t} {100 * np.mean(v):+.1f}% ({len(v)})" for (f, b, t), v in sorted(
+            groups.items())))
+    checked = [r for r in cases if "conflicts_match" in r]
+    off = [r for r in checked if not r["conflicts_match"]]
+    addr = [r for r in off if r.get("wavefronts_sass_match")]
+    rest = [r for r in off if not r.get("wavefronts_sass_match")]
+    above = [(r["wavefronts_ld_predicted"] + r["wavefronts_st_predicted"])
+             / r["wavefronts_sass_measured"] - 1 for r in rest if r.get("wavefronts_sass_measured")]
+    lines.append(f"bank conflicts: {len(checked) - len(off)} of {len(checked)} equal Nsight's; of "
+                 f"the other {len(off)}, {len(addr)} equal its SASS-patched wavefronts; the "
+                 f"{len(rest)} left: " + ", ".join(sorted({
+                     f"{'wide' if r.get('wide_loads') else 'scalar'}-{r.get('layout')} at batch "
+                     f"{r['batch']}" for r in rest}))
+                 + (f", {100 * min(above):.1f}-{100 * max(above):.1f}% above the SASS-patched "
+                    "count" if above else ""))
+    return lines
+
+
 def main(argv: list | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("sources", nargs="+", help="device output folders (fresh_*/ and cc_s*.json)")
+    ap.add_argument("sources", nargs="*", help="device output folders (fresh_*/ and cc_s*.json)")
     ap.add_argument("--gpu", required=True, help="h100 or h200: measurements/<gpu>/")
     ap.add_argument("--dry-run", action="store_true", help="say what would be done, do nothing")
+    ap.add_argument("--details", action="store_true",
+                    help="only print the out-of-sample details of the GPU's merged record "
+                         "(no sources needed)")
     args = ap.parse_args(argv)
+    if args.details:
+        from measurements.probe import read_record
+
+        path = ROOT / "measurements" / args.gpu / "crosscheck_fresh.json.gz"
+        print("\n".join(details(read_record(str(path)))))
+        return 0
+    if not args.sources:
+        ap.error("give the device output folders (or --details)")
     merged = add(args.gpu, args.sources, args.dry_run)
     if merged is not None:
         print(figures(merged))
+        print("\n".join(details(merged)))
     return 0
 
 

@@ -11,6 +11,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from measurements import add_draws as ad  # noqa: E402
 from measurements.add_draws import copy_draw, find, local_paths  # noqa: E402
 
 
@@ -77,3 +78,20 @@ def test_the_previous_bands_are_kept_before_new_draws_replace_them(tmp_path, mon
     path.write_text("{}")
     assert keep_previous_bands("h200", tmp_path) == path and path.read_text() == "{}"
     assert keep_previous_bands("h100", tmp_path) is None
+
+
+def test_the_readmes_quote_the_details_of_the_h200_draws():
+    """``add_draws.details``: the per-draw figures and the bootstrap interval of the H200's
+    out-of-sample draws are what the README quotes."""
+    from measurements.probe import read_record
+
+    merged = read_record(str(ROOT / "measurements" / "h200" / "crosscheck_fresh.json.gz"))
+    lines = ad.details(merged, resamples=5000)
+    text = " ".join((ROOT / "README.md").read_text().split())
+    per = lines[0].split(": ", 1)[1]
+    assert f"Per draw (simulator / model speedup MAPE; fastest named): {per}." in text
+    sim, model = lines[1].split(": ", 1)[1].split(", ")
+    assert f"Bootstrap 95% over the 96 layers: {sim}, {model}." in text
+    misses = lines[2]
+    assert misses.startswith("the simulator's 16 misses: 13 sparse-lamport named where the GPU "
+                             "ran sparse-bank") and misses.endswith("8 within 5% of the fastest")
