@@ -207,30 +207,45 @@ def predict(gpu="v100", hidden: int = 2304, batch: int = 4, density: float = 0.1
 CSR_L1_CLIFF = 1.5
 
 
-def csr_l1_note(spec, rep) -> str:
-    """A note where the model prices the CSR baseline with h_{t-1} not held in an SM's L1: past
-    that edge the model's not-in-L1 terms are 2-3x the simulator's (and the GPU's), so its
-    speedup over the CSR kernel is overstated. Found by pricing the layer again with the L1
-    enlarged by h's bytes: a drop of more than :data:`CSR_L1_CLIFF` times marks the edge. ""
-    where the CSR kernel is simulated, absent or fp16-free of it."""
+def csr_l1_ratio(spec, hidden, batch, density, cell: str = "rnn"):
+    """The model's CSR price over its price with the SM's L1 enlarged by h's bytes (and an
+    LSTM's c), per configuration (arrays or scalars): above :data:`CSR_L1_CLIFF` the layer lies
+    past the edge where h no longer fits in L1 beside the kernel's row pointers, where the
+    model's not-in-L1 terms are known to be 2-3x the simulator's (and the GPU's)."""
+    import numpy as np
+
     from models.analytical import predict_many
 
+    hidden, batch, density = np.broadcast_arrays(*(np.atleast_1d(np.asarray(x)) for x in
+                                                   (hidden, batch, density)))
+    kw = {"kernels": ["csr-row-per-warp"], "cell": cell}
+    now = predict_many(spec, hidden, batch, density, **kw)["csr-row-per-warp"].per_step_s
+    ratio = np.full(hidden.shape, np.nan)
+    h_bytes = 4 * hidden.astype(np.int64) * batch * (2 if cell == "lstm" else 1)
+    for hb in np.unique(h_bytes):          # one enlarged L1 per size of h
+        sel = h_bytes == hb
+        roomy = dataclasses.replace(spec, l1_unified_bytes_per_sm=spec.l1_unified_bytes_per_sm
+                                    + int(hb))
+        held = predict_many(roomy, hidden[sel], batch[sel], density[sel],
+                            **kw)["csr-row-per-warp"].per_step_s
+        ratio[sel] = now[sel] / held
+    return ratio, now
+
+
+def csr_l1_note(spec, rep) -> str:
+    """A note where the model prices the CSR baseline past the L1 edge (:func:`csr_l1_ratio`):
+    its speedup over the CSR kernel is overstated there. "" where the CSR kernel is simulated
+    or absent, or inside the edge."""
     row = next((r for r in rep.rows if r.name == "csr-row-per-warp"), None)
     if row is None or row.per_step_s is None or row.engine == "sim":
         return ""
-    kw = {"kernels": ["csr-row-per-warp"], "cell": rep.cell}
-    h_bytes = 4 * rep.hidden * rep.batch * (2 if rep.cell == "lstm" else 1)   # h (and c)
-    roomy = dataclasses.replace(spec, l1_unified_bytes_per_sm=spec.l1_unified_bytes_per_sm
-                                + h_bytes)
-    now = float(predict_many(spec, rep.hidden, rep.batch, rep.density, **kw)
-                ["csr-row-per-warp"].per_step_s[0])
-    held = float(predict_many(roomy, rep.hidden, rep.batch, rep.density, **kw)
-                 ["csr-row-per-warp"].per_step_s[0])
-    if not now > CSR_L1_CLIFF * held:
+    ratio, now = csr_l1_ratio(spec, rep.hidden, rep.batch, rep.density, rep.cell)
+    if not ratio[0] > CSR_L1_CLIFF:
         return ""
+    h_bytes = 4 * rep.hidden * rep.batch * (2 if rep.cell == "lstm" else 1)
     return (f"h ({h_bytes // 1024} KiB) does not fit in an SM's L1 "
             f"({spec.l1_unified_bytes_per_sm // 1024} KiB) beside the CSR kernel's row pointers: "
-            f"the model prices that kernel at {now * 1e6:.2f} us a step, {now / held:.1f}x its "
+            f"the model prices that kernel at {now[0] * 1e6:.2f} us a step, {ratio[0]:.1f}x its "
             f"price with h held, and past this edge it is known to be 2-3x too slow (H200, "
             f"hidden 6776, batch 8: the GPU 20.0 us, the simulator 17.8, the model 54.1), so "
             f"the speedup over the CSR kernel is overstated; --engine sim simulates it")

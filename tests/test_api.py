@@ -242,3 +242,11 @@ def test_predict_notes_the_csr_models_l1_edge():
     note = [n for n in past.uncertainty.notes if "does not fit in an SM's L1" in n]
     assert len(note) == 1 and "at 29.65 us a step, 2.4x its price with h held" in note[0]
     assert not any("does not fit in an SM's L1" in n for n in inside.uncertainty.notes)
+
+
+def test_a_sweep_marks_the_csr_models_l1_edge():
+    from gpusim.sweep import Grid, run_sweep
+
+    cols = run_sweep(Grid(gpus=["v100"], hidden=[3100, 3400], batch=[8], density=[0.05]),
+                     progress=False)
+    assert cols["csr_model_past_l1"] == [False, True]
