@@ -3,6 +3,7 @@
     PYTHONPATH=. python3 measurements/csr_trace.py --out $OUT      # GPU: csr_trace.json
     python measurements/csr_trace.py --simulate measurements/h100/csr_trace.json
     PYTHONPATH=. python3 measurements/csr_trace.py --layers regimes --out $OUT  # csr_trace_layers
+    PYTHONPATH=. python3 measurements/csr_trace.py --layers l1edge --out $OUT   # csr_trace_l1edge
 
 Why: the simulator's CSR row-per-warp step is 20-40% too fast from hidden ~1900 up, while
 Nsight shows no unit near its peak (``csr_limit.json``: the warps wait on long-scoreboard
@@ -38,6 +39,12 @@ LAYERS = ((944, 4, 0.0198, 500017), (1336, 2, 0.0234, 500121), (2824, 1, 0.0211,
 REGIME_LAYERS = ((1704, 4, 0.499, 6100082), (1632, 4, 0.412, 5900046), (2112, 4, 0.212, 6300006),
                  (1776, 4, 0.215, 6500065), (1592, 2, 0.145, 5900084), (4760, 8, 0.0612, 5900103),
                  (5712, 1, 0.0158, 5300035), (1728, 1, 0.484, 6100017), (2696, 4, 0.0922, 6100036))
+# ``--layers l1edge``: the H200 at batch 8, density 0.05, across the edge where h_{t-1} (4 N B
+# bytes) no longer fits in an SM's L1 beside the row pointers (about hidden 6550): the model's
+# CSR price jumps 3x there (README, "Found after the draws") while the simulator's L1 lets h pass
+# through as a direct-mapped cache of what is left; the GPU decides between them
+L1EDGE_LAYERS = tuple((h, 8, 0.05, 7000000 + h) for h in (6144, 6400, 6528, 6592, 6656, 6784,
+                                                           7040))
 FIELDS = ("g0", "c0", "row", "se", "vc", "hv", "red", "x", "end", "g1", "sm", "sink")
 TS_BUFFER = "ts"
 
@@ -195,9 +202,10 @@ def summarise(ts, clock_hz: float) -> dict:
     return out
 
 
-def measure(out: str, argv: list, regimes: bool = False) -> dict:
+def measure(out: str, argv: list, regimes: bool | str = False) -> dict:
     """The GPU run: :data:`LAYERS` (``csr_trace.json``, the H100's spec) or, with ``regimes``,
-    :data:`REGIME_LAYERS` (``csr_trace_layers.json``, the measured GPU's spec)."""
+    :data:`REGIME_LAYERS` (``csr_trace_layers.json``, the measured GPU's spec); ``regimes`` =
+    ``"l1edge"``: :data:`L1EDGE_LAYERS` (``csr_trace_l1edge.json``, the measured GPU's)."""
     import json
 
     from gpusim.backends.cupy_backend import Runner
@@ -206,7 +214,7 @@ def measure(out: str, argv: list, regimes: bool = False) -> dict:
     from measurements.csr_l1 import case_name
     from measurements.probe import ClockSampler
 
-    layers = REGIME_LAYERS if regimes else LAYERS
+    layers = L1EDGE_LAYERS if regimes == "l1edge" else REGIME_LAYERS if regimes else LAYERS
     runner = Runner()
     prov = provenance(argv)
     clocks = ClockSampler()
@@ -225,8 +233,9 @@ def measure(out: str, argv: list, regimes: bool = False) -> dict:
             print(name, "FAILED", r["error"], flush=True)
         res["results"][name] = r
     clocks.stop(prov)
-    with open(os.path.join(out, "csr_trace_layers.json" if regimes else "csr_trace.json"),
-              "w") as fh:
+    name = {"l1edge": "csr_trace_l1edge.json", True: "csr_trace_layers.json",
+            False: "csr_trace.json"}[regimes]
+    with open(os.path.join(out, name), "w") as fh:
         json.dump(res, fh)
     return res
 
@@ -308,13 +317,16 @@ def main(argv: list | None = None) -> int:
     from measurements.probe import probe_main
 
     argv = list(sys.argv[1:] if argv is None else argv)
-    if "--layers" in argv:      # --layers regimes: the REGIME_LAYERS record (GPU run)
+    if "--layers" in argv:      # --layers regimes | l1edge: those layers' record (GPU run)
         i = argv.index("--layers")
-        if argv[i + 1:i + 2] != ["regimes"]:
-            raise SystemExit("--layers takes 'regimes' (REGIME_LAYERS)")
+        which = argv[i + 1:i + 2]
+        if which not in (["regimes"], ["l1edge"]):
+            raise SystemExit("--layers takes 'regimes' (REGIME_LAYERS) or 'l1edge' "
+                             "(L1EDGE_LAYERS)")
         del argv[i:i + 2]
+        kind = True if which == ["regimes"] else "l1edge"
         return probe_main(argv, __doc__, os.path.relpath(__file__),
-                          lambda out, a: measure(out, a + ["--layers", "regimes"], True),
+                          lambda out, a: measure(out, a + ["--layers", which[0]], kind),
                           simulate_into)
     return probe_main(argv, __doc__, os.path.relpath(__file__), measure, simulate_into)
 

@@ -119,3 +119,19 @@ def test_l2_shared_stride_scan_is_not_monotonic_and_the_readme_has_it():
     assert ("| simulator, with the L2 groups | "
             + " | ".join(f"{ks[n]:.0f}" for n in (1, 2, 4, 8, 16, 64))
             + f" | {s['l2_shared_private_w4']:.0f} |") in text
+
+
+def test_the_l1_edge_layers_straddle_the_models_edge():
+    """``csr_trace.py --layers l1edge``: the H200 layers on both sides of the edge where the
+    model's CSR price jumps (h no longer held in L1), so that the GPU's times decide between the
+    model's cliff and the simulator's pass-through."""
+    from gpusim.api import CSR_L1_CLIFF, csr_l1_ratio
+    from gpusim.specs import load_spec
+    from measurements import csr_trace
+
+    h, b, d, _ = zip(*csr_trace.L1EDGE_LAYERS, strict=True)
+    ratio, _ = csr_l1_ratio(load_spec("h200"), list(h), list(b), list(d))
+    past = [bool(r > CSR_L1_CLIFF) for r in ratio]
+    assert past == sorted(past) and 2 <= past.count(False) and 2 <= past.count(True), past
+    with pytest.raises(SystemExit, match="l1edge"):
+        csr_trace.main(["--layers", "nope"])
