@@ -45,6 +45,9 @@ REGIME_LAYERS = ((1704, 4, 0.499, 6100082), (1632, 4, 0.412, 5900046), (2112, 4,
 # through as a direct-mapped cache of what is left; the GPU decides between them
 L1EDGE_LAYERS = tuple((h, 8, 0.05, 7000000 + h) for h in (6144, 6400, 6528, 6592, 6656, 6784,
                                                            7040))
+# the layer sets of ``--layers``: their layers and the record they make
+LAYER_SETS = {"regimes": (REGIME_LAYERS, "csr_trace_layers.json"),
+              "l1edge": (L1EDGE_LAYERS, "csr_trace_l1edge.json")}
 FIELDS = ("g0", "c0", "row", "se", "vc", "hv", "red", "x", "end", "g1", "sm", "sink")
 TS_BUFFER = "ts"
 
@@ -202,10 +205,10 @@ def summarise(ts, clock_hz: float) -> dict:
     return out
 
 
-def measure(out: str, argv: list, regimes: bool | str = False) -> dict:
-    """The GPU run: :data:`LAYERS` (``csr_trace.json``, the H100's spec) or, with ``regimes``,
-    :data:`REGIME_LAYERS` (``csr_trace_layers.json``, the measured GPU's spec); ``regimes`` =
-    ``"l1edge"``: :data:`L1EDGE_LAYERS` (``csr_trace_l1edge.json``, the measured GPU's)."""
+def measure(out: str, argv: list, layer_set: str | None = None) -> dict:
+    """The GPU run: :data:`LAYERS` (``csr_trace.json``, the H100's spec) or the layers of
+    ``layer_set`` (:data:`LAYER_SETS`: ``regimes``, ``csr_trace_layers.json``; ``l1edge``,
+    ``csr_trace_l1edge.json``; the measured GPU's spec)."""
     import json
 
     from gpusim.backends.cupy_backend import Runner
@@ -214,12 +217,13 @@ def measure(out: str, argv: list, regimes: bool | str = False) -> dict:
     from measurements.csr_l1 import case_name
     from measurements.probe import ClockSampler
 
-    layers = L1EDGE_LAYERS if regimes == "l1edge" else REGIME_LAYERS if regimes else LAYERS
+    layers, name = LAYER_SETS.get(layer_set, (LAYERS, "csr_trace.json"))
     runner = Runner()
     prov = provenance(argv)
     clocks = ClockSampler()
     res = {"format_version": 1, "provenance": prov, "fields": FIELDS, "layers": layers,
-           "spec": spec_name_for_gpu(prov["gpu_name"]) if regimes else "h100", "results": {}}
+           "spec": spec_name_for_gpu(prov["gpu_name"]) if layer_set else "h100",
+           "results": {}}
     for h, b, d, s in layers:
         name = case_name(h, b, d)
         try:
@@ -233,8 +237,6 @@ def measure(out: str, argv: list, regimes: bool | str = False) -> dict:
             print(name, "FAILED", r["error"], flush=True)
         res["results"][name] = r
     clocks.stop(prov)
-    name = {"l1edge": "csr_trace_l1edge.json", True: "csr_trace_layers.json",
-            False: "csr_trace.json"}[regimes]
     with open(os.path.join(out, name), "w") as fh:
         json.dump(res, fh)
     return res
@@ -319,14 +321,13 @@ def main(argv: list | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if "--layers" in argv:      # --layers regimes | l1edge: those layers' record (GPU run)
         i = argv.index("--layers")
-        which = argv[i + 1:i + 2]
-        if which not in (["regimes"], ["l1edge"]):
-            raise SystemExit("--layers takes 'regimes' (REGIME_LAYERS) or 'l1edge' "
-                             "(L1EDGE_LAYERS)")
+        which = (argv[i + 1:i + 2] or [""])[0]
+        if which not in LAYER_SETS:
+            raise SystemExit(f"--layers takes {' or '.join(map(repr, LAYER_SETS))} "
+                             "(REGIME_LAYERS, L1EDGE_LAYERS)")
         del argv[i:i + 2]
-        kind = True if which == ["regimes"] else "l1edge"
         return probe_main(argv, __doc__, os.path.relpath(__file__),
-                          lambda out, a: measure(out, a + ["--layers", which[0]], kind),
+                          lambda out, a: measure(out, a + ["--layers", which], which),
                           simulate_into)
     return probe_main(argv, __doc__, os.path.relpath(__file__), measure, simulate_into)
 

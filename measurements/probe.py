@@ -502,8 +502,7 @@ def save_record(path: str, rec: dict) -> None:
     import json
 
     path = record_path(str(path))
-
-    with (gzip.open(path, "wt") if str(path).endswith(".gz") else open(path, "w")) as f:
+    with (gzip.open(path, "wt") if path.endswith(".gz") else open(path, "w")) as f:
         json.dump(rec, f, indent=1, default=float)
 
 
@@ -517,8 +516,7 @@ def add_simulated(path: str, results, gpu: str | None = "h100", *, section: str 
 
     from gpusim.specs import load_spec
 
-    path = record_path(str(path))      # a record kept gzipped is read and written back so
-    rec = read_record(path)
+    rec = read_record(path)            # plain or gzipped, written back in the same form
     gpu = gpu or rec["spec"]
     spec = load_spec(gpu)
     if overrides:

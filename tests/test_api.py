@@ -250,3 +250,9 @@ def test_a_sweep_marks_the_csr_models_l1_edge():
     cols = run_sweep(Grid(gpus=["v100"], hidden=[3100, 3400], batch=[8], density=[0.05]),
                      progress=False)
     assert cols["csr_model_past_l1"] == [False, True]
+    # an fp16 layer's CSR baseline is the same fp32 kernel, priced and marked as predict does
+    fp16 = run_sweep(Grid(gpus=["v100"], hidden=[3400], batch=[8], density=[0.05],
+                          dtype="fp16"), progress=False)
+    assert fp16["csr_model_past_l1"] == [True]
+    assert any("does not fit in an SM's L1" in n for n in gpusim.predict(
+        "v100", hidden=3400, batch=8, density=0.05, dtype="fp16").uncertainty.notes)
