@@ -19,7 +19,6 @@ is accepted), as the commands report them.
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -192,72 +191,11 @@ def predict(gpu="v100", hidden: int = 2304, batch: int = 4, density: float = 0.1
                         dtype=dtype, engine=engine, seed=seed, simulator=sim, exact=exact,
                         **({} if heads == 1 else {"heads": heads}))
     unc = annotate(rep)
-    gap = csr_l1_note(spec, rep)
-    if gap:
-        unc = dataclasses.replace(unc, notes=unc.notes + (gap,))
     return Prediction(rep.gpu, spec.full_name, rep.hidden, rep.batch, rep.density,
                       rep.timesteps, rep.cell, rep.dtype, rep.engine, seed, tuple(rep.rows),
                       rep.best_persistent, rep.next_best, rep.speedup, rep.note, rep,
                       unc, heads,
                       heads_note(spec, hidden, batch, density, cell, seed, heads, engine))
-
-
-# a known gap of the model, kept in view until it is mended (tests/models/test_csr_model.py,
-# the strict expected failure across the L1 edge)
-CSR_L1_CLIFF = 1.5
-
-
-def _h_bytes(hidden, batch, cell: str):
-    """The bytes of h_{t-1} (and an LSTM's c_{t-1}) that the CSR kernel gathers from."""
-    return 4 * hidden * batch * (2 if cell == "lstm" else 1)
-
-
-def csr_l1_ratio(spec, hidden, batch, density, cell: str = "rnn", now=None):
-    """The model's CSR price (``now``, per step, when already priced) over its price with the
-    SM's L1 enlarged by h's bytes, per configuration (arrays or scalars): above
-    :data:`CSR_L1_CLIFF` the layer lies past the edge where h no longer fits in L1 beside the
-    kernel's row pointers, where the model's not-in-L1 terms are known to be 2-3x the
-    simulator's (and the GPU's). Returns ``(ratio, now)``."""
-    import numpy as np
-
-    from models.analytical import predict_many
-
-    hidden, batch, density = np.broadcast_arrays(*(np.atleast_1d(np.asarray(x)) for x in
-                                                   (hidden, batch, density)))
-    kw = {"kernels": ["csr-row-per-warp"], "cell": cell}
-    if now is None:
-        now = predict_many(spec, hidden, batch, density, **kw)["csr-row-per-warp"].per_step_s
-    now = np.asarray(now, dtype=np.float64)
-    ratio = np.full(hidden.shape, np.nan)
-    h_bytes = _h_bytes(hidden.astype(np.int64), batch, cell)
-    for hb in np.unique(h_bytes):          # one enlarged L1 per size of h
-        sel = h_bytes == hb
-        roomy = dataclasses.replace(spec, l1_unified_bytes_per_sm=spec.l1_unified_bytes_per_sm
-                                    + int(hb))
-        held = predict_many(roomy, hidden[sel], batch[sel], density[sel],
-                            **kw)["csr-row-per-warp"].per_step_s
-        ratio[sel] = now[sel] / held
-    return ratio, now
-
-
-def csr_l1_note(spec, rep) -> str:
-    """A note where the model prices the CSR baseline past the L1 edge (:func:`csr_l1_ratio`):
-    its speedup over the CSR kernel is overstated there. "" where the CSR kernel is simulated
-    or absent, or inside the edge."""
-    row = next((r for r in rep.rows if r.name == "csr-row-per-warp"), None)
-    if row is None or row.per_step_s is None or row.engine == "sim":
-        return ""
-    ratio, now = csr_l1_ratio(spec, rep.hidden, rep.batch, rep.density, rep.cell,
-                              [row.per_step_s])
-    if not ratio[0] > CSR_L1_CLIFF:
-        return ""
-    kib = _h_bytes(rep.hidden, rep.batch, rep.cell) // 1024
-    return (f"h ({kib} KiB) does not fit in an SM's L1 "
-            f"({spec.l1_unified_bytes_per_sm // 1024} KiB) beside the CSR kernel's row pointers: "
-            f"the model prices that kernel at {now[0] * 1e6:.2f} us a step, {ratio[0]:.1f}x its "
-            f"price with h held, and past this edge it is known to be 2-3x too slow (H200, "
-            f"hidden 6776, batch 8: the GPU 20.0 us, the simulator 17.8, the model 54.1), so "
-            f"the speedup over the CSR kernel is overstated; --engine sim simulates it")
 
 
 def heads_note(spec, hidden: int, batch: int, density: float, cell: str, seed: int,

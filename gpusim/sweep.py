@@ -118,18 +118,7 @@ def evaluate_chunk(task) -> dict:
     cols["best_persistent"] = [str(x) or None for x in bp_name]
     cols["next_best"] = [str(x) or None for x in nb_name]
     cols["speedup"] = [None if not math.isfinite(x) else float(x) for x in speed]
-    cols["csr_model_past_l1"] = _csr_past_l1(spec, hidden, batch, density, cell,
-                                             times["csr-row-per-warp"].per_step_s)
     return cols
-
-
-def _csr_past_l1(spec, hidden, batch, density, cell, now=None) -> list:
-    """Whether the CSR baseline lies past the edge where h leaves L1, where the model's price is
-    known to be 2-3x too slow, so the speedup over it is overstated (gpusim.api.csr_l1_ratio)."""
-    from gpusim.api import CSR_L1_CLIFF, csr_l1_ratio
-
-    ratio, _ = csr_l1_ratio(spec, hidden, batch, density, cell, now)
-    return [bool(r > CSR_L1_CLIFF) for r in ratio]
 
 
 def _head_columns(spec, hidden, batch, density, cell, dtype, heads) -> dict:
@@ -149,7 +138,6 @@ def _head_columns(spec, hidden, batch, density, cell, dtype, heads) -> dict:
         cols["best_persistent"].append(rep.best_persistent)
         cols["next_best"].append(rep.next_best)
         cols["speedup"].append(rep.speedup)
-    cols["csr_model_past_l1"] = _csr_past_l1(spec, hidden, batch, density, cell)
     return cols
 
 
@@ -159,7 +147,7 @@ def _columns():
     base = ["gpu", "hidden", "batch", "density", "cell", "dtype", "heads"]
     for name in VARIANTS:
         base += [f"{name}_s", f"{name}_fits"]
-    return base + ["best_persistent", "next_best", "speedup", "csr_model_past_l1"]
+    return base + ["best_persistent", "next_best", "speedup"]
 
 
 class Progress:

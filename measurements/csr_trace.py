@@ -41,8 +41,9 @@ REGIME_LAYERS = ((1704, 4, 0.499, 6100082), (1632, 4, 0.412, 5900046), (2112, 4,
                  (5712, 1, 0.0158, 5300035), (1728, 1, 0.484, 6100017), (2696, 4, 0.0922, 6100036))
 # ``--layers l1edge``: the H200 at batch 8, density 0.05, across the edge where h_{t-1} (4 N B
 # bytes) no longer fits in an SM's L1 beside the row pointers (about hidden 6550): the model's
-# CSR price jumps 3x there (README, "Found after the draws") while the simulator's L1 lets h pass
-# through as a direct-mapped cache of what is left; the GPU decides between them
+# CSR price jumped 3x there while the simulator's L1 lets h pass through as a direct-mapped cache
+# of what is left; the GPU decided for the pass-through (no step at the edge), which the model
+# now has too (models/analytical/csr.py, _h_kept)
 L1EDGE_LAYERS = tuple((h, 8, 0.05, 7000000 + h) for h in (6144, 6400, 6528, 6592, 6656, 6784,
                                                            7040))
 # the layer sets of ``--layers``: their layers and the record they make
@@ -217,7 +218,7 @@ def measure(out: str, argv: list, layer_set: str | None = None) -> dict:
     from measurements.csr_l1 import case_name
     from measurements.probe import ClockSampler
 
-    layers, name = LAYER_SETS.get(layer_set, (LAYERS, "csr_trace.json"))
+    layers, record = LAYER_SETS.get(layer_set, (LAYERS, "csr_trace.json"))
     runner = Runner()
     prov = provenance(argv)
     clocks = ClockSampler()
@@ -237,7 +238,7 @@ def measure(out: str, argv: list, layer_set: str | None = None) -> dict:
             print(name, "FAILED", r["error"], flush=True)
         res["results"][name] = r
     clocks.stop(prov)
-    with open(os.path.join(out, name), "w") as fh:
+    with open(os.path.join(out, record), "w") as fh:
         json.dump(res, fh)
     return res
 

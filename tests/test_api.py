@@ -233,26 +233,13 @@ def test_import_gpusim_is_light():
     assert set(gpusim.__all__) >= {"predict", "simulate", "capacity", "banks", "crosscheck"}
 
 
-def test_predict_notes_the_csr_models_l1_edge():
-    """Past the edge where h no longer fits in an SM's L1 beside the CSR kernel's row pointers
-    the model's CSR price is a known 2-3x too slow (tests/models/test_csr_model.py): `predict`
-    says so with the model, not just inside the edge."""
-    past = gpusim.predict("v100", hidden=3400, batch=8, density=0.05)
-    inside = gpusim.predict("v100", hidden=3100, batch=8, density=0.05)
-    note = [n for n in past.uncertainty.notes if "does not fit in an SM's L1" in n]
-    assert len(note) == 1 and "at 29.65 us a step, 2.4x its price with h held" in note[0]
-    assert not any("does not fit in an SM's L1" in n for n in inside.uncertainty.notes)
+def test_the_models_csr_price_has_no_cliff_where_h_leaves_l1():
+    """Past the edge where h no longer fits in an SM's L1 beside the CSR kernel's row pointers,
+    h passes through what L1 has left (as in the simulator; on the GPU the step has no cliff
+    there, tests/models/test_csr_model.py): hidden 3100 -> 3400 at batch 8 crosses it on the
+    V100, and the model's CSR step grows about as the rows' work does (it was 2.8x)."""
+    def csr(hidden):
+        rep = gpusim.predict("v100", hidden=hidden, batch=8, density=0.05)
+        return next(r.per_step_s for r in rep.kernels if r.name == "csr-row-per-warp")
 
-
-def test_a_sweep_marks_the_csr_models_l1_edge():
-    from gpusim.sweep import Grid, run_sweep
-
-    cols = run_sweep(Grid(gpus=["v100"], hidden=[3100, 3400], batch=[8], density=[0.05]),
-                     progress=False)
-    assert cols["csr_model_past_l1"] == [False, True]
-    # an fp16 layer's CSR baseline is the same fp32 kernel, priced and marked as predict does
-    fp16 = run_sweep(Grid(gpus=["v100"], hidden=[3400], batch=[8], density=[0.05],
-                          dtype="fp16"), progress=False)
-    assert fp16["csr_model_past_l1"] == [True]
-    assert any("does not fit in an SM's L1" in n for n in gpusim.predict(
-        "v100", hidden=3400, batch=8, density=0.05, dtype="fp16").uncertainty.notes)
+    assert 1.0 < csr(3400) / csr(3100) < 1.3

@@ -23,10 +23,13 @@ fp32 (as written) whatever ``dtype``. Per round, cycles:
   and x add one line and one wavefront each per warp;
 - the L2 slices (all SMs): the value and index sectors, and the gathers' requests, which with h
   held in L1 (:func:`_resident`, the simulator's smallest-first rule, for L1 and for L2 residency)
-  are each SM's first touch of a sector only; with h not in L1 the padding lanes' requests for
-  column 0 all queue at one slice; ``l2_sector_bytes / l2_bytes_per_cycle_per_slice`` each over
-  ``l2_slices``; and the busiest SM's share of those requests (``W / R`` of them, a request
-  being one 128-byte line of a warp-instruction) leaves the SM at most one per
+  are each SM's first touch of a sector only; an h not held passes through the capacity L1 has
+  left as a direct-mapped cache (as the simulator's L1 does), so a later touch of a sector is a
+  request only where its slot was refilled in between (:func:`_h_kept`), and the padding lanes'
+  requests for column 0 that miss all queue at one slice;
+  ``l2_sector_bytes / l2_bytes_per_cycle_per_slice`` each over ``l2_slices``; and the busiest
+  SM's share of those requests (``W / R`` of them, a request being one 128-byte line of a
+  warp-instruction) leaves the SM at most one per
   ``l2_request_cycles_per_sm`` (``gpusim/engine/l2.py``); and the busiest L2 contention group
   (``l2_group_map``) serves one request every ``l2_group_request_cycles``
   (:func:`.l2.group_cycles`): the gathers' requests lie in the groups of h's lines (32 KiB or
@@ -63,7 +66,9 @@ configurations), mean 2.7%, max 9.7% when this model was written; against the 7 
 CSR cases 16% (the simulator 16%; the bandwidth stream this model replaces was 39-69% under).
 Against today's simulator (with the butterfly's shuffle-pipe bound above): mean 7.2%, 4 of the
 80 beyond 15%, one of them 2.6 times too slow (V100, hidden 3477, batch 8, density 0.075: its L2
-term; the same without the bound).
+term; the same without the bound). That one was h just past L1: with the pass-through
+(:func:`_h_kept`; before it, every gather of an h not held was a request to L2, 2-2.4 times the
+simulator's step past the edge) the sweep is 4.9% off, max 18.3%.
 
 Gated cells (``cell`` lstm / gru: ``R = G N`` gate rows)
 ------------------------------------------------------
@@ -313,6 +318,42 @@ def _resident(sizes: dict, names, capacity):
     return dict(zip(keys, held, strict=True))
 
 
+def _h_kept(spec, sizes, held, h_sectors, gathered, sectors_per_nz, pad_loads):
+    """The odds that an SM's L1 still has a sector of h that it touched before in the step
+    (arrays): 1 where h is held (:func:`_resident`); else h passes through the capacity left
+    over, a direct-mapped cache of ``S`` sectors (``gpusim/engine/l1.py``; on the GPU,
+    ``measurements/h200/csr_trace_l1edge.json``, the step has no cliff past the edge). h is
+    contiguous, so its sectors take distinct slots up to ``S`` and two share one beyond. A
+    sector is touched ``t`` times a step at random times (the SM ``gathered`` nonzeros of
+    ``sectors_per_nz`` sectors each, over ``h_sectors``), and its slot is refilled by the
+    streamed values and indices (8 bytes a nonzero, ``f = P / S`` fills a step) and, where
+    shared, by the other sector of h (``f + t``): :func:`_survives`. The sector of column 0,
+    which the padding lanes touch ``pad_loads`` times a step, the same way. Returns
+    ``(keep, keep0)``."""
+    kept = sum(np.where(held[k], sizes[k], 0.0) for k in held)
+    slots = np.maximum(spec.l1_unified_bytes_per_sm - kept, 0.0) / spec.l2_sector_bytes
+    t = np.asarray(gathered) * sectors_per_nz / h_sectors
+    f = np.asarray(gathered) * 8.0 / spec.l2_sector_bytes / np.maximum(slots, 1e-9)
+    shared = np.clip(2.0 * (h_sectors - slots) / h_sectors, 0.0, 1.0)   # h sectors sharing
+    keep = (1.0 - shared) * _survives(t, f) + shared * _survives(t, f + t)
+    keep0 = _survives(np.asarray(pad_loads, dtype=np.float64), f)
+    none = slots < 1
+    return (np.where(held["h_in"], 1.0, np.where(none, 0.0, keep)),
+            np.where(held["h_in"], 1.0, np.where(none, 0.0, keep0)))
+
+
+def _survives(t, f):
+    """Of a sector's touches in a step that are not its first, the share that find it still
+    in its slot: touches at rate ``t`` and refills of the slot at rate ``f`` (per step, Poisson,
+    over the one step). A touch at ``u`` follows the previous one by ``Exp(t)`` cut at ``u``,
+    which the slot survives with odds ``exp(-f gap)``; integrated over ``u`` in ``[0, 1]``:
+    ``t / (t + f) (1 - E(t + f)) / (1 - E(t))`` with ``E(a) = (1 - exp(-a)) / a``."""
+    def E(a):
+        a = np.maximum(a, 1e-9)
+        return -np.expm1(-a) / a
+    return t / (t + f) * (1.0 - E(t + f)) / np.maximum(1.0 - E(t), 1e-12)
+
+
 def _max_normal_approx(n):
     """E[max of n standard normals] (Blom's approximation, array-friendly), 0 for n <= 1."""
     from scipy.special import ndtri
@@ -370,7 +411,7 @@ def _csr_row_per_warp(spec, N, R, B, d, cell: str = "rnn"):
         read_only += ("c_in",)
     l1 = _resident(sizes, read_only, spec.l1_unified_bytes_per_sm)
     l2 = _resident(sizes, sizes, spec.l2_size_bytes)
-    h_l1, vals_dram, cols_dram = l1["h_in"], ~l2["vals"], ~l2["cols"]
+    vals_dram, cols_dram = ~l2["vals"], ~l2["cols"]
     h_sectors = np.ceil(Nf * Bf * 4 / spec.l2_sector_bytes)
     sectors_per_nz = np.maximum(Bf / sector_words, 1.0)      # h sectors of one column
 
@@ -473,9 +514,15 @@ def _csr_row_per_warp(spec, N, R, B, d, cell: str = "rnn"):
 
     touch = spec.sm_count * col(h_sectors) * (coverage(done) - coverage(before))
     req_all = req_g
-    req_g = np.where(col(h_l1), touch / np.maximum(wgt, 1.0), req_g)
-    # ... and the padding lanes' loads of column 0 all wait at one slice when h is not in L1
-    hot = np.where(col(h_l1), 0.0, col(Rp) * p_end * col(ng) * pad * svc)
+    # h not held passes through what L1 has left as a direct-mapped cache (:func:`_h_kept`):
+    # a sector touched again is still there with odds ``keep``; the two loads of one sector
+    # (batch 8 and more) are back to back, the second a hit
+    keep, keep0 = _h_kept(spec, sizes, l1, h_sectors, done[:, -1], sectors_per_nz, W * pad * G)
+    distinct = req_all / col(ng / sectors_per_nz)
+    first_touch = touch / np.maximum(wgt, 1.0)
+    req_g = first_touch + np.maximum(distinct - first_touch, 0.0) * (1.0 - col(keep))
+    # ... and the padding lanes' loads of column 0 all wait at one slice where L1 lets them miss
+    hot = col(Rp) * p_end * col(ng) * pad * svc * (1.0 - col(keep0))
     l2t = (req_vc + req_g) * svc / spec.l2_slices + hot
     # ... and the busiest SM sends its share of them at most one per l2_request_cycles_per_sm
     # (a request is one 128-byte line of a warp-instruction: the coalesced value and index
@@ -512,9 +559,9 @@ def _csr_row_per_warp(spec, N, R, B, d, cell: str = "rnn"):
     rt_cols = mean + col(np.where(cols_dram, dram_extra, 0.0))
     # (a gated cell's later gate rows: their first round too, after the earlier rows' gathers)
     seen = np.where(phase > 0, before, before / np.maximum(wgt, 1.0))
-    rt_g = np.where(col(h_l1) & ((lo > 0) | (phase > 0)),
+    rt_g = np.where((lo > 0) | (phase > 0),
                     spec.l1_hit_latency_cycles + (far - spec.l1_hit_latency_cycles)
-                    * (1.0 - coverage(seen) ** m_crit), far)
+                    * (1.0 - (col(keep) * coverage(seen)) ** m_crit), far)
     fill = (2 * alu + 2 + rt_cols + np.where(col(vals_dram & cols_dram), nz_bytes / dram_bpc, 0.0)
             + 2 * np.maximum(tag(vc_lines(m_crit), m_crit), vc_wf(m_crit) / wf)
             + 4 * col(ng) + rt_g)

@@ -141,12 +141,14 @@ def test_breakdown_names_the_terms_and_they_add_up():
         np.testing.assert_allclose(total, t.per_step_s, rtol=1e-12)
         for bound in ("l1tex_s", "l2_s", "dram_s", "chain_s"):
             assert np.all(bd["loop_s"] >= bd[bound] * (1 - 1e-12)), (gpu, bound)
-        # a hidden-8192 layer at density 0.3, batch 8, is bound by the L2 (h, 256 KB, is not
-        # L1-resident: a sector per lane and gather, one request each; on the H100 its 40
-        # contention groups serve about 80 such requests a cycle; plus each round's round
-        # trips, the warps being in step) ahead of L1TEX (~11 data-stage wavefronts a gather:
-        # its columns fall into 4 bank groups)
-        assert bd["l2_s"][2] > 0.85 * bd["loop_s"][2], gpu
+        # a hidden-8192 layer at density 0.3, batch 8: its largest bound is the L2 (h, 256 KB,
+        # is not held in L1 and passes through the slots left over, one and a half to four of
+        # its sectors a slot, so most of a sector's later touches miss: a request each; on
+        # the H100 its 40 contention groups serve about 80 such requests a cycle; plus each
+        # round's round trips, the warps being in step), ahead of L1TEX (~11 data-stage
+        # wavefronts a gather: its columns fall into 4 bank groups)
+        assert bd["l2_s"][2] > 0.7 * bd["loop_s"][2], gpu
+        assert bd["l2_s"][2] > max(bd[k][2] for k in ("l1tex_s", "dram_s", "chain_s")), gpu
         assert 0.1 * bd["loop_s"][2] < bd["l1tex_s"][2] < 0.9 * bd["loop_s"][2], gpu
         # it streams its values from DRAM on either GPU (67 MB of values > L2)
         assert bd["dram_s"][2] > 0 and bd["dram_s"][0] == 0
@@ -289,21 +291,18 @@ def test_a_large_grid_runs_in_waves_in_the_model_as_in_the_simulator():
 
 
 # Across the L1 edge: where h_{t-1} (and an LSTM's c) no longer fits in an SM's L1 beside the
-# kernel's row pointers, the model's not-in-L1 terms (every gather a request to L2, and the
-# padding lanes' column-0 loads all queued at one slice) price the kernel 2-2.4x the simulator's
-# step; the simulator stays within 15% of the GPU there (H200 hidden 6776, batch 8, s114 and
-# s124: GPU 20.0 us, simulator 17.8, model 54.1). Just inside the edge the two agree. The
-# simulator's L1 lets what it cannot keep pass through as a direct-mapped cache of the capacity
-# left over (gpusim/engine/l1.py), which still holds most of h just past the edge: with the
-# model's two not-in-L1 terms in their in-L1 forms, V100 3400-b8 is 12.2 us (simulator 12.4).
+# kernel's row pointers, it passes through the capacity left over as a direct-mapped cache (the
+# simulator's L1), which still holds most of h just past the edge; the GPU has no cliff there
+# either (measurements/h200/csr_trace_l1edge.json, hidden 6144-6784 at batch 8, density 0.05:
+# the traced step's span 16.7 -> 20.1 us, +20%, most of it before the edge; the simulator's step
+# +10%, the model's +23%). When the model sent every gather of an h not held to
+# L2 it was 2-2.4x the simulator here (V100 3400-b8 +139%, 6000-b4 +110%, LSTM 1800-b8 +117%;
+# H200 6776-b8 54.1 us, GPU 20.0, simulator 17.8); with the odds that a touched sector is still
+# in its slot (models/analytical/csr.py, _h_kept) it is 8.5% off on these three, max 14.5%.
 def test_just_inside_the_l1_edge_the_model_is_the_simulators():
     _check(_errors([(3100, 8, 0.05)], gpus=("v100",)))
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "the model's CSR kernel with h not held in L1 is 2-2.4x the simulator's (V100 3400-b8 "
-    "+139%, 6000-b4 +110%, LSTM 1800-b8 +117%); `predict --engine model` says so in a note "
-    "(gpusim.api.csr_l1_note) until a microbenchmark of h just past L1 rebuilds those terms"))
 def test_past_the_l1_edge_the_model_is_the_simulators():
     rows = _errors([(3400, 8, 0.05), (6000, 4, 0.02)], gpus=("v100",))
     rows += _gated_errors([("lstm", 1800, 8, 0.05)], gpus=("v100",))
