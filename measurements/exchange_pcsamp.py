@@ -97,11 +97,24 @@ def summarize_dir(out: str, order: list[str]) -> dict:
     """Summaries of the ``pcsamp_<case>.csv`` pages in ``out``."""
     res = {}
     for name in order:
-        path = os.path.join(out, f"pcsamp_{name}.csv")
-        if os.path.exists(path):
-            with open(path) as f:
-                res[name] = summarize(parse_source_csv(f.read()))
+        text = read_page(os.path.join(out, f"pcsamp_{name}.csv"))
+        if text is not None:
+            res[name] = summarize(parse_source_csv(text))
     return res
+
+
+def read_page(path: str) -> str | None:
+    """A recorded source page: ``path``, or its gzipped copy ``path + ".gz"`` (the recorded
+    pages are kept gzipped); None where neither exists."""
+    import gzip
+
+    if os.path.exists(path):
+        with open(path) as f:
+            return f.read()
+    if os.path.exists(path + ".gz"):
+        with gzip.open(path + ".gz", "rt") as f:
+            return f.read()
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:

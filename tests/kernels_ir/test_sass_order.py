@@ -34,9 +34,9 @@ CUOBJDUMP = sass.find_cuobjdump()
 
 
 def _recorded(path: Path) -> list[sass.SassInstr]:
-    from measurements.exchange_pcsamp import parse_source_csv
+    from measurements.exchange_pcsamp import parse_source_csv, read_page
 
-    return sass.parse(str(r["Source"]) for r in parse_source_csv(path.read_text()))
+    return sass.parse(str(r["Source"]) for r in parse_source_csv(read_page(str(path))))
 
 
 @pytest.mark.parametrize("case", ["exchange-h1024-b4-lamport", "exchange-h8192-b4-lamport",
