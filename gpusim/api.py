@@ -190,11 +190,10 @@ def predict(gpu="v100", hidden: int = 2304, batch: int = 4, density: float = 0.1
     rep = predict_layer(spec, hidden, batch, density, timesteps=timesteps, cell=cell,
                         dtype=dtype, engine=engine, seed=seed, simulator=sim, exact=exact,
                         **({} if heads == 1 else {"heads": heads}))
-    unc = annotate(rep)
     return Prediction(rep.gpu, spec.full_name, rep.hidden, rep.batch, rep.density,
                       rep.timesteps, rep.cell, rep.dtype, rep.engine, seed, tuple(rep.rows),
                       rep.best_persistent, rep.next_best, rep.speedup, rep.note, rep,
-                      unc, heads,
+                      annotate(rep), heads,
                       heads_note(spec, hidden, batch, density, cell, seed, heads, engine))
 
 

@@ -105,16 +105,16 @@ def summarize_dir(out: str, order: list[str]) -> dict:
 
 def read_page(path: str) -> str | None:
     """A recorded source page: ``path``, or its gzipped copy ``path + ".gz"`` (the recorded
-    pages are kept gzipped); None where neither exists."""
+    pages are kept gzipped; :func:`measurements.probe.record_path`); None where neither exists."""
     import gzip
 
-    if os.path.exists(path):
-        with open(path) as f:
-            return f.read()
-    if os.path.exists(path + ".gz"):
-        with gzip.open(path + ".gz", "rt") as f:
-            return f.read()
-    return None
+    from measurements.probe import record_path
+
+    path = record_path(path)
+    if not os.path.exists(path):
+        return None
+    with (gzip.open(path, "rt") if path.endswith(".gz") else open(path)) as f:
+        return f.read()
 
 
 def main(argv: list[str] | None = None) -> int:

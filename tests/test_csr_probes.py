@@ -134,3 +134,40 @@ def test_the_l1_edge_layers_straddle_the_edge_where_h_leaves_l1():
     assert held == sorted(held, reverse=True) and 2 <= held.count(True) <= held.count(False)
     with pytest.raises(SystemExit, match="l1edge"):
         csr_trace.main(["--layers", "nope"])
+
+
+def test_the_l1edge_record_has_no_step_and_the_readme_table_is_the_record():
+    """``h200/csr_trace_l1edge.json.gz`` (``csr_trace.py --layers l1edge``): every layer ran,
+    values checked, on an H200; the traced step's span grows by under 2% across the edge where h
+    leaves L1 (6528 -> 6592) while the model before the pass-through jumped 3.2x there; the
+    README's table rows are the record's spans, warp medians and simulated cycles, and today's
+    model's CSR step."""
+    import numpy as np
+
+    from gpusim.specs import load_spec
+    from measurements import csr_trace
+    from models.analytical import predict_many
+
+    rec = read_record(str(ROOT / "measurements" / "h200" / "csr_trace_l1edge.json"))
+    assert rec["provenance"]["gpu_name"] == "NVIDIA H200" and rec["spec"] == "h200"
+    hs = [h for h, _, _, _ in csr_trace.L1EDGE_LAYERS]
+    names = [f"csr-h{h}-b8-d0.05" for h in hs]
+    res, sim = rec["results"], rec["simulated"]["results"]
+    assert sorted(res) == sorted(names) and sorted(sim) == sorted(names)
+    assert all(res[n]["max_rel_err"] < 1e-5 for n in names)
+    span = [res[n]["summary"]["span_ns"] / 1e3 for n in names]
+    assert span[3] / span[2] < 1.02
+    text = " ".join((ROOT / "measurements" / "README.md").read_text().split())
+
+    def row(label, xs, fmt):
+        return f"| {label} | " + " | ".join(fmt.format(x) for x in xs) + " |"
+
+    assert row("GPU, traced step's span (us)", span, "{:.1f}") in text
+    assert row("GPU, a warp's time, median (us)",
+               [res[n]["summary"]["warp_ns"]["median"] / 1e3 for n in names], "{:.2f}") in text
+    assert row("simulator, the kernel (k cycles)",
+               [sim[n]["cycles"] / 1e3 for n in names], "{:.1f}") in text
+    now = predict_many(load_spec("h200"), hs, [8] * len(hs), [0.05] * len(hs),
+                       kernels=["csr-row-per-warp"])["csr-row-per-warp"].per_step_s * 1e6
+    assert row("model now (us a step)", now, "{:.1f}") in text
+    assert np.all(np.diff(now) > 0) and now[3] / now[2] < 1.1
