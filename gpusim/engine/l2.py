@@ -46,7 +46,12 @@ Model (every number from the spec):
 - DRAM: the first touch of a sector is a miss (cold L2; data stays resident afterwards: no
   capacity evictions are modelled). Misses queue on one aggregate DRAM channel at
   ``dram_bandwidth_bytes_per_s / clock_hz`` bytes per cycle and add
-  ``dram_latency_cycles - l2_hit_latency_cycles`` to the round trip.
+  ``dram_latency_cycles - l2_hit_latency_cycles`` to the round trip. The channel serves in time
+  buckets with backfill (:class:`StreamServer`), as the slices do: a request handed over later
+  in lockstep order takes the channel's idle time at its arrival, so a stream of two arrays
+  (the CSR kernel's values, then its column indices, warp by warp) keeps the channel busy as on
+  the GPU (``measurements/h200/csr_dram.json``: a single next-free FIFO left it idle 14% of a
+  DRAM-bound step, between one array's requests, while the other's waited).
 - Atomics execute at the slice; atomics on one word serialise, one every
   ``l2_atomic_same_address_cycles``; their round trip is ``l2_atomic_latency_cycles``.
 - ``arrival[word]``: cycle at which the last store or atomic to the word became visible at L2. A
@@ -222,6 +227,57 @@ class BucketServer:
         return out
 
 
+class StreamServer:
+    """One server of a stream (DRAM) in time buckets, with backfill, in one pass.
+
+    The rule of :class:`BucketServer` (``bucket`` cycles of work per ``bucket`` cycles, a
+    request served at ``max(arrival, bucket start + the work taken before it)`` in the first
+    bucket at or after its arrival with room), for a single server that takes a whole round's
+    requests at once: the free part of each bucket (its end) is laid end to end on one axis,
+    the requests are served there in order of arrival (the FIFO's running maximum), and each
+    start is mapped back to its bucket. A request may overrun its bucket's end by less than one
+    service (documented approximation)."""
+
+    RING = 1 << 16  # buckets remembered
+
+    def __init__(self, service: float, bucket: int = 128):
+        self.service, self.bucket = float(service), bucket
+        self.used = np.zeros(self.RING)
+        self.tag = np.full(self.RING, -1, dtype=np.int64)
+
+    def serve(self, arrive: np.ndarray) -> np.ndarray:
+        """Start cycle of each request (arrival ``arrive[i]``, ``service`` cycles each)."""
+        n = arrive.size
+        if n == 0:
+            return np.zeros(0)
+        B, svc, mask = float(self.bucket), self.service, self.RING - 1
+        order = np.argsort(arrive, kind="stable")
+        a = arrive[order].astype(np.float64)
+        b0 = int(a[0] // B)
+        span = int(a[-1] // B) - b0 + 2 + int(np.ceil(n * svc / B))
+        while True:
+            idx = b0 + np.arange(span, dtype=np.int64)
+            cell = idx & mask
+            used = np.where(self.tag[cell] == idx, self.used[cell], 0.0)
+            free = np.maximum(B - used, 0.0)
+            cum = np.concatenate(([0.0], np.cumsum(free)))
+            k = (a // B).astype(np.int64) - b0
+            va = cum[k] + np.clip(a - (idx[k] * B + used[k]), 0.0, free[k])
+            pos = np.arange(n) * svc
+            vs = np.maximum.accumulate(va - pos) + pos          # FIFO on the free axis
+            if vs[-1] < cum[-1] or span >= self.RING // 2:
+                break
+            span *= 2
+        kb = np.clip(np.searchsorted(cum, vs, side="right") - 1, 0, span - 1)
+        start = np.maximum(a, idx[kb] * B + used[kb] + (vs - cum[kb]))
+        self.tag[cell] = idx
+        self.used[cell] = used
+        np.add.at(self.used, cell[kb], svc)
+        out = np.empty(n)
+        out[order] = start
+        return out
+
+
 def unit_parity(u: np.ndarray) -> np.ndarray:
     """The partition hash: parity of the upper 16 bits of ``u`` times a Fibonacci constant
     (mod 2**32), so neighbouring units land in the two partitions independently."""
@@ -261,7 +317,7 @@ class L2:
         self.dram_extra = max(0.0, spec.dram_latency_cycles - spec.l2_hit_latency_cycles)
         self.dram_service = spec.l2_sector_bytes / (spec.dram_bandwidth_bytes_per_s
                                                     / spec.clock_hz)
-        self.dram_free = np.zeros(1)
+        self.dram = StreamServer(self.dram_service)
         n_sectors = -(-total_words // self.sector_words) + 1
         self.touched = np.zeros(n_sectors, dtype=bool)
         self.arrival = np.zeros(total_words + 4)         # cycle each word was last written at L2
@@ -381,9 +437,7 @@ class L2:
         if miss.any():
             self.touched[rsec[miss]] = True
             if not store:
-                d = fifo(np.zeros(int(miss.sum()), dtype=np.int64), start[miss],
-                         self.dram_service, self.dram_free)
-                start[miss] = d + self.dram_extra
+                start[miss] = self.dram.serve(start[miss]) + self.dram_extra
         return start
 
     def _group_costs(self, line: np.ndarray, g: np.ndarray, rwarp: np.ndarray) -> np.ndarray:

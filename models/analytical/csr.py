@@ -35,11 +35,15 @@ fp32 (as written) whatever ``dtype``. Per round, cycles:
   (:func:`.l2.group_cycles`): the gathers' requests lie in the groups of h's lines (32 KiB or
   less sits in fewer than all groups), the value and index lines over their arrays; the
   slowest of the three;
-- DRAM: values and indices not resident in L2 stream at ``dram_bandwidth_bytes_per_s``;
+- DRAM: values and indices not resident in L2 stream at ``dram_bandwidth_bytes_per_s``, one
+  channel that serves requests as they arrive (the engine's backfill): every warp issues its
+  first round at once, so there the one FIFO serves every warp's values before its indices (the
+  chain waits for them, once a step); later the warps are spread and a round is the stream's
+  share or the chain without that wait;
 - issue: the sub-partition's warps' instructions of a chunk (FFMAs at the FP32 pipe rate);
 - the critical warp's chain: IADD, ISETP, the value and index loads, the indices' round trip
   (``l2_hit_latency_cycles``, + the DRAM latency when not resident; with both arrays in DRAM the
-  one FIFO serves every warp's values of the round first), its own value/index lines, the
+  step's first round waits for every warp's values), its own value/index lines, the
   gathers' issue, their round trip (``l1_hit_latency_cycles`` once the SM holds every lane's
   sector, else :func:`l2_latency` over many partition units), its own gathers' L1TEX cycles, B
   FFMAs.
@@ -176,7 +180,16 @@ def csr_step_cycles(spec, N, R, B, d, cell: str = "rnn") -> dict:
     and the epilogue ``E``. The rows are dealt longest first, so the last wave's rows and the first
     wave's shortest are those at the boundary quantile (``r_b`` rounds): the last wave's CTAs start
     as those first-wave CTAs exit, ``(r - r_b) C`` before the longest, and add ``max(0, P + E + (2
-    r_b - r) C)``; a middle wave adds ``P + E + r C``."""
+    r_b - r) C)``; a middle wave adds ``P + E + r C``. ``C`` leaves out the chain's wait for
+    the DRAM FIFO (``chain_fifo``, the step's first round's), and a wave's own rounds (``r C``,
+    ``r_b C``) shrink by its share (its rows over N) of the rounds that a GPU-wide unit bounds
+    (the L2 or the DRAM, ``shared_bound``): the rounds already pass every row through those
+    units once, the later waves' rows included, while an SM's L1TEX holds only the warps
+    resident. Against the simulator on 13 layers whose values or indices stream from DRAM (H100,
+    H200, V100): mean 7.9%; before, the FIFO's wait in every later wave's every round, 48%. The
+    known gap: H200 8192-b4-d0.3, two waves of half the rows each, which leave the DRAM channel
+    a third idle on the GPU and in the simulator (warps that wait for DRAM, then all gather at
+    once), -34% (``measurements/h200/csr_dram.json``)."""
     from scipy.special import ndtri
 
     one = _csr_row_per_warp(spec, N, R, B, d, cell)
@@ -186,10 +199,16 @@ def csr_step_cycles(spec, N, R, B, d, cell: str = "rnn") -> dict:
     last = np.clip((Nf - (waves - 1) * units) / np.maximum(Nf, 1.0), 1e-6, 1.0)
     rb = np.clip(np.ceil(VEC * np.ceil(np.maximum(mu + sig * ndtri(last), 1.0) / VEC) / CHUNK),
                  1, r)
-    C = one["chain"] / r
+    # a later wave's chain without the DRAM FIFO's wait (the step's first round only); its own
+    # rounds, r C (a middle wave) or r_b C (the last), shrink by its share of the DRAM stream,
+    # which the rounds already hold (every row's values and indices once)
+    C = (one["chain"] - one["chain_fifo"]) / r
     P, E = one["prologue"], one["epilogue"]
-    extra = np.where(waves > 1, (waves - 2) * (P + E + r * C)
-                     + np.maximum(0.0, P + E + (2 * rb - r) * C), 0.0)
+    share_mid = np.minimum(units / np.maximum(Nf, 1.0), 1.0) * one["shared_bound"]
+    share_last = last * one["shared_bound"]
+    extra = np.where(waves > 1, (waves - 2) * (P + E + r * C - np.minimum(share_mid, r * C))
+                     + np.maximum(0.0, P + E + (2 * rb - r) * C
+                                  - np.minimum(share_last, rb * C)), 0.0)
     return {**one, "waves": extra}
 
 
@@ -366,7 +385,8 @@ def _csr_row_per_warp(spec, N, R, B, d, cell: str = "rnn"):
     """Cycles of one step of the CSR row-per-warp kernel (``kernels_ir/kernels/csr_baseline.py``)
     for random Bernoulli(d) rows of ``N`` columns, ``R`` rows, batch ``B`` (arrays): a dict of
     arrays ``prologue``, ``loop``, ``epilogue``, ``partition`` (cycles, summed) and the loop's
-    bounds ``l1tex``, ``l2``, ``dram``, ``chain`` (cycles, inside ``loop``). See the module
+    bounds ``l1tex``, ``l2``, ``dram``, ``chain`` (cycles, inside ``loop``), and ``chain_fifo``,
+    the chain's wait for the DRAM FIFO that serves every row's values first. See the module
     docstring for the mechanisms; every number is a spec field or an instruction count.
     ``cell`` gru / lstm: ``R = G N`` gate rows, a warp per unit running its G rows back to back
     (the G phases' rounds in sequence, each phase ``N`` rows in flight), then the cell's
@@ -562,7 +582,13 @@ def _csr_row_per_warp(spec, N, R, B, d, cell: str = "rnn"):
     rt_g = np.where((lo > 0) | (phase > 0),
                     spec.l1_hit_latency_cycles + (far - spec.l1_hit_latency_cycles)
                     * (1.0 - (col(keep) * coverage(seen)) ** m_crit), far)
-    fill = (2 * alu + 2 + rt_cols + np.where(col(vals_dram & cols_dram), nz_bytes / dram_bpc, 0.0)
+    # (the FIFO's wait for every warp's values: once, in the step's first round, where the
+    # warps issue together; later the warps are spread and the channel takes each array's
+    # requests as they come, so a round is the DRAM bound, ``dram``, or the chain without the
+    # wait; on column 0, which stands for i0 rounds, the one wait is spread over them)
+    fifo = np.where(col(vals_dram & cols_dram) & is_first, nz_bytes / dram_bpc
+                    / np.maximum(wgt, 1.0), 0.0)
+    fill = (2 * alu + 2 + rt_cols + fifo
             + 2 * np.maximum(tag(vc_lines(m_crit), m_crit), vc_wf(m_crit) / wf)
             + 4 * col(ng) + rt_g)
     # the first round starts together: the slices serve every warp's value and index loads
@@ -627,4 +653,7 @@ def _csr_row_per_warp(spec, N, R, B, d, cell: str = "rnn"):
     partition = far_extra * ((e_max - k_end / 2) - (k_start / 2 - e_min))
     return {"prologue": prologue, "loop": loop, "epilogue": epilogue, "partition": partition,
             "l1tex": (ds * wgt).sum(axis=1), "l2": (l2t * wgt).sum(axis=1),
-            "dram": (dram * wgt).sum(axis=1), "chain": (chain * wgt).sum(axis=1)}
+            "dram": (dram * wgt).sum(axis=1), "chain": (chain * wgt).sum(axis=1),
+            "chain_fifo": (p_any * fifo * wgt).sum(axis=1),
+            "shared_bound": (np.where(np.maximum(dram, l2r) >= rounds, rounds, 0.0)
+                             * wgt).sum(axis=1)}

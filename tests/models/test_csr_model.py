@@ -194,7 +194,8 @@ def test_small_layers_within_15_percent_of_simulator():
 @pytest.mark.slow
 @pytest.mark.xfail(reason="known gap since the H100's L2 contention groups: the model bounds a "
                           "round by the busiest group's requests, the simulator overlaps them "
-                          "with the chain; 3 of the 44 H100 configurations lie 15-19% off",
+                          "with the chain; 3 of the 40 H100 configurations lie 16-18% off, and "
+                          "2 V100 layers at batch 8 where h passes through L1 17-20% fast",
                    strict=False)
 def test_sweep_within_15_percent_of_simulator():
     """40 random layers on the H100 and the V100 (80 configurations), every one within 15%.
@@ -205,7 +206,9 @@ def test_sweep_within_15_percent_of_simulator():
 
     Recorded when this test was written: mean |error| 2.7%, max 9.7% (H100 mean 2.9%, -6.4% to
     +9.7%; V100 mean 2.6%, -9.3% to +6.2%); after the L1TEX data stage became a bank rule:
-    mean 3.6%, max 14.1%. The simulator takes about 45 s of CPU for the 80
+    mean 3.6%, max 14.1%; with the DRAM channel's backfill and the later waves' share of the
+    L2- or DRAM-bound rounds: mean 4.9%, max 20.1% (5 beyond 15%). The simulator takes about 45 s
+    of CPU for the 80
     (layers are capped at 1e6 expected nonzeros; the model is not limited: hidden 8192 at density
     0.5 on the H100, one step simulated in about 4 minutes, is within 3.2%).
     """
@@ -309,18 +312,14 @@ def test_past_the_l1_edge_the_model_is_the_simulators():
     _check(rows)
 
 
-# Found after the H200 draws s129-s134 (measured with the model before any mend of it): the later
-# waves of a grid whose values and indices stream from DRAM. csr_step_cycles adds, per later
-# wave, the chain of one of its CTAs, ``C`` a round; but the chain's fill carries the DRAM FIFO
-# term of a round with *every* row's bytes (all CTAs taken as co-resident), so each later wave
-# streams the whole matrix again. V100 hidden 8000, batch 2, density 0.05 (12.8 MB of values >
-# 6 MB of L2, 1000 CTAs in waves): the model 79.6 us, the simulator 38.7 (+105%); the waves
-# alone 46.6 us. With the FIFO term of a later wave's chain scaled to its own rows (units / N) it
-# would be 53.9 us (+39%), and V100 8192-b8-d0.3 +88% -> +24%, H100 8192-b8-d0.3 +18% -> +8%.
-# Left for a mend judged on draws measured after it.
+# The later waves of a grid whose values and indices stream from DRAM (found after the H200 draws
+# s129-s134): csr_step_cycles added, per later wave, the chain of one of its CTAs, whose fill
+# carried the DRAM FIFO's wait for *every* row's values, so each later wave streamed the whole
+# matrix again: V100 hidden 8000, batch 2, density 0.05 (12.8 MB of values > 6 MB of L2, 1000
+# CTAs in four waves) was +105% over the simulator. Now the FIFO's wait is the step's first
+# round's only, and a later wave's own rounds shrink by its share of the rounds that the L2 or
+# the DRAM bound (models/analytical/csr.py); with the DRAM channel's backfill in the engine
+# (measurements/h200/csr_dram.json) the model is +4% here.
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "the later waves of a DRAM-bound CSR grid re-stream the whole matrix in the model "
-    "(csr_step_cycles: the chain's DRAM FIFO term is every row's): V100 8000-b2-d0.05 +105%"))
 def test_later_waves_of_a_dram_bound_grid_are_the_simulators():
     _check(_errors([(8000, 2, 0.05)], gpus=("v100",)))
