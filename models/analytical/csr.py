@@ -189,7 +189,8 @@ def csr_step_cycles(spec, N, R, B, d, cell: str = "rnn") -> dict:
     H200, V100): mean 7.9%; before, the FIFO's wait in every later wave's every round, 48%. The
     known gap: H200 8192-b4-d0.3, two waves of half the rows each, which leave the DRAM channel
     a third idle on the GPU and in the simulator (warps that wait for DRAM, then all gather at
-    once), -34% (``measurements/h200/csr_dram.json``)."""
+    once), -34% against the simulator, -29% against the GPU (6% slow before the change;
+    ``measurements/h200/csr_dram.json``)."""
     from scipy.special import ndtri
 
     one = _csr_row_per_warp(spec, N, R, B, d, cell)

@@ -191,14 +191,20 @@ def test_small_layers_within_15_percent_of_simulator():
     _check(_errors([(256, 1, 0.5), (512, 8, 0.05), (1024, 4, 0.1), (700, 2, 0.3)]))
 
 
+# The known gaps of the sweep, each held to its bound (a gap that heals fails the test until it is
+# taken off the list): three H100 layers since the L2's contention groups (the model bounds a
+# round by the busiest group's requests, the simulator overlaps them with the chain), and two
+# V100 layers at batch 8 in two waves whose rounds the L2 bounds, fast since the later waves'
+# share of those rounds is taken off (models/analytical/csr.py, csr_step_cycles)
+SWEEP_GAPS = {("h100", 4481, 4, 0.0376): 0.19, ("h100", 908, 1, 0.1025): 0.18,
+              ("h100", 1827, 4, 0.2067): 0.20, ("v100", 3477, 8, 0.075): 0.22,
+              ("v100", 2662, 8, 0.051): 0.19}
+
+
 @pytest.mark.slow
-@pytest.mark.xfail(reason="known gap since the H100's L2 contention groups: the model bounds a "
-                          "round by the busiest group's requests, the simulator overlaps them "
-                          "with the chain; 3 of the 40 H100 configurations lie 16-18% off, and "
-                          "2 V100 layers at batch 8 where h passes through L1 17-20% fast",
-                   strict=False)
 def test_sweep_within_15_percent_of_simulator():
-    """40 random layers on the H100 and the V100 (80 configurations), every one within 15%.
+    """40 random layers on the H100 and the V100 (80 configurations), every one within 15% but
+    the known gaps (:data:`SWEEP_GAPS`), each within its bound.
 
     With the H100's contention groups (``l2_group_map``) in both: H100 mean |error| 5.4%, max
     19% (3 of 44 beyond 15%: hidden 908 and 1827 too fast, 4481 too slow); without the groups'
@@ -212,7 +218,7 @@ def test_sweep_within_15_percent_of_simulator():
     (layers are capped at 1e6 expected nonzeros; the model is not limited: hidden 8192 at density
     0.5 on the H100, one step simulated in about 4 minutes, is within 3.2%).
     """
-    _check(_errors(sweep_layers()))
+    _check(_errors(sweep_layers()), known=SWEEP_GAPS)
 
 
 # gated cells: every configuration within 20%, the sweep's mean within 6% (recorded: see below)
