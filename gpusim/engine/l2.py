@@ -230,13 +230,17 @@ class BucketServer:
 class StreamServer:
     """One server of a stream (DRAM) in time buckets, with backfill, in one pass.
 
-    The rule of :class:`BucketServer` (``bucket`` cycles of work per ``bucket`` cycles, a
-    request served at ``max(arrival, bucket start + the work taken before it)`` in the first
-    bucket at or after its arrival with room), for a single server that takes a whole round's
-    requests at once: the free part of each bucket (its end) is laid end to end on one axis,
-    the requests are served there in order of arrival (the FIFO's running maximum), and each
-    start is mapped back to its bucket. A request may overrun its bucket's end by less than one
-    service (documented approximation)."""
+    Like :class:`BucketServer`, a bucket of ``bucket`` cycles holds that much work, and work
+    booked by earlier calls sits at the bucket's start; unlike it, one call's requests are
+    served first come, first served: the free part of each bucket (its end) is laid end to end
+    on one axis, the requests are served there in order of arrival, each no earlier than its
+    arrival and one service after the one before (the FIFO's running maximum), and each start
+    is mapped back into its bucket, which books one service. So a request handed over in a
+    later call takes idle time before the work of an earlier one. A request may overrun its
+    bucket's end by less than one service, and times inside a bucket are approximate across
+    calls (documented approximation). The server remembers ``RING`` buckets: a call whose
+    requests need more than half of them, or arrive more than half of them before the latest
+    bucket booked, raises rather than book two requests at once in a shared ring cell."""
 
     RING = 1 << 16  # buckets remembered
 
@@ -244,6 +248,7 @@ class StreamServer:
         self.service, self.bucket = float(service), bucket
         self.used = np.zeros(self.RING)
         self.tag = np.full(self.RING, -1, dtype=np.int64)
+        self.newest = -1             # the latest bucket booked
 
     def serve(self, arrive: np.ndarray) -> np.ndarray:
         """Start cycle of each request (arrival ``arrive[i]``, ``service`` cycles each)."""
@@ -254,8 +259,12 @@ class StreamServer:
         order = np.argsort(arrive, kind="stable")
         a = arrive[order].astype(np.float64)
         b0 = int(a[0] // B)
-        span = int(a[-1] // B) - b0 + 2 + int(np.ceil(n * svc / B))
+        span, limit = int(a[-1] // B) - b0 + 2 + int(np.ceil(n * svc / B)), self.RING // 2
         while True:
+            if span > limit:
+                raise RuntimeError(
+                    f"DRAM channel: {n} requests from cycle {a[0]:.0f} need more than {limit} "
+                    f"buckets of {self.bucket} cycles; the server remembers {self.RING}")
             idx = b0 + np.arange(span, dtype=np.int64)
             cell = idx & mask
             used = np.where(self.tag[cell] == idx, self.used[cell], 0.0)
@@ -265,10 +274,17 @@ class StreamServer:
             va = cum[k] + np.clip(a - (idx[k] * B + used[k]), 0.0, free[k])
             pos = np.arange(n) * svc
             vs = np.maximum.accumulate(va - pos) + pos          # FIFO on the free axis
-            if vs[-1] < cum[-1] or span >= self.RING // 2:
+            if vs[-1] < cum[-1]:
                 break
-            span *= 2
+            span = limit + 1 if span == limit else min(2 * span, limit)   # (raises at limit)
         kb = np.clip(np.searchsorted(cum, vs, side="right") - 1, 0, span - 1)
+        newest = max(self.newest, int(idx[kb].max()))
+        if b0 <= newest - self.RING // 2:
+            raise RuntimeError(
+                f"DRAM channel: a request arriving at cycle {a[0]:.0f} is more than "
+                f"{self.RING // 2} buckets of {self.bucket} cycles before the latest booked "
+                f"(bucket {newest}); the server remembers {self.RING}")
+        self.newest = newest
         start = np.maximum(a, idx[kb] * B + used[kb] + (vs - cum[kb]))
         self.tag[cell] = idx
         self.used[cell] = used

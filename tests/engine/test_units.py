@@ -165,3 +165,19 @@ def test_stream_server_is_the_rule_one_request_at_a_time():
         got = s.serve(arrive)
         want = _stream_reference(busy, list(arrive), svc)
         assert np.allclose(got, want), np.abs(got - np.array(want)).max()
+
+
+def test_stream_server_refuses_what_it_cannot_remember():
+    """Requests older than half the ring before the latest bucket booked, or one call that
+    needs more than half of it, raise instead of sharing a ring cell with live buckets."""
+    from gpusim.engine.l2 import StreamServer
+
+    s = StreamServer(16.0)
+    s.serve(np.array([128.0 * 40000]))
+    with pytest.raises(RuntimeError, match="before the latest booked"):
+        s.serve(np.array([0.0]))
+    with pytest.raises(RuntimeError, match="need more than"):
+        StreamServer(16.0).serve(np.zeros(300_000))
+    s = StreamServer(16.0)                    # within the window: served, nothing shared
+    s.serve(np.array([128.0 * 20000]))
+    assert s.serve(np.array([0.0]))[0] == 0.0
