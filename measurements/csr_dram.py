@@ -8,11 +8,14 @@ analytical model's CSR step (``models/analytical/csr.py``) streams it from DRAM 
 grid larger than the SMs hold runs in waves, and each later wave adds the chain of one of its
 CTAs (``csr_step_cycles``). That chain's fill held the DRAM FIFO's wait for *every* row's values,
 so each later wave streamed the whole matrix again (on the V100's hidden 8000, batch 2, density
-0.05 the model was 2x the simulator). The model now leaves that wait out of a later wave's chain,
-as the rounds already stream every row once. No fresh draw reaches this regime on the H200 (its
-60 MiB L2 held every drawn matrix), so these layers are drawn for it: hidden 8192 at density
-0.15-0.5, batch 1-8, whose values and indices exceed the H200's L2 (both arrays, or one of them
-as the controls), in one wave or two to four.
+0.05 the model was 2x the simulator); and the simulator's DRAM was one next-free FIFO. No fresh
+draw reaches this regime on the H200 (its 60 MiB L2 held every drawn matrix), so these layers
+are picked for it: hidden 8192 at density 0.15-0.5, batch 1-8, whose values and indices exceed
+the H200's L2 (both arrays, or only the values in the control at density 0.15), in one wave or
+two to four. What the record decided (the engine's DRAM channel with backfill; the model's FIFO
+wait in the first round only, and a later wave's rounds less its share of the L2- or
+DRAM-bound rounds): ``measurements/README.md``, "Where the matrix streams from DRAM, the channel
+stays busy"; the record keeps the prices before those changes as ``simulated_before``.
 
 GPU: the campaign's own CSR timing (:func:`gpusim.backends.cupy_backend.run_csr_program`: values
 checked against the float64 reference first; per step = the slope between CUDA graphs of
