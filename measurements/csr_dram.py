@@ -2,6 +2,7 @@
 
     PYTHONPATH=. python3 measurements/csr_dram.py --out $OUT      # GPU: csr_dram.json
     python measurements/csr_dram.py --simulate measurements/h200/csr_dram.json
+    PYTHONPATH=. python3 measurements/csr_dram.py --layers b4 --out $OUT   # csr_dram_b4.json
 
 Why: where the matrix (4 bytes of value and 4 of column index a nonzero) does not fit in L2, the
 analytical model's CSR step (``models/analytical/csr.py``) streams it from DRAM in its rounds; a
@@ -36,22 +37,29 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 LAYERS = ((8192, 8, 0.3), (8192, 4, 0.3), (8192, 1, 0.3), (8192, 1, 0.5), (8192, 2, 0.3),
           (8192, 2, 0.15))
 SEED = 8_100_000
+# ``--layers b4``: the model's known gap (8192-b4-d0.3, two waves that leave the channel idle)
+# taken apart: batch 4 in two waves of other sizes (6336 rows then 1856 at density 0.25; the
+# kernel's registers set the CTAs an SM holds), at densities 0.4 and 0.5, at hidden 7168, in one
+# wave (6144-b4-d0.5), and batch 2 in two waves (8192-b2-d0.5)
+B4_LAYERS = ((8192, 4, 0.25), (8192, 4, 0.4), (8192, 4, 0.5), (7168, 4, 0.4), (6144, 4, 0.5),
+             (8192, 2, 0.5))
+LAYER_SETS = {"b4": (B4_LAYERS, "csr_dram_b4.json", SEED + 100)}
 STEPS, SHORT_STEPS, REPEATS, SIM_STEPS = 24, 8, 7, 4
 RECORD = "csr_dram.json"
 
 
-def cases() -> list[dict]:
+def cases(layers=LAYERS, seed: int = SEED) -> list[dict]:
     from measurements.campaign import case_id
 
     out = []
-    for i, (n, b, d) in enumerate(LAYERS):
-        c = {"kind": "csr", "hidden": n, "batch": b, "density": d, "seed": SEED + i}
+    for i, (n, b, d) in enumerate(layers):
+        c = {"kind": "csr", "hidden": n, "batch": b, "density": d, "seed": seed + i}
         c["id"] = case_id(c)
         out.append(c)
     return out
 
 
-def measure(out: str, argv: list) -> dict:
+def measure(out: str, argv: list, layer_set: str | None = None) -> dict:
     import json
     import time
 
@@ -66,8 +74,10 @@ def measure(out: str, argv: list) -> dict:
     spec_name = spec_name_for_gpu(prov["gpu_name"])
     spec = load_spec(spec_name)
     clocks = ClockSampler()
+    layers, record, seed = LAYER_SETS.get(layer_set, (LAYERS, RECORD, SEED))
     rec = {"format_version": 1, "provenance": prov, "spec": spec_name,
-           "steps": [STEPS, SHORT_STEPS], "repeats": REPEATS, "cases": cases(), "results": {}}
+           "steps": [STEPS, SHORT_STEPS], "repeats": REPEATS, "cases": cases(layers, seed),
+           "results": {}}
     t0 = time.time()
     for c in rec["cases"]:
         try:
@@ -83,7 +93,7 @@ def measure(out: str, argv: list) -> dict:
         rec["results"][c["id"]] = r
     rec["wall_s"] = time.time() - t0
     clocks.stop(prov)
-    with open(os.path.join(out, RECORD), "w") as fh:
+    with open(os.path.join(out, record), "w") as fh:
         json.dump(rec, fh, default=float)
     return rec
 
@@ -131,6 +141,16 @@ def simulate_into(path: str) -> None:
 def main(argv: list | None = None) -> int:
     from measurements.probe import probe_main
 
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "--layers" in argv:      # --layers b4: that set's record (GPU run)
+        i = argv.index("--layers")
+        which = (argv[i + 1:i + 2] or [""])[0]
+        if which not in LAYER_SETS:
+            raise SystemExit(f"--layers takes {' or '.join(map(repr, LAYER_SETS))}")
+        del argv[i:i + 2]
+        return probe_main(argv, __doc__, "measurements/csr_dram.py",
+                          lambda out, a: measure(out, a + ["--layers", which], which),
+                          simulate_into)
     return probe_main(argv, __doc__, "measurements/csr_dram.py", measure, simulate_into)
 
 
