@@ -220,3 +220,28 @@ def test_the_csr_dram_records_simulated_values_are_todays():
     case = next(c for c in csr_dram.cases() if c["id"] == "csr-h8192-b2-d0.15")
     got = predict_case(case, load_spec("h200"), csr_dram.SIM_STEPS)["per_step_s"]
     assert got == pytest.approx(rec["simulated"]["results"][case["id"]]["per_step_s"], rel=1e-9)
+
+
+def test_the_csr_dram_b4_record_and_the_readme_table():
+    """``h200/csr_dram_b4.json`` (``csr_dram.py --layers b4``): the layers of the set, values
+    checked, on an H200; batch 4 in two waves at hidden 7168-8192 runs 1.4-1.7 times the DRAM
+    bound on the GPU while one wave at batch 4 and two at batch 2 run within 10% of it; the
+    README's table rows are the record's."""
+    from measurements import csr_dram
+
+    rec = read_record(str(ROOT / "measurements" / "h200" / "csr_dram_b4.json"))
+    assert rec["provenance"]["gpu_name"] == "NVIDIA H200" and rec["spec"] == "h200"
+    layers, _, seed = csr_dram.LAYER_SETS["b4"]
+    ids = [c["id"] for c in csr_dram.cases(layers, seed)]
+    res, sim = rec["results"], rec["simulated"]["results"]
+    assert sorted(res) == sorted(ids) == sorted(sim)
+    assert all(res[i]["status"] == "ok" and res[i]["max_rel_err"] < 1e-5 for i in ids)
+    ratio = {i: res[i]["per_step_s"] / (sim[i]["dram_cycles"] / 1.98e9) for i in ids}
+    slow = [i for i in ids if sim[i]["waves"] > 1 and "-b4-" in i]
+    assert slow and all(1.4 < ratio[i] < 1.7 for i in slow)
+    assert all(ratio[i] < 1.1 for i in ids if i not in slow)
+    text = " ".join((ROOT / "measurements" / "README.md").read_text().split())
+    for i in ids:
+        assert (f"| {i.removeprefix('csr-')} | {res[i]['per_step_s'] * 1e6:.1f} | "
+                f"{sim[i]['per_step_s'] * 1e6:.1f} | {sim[i]['model_s'] * 1e6:.1f} | "
+                f"{sim[i]['dram_cycles'] / 1.98e9 * 1e6:.1f} | {sim[i]['waves']:.0f} |") in text, i
