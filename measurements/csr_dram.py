@@ -139,19 +139,12 @@ def simulate_into(path: str) -> None:
 
 
 def main(argv: list | None = None) -> int:
-    from measurements.probe import probe_main
+    from measurements.probe import probe_main, take_layer_set
 
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if "--layers" in argv:      # --layers b4: that set's record (GPU run)
-        i = argv.index("--layers")
-        which = (argv[i + 1:i + 2] or [""])[0]
-        if which not in LAYER_SETS:
-            raise SystemExit(f"--layers takes {' or '.join(map(repr, LAYER_SETS))}")
-        del argv[i:i + 2]
-        return probe_main(argv, __doc__, "measurements/csr_dram.py",
-                          lambda out, a: measure(out, a + ["--layers", which], which),
-                          simulate_into)
-    return probe_main(argv, __doc__, "measurements/csr_dram.py", measure, simulate_into)
+    argv, which = take_layer_set(list(sys.argv[1:] if argv is None else argv), LAYER_SETS)
+    flag = [] if which is None else ["--layers", which]     # --layers b4: that set's record
+    return probe_main(argv, __doc__, "measurements/csr_dram.py",
+                      lambda out, a: measure(out, a + flag, which), simulate_into)
 
 
 if __name__ == "__main__":

@@ -317,20 +317,13 @@ def simulate_into(path: str) -> None:
 
 
 def main(argv: list | None = None) -> int:
-    from measurements.probe import probe_main
+    from measurements.probe import probe_main, take_layer_set
 
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if "--layers" in argv:      # --layers regimes | l1edge: those layers' record (GPU run)
-        i = argv.index("--layers")
-        which = (argv[i + 1:i + 2] or [""])[0]
-        if which not in LAYER_SETS:
-            raise SystemExit(f"--layers takes {' or '.join(map(repr, LAYER_SETS))} "
-                             "(REGIME_LAYERS, L1EDGE_LAYERS)")
-        del argv[i:i + 2]
-        return probe_main(argv, __doc__, os.path.relpath(__file__),
-                          lambda out, a: measure(out, a + ["--layers", which], which),
-                          simulate_into)
-    return probe_main(argv, __doc__, os.path.relpath(__file__), measure, simulate_into)
+    # --layers regimes | l1edge: those layers' record (GPU run)
+    argv, which = take_layer_set(list(sys.argv[1:] if argv is None else argv), LAYER_SETS)
+    flag = [] if which is None else ["--layers", which]
+    return probe_main(argv, __doc__, os.path.relpath(__file__),
+                      lambda out, a: measure(out, a + flag, which), simulate_into)
 
 
 if __name__ == "__main__":

@@ -105,15 +105,12 @@ def summarize_dir(out: str, order: list[str]) -> dict:
 
 def read_page(path: str) -> str | None:
     """A recorded source page: ``path``, or its gzipped copy ``path + ".gz"`` (the recorded
-    pages are kept gzipped; :func:`measurements.probe.record_path`); None where neither exists."""
-    import gzip
+    pages are kept gzipped; :func:`measurements.probe.open_record`); None where neither exists."""
+    from measurements.probe import open_record, record_path
 
-    from measurements.probe import record_path
-
-    path = record_path(path)
-    if not os.path.exists(path):
+    if not os.path.exists(record_path(path)):
         return None
-    with (gzip.open(path, "rt") if path.endswith(".gz") else open(path)) as f:
+    with open_record(path) as f:
         return f.read()
 
 

@@ -485,14 +485,33 @@ def record_path(path: str) -> str:
     return path
 
 
-def read_record(path: str) -> dict:
-    """A probe's record (JSON) at ``path``, or at ``path + ".gz"`` (:func:`record_path`)."""
+def open_record(path: str):
+    """A recorded file's text, opened for reading: ``path``, or ``path + ".gz"``
+    (:func:`record_path`) through gzip."""
     import gzip
-    import json
 
     path = record_path(str(path))
-    with (gzip.open(path, "rt") if path.endswith(".gz") else open(path)) as f:
+    return gzip.open(path, "rt") if path.endswith(".gz") else open(path)
+
+
+def read_record(path: str) -> dict:
+    """A probe's record (JSON) at ``path``, or at ``path + ".gz"`` (:func:`record_path`)."""
+    import json
+
+    with open_record(path) as f:
         return json.load(f)
+
+
+def take_layer_set(argv: list, sets) -> tuple[list, str | None]:
+    """``--layers NAME`` taken out of ``argv``: the rest and NAME, one of ``sets`` (else one
+    SystemExit naming those accepted); ``(argv, None)`` without the option."""
+    if "--layers" not in argv:
+        return argv, None
+    i = argv.index("--layers")
+    which = (argv[i + 1:i + 2] or [""])[0]
+    if which not in sets:
+        raise SystemExit(f"--layers takes {' or '.join(map(repr, sets))}")
+    return argv[:i] + argv[i + 2:], which
 
 
 def save_record(path: str, rec: dict) -> None:

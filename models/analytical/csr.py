@@ -201,8 +201,8 @@ def csr_step_cycles(spec, N, R, B, d, cell: str = "rnn") -> dict:
     rb = np.clip(np.ceil(VEC * np.ceil(np.maximum(mu + sig * ndtri(last), 1.0) / VEC) / CHUNK),
                  1, r)
     # a later wave's chain without the DRAM FIFO's wait (the step's first round only); its own
-    # rounds, r C (a middle wave) or r_b C (the last), shrink by its share of the DRAM stream,
-    # which the rounds already hold (every row's values and indices once)
+    # rounds, r C (a middle wave) or r_b C (the last), shrink by its share of the rounds that
+    # the L2 or the DRAM bounds, which already pass every row once (later waves' rows included)
     C = (one["chain"] - one["chain_fifo"]) / r
     P, E = one["prologue"], one["epilogue"]
     share_mid = np.minimum(units / np.maximum(Nf, 1.0), 1.0) * one["shared_bound"]
@@ -386,8 +386,10 @@ def _csr_row_per_warp(spec, N, R, B, d, cell: str = "rnn"):
     """Cycles of one step of the CSR row-per-warp kernel (``kernels_ir/kernels/csr_baseline.py``)
     for random Bernoulli(d) rows of ``N`` columns, ``R`` rows, batch ``B`` (arrays): a dict of
     arrays ``prologue``, ``loop``, ``epilogue``, ``partition`` (cycles, summed) and the loop's
-    bounds ``l1tex``, ``l2``, ``dram``, ``chain`` (cycles, inside ``loop``), and ``chain_fifo``,
-    the chain's wait for the DRAM FIFO that serves every row's values first. See the module
+    bounds ``l1tex``, ``l2``, ``dram``, ``chain`` (cycles, inside ``loop``), ``chain_fifo``, the
+    chain's wait for the DRAM FIFO that serves every row's values first (the first round's), and
+    ``shared_bound``, the rounds that the L2 or the DRAM bounds (for :func:`csr_step_cycles`'s
+    later waves). See the module
     docstring for the mechanisms; every number is a spec field or an instruction count.
     ``cell`` gru / lstm: ``R = G N`` gate rows, a warp per unit running its G rows back to back
     (the G phases' rounds in sequence, each phase ``N`` rows in flight), then the cell's
