@@ -1,0 +1,373 @@
+"""Where a large slot's exchange goes: per-group clock stamps inside the campaign's Lamport and
+barrier kernels at layers whose h takes several staging groups (GPU, then the simulator).
+
+    PYTHONPATH=. python3 measurements/exchange_groups.py --out $OUT    # exchange_groups.json
+    python measurements/exchange_groups.py --simulate measurements/h200/exchange_groups.json
+
+Why: on the H200 draws the simulator prices the Lamport kernel's saving over the barrier kernel
+(the same body, wide loads and optimal layout) too large, the most from hidden 2000 up at batch
+4 and 8. There the GPU's Lamport kernel is 1-5% slower than its barrier kernel, the simulator's
+3-5% faster. Those layers stage h into shared memory in several groups of 4096 words (256
+threads x four 16-byte loads), one group after the other; the Lamport kernel polls each group
+until no word holds the sentinel. ``lamport_trace.py`` stamps one-group layers only.
+
+Both kernels are generated from the IR as always; only their CUDA text is stamped. Lane 0 of
+every warp writes, per step, into a buffer of its own (``clock64`` unless said):
+
+- ``t0``: the top of the step; ``g0``: ``%globaltimer`` next to it;
+- ``tp``: Lamport: right before the first group's first poll; barrier: right after the
+  ``__syncthreads`` that follows the grid barrier's spin;
+- ``e0`` .. ``e7``: Lamport: when the poll loop of group ``g`` exits (every word of it seen);
+  barrier: when group ``g``'s first load has arrived (a ``MOV`` reads its register, so the
+  in-order warp stalls on the load), right before its shared stores;
+- ``q0`` .. ``q7``: Lamport: the polls of group ``g`` (1: no re-poll); barrier: 0;
+- ``t2``: after the ``__syncthreads`` that ends the staging; ``t3``: the end of the step.
+
+Per layer: the plain kernels' launches (values checked), the stamped ones (values checked), and
+the Lamport kernel with every slot already written (``inplace``: no poll waits, the exchange's
+own cost). The simulator's counterpart takes the issue cycles of the same instructions: the
+step's first and last, the first poll (Lamport) or the first instruction after the first
+barrier (barrier), the first shared store of each group, and the first instruction after the
+staging barrier; its re-polls are counted per group.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+STEPS = 48
+SIM_STEPS = 8
+SEED = 7
+GROUP_WORDS = 4096
+MAX_GROUPS = 8
+# several staging groups at batch 1-8 in the regime of the draws' gap (hidden 2000-6200), one
+# group as a control; shapes and densities of no draw, the matrices of seed 7
+LAYERS = ((2304, 4, 0.1), (3072, 4, 0.05), (4096, 4, 0.02), (2048, 8, 0.05), (3584, 8, 0.02),
+          (5120, 2, 0.05), (6144, 1, 0.03), (1024, 4, 0.05))
+FIELDS = ("t0", "g0", "tp", "t2", "t3", *(f"e{g}" for g in range(MAX_GROUPS)),
+          *(f"q{g}" for g in range(MAX_GROUPS)))
+E, Q = FIELDS.index("e0"), FIELDS.index("q0")
+KERNELS = ("lamport", "barrier")
+TS_BUFFER = "ts"
+GROUP_STORE = "*reinterpret_cast<float4*>(&s_h_s[r_first]) ="
+
+
+def groups_of(h: int, b: int) -> int:
+    return -(-h * b // GROUP_WORDS)
+
+
+def build(h: int, b: int, d: float, steps: int, spec, sync: str):
+    """The campaign's sparse kernel (wide loads, optimal layout) with ``sync`` (seed 7)."""
+    from kernels_ir.errors import InputError
+    from kernels_ir.kernels.sparse_rnn import build_sparse_rnn, make_layer
+
+    if sync not in KERNELS:
+        raise InputError(f"sync={sync!r}: accepted {', '.join(KERNELS)}")
+    if groups_of(h, b) > MAX_GROUPS:
+        raise InputError(f"hidden x batch = {h * b}: at most {MAX_GROUPS * GROUP_WORDS} words "
+                         f"({MAX_GROUPS} staging groups) are stamped")
+    return build_sparse_rnn(make_layer(h, b, d, steps, SEED), spec, sync=sync,
+                            wide_loads=True, layout="optimal")
+
+
+def _once(code: str, what: str, text: str) -> None:
+    if code.count(text) != 1:
+        raise AssertionError(f"{what} not found once ({code.count(text)} times)")
+
+
+def _before_group_store(code: str, text: str) -> str:
+    """``code`` with ``text`` inserted before the statement that stores a group's first chunk
+    into shared memory (its ``if (r_inside_0)`` where a group is partly outside the slot)."""
+    i = code.rfind("\n", 0, code.index(GROUP_STORE)) + 1
+    j = code.rfind("\n", 0, i - 1) + 1
+    if code[j:i].strip() == "if (r_inside_0) {":
+        i = j
+    return code[:i] + text + code[i:]
+
+
+def instrumented_code(code: str, steps: int, sync: str) -> str:
+    """The generated CUDA of either kernel with the module docstring's stamps (``g_ts``: one
+    int per field, warp, CTA and step). Raises if the code does not have the expected shape,
+    so that a change of the generator cannot silently move a stamp."""
+    from measurements.probe import stamp_loop_end
+
+    nf = len(FIELDS)
+    loop = f"for (r_t = 0; r_t < {steps}; r_t += 1) {{\n"
+    _once(code, "time loop", loop)
+    top = (f"{loop}        const unsigned int ts_i = ((r_t * gridDim.x + blockIdx.x) * "
+           f"(blockDim.x >> 5) + (threadIdx.x >> 5)) * {nf}u;\n"
+           "        const bool ts_w = (threadIdx.x & 31u) == 0u;\n"
+           "        unsigned int ts_polls = 0u;\n"
+           "        if (ts_w) { unsigned long long g; asm volatile(\"mov.u64 %0, %%globaltimer;\""
+           " : \"=l\"(g)); g_ts[ts_i + 0] = (int)clock64(); g_ts[ts_i + 1] = (int)g; }\n")
+    head, _, body = code.partition(loop)
+    sync_line = "        __syncthreads();\n"
+    stamp = "        if (ts_w) g_ts[ts_i + {k}] = (int)clock64();\n"
+    _once(body, "a staging group's first shared store", GROUP_STORE)
+    if sync == "lamport":
+        spin = "/* spin loop 0: lamport_poll"
+        _once(body, "poll loop", spin)
+        body = body.replace(spin, "if (ts_w && r_g == 0) g_ts[ts_i + 2] = (int)clock64();\n"
+                            "            " + spin)
+        brk = "if (!r_warp_waiting) break;"
+        _once(body, "poll exit", brk)
+        body = body.replace(brk, "++ts_polls; " + brk)
+        tail = "if ((spin_0 & 1023u) == 0u && err_seen(g___err)) break;\n            }\n"
+        _once(body, "end of the poll loop", tail)
+        body = body.replace(tail, tail + (
+            f"            if (ts_w && r_g < {MAX_GROUPS}) {{ g_ts[ts_i + {E} + r_g] = "
+            f"(int)clock64(); g_ts[ts_i + {Q} + r_g] = (int)ts_polls; }}\n"
+            "            ts_polls = 0u;\n"))
+        parts = body.split(sync_line)
+        if len(parts) != 2:
+            raise AssertionError(f"{len(parts) - 1} __syncthreads in the time loop, expected 1")
+        body = parts[0] + sync_line + stamp.format(k=3) + parts[1]
+    else:
+        parts = body.split(sync_line)
+        if len(parts) != 4:
+            raise AssertionError(f"{len(parts) - 1} __syncthreads in the time loop, expected 3")
+        arrival = (f"            if (ts_w && r_g < {MAX_GROUPS}) {{ int ts_d; asm volatile("
+                   "\"mov.b32 %0, %1;\" : \"=r\"(ts_d) : \"f\"(r_chunk0_0)); "
+                   f"g_ts[ts_i + {E} + r_g] = (int)clock64(); }}\n")
+        parts[1] = _before_group_store(parts[1], arrival)
+        body = (parts[0] + sync_line + stamp.format(k=2) + parts[1] + sync_line
+                + stamp.format(k=3) + sync_line.join(parts[2:]))
+    return stamp_loop_end(head + top + body, 4)
+
+
+def _compile_traced(runner, kernel, sync: str):
+    from measurements.probe import compile_instrumented, with_stamp_buffer
+
+    traced_kernel = with_stamp_buffer(
+        kernel, STEPS * kernel.grid * (kernel.block // 32) * len(FIELDS), suffix="_traced",
+        name=TS_BUFFER)
+    traced = compile_instrumented(runner, traced_kernel,
+                                  lambda c: instrumented_code(c, STEPS, sync), cooperative=True)
+    runner.check_grid(traced)
+    return traced, traced_kernel.buffers[-1].size
+
+
+def summarise(st: dict, groups: int, step_ns: float) -> dict:
+    """Per-step medians (ns) of per-warp arrays (steps, CTAs, warps) of the stamps ``st``
+    (``t0``, ``tp``, ``t2``, ``t3``, ``e0``.., ``q0``.. on one clock per SM; NaN where a warp
+    has no stamp): ``head`` (tp - t0), ``group_ns`` (the first from ``tp``, each next from the
+    previous group's ``e``), ``staging_tail`` (t2 - the last group's ``e``), ``exchange`` (t2 -
+    t0), ``body`` (t3 - t2), the polls a warp makes per group (mean) and ``step_ns``."""
+    import warnings
+
+    import numpy as np
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        med = lambda x: float(np.nanmedian(x))    # noqa: E731
+        e = [st[f"e{g}"] for g in range(groups)]
+        prev = [st["tp"], *e[:-1]]
+        return {"step_ns": step_ns, "head_ns": med(st["tp"] - st["t0"]),
+                "group_ns": [med(a - p) for a, p in zip(e, prev, strict=True)],
+                "staging_tail_ns": med(st["t2"] - e[-1]),
+                "exchange_ns": med(st["t2"] - st["t0"]),
+                "exchange_cta_max_ns": med(np.nanmax(st["t2"] - st["t0"], axis=2)),
+                "body_ns": med(st["t3"] - st["t2"]),
+                "polls": [float(np.nanmean(st[f"q{g}"])) for g in range(groups)]}
+
+
+def gpu_summary(ts, clock_hz: float, groups: int) -> dict:
+    """:func:`summarise` of the GPU's stamps (steps, CTAs, warps, fields), steps 8 to the
+    last but one: each stamp placed by its 32-bit difference from warp 0's ``t0`` of its step
+    (those unwrapped over the steps), so a clock's wrap cannot split a step."""
+    import numpy as np
+
+    from measurements.probe import wrap32
+
+    t = ts.astype(np.int64)[8:-1]
+    ns = 1e9 / clock_hz
+    base = np.unwrap(t[:, :, 0, 0].astype(np.float64), period=2 ** 32, axis=0)[..., None]
+    st = {f: (base + wrap32(t[..., i] - t[:, :, :1, 0])) * ns
+          for i, f in enumerate(FIELDS) if f != "g0" and not f.startswith("q")}
+    st |= {f"q{g}": t[..., Q + g].astype(float) for g in range(MAX_GROUPS)}
+    step = float(np.median(np.diff(st["t0"], axis=0)))
+    return summarise(st, groups, step)
+
+
+def stamp_layer(runner, spec, h: int, b: int, d: float) -> dict:
+    """One layer on the GPU: per kernel the plain launches and the stamped ones (values
+    checked against the float64 reference), and the Lamport kernel's stamped launches with
+    every slot already written (``inplace``)."""
+    import numpy as np
+
+    from gpusim.backends.cupy_backend import _time_launch
+
+    cp = runner.cp
+    groups = groups_of(h, b)
+    out = {"groups": groups}
+    for sync in KERNELS:
+        prog = build(h, b, d, STEPS, spec, sync)
+        plain = runner.compile(prog.kernel, cooperative=True)
+        runner.check_grid(plain)
+        traced, ts_size = _compile_traced(runner, prog.kernel, sync)
+        runs = [("plain", plain, 0, None), ("stamped", traced, ts_size, None)]
+        filled = None
+        for name, comp, size, start in runs:
+            inputs = dict(prog.inputs)
+            if size:
+                inputs[TS_BUFFER] = np.zeros(size, np.int32)
+            if start is not None:
+                inputs["hseq"] = start
+            bufs = runner.device_buffers(comp, inputs)
+            pristine = {k: cp.asarray(inputs[k]) for k in ("hseq", "counter") if k in inputs}
+
+            def reset(bb, pristine=pristine):
+                for k, v in pristine.items():
+                    bb[k][...] = v
+                bb["__err"][...] = 0
+            times = [_time_launch(cp, runner, comp, bufs, reset) for _ in range(7)]
+            got = {n: cp.asnumpy(v) for n, v in bufs.items()}
+            err = float(prog.max_rel_err(got))
+            if not err <= 1e-3:
+                raise AssertionError(f"{sync} {name}: values differ from the reference ({err})")
+            entry = {"launch_s": sorted(times), "max_rel_err": err}
+            if size:
+                ts = got[TS_BUFFER].reshape(STEPS, prog.kernel.grid, prog.kernel.block // 32,
+                                            len(FIELDS))
+                entry["summary"] = gpu_summary(ts, spec.clock_hz, groups)
+            key = f"{sync}_{name}"
+            out[key] = entry
+            if sync == "lamport" and name == "plain":
+                filled = got["hseq"].copy()
+                runs.append(("inplace", traced, ts_size, filled))
+    return out
+
+
+def simulate_layer(spec, h: int, b: int, d: float, sync: str, prefilled: bool = False,
+                   steps: int = SIM_STEPS) -> dict:
+    """The simulator's counterpart of :func:`gpu_summary` (buffers warm in L2, steps 2 to
+    the last but one), the values checked; ``prefilled``: the Lamport kernel with every slot
+    written before the launch and its stores redirected (``lamport_prefill``: the simulator's
+    staleness rule would re-poll a slot written again with the same value)."""
+    import numpy as np
+
+    from gpusim.engine import simulate
+    from gpusim.engine import timing as tm
+    from kernels_ir.ir import Op, instructions
+    from measurements.lamport_prefill import prefilled_inputs, redirect_stores
+
+    prog = build(h, b, d, steps, spec, sync)
+    kernel, inputs = prog.kernel, prog.inputs
+    if prefilled:
+        first = simulate(kernel, inputs, spec, l2_warm=True)
+        kernel, inputs = redirect_stores(kernel), prefilled_inputs(prog, first.globals["hseq"])
+    ins = list(instructions(kernel))
+    bars = [i for i, x in enumerate(ins) if x.op is Op.BAR]
+    if sync == "lamport":
+        poll = next(i for i, x in enumerate(ins) if x.op is Op.LDG_VOLATILE)
+        tp, stage_bar = {poll}, bars[0]
+    else:
+        poll, stage_bar = None, bars[1]
+        tp = set(range(bars[0] + 1, len(ins)))
+    store = next(i for i, x in enumerate(ins) if x.op is Op.STS and i > min(tp)
+                 and x.srcs[0].buffer.name == "h_s")
+    t2 = set(range(stage_bar + 1, len(ins)))
+    groups = groups_of(h, b)
+    nw = kernel.grid * (kernel.block // 32)
+    rec: dict = {}          # step -> field -> per-warp array
+    original, original_step = tm._Timing._instr, tm._Timing.on_step
+
+    def arr(step, f):
+        return rec.setdefault(step, {}).setdefault(f, np.full(nw, np.nan))
+
+    def instr(self, sid, m, flat, polls, *rest):
+        original(self, sid, m, flat, polls, *rest)
+        step = int(getattr(self, "step_index", -1))
+        if step < 0:
+            return
+        ws = np.arange(self.nw) if m.full else np.flatnonzero(m.wany)
+        if self.replaying:
+            if sid == poll:
+                n = rec.setdefault(step, {}).setdefault("_re", np.zeros(nw))
+                n[ws] += 1
+            return
+        if self.static[sid].folded:
+            return
+        t = self.last[ws]
+        for f, agg in (("t0", np.fmin), ("t3", np.fmax)):
+            a = arr(step, f)
+            a[ws] = agg(a[ws], t)
+        if sid in tp:
+            a = arr(step, "tp")
+            a[ws] = np.fmin(a[ws], t)
+        if sid in t2:
+            a = arr(step, "t2")
+            a[ws] = np.fmin(a[ws], t)
+        if sid == store:       # one issue per group: the group index is the count so far
+            cnt = rec[step].setdefault("_n", np.zeros(nw, int))
+            re = rec[step].get("_re", np.zeros(nw))
+            done = rec[step].setdefault("_re_done", np.zeros(nw))
+            for w, tw in zip(ws, t, strict=True):
+                g = cnt[w]
+                if g < MAX_GROUPS:
+                    arr(step, f"e{g}")[w] = tw
+                    arr(step, f"q{g}")[w] = 1 + re[w] - done[w] if sync == "lamport" else 0
+                done[w] = re[w]
+                cnt[w] += 1
+
+    def on_step(self, step):
+        self._flush()    # what the step issued, timed in ptxas's order, belongs to it
+        self.step_index = getattr(self, "step_index", -1) + 1
+        return original_step(self, step)
+    tm._Timing._instr, tm._Timing.on_step = instr, on_step
+    try:
+        res = simulate(kernel, inputs, spec, l2_warm=True)
+    finally:
+        tm._Timing._instr, tm._Timing.on_step = original, original_step
+    if not prefilled and not prog.max_rel_err(res.globals) <= 1e-3:
+        raise AssertionError(f"h{h}-b{b} {sync}: the simulator's values differ from the reference")
+    keep = sorted(rec)[2:-1]
+    w = kernel.block // 32
+    ns = 1e9 / spec.clock_hz
+    fields = ("t0", "tp", "t2", "t3", *(f"e{g}" for g in range(groups)),
+              *(f"q{g}" for g in range(groups)))
+    st = {f: np.array([rec[s].get(f, np.full(nw, np.nan)) for s in keep]).reshape(
+        len(keep), -1, w) * (1 if f.startswith("q") else ns) for f in fields}
+    out = summarise(st, groups, float(res.per_step_s * 1e9))
+    return out
+
+
+def measure(out: str, argv: list) -> dict:
+    from measurements.probe import record_layers
+
+    def show(key, r):
+        print(key, json.dumps({k: v["summary"] for k, v in r.items()
+                               if isinstance(v, dict) and "summary" in v},
+                              default=lambda x: round(x, 1)), flush=True)
+    return record_layers(out, argv, "exchange_groups.json", LAYERS, stamp_layer, show,
+                         gpu=None, steps=STEPS, fields=list(FIELDS),
+                         kernel="sparse, wide loads, optimal layout: Lamport and barrier")
+
+
+def simulate_into(path: str) -> None:
+    """Add the simulator's values (:func:`simulate_layer`) to the record at ``path``."""
+    from measurements.probe import add_simulated
+
+    def results(spec, rec):
+        out = {}
+        for key, r in rec["results"].items():
+            h, b, d = r["hidden"], r["batch"], r["density"]
+            out[key] = {"lamport": simulate_layer(spec, h, b, d, "lamport"),
+                        "barrier": simulate_layer(spec, h, b, d, "barrier"),
+                        "prefilled": simulate_layer(spec, h, b, d, "lamport", prefilled=True)}
+            print(key, json.dumps(out[key], default=lambda x: round(x, 1)), flush=True)
+        return out
+    add_simulated(path, results, gpu=None, steps=SIM_STEPS)
+
+
+def main(argv: list | None = None) -> int:
+    from measurements.probe import probe_main
+    return probe_main(argv, __doc__, "measurements/exchange_groups.py", measure, simulate_into)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
