@@ -2,6 +2,7 @@
 barrier kernels at layers whose h takes several staging groups (GPU, then the simulator).
 
     PYTHONPATH=. python3 measurements/exchange_groups.py --out $OUT    # exchange_groups.json
+    ... --layers partial --out $OUT     # PARTIAL_LAYERS: exchange_groups_partial.json
     python measurements/exchange_groups.py --simulate measurements/h200/exchange_groups.json
 
 Why: on the H200 draws the simulator prices the Lamport kernel's saving over the barrier kernel
@@ -25,7 +26,10 @@ every warp writes, per step, into a buffer of its own (``clock64`` unless said):
 
 Per layer: the plain kernels' launches (values checked), the stamped ones (values checked), and
 the Lamport kernel with every slot already written (``inplace``: no poll waits, the exchange's
-own cost). The simulator's counterpart takes the issue cycles of the same instructions: the
+own cost), also in the forms of :data:`FORMS` (``inplace_plain``, ``inplace_nocheck``,
+``inplace_plain_nocheck``: which part of a poll group costs what; GPU only).
+
+The simulator's counterpart takes the issue cycles of the same instructions: the
 step's first and last, the first poll (Lamport) or the first instruction after the first
 barrier (barrier), the first shared store of each group, and the first instruction after the
 staging barrier; its re-polls are counted per group.
@@ -52,8 +56,33 @@ FIELDS = ("t0", "g0", "tp", "t2", "t3", *(f"e{g}" for g in range(MAX_GROUPS)),
           *(f"q{g}" for g in range(MAX_GROUPS)))
 E, Q = FIELDS.index("e0"), FIELDS.index("q0")
 KERNELS = ("lamport", "barrier")
+# the Lamport kernel's poll in other forms, run with every slot written before the launch
+# (nothing to wait for, so the values stay right): ``plain``, plain 16-byte loads (L1-cached,
+# as the barrier kernel's staging) in place of the relaxed ones; ``nocheck``, the relaxed loads
+# with no sentinel test (the loop exits after one pass; ptxas drops the compares and the vote);
+# ``plain_nocheck``, both: the barrier kernel's staging inside the Lamport kernel
+# ``distinct`` (``--layers partial``): in a last group partly past the end of the slot, a chunk
+# past the end reads the lane's chunk of the previous group (polled and seen already, so valid
+# while other CTAs still store) instead of re-reading the lane's chunk 0 of this group; run
+# waiting and with every slot written
+FORMS = ("kernel", "plain", "nocheck", "plain_nocheck", "distinct")
+INPLACE_FORMS = ("plain", "nocheck", "plain_nocheck")
+# ``--layers partial``: two staging groups at batch 1 whose second holds 128 to 3072 words (the
+# draws' Lamport kernels at batch 1 with a small last group run 20-30% slower than their barrier
+# kernels on the GPU), one such at batch 4, and a full second group as the control
+PARTIAL_LAYERS = ((4224, 1, 0.03), (4480, 1, 0.03), (4864, 1, 0.03), (5632, 1, 0.03),
+                  (7168, 1, 0.03), (8192, 1, 0.02), (2176, 4, 0.1))
+LAYER_SETS = {"large": LAYERS, "partial": PARTIAL_LAYERS}
 TS_BUFFER = "ts"
 GROUP_STORE = "*reinterpret_cast<float4*>(&s_h_s[r_first]) ="
+
+
+STAGE_GROUP = 4      # chunks a thread loads back to back (kernels_ir.kernels.sparse_rnn)
+
+
+def cap_threads() -> int:
+    from models import capacity as cap
+    return cap.THREADS_PER_CTA
 
 
 def groups_of(h: int, b: int) -> int:
@@ -89,11 +118,35 @@ def _before_group_store(code: str, text: str) -> str:
     return code[:i] + text + code[i:]
 
 
-def instrumented_code(code: str, steps: int, sync: str) -> str:
+def instrumented_code(code: str, steps: int, sync: str, form: str = "kernel") -> str:
     """The generated CUDA of either kernel with the module docstring's stamps (``g_ts``: one
-    int per field, warp, CTA and step). Raises if the code does not have the expected shape,
-    so that a change of the generator cannot silently move a stamp."""
+    int per field, warp, CTA and step), in ``form`` (:data:`FORMS`; Lamport only, for the
+    launches whose slots are all written before the launch). Raises if the code does not have
+    the expected shape, so that a change of the generator cannot silently move a stamp."""
     from measurements.probe import stamp_loop_end
+
+    if form not in FORMS or (form != "kernel" and sync != "lamport"):
+        raise AssertionError(f"form {form!r} of the {sync} kernel")
+    if form in ("plain", "plain_nocheck"):
+        load = "ld.relaxed.gpu.global.v4.f32"
+        if load not in code:
+            raise AssertionError("the poll's relaxed loads not found")
+        code = code.replace(load, "ld.global.v4.f32")
+    if form == "distinct":
+        n = 0
+        for i in range(1, STAGE_GROUP):
+            sel = f"r_bits = r_inside_{i} ? r_bits : r_gfirst;"
+            if sel in code:
+                code = code.replace(sel, f"r_bits = r_inside_{i} ? r_bits : "
+                                    f"(r_gfirst - {GROUP_WORDS - 4 * cap_threads() * i});")
+                n += 1
+        if n != STAGE_GROUP - 1:
+            raise AssertionError(f"{n} chunk address selects found, expected {STAGE_GROUP - 1}"
+                                 " (the distinct form needs a last group partly past the end)")
+    if form in ("nocheck", "plain_nocheck"):
+        vote = "r_warp_waiting = __any_sync(0xffffffffu, r_waiting);"
+        _once(code, "the poll's vote", vote)
+        code = code.replace(vote, "r_warp_waiting = false;")
 
     nf = len(FIELDS)
     loop = f"for (r_t = 0; r_t < {steps}; r_t += 1) {{\n"
@@ -139,14 +192,15 @@ def instrumented_code(code: str, steps: int, sync: str) -> str:
     return stamp_loop_end(head + top + body, 4)
 
 
-def _compile_traced(runner, kernel, sync: str):
+def _compile_traced(runner, kernel, sync: str, form: str = "kernel"):
     from measurements.probe import compile_instrumented, with_stamp_buffer
 
     traced_kernel = with_stamp_buffer(
-        kernel, STEPS * kernel.grid * (kernel.block // 32) * len(FIELDS), suffix="_traced",
-        name=TS_BUFFER)
+        kernel, STEPS * kernel.grid * (kernel.block // 32) * len(FIELDS),
+        suffix="_traced" if form == "kernel" else f"_traced_{form}", name=TS_BUFFER)
     traced = compile_instrumented(runner, traced_kernel,
-                                  lambda c: instrumented_code(c, STEPS, sync), cooperative=True)
+                                  lambda c: instrumented_code(c, STEPS, sync, form),
+                                  cooperative=True)
     runner.check_grid(traced)
     return traced, traced_kernel.buffers[-1].size
 
@@ -193,7 +247,7 @@ def gpu_summary(ts, clock_hz: float, groups: int) -> dict:
     return summarise(st, groups, step)
 
 
-def stamp_layer(runner, spec, h: int, b: int, d: float) -> dict:
+def stamp_layer(runner, spec, h: int, b: int, d: float, distinct: bool = False) -> dict:
     """One layer on the GPU: per kernel the plain launches and the stamped ones (values
     checked against the float64 reference), and the Lamport kernel's stamped launches with
     every slot already written (``inplace``)."""
@@ -239,6 +293,13 @@ def stamp_layer(runner, spec, h: int, b: int, d: float) -> dict:
             if sync == "lamport" and name == "plain":
                 filled = got["hseq"].copy()
                 runs.append(("inplace", traced, ts_size, filled))
+                for form in INPLACE_FORMS:
+                    runs.append((f"inplace_{form}",
+                                 *_compile_traced(runner, prog.kernel, sync, form), filled))
+                if distinct and groups > 1 and h * b % GROUP_WORDS:
+                    comp = _compile_traced(runner, prog.kernel, sync, "distinct")
+                    runs += [("stamped_distinct", *comp, None),
+                             ("inplace_distinct", *comp, filled)]
     return out
 
 
@@ -336,14 +397,18 @@ def simulate_layer(spec, h: int, b: int, d: float, sync: str, prefilled: bool = 
     return out
 
 
-def measure(out: str, argv: list) -> dict:
+def measure(out: str, argv: list, which: str | None = None) -> dict:
     from measurements.probe import record_layers
+
+    which = which or "large"
 
     def show(key, r):
         print(key, json.dumps({k: v["summary"] for k, v in r.items()
                                if isinstance(v, dict) and "summary" in v},
                               default=lambda x: round(x, 1)), flush=True)
-    return record_layers(out, argv, "exchange_groups.json", LAYERS, stamp_layer, show,
+    name = "exchange_groups.json" if which == "large" else "exchange_groups_partial.json"
+    run = (lambda *a: stamp_layer(*a, distinct=True)) if which == "partial" else stamp_layer
+    return record_layers(out, argv, name, LAYER_SETS[which], run, show,
                          gpu=None, steps=STEPS, fields=list(FIELDS),
                          kernel="sparse, wide loads, optimal layout: Lamport and barrier")
 
@@ -365,8 +430,12 @@ def simulate_into(path: str) -> None:
 
 
 def main(argv: list | None = None) -> int:
-    from measurements.probe import probe_main
-    return probe_main(argv, __doc__, "measurements/exchange_groups.py", measure, simulate_into)
+    from measurements.probe import probe_main, take_layer_set
+
+    argv, which = take_layer_set(list(sys.argv[1:] if argv is None else argv), LAYER_SETS)
+    flag = [] if which is None else ["--layers", which]
+    return probe_main(argv, __doc__, "measurements/exchange_groups.py",
+                      lambda out, a: measure(out, a + flag, which), simulate_into)
 
 
 if __name__ == "__main__":

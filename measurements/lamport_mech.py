@@ -28,7 +28,7 @@ Then an Nsight Compute pass (``--worker``) launches ``NCU_NAMES`` once each and 
 global-load instructions (polls), L2 read/write requests and sectors from the SMs (``tex``) and
 from the other L2 partition (``ltcfabric``). Files under ``--out``: ``lamport_mech.json``,
 ``lamport_mech_ncu_raw.csv`` and ``order.json`` (the Nsight launch order).
-``--simulate FILE`` adds the simulator's values (h100 spec, buffers warm in L2 as after the GPU
+``--simulate FILE`` adds the simulator's values (the measured GPU's spec, buffers warm in L2 as after the GPU
 runner's reset copies, both L2 partition assignments averaged) under ``"simulated"``.
 The line hand-over (``l2_line_handover_cycles``, :mod:`gpusim.engine.l2`) is fitted to the IR
 ring exchange (``measurements/lamport_ring.py --fit-handover``); the ``lmech_ws`` family here is
@@ -273,11 +273,11 @@ def _mean_passes(rec: dict, name: str) -> float:
     return sum(passes) / len(passes)
 
 
-def _simulated(names=None) -> dict:
+def _simulated(names=None, spec_name: str = "h100") -> dict:
     from gpusim.specs import load_spec
 
-    spec = load_spec("h100")
-    sim = {"spec": "h100", "clock_hz": spec.clock_hz, "l2_warm": True,
+    spec = load_spec(spec_name)
+    sim = {"spec": spec_name, "clock_hz": spec.clock_hz, "l2_warm": True,
            "flips_averaged": bool(spec.l2_partitions > 1 and spec.l2_far_extra_cycles),
            "results": {}}
     for name, (_, _, sizes) in ENTRIES.items():
@@ -299,7 +299,10 @@ def _simulated(names=None) -> dict:
 def simulate_into(path: str, names=None) -> None:
     with open(path) as f:
         data = json.load(f)
-    sim = _simulated(names)
+    # the measured GPU's spec (the H100's for the records taken before the H200 was lent)
+    from gpusim.measurements import spec_name_for_gpu
+    gpu = data.get("provenance", {}).get("gpu_name")
+    sim = _simulated(names, spec_name_for_gpu(gpu) if gpu else "h100")
     for name, r in sim["results"].items():
         meas = data.get("results", {}).get(name, {}).get("per_op_s")
         r["measured_per_op_s"] = meas
