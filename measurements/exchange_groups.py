@@ -3,6 +3,8 @@ barrier kernels at layers whose h takes several staging groups (GPU, then the si
 
     PYTHONPATH=. python3 measurements/exchange_groups.py --out $OUT    # exchange_groups.json
     ... --layers partial --out $OUT     # PARTIAL_LAYERS: exchange_groups_partial.json
+    EXCHANGE_FALLBACK=previous ... --layers partial --out $OUT   # today's kernel, no forms:
+                                        # exchange_groups_partial_previous.json
     python measurements/exchange_groups.py --simulate measurements/h200/exchange_groups.json
 
 Why: on the H200 draws the simulator prices the Lamport kernel's saving over the barrier kernel
@@ -78,6 +80,10 @@ GROUP_STORE = "*reinterpret_cast<float4*>(&s_h_s[r_first]) ="
 
 
 STAGE_GROUP = 4      # chunks a thread loads back to back (kernels_ir.kernels.sparse_rnn)
+# the Lamport kernel as both records measured it: a chunk past the end of the slot re-read the
+# lane's chunk 0 (``sparse_rnn.PARTIAL_GROUP_FALLBACK`` was "chunk0" until these records showed
+# its cost); the ``distinct`` form is the kernel since then
+FALLBACK = os.environ.get("EXCHANGE_FALLBACK", "chunk0")
 
 
 def cap_threads() -> int:
@@ -89,8 +95,10 @@ def groups_of(h: int, b: int) -> int:
     return -(-h * b // GROUP_WORDS)
 
 
-def build(h: int, b: int, d: float, steps: int, spec, sync: str):
-    """The campaign's sparse kernel (wide loads, optimal layout) with ``sync`` (seed 7)."""
+def build(h: int, b: int, d: float, steps: int, spec, sync: str, fallback: str = FALLBACK):
+    """The campaign's sparse kernel (wide loads, optimal layout) with ``sync`` (seed 7); its
+    Lamport staging with ``fallback`` (``kernels_ir.kernels.sparse_rnn.FALLBACKS``)."""
+    import kernels_ir.kernels.sparse_rnn as sr
     from kernels_ir.errors import InputError
     from kernels_ir.kernels.sparse_rnn import build_sparse_rnn, make_layer
 
@@ -99,8 +107,14 @@ def build(h: int, b: int, d: float, steps: int, spec, sync: str):
     if groups_of(h, b) > MAX_GROUPS:
         raise InputError(f"hidden x batch = {h * b}: at most {MAX_GROUPS * GROUP_WORDS} words "
                          f"({MAX_GROUPS} staging groups) are stamped")
-    return build_sparse_rnn(make_layer(h, b, d, steps, SEED), spec, sync=sync,
-                            wide_loads=True, layout="optimal")
+    if fallback not in sr.FALLBACKS:
+        raise InputError(f"fallback={fallback!r}: accepted {', '.join(sr.FALLBACKS)}")
+    before, sr.PARTIAL_GROUP_FALLBACK = sr.PARTIAL_GROUP_FALLBACK, fallback
+    try:
+        return build_sparse_rnn(make_layer(h, b, d, steps, SEED), spec, sync=sync,
+                                wide_loads=True, layout="optimal")
+    finally:
+        sr.PARTIAL_GROUP_FALLBACK = before
 
 
 def _once(code: str, what: str, text: str) -> None:
@@ -304,7 +318,7 @@ def stamp_layer(runner, spec, h: int, b: int, d: float, distinct: bool = False) 
 
 
 def simulate_layer(spec, h: int, b: int, d: float, sync: str, prefilled: bool = False,
-                   steps: int = SIM_STEPS) -> dict:
+                   steps: int = SIM_STEPS, fallback: str = FALLBACK) -> dict:
     """The simulator's counterpart of :func:`gpu_summary` (buffers warm in L2, steps 2 to
     the last but one), the values checked; ``prefilled``: the Lamport kernel with every slot
     written before the launch and its stores redirected (``lamport_prefill``: the simulator's
@@ -316,7 +330,7 @@ def simulate_layer(spec, h: int, b: int, d: float, sync: str, prefilled: bool = 
     from kernels_ir.ir import Op, instructions
     from measurements.lamport_prefill import prefilled_inputs, redirect_stores
 
-    prog = build(h, b, d, steps, spec, sync)
+    prog = build(h, b, d, steps, spec, sync, fallback)
     kernel, inputs = prog.kernel, prog.inputs
     if prefilled:
         first = simulate(kernel, inputs, spec, l2_warm=True)
@@ -407,9 +421,12 @@ def measure(out: str, argv: list, which: str | None = None) -> dict:
                                if isinstance(v, dict) and "summary" in v},
                               default=lambda x: round(x, 1)), flush=True)
     name = "exchange_groups.json" if which == "large" else "exchange_groups_partial.json"
-    run = (lambda *a: stamp_layer(*a, distinct=True)) if which == "partial" else stamp_layer
+    if FALLBACK != "chunk0":
+        name = name.replace(".json", f"_{FALLBACK}.json")
+    run = (lambda *a: stamp_layer(*a, distinct=FALLBACK == "chunk0")) \
+        if which == "partial" else stamp_layer
     return record_layers(out, argv, name, LAYER_SETS[which], run, show,
-                         gpu=None, steps=STEPS, fields=list(FIELDS),
+                         gpu=None, steps=STEPS, fields=list(FIELDS), fallback=FALLBACK,
                          kernel="sparse, wide loads, optimal layout: Lamport and barrier")
 
 
@@ -419,11 +436,18 @@ def simulate_into(path: str) -> None:
 
     def results(spec, rec):
         out = {}
+        fb = rec.get("fallback", "chunk0")      # the records before the option: chunk 0
         for key, r in rec["results"].items():
             h, b, d = r["hidden"], r["batch"], r["density"]
-            out[key] = {"lamport": simulate_layer(spec, h, b, d, "lamport"),
+            out[key] = {"lamport": simulate_layer(spec, h, b, d, "lamport", fallback=fb),
                         "barrier": simulate_layer(spec, h, b, d, "barrier"),
-                        "prefilled": simulate_layer(spec, h, b, d, "lamport", prefilled=True)}
+                        "prefilled": simulate_layer(spec, h, b, d, "lamport", prefilled=True,
+                                                    fallback=fb)}
+            if "lamport_stamped_distinct" in r:      # the distinct form: the kernel since then
+                out[key]["lamport_distinct"] = simulate_layer(spec, h, b, d, "lamport",
+                                                              fallback="previous")
+                out[key]["prefilled_distinct"] = simulate_layer(
+                    spec, h, b, d, "lamport", prefilled=True, fallback="previous")
             print(key, json.dumps(out[key], default=lambda x: round(x, 1)), flush=True)
         return out
     add_simulated(path, results, gpu=None, steps=SIM_STEPS)

@@ -28,8 +28,9 @@ Then an Nsight Compute pass (``--worker``) launches ``NCU_NAMES`` once each and 
 global-load instructions (polls), L2 read/write requests and sectors from the SMs (``tex``) and
 from the other L2 partition (``ltcfabric``). Files under ``--out``: ``lamport_mech.json``,
 ``lamport_mech_ncu_raw.csv`` and ``order.json`` (the Nsight launch order).
-``--simulate FILE`` adds the simulator's values (the measured GPU's spec, buffers warm in L2 as after the GPU
-runner's reset copies, both L2 partition assignments averaged) under ``"simulated"``.
+``--simulate FILE`` adds the simulator's values (the measured GPU's spec, buffers warm in L2
+as after the GPU runner's reset copies, both L2 partition assignments averaged) under
+``"simulated"``.
 The line hand-over (``l2_line_handover_cycles``, :mod:`gpusim.engine.l2`) is fitted to the IR
 ring exchange (``measurements/lamport_ring.py --fit-handover``); the ``lmech_ws`` family here is
 its check.

@@ -489,9 +489,19 @@ def _cell_epilogue(bld, cell, j0, gv, xv, cst, val, mine, xaddr, hoff, tmp, h_s,
 
 
 STAGE_GROUP = 4  # 128-bit chunks a thread loads back to back before it checks them
+# What a Lamport poll's chunk past the end of the slot reads, in a last group that is partly
+# past it: "previous", the lane's chunk of the previous group (polled and seen already; where
+# the slot has one group only, the lane's chunk 0), or "chunk0", the lane's chunk 0 of the
+# group again. On the H200 the re-read made the waiting step 3-24% longer at batch 1 and 4 with
+# a small last group and cost nothing without waiting (measurements/h200/
+# exchange_groups_partial.json); the barrier kernel's plain loads keep "chunk0" (L1 serves the
+# re-read).
+PARTIAL_GROUP_FALLBACK = "previous"
+FALLBACKS = ("previous", "chunk0")
 
 
-def _stage_h(bld, sync, g_h, g_cnt, h_s, t, tid, nctas, slot, threads, rotate=None) -> None:
+def _stage_h(bld, sync, g_h, g_cnt, h_s, t, tid, nctas, slot, threads, rotate=None,
+             fallback: str | None = None) -> None:
     """Copy slot t of hseq into h_s (see the module docstring, step 1).
 
     Each thread owns chunks ``tid + n * threads`` of 4 words. They are handled in groups of
@@ -504,6 +514,9 @@ def _stage_h(bld, sync, g_h, g_cnt, h_s, t, tid, nctas, slot, threads, rotate=No
     read different sectors at the same time.
 
     ``sync`` :data:`LOCAL` with ``t`` None: slot 0 (h_0) with plain loads, before the time loop.
+
+    ``fallback`` (Lamport; None: :data:`PARTIAL_GROUP_FALLBACK`): what a chunk past the end of
+    the slot reads (:data:`FALLBACKS`).
     """
     if sync == "barrier":
         is0 = bld.isetp("eq", tid, 0, dst=bld.reg(PRED, "wait_t0"))
@@ -516,11 +529,11 @@ def _stage_h(bld, sync, g_h, g_cnt, h_s, t, tid, nctas, slot, threads, rotate=No
     chunks = -(-slot // (4 * threads))
     group = min(STAGE_GROUP, chunks)
     # every chunk of every group lies inside the slot: no guard at all. Otherwise one guard for
-    # the group, and a chunk past the end re-reads chunk 0 (value masked out below): the
-    # group's loads stay in one block. A load under its own ``if`` lets ptxas interleave
-    # each load with the previous chunk's checks or STS, and the in-order warp then stalls on
-    # them before it issues the next load: one L2 round trip per chunk instead of per group
-    # (seen in the H100 SASS and PC sampling, measurements/README.md).
+    # the group, and a chunk past the end reads a defined word (value masked out below; see
+    # ``fallback``): the group's loads stay in one block. A load under its own ``if`` lets
+    # ptxas interleave each load with the previous chunk's checks or STS, and the in-order warp
+    # then stalls on them before it issues the next load: one L2 round trip per chunk instead
+    # of per group (seen in the H100 SASS and PC sampling, measurements/README.md).
     aligned = slot % (4 * threads * group) == 0
     chunk = [bld.reg(F32, f"chunk{i}", 4) for i in range(group)]
     inside = None if aligned else bld.reg(PRED, "inside", group)
@@ -536,6 +549,12 @@ def _stage_h(bld, sync, g_h, g_cnt, h_s, t, tid, nctas, slot, threads, rotate=No
     # at once on the barrier kernel: more registers than counted, and a schedule the simulator
     # does not run)
     n_groups = -(-chunks // group)
+    fallback = PARTIAL_GROUP_FALLBACK if fallback is None else fallback
+    if fallback not in FALLBACKS:
+        raise InputError(f"fallback={fallback!r}: accepted {', '.join(FALLBACKS)}")
+    # only the last group can be partly past the end; with two groups or more the lane's chunk
+    # of the group before it lies 4 x threads x group words back
+    previous = sync == "lamport" and fallback == "previous" and n_groups > 1
     with bld.loop("g", 0, n_groups, kind="seq") as g:
         if rotate is not None:
             grot = bld.reg(I32, "grot")
@@ -554,13 +573,17 @@ def _stage_h(bld, sync, g_h, g_cnt, h_s, t, tid, nctas, slot, threads, rotate=No
                     op(g_h, gfirst, offset=4 * threads * i, width=4, dst=chunk[i])
                 return
             # one guard for the whole group (a lane outside chunk 0 is outside them all); a
-            # later chunk past the end re-reads the lane's chunk 0 (a sector it polls anyway,
-            # not a hot one other lanes wait on)
+            # later chunk past the end reads ``fallback``'s word
             with bld.if_(inside[0]):
                 op(g_h, gfirst, width=4, dst=chunk[0])
                 for i in range(1, group):
-                    bld.iadd(gfirst, 4 * threads * i, dst=bits)
-                    bld.sel(inside[i], bits, gfirst, dst=bits)
+                    if previous:    # past the end: the previous group's chunk i
+                        bld.sel(inside[i], 4 * threads * i, 4 * threads * (i - group),
+                                dst=bits)
+                        bld.iadd(gfirst, bits, dst=bits)
+                    else:
+                        bld.iadd(gfirst, 4 * threads * i, dst=bits)
+                        bld.sel(inside[i], bits, gfirst, dst=bits)
                     op(g_h, bits, width=4, dst=chunk[i])
 
         if sync == "lamport":
