@@ -179,9 +179,8 @@ def stamp_layer(runner, spec, h: int, b: int, d: float) -> dict:
     reference (plain and stamped)."""
     import numpy as np
 
-    from gpusim.backends.cupy_backend import _time_launch
+    from measurements.probe import time_launches
 
-    cp = runner.cp
     out = {}
     for variant in VARIANTS:
         prog = build(h, b, d, STEPS, spec, variant)
@@ -194,16 +193,8 @@ def stamp_layer(runner, spec, h: int, b: int, d: float) -> dict:
             inputs = dict(prog.inputs)
             if ts_size:
                 inputs[TS_BUFFER] = np.zeros(ts_size, np.int32)
-            bufs = runner.device_buffers(comp, inputs)
-            pristine = {k: cp.asarray(inputs[k]) for k in ("hseq", "counter") if k in inputs}
-
-            def reset(bb, pristine=pristine):
-                for k, v in pristine.items():
-                    bb[k][...] = v
-                bb["__err"][...] = 0
-            times = [_time_launch(cp, runner, comp, bufs, reset) for _ in range(7)]
-            got = {n: cp.asnumpy(v) for n, v in bufs.items()}
-            entry = {"launch_s": sorted(times)}
+            times, got = time_launches(runner, comp, inputs)
+            entry = {"launch_s": times}
             if variant == "full":
                 err = float(prog.max_rel_err(got))
                 if not err <= 1e-3:
@@ -224,9 +215,8 @@ def simulate_layer(spec, h: int, b: int, d: float, steps: int = SIM_STEPS,
     checked."""
     import numpy as np
 
-    from gpusim.engine import simulate
-    from gpusim.engine import timing as tm
     from kernels_ir.ir import Op, instructions
+    from measurements.probe import simulate_stepping
 
     prog = build(h, b, d, steps, spec, variant)
     ins = list(instructions(prog.kernel))
@@ -239,10 +229,8 @@ def simulate_layer(spec, h: int, b: int, d: float, steps: int = SIM_STEPS,
              "t3": (range(len(ins)), np.fmax)}
     ids = {k: set(v[0]) for k, v in spans.items()}
     rec = {k: {} for k in spans}
-    original, original_step = tm._Timing._instr, tm._Timing.on_step
 
     def instr(self, sid, m, flat, polls, *rest):
-        original(self, sid, m, flat, polls, *rest)
         step = int(getattr(self, "step_index", -1))
         if self.replaying or step < 0 or self.static[sid].folded:
             return
@@ -252,15 +240,7 @@ def simulate_layer(spec, h: int, b: int, d: float, steps: int = SIM_STEPS,
                 a = rec[k].setdefault(step, np.full(self.nw, np.nan))
                 a[ws] = agg(a[ws], self.last[ws])
 
-    def on_step(self, step):
-        self._flush()    # what the step issued, timed in ptxas's order, belongs to it
-        self.step_index = getattr(self, "step_index", -1) + 1
-        return original_step(self, step)
-    tm._Timing._instr, tm._Timing.on_step = instr, on_step
-    try:
-        res = simulate(prog.kernel, prog.inputs, spec, l2_warm=True)
-    finally:
-        tm._Timing._instr, tm._Timing.on_step = original, original_step
+    res = simulate_stepping(prog.kernel, prog.inputs, spec, instr)
     if variant == "full" and not prog.max_rel_err(res.globals) <= 1e-3:
         raise AssertionError(f"h{h}-b{b}: the simulator's values differ from the reference")
     keep = sorted(rec["t0"])[2:-1]

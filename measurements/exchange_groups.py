@@ -267,9 +267,8 @@ def stamp_layer(runner, spec, h: int, b: int, d: float, distinct: bool = False) 
     every slot already written (``inplace``)."""
     import numpy as np
 
-    from gpusim.backends.cupy_backend import _time_launch
+    from measurements.probe import time_launches
 
-    cp = runner.cp
     groups = groups_of(h, b)
     out = {"groups": groups}
     for sync in KERNELS:
@@ -285,19 +284,11 @@ def stamp_layer(runner, spec, h: int, b: int, d: float, distinct: bool = False) 
                 inputs[TS_BUFFER] = np.zeros(size, np.int32)
             if start is not None:
                 inputs["hseq"] = start
-            bufs = runner.device_buffers(comp, inputs)
-            pristine = {k: cp.asarray(inputs[k]) for k in ("hseq", "counter") if k in inputs}
-
-            def reset(bb, pristine=pristine):
-                for k, v in pristine.items():
-                    bb[k][...] = v
-                bb["__err"][...] = 0
-            times = [_time_launch(cp, runner, comp, bufs, reset) for _ in range(7)]
-            got = {n: cp.asnumpy(v) for n, v in bufs.items()}
+            times, got = time_launches(runner, comp, inputs)
             err = float(prog.max_rel_err(got))
             if not err <= 1e-3:
                 raise AssertionError(f"{sync} {name}: values differ from the reference ({err})")
-            entry = {"launch_s": sorted(times), "max_rel_err": err}
+            entry = {"launch_s": times, "max_rel_err": err}
             if size:
                 ts = got[TS_BUFFER].reshape(STEPS, prog.kernel.grid, prog.kernel.block // 32,
                                             len(FIELDS))
@@ -326,9 +317,9 @@ def simulate_layer(spec, h: int, b: int, d: float, sync: str, prefilled: bool = 
     import numpy as np
 
     from gpusim.engine import simulate
-    from gpusim.engine import timing as tm
     from kernels_ir.ir import Op, instructions
     from measurements.lamport_prefill import prefilled_inputs, redirect_stores
+    from measurements.probe import simulate_stepping
 
     prog = build(h, b, d, steps, spec, sync, fallback)
     kernel, inputs = prog.kernel, prog.inputs
@@ -349,13 +340,10 @@ def simulate_layer(spec, h: int, b: int, d: float, sync: str, prefilled: bool = 
     groups = groups_of(h, b)
     nw = kernel.grid * (kernel.block // 32)
     rec: dict = {}          # step -> field -> per-warp array
-    original, original_step = tm._Timing._instr, tm._Timing.on_step
-
     def arr(step, f):
         return rec.setdefault(step, {}).setdefault(f, np.full(nw, np.nan))
 
     def instr(self, sid, m, flat, polls, *rest):
-        original(self, sid, m, flat, polls, *rest)
         step = int(getattr(self, "step_index", -1))
         if step < 0:
             return
@@ -389,15 +377,7 @@ def simulate_layer(spec, h: int, b: int, d: float, sync: str, prefilled: bool = 
                 done[w] = re[w]
                 cnt[w] += 1
 
-    def on_step(self, step):
-        self._flush()    # what the step issued, timed in ptxas's order, belongs to it
-        self.step_index = getattr(self, "step_index", -1) + 1
-        return original_step(self, step)
-    tm._Timing._instr, tm._Timing.on_step = instr, on_step
-    try:
-        res = simulate(kernel, inputs, spec, l2_warm=True)
-    finally:
-        tm._Timing._instr, tm._Timing.on_step = original, original_step
+    res = simulate_stepping(kernel, inputs, spec, instr)
     if not prefilled and not prog.max_rel_err(res.globals) <= 1e-3:
         raise AssertionError(f"h{h}-b{b} {sync}: the simulator's values differ from the reference")
     keep = sorted(rec)[2:-1]

@@ -491,9 +491,9 @@ def simulate_layer(spec, h: int, b: int, d: float, steps: int = 8, dense: bool =
     import numpy as np
 
     from gpusim.engine import simulate
-    from gpusim.engine import timing as tm
     from kernels_ir.ir import Op, instructions
     from measurements.lamport_prefill import prefilled_inputs, redirect_stores
+    from measurements.probe import simulate_stepping
 
     def stamps(kernel, inputs):
         ins = list(instructions(kernel))
@@ -511,10 +511,8 @@ def simulate_layer(spec, h: int, b: int, d: float, steps: int = 8, dense: bool =
                  "t2": (range(bar + 1, len(ins)), np.fmin)}
         rec = {k: {} for k in (*pick, *spans)}
         replays: dict = {}
-        original = tm._Timing._instr
 
         def instr(self, sid, m, flat, polls, *rest):
-            original(self, sid, m, flat, polls, *rest)
             step = int(getattr(self, "step_index", -1))
             if self.replaying:       # a replayed poll: one more poll of the warp this step
                 if sid in poll and step >= 0:
@@ -539,17 +537,7 @@ def simulate_layer(spec, h: int, b: int, d: float, steps: int = 8, dense: bool =
                     a = rec[k].setdefault(step, np.full(self.nw, np.nan))
                     a[ws] = agg(a[ws], self.last[ws])
 
-        original_step = tm._Timing.on_step
-
-        def on_step(self, step):
-            self._flush()    # what the step issued, timed in ptxas's order, belongs to it
-            self.step_index = getattr(self, "step_index", -1) + 1
-            return original_step(self, step)
-        tm._Timing._instr, tm._Timing.on_step = instr, on_step
-        try:
-            res = simulate(kernel, inputs, spec, l2_warm=True)
-        finally:
-            tm._Timing._instr, tm._Timing.on_step = original, original_step
+        res = simulate_stepping(kernel, inputs, spec, instr)
         ns = 1e9 / spec.clock_hz
         keep = sorted(rec["t1"])[2:-1]
         R = {k: np.array([rec[k][t] for t in keep]) for k in rec}

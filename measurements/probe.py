@@ -351,6 +351,51 @@ def stamp_loop_end(code: str, field: int) -> str:
     return code
 
 
+def simulate_stepping(kernel, inputs, spec, instr):
+    """``simulate(kernel, inputs, spec, l2_warm=True)`` with ``instr(timing, sid, m, flat,
+    polls, *rest)`` called after the timing model times each instruction (``_Timing._instr``),
+    and ``timing.step_index`` counting the time loop's steps (-1 before the first; what a step
+    issued, timed in ptxas's order, is flushed into it first): how the stepping probes read the
+    simulator's issue cycles beside the GPU's stamps."""
+    from gpusim.engine import simulate
+    from gpusim.engine import timing as tm
+
+    original, original_step = tm._Timing._instr, tm._Timing.on_step
+
+    def hooked(self, sid, m, flat, polls, *rest):
+        original(self, sid, m, flat, polls, *rest)
+        instr(self, sid, m, flat, polls, *rest)
+
+    def on_step(self, step):
+        self._flush()
+        self.step_index = getattr(self, "step_index", -1) + 1
+        return original_step(self, step)
+    tm._Timing._instr, tm._Timing.on_step = hooked, on_step
+    try:
+        return simulate(kernel, inputs, spec, l2_warm=True)
+    finally:
+        tm._Timing._instr, tm._Timing.on_step = original, original_step
+
+
+def time_launches(runner, comp, inputs: dict, repeats: int = 7,
+                  reset: tuple = ("hseq", "counter")) -> tuple[list, dict]:
+    """``repeats`` timed launches of the compiled ``comp`` on ``inputs``, the buffers of
+    ``reset`` that it has (the h slots, the grid counter) and the error flag restored before
+    each: (the times, sorted; every buffer read back after the last)."""
+    from gpusim.backends.cupy_backend import _time_launch
+
+    cp = runner.cp
+    bufs = runner.device_buffers(comp, inputs)
+    pristine = {k: cp.asarray(inputs[k]) for k in reset if k in inputs}
+
+    def restore(bb):
+        for k, v in pristine.items():
+            bb[k][...] = v
+        bb["__err"][...] = 0
+    times = [_time_launch(cp, runner, comp, bufs, restore) for _ in range(repeats)]
+    return sorted(times), {n: cp.asnumpy(v) for n, v in bufs.items()}
+
+
 def with_stamp_buffer(kernel, size: int, suffix: str = "_stamped", name: str = "ts"):
     """``kernel`` renamed ``<name><suffix>`` with an int output buffer ``name`` of ``size``
     words after its own (the generator makes it the parameter ``g_<name>``): the buffer a
