@@ -71,7 +71,7 @@ def copy_draw(src: Path, dest: Path) -> None:
 def add(gpu: str, sources, dry_run: bool = False) -> dict | None:
     from gpusim.cli.crosscheck import _write_bands
     from measurements.merge_crosschecks import merge
-    from measurements.probe import read_record, save_record
+    from measurements.probe import read_record, record_path, save_record
 
     data = ROOT / "measurements" / gpu
     if not data.is_dir():
@@ -80,7 +80,10 @@ def add(gpu: str, sources, dry_run: bool = False) -> dict | None:
     clash = [p.name for p in draws if (data / p.name).exists()]
     if clash:
         raise SystemExit(f"already in {data}: {', '.join(clash)} (a draw is merged once)")
-    merged_path = data / "crosscheck_fresh.json.gz"
+    # the merged record, kept compressed (xz; an older GPU's gzip copy is kept as it is)
+    merged_path = Path(record_path(str(data / "crosscheck_fresh.json")))
+    if not merged_path.exists():
+        merged_path = data / "crosscheck_fresh.json.xz"
     print(f"{len(draws)} draws ({', '.join(p.name for p in draws)}) into {data}; merged into "
           f"{merged_path}")
     if dry_run:
@@ -240,7 +243,7 @@ def main(argv: list | None = None) -> int:
     if args.details:
         from measurements.probe import read_record
 
-        path = ROOT / "measurements" / args.gpu / "crosscheck_fresh.json.gz"
+        path = ROOT / "measurements" / args.gpu / "crosscheck_fresh.json"
         print("\n".join(details(read_record(str(path)))))
         return 0
     if not args.sources:

@@ -125,7 +125,6 @@ def check(gpu: str = "h200") -> dict:
     libraries priced by either (the kernels' own predictions as recorded). Multi-head rows are
     left out (their layers' densities are per head)."""
     import dataclasses
-    import gzip
     import statistics
 
     from gpusim.specs import load_spec
@@ -134,10 +133,10 @@ def check(gpu: str = "h200") -> dict:
 
     spec = load_spec(gpu)
     classes = dataclasses.replace(spec, library_table="")
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), gpu,
-                        "crosscheck_fresh.json.gz")
-    with gzip.open(path, "rt") as f:
-        rec = json.load(f)
+    from measurements.probe import read_record
+
+    rec = read_record(os.path.join(os.path.dirname(os.path.abspath(__file__)), gpu,
+                                   "crosscheck_fresh.json"))   # kept compressed
 
     def price(sp, kind, r, dtype="fp32"):
         return float(predict_many(sp, r["hidden"], r["batch"], r["density"],

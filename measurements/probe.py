@@ -523,24 +523,32 @@ def simulated_slope(spec, build, sizes: tuple, **kw) -> float:
 
 
 def record_path(path: str) -> str:
-    """``path``, or ``path + ".gz"`` where only the gzipped copy of a record is kept (the large
-    records are stored gzipped to keep the repository small)."""
-    if not os.path.exists(path) and os.path.exists(path + ".gz"):
-        return path + ".gz"
+    """``path``, or ``path + ".gz"`` or ``path + ".xz"`` where only a compressed copy of a
+    record is kept (the large records are stored compressed to keep the repository small)."""
+    if not os.path.exists(path):
+        for ext in (".gz", ".xz"):
+            if os.path.exists(path + ext):
+                return path + ext
     return path
 
 
-def open_record(path: str):
-    """A recorded file's text, opened for reading: ``path``, or ``path + ".gz"``
-    (:func:`record_path`) through gzip."""
+def open_record(path: str, mode: str = "rt"):
+    """A recorded file's text, opened (``mode`` "rt" or "wt"): ``path``, or its compressed copy
+    (:func:`record_path`) through gzip (``.gz``) or lzma (``.xz``)."""
     import gzip
+    import lzma
 
     path = record_path(str(path))
-    return gzip.open(path, "rt") if path.endswith(".gz") else open(path)
+    if path.endswith(".gz"):
+        return gzip.open(path, mode)
+    if path.endswith(".xz"):
+        return lzma.open(path, mode, preset=9 | lzma.PRESET_EXTREME) if "w" in mode \
+            else lzma.open(path, mode)
+    return open(path, mode[0])
 
 
 def read_record(path: str) -> dict:
-    """A probe's record (JSON) at ``path``, or at ``path + ".gz"`` (:func:`record_path`)."""
+    """A probe's record (JSON) at ``path``, or at its compressed copy (:func:`record_path`)."""
     import json
 
     with open_record(path) as f:
@@ -560,13 +568,11 @@ def take_layer_set(argv: list, sets) -> tuple[list, str | None]:
 
 
 def save_record(path: str, rec: dict) -> None:
-    """Write a probe's record (JSON, indented; gzipped where ``path`` ends in ``.gz``, or where
-    only the gzipped copy of ``path`` exists: :func:`record_path`)."""
-    import gzip
+    """Write a probe's record (JSON, indented; gzipped where ``path`` ends in ``.gz``, xz where
+    it ends in ``.xz``, or where only such a copy of ``path`` exists: :func:`record_path`)."""
     import json
 
-    path = record_path(str(path))
-    with (gzip.open(path, "wt") if path.endswith(".gz") else open(path, "w")) as f:
+    with open_record(path, "wt") as f:
         json.dump(rec, f, indent=1, default=float)
 
 

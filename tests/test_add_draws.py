@@ -85,7 +85,7 @@ def test_the_readmes_quote_the_details_of_the_h200_draws():
     out-of-sample draws are what the README quotes."""
     from measurements.probe import read_record
 
-    merged = read_record(str(ROOT / "measurements" / "h200" / "crosscheck_fresh.json.gz"))
+    merged = read_record(str(ROOT / "measurements" / "h200" / "crosscheck_fresh.json"))
     lines = ad.details(merged, resamples=5000)
     text = " ".join((ROOT / "README.md").read_text().split())
     per = lines[0].split(": ", 1)[1]

@@ -98,3 +98,21 @@ def test_record_rounds_keeps_every_pass_and_their_mean(monkeypatch, tmp_path):
     times = iter([7e-6])
     rec1 = probe.record_rounds(str(tmp_path), ["p.py"], "s.json", items[:1])
     assert "passes_s" not in rec1 and rec1["results"]["a"]["per_op_s"] == 7e-6
+
+
+@pytest.mark.parametrize("ext", ["", ".gz", ".xz"])
+def test_a_record_is_read_back_by_its_plain_name_whatever_its_compression(tmp_path, ext):
+    """``save_record`` writes plain, gzip or xz by the name's ending; ``read_record`` finds the
+    compressed copy by the plain name, and a later save goes to the copy that exists (the merged
+    records are kept as ``crosscheck_fresh.json.xz`` or ``.gz``)."""
+    import gzip
+    import lzma
+
+    rec = {"a": [1, 2.5], "b": {"c": "d"}}
+    probe.save_record(str(tmp_path / f"r.json{ext}"), rec)
+    raw = (tmp_path / f"r.json{ext}").read_bytes()
+    assert {"": lambda b: b, ".gz": gzip.decompress, ".xz": lzma.decompress}[ext](raw)
+    assert probe.read_record(str(tmp_path / "r.json")) == rec
+    probe.save_record(str(tmp_path / "r.json"), {"e": 1})
+    assert probe.read_record(str(tmp_path / f"r.json{ext}")) == {"e": 1}
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"r.json{ext}"]

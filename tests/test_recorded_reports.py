@@ -78,8 +78,7 @@ def _close(a, b, path="bands"):
 def _merged(gpu: str) -> dict:
     if gpu == "h100":
         return H100_RECORD
-    with gzip.open(ROOT / "measurements" / gpu / "crosscheck_fresh.json.gz", "rt") as f:
-        return json.load(f)
+    return read_record(str(ROOT / "measurements" / gpu / "crosscheck_fresh.json"))
 
 
 @pytest.mark.parametrize("gpu", ["h100", "h200"])

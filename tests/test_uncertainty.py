@@ -8,15 +8,14 @@ import gpusim
 def test_contenders_are_judged_on_the_draws_the_bands_were_not_made_from():
     """``contenders_judged``: the previous bands' contenders on the new draws only (none new:
     None), and ``predict`` quotes the judgement on RNN layers, not on gated ones."""
-    import gzip
     import json
 
     from gpusim.uncertainty import contenders_judged, load_bands
+    from measurements.probe import read_record
 
     root = Path(__file__).resolve().parents[1]
     prev = json.loads((root / "measurements" / "h200" / "error_bands_s111_s116.json").read_text())
-    with gzip.open(root / "measurements" / "h200" / "crosscheck_fresh.json.gz", "rt") as f:
-        cc = json.load(f)
+    cc = read_record(str(root / "measurements" / "h200" / "crosscheck_fresh.json"))
     assert contenders_judged(prev, prev, cc) is None
     new = [f"fresh_2026-11-30_s{n}" for n in (117, 118)]
     j = contenders_judged(prev, {"draws": ", ".join(new + [prev["draws"]])}, cc)
