@@ -492,7 +492,7 @@ STAGE_GROUP = 4  # 128-bit chunks a thread loads back to back before it checks t
 # What a Lamport poll's chunk past the end of the slot reads, in a last group that is partly
 # past it: "previous", the lane's chunk of the previous group (polled and seen already; where
 # the slot has one group only, the lane's chunk 0), or "chunk0", the lane's chunk 0 of the
-# group again. On the H200 the re-read made the waiting step 3-24% longer at batch 1 and 4 with
+# group again. On the H200 the re-read took 3-24% of the waiting step at batch 1 and 4 with
 # a small last group and cost nothing without waiting (measurements/h200/
 # exchange_groups_partial.json); the barrier kernel's plain loads keep "chunk0" (L1 serves the
 # re-read).
