@@ -86,11 +86,6 @@ STAGE_GROUP = 4      # chunks a thread loads back to back (kernels_ir.kernels.sp
 FALLBACK = os.environ.get("EXCHANGE_FALLBACK", "chunk0")
 
 
-def cap_threads() -> int:
-    from models import capacity as cap
-    return cap.THREADS_PER_CTA
-
-
 def groups_of(h: int, b: int) -> int:
     return -(-h * b // GROUP_WORDS)
 
@@ -98,7 +93,6 @@ def groups_of(h: int, b: int) -> int:
 def build(h: int, b: int, d: float, steps: int, spec, sync: str, fallback: str = FALLBACK):
     """The campaign's sparse kernel (wide loads, optimal layout) with ``sync`` (seed 7); its
     Lamport staging with ``fallback`` (``kernels_ir.kernels.sparse_rnn.FALLBACKS``)."""
-    import kernels_ir.kernels.sparse_rnn as sr
     from kernels_ir.errors import InputError
     from kernels_ir.kernels.sparse_rnn import build_sparse_rnn, make_layer
 
@@ -107,14 +101,8 @@ def build(h: int, b: int, d: float, steps: int, spec, sync: str, fallback: str =
     if groups_of(h, b) > MAX_GROUPS:
         raise InputError(f"hidden x batch = {h * b}: at most {MAX_GROUPS * GROUP_WORDS} words "
                          f"({MAX_GROUPS} staging groups) are stamped")
-    if fallback not in sr.FALLBACKS:
-        raise InputError(f"fallback={fallback!r}: accepted {', '.join(sr.FALLBACKS)}")
-    before, sr.PARTIAL_GROUP_FALLBACK = sr.PARTIAL_GROUP_FALLBACK, fallback
-    try:
-        return build_sparse_rnn(make_layer(h, b, d, steps, SEED), spec, sync=sync,
-                                wide_loads=True, layout="optimal")
-    finally:
-        sr.PARTIAL_GROUP_FALLBACK = before
+    return build_sparse_rnn(make_layer(h, b, d, steps, SEED), spec, sync=sync,
+                            wide_loads=True, layout="optimal", stage_fallback=fallback)
 
 
 def _once(code: str, what: str, text: str) -> None:
@@ -150,9 +138,9 @@ def instrumented_code(code: str, steps: int, sync: str, form: str = "kernel") ->
         n = 0
         for i in range(1, STAGE_GROUP):
             sel = f"r_bits = r_inside_{i} ? r_bits : r_gfirst;"
+            back = GROUP_WORDS // STAGE_GROUP * (STAGE_GROUP - i)   # the previous group's chunk
             if sel in code:
-                code = code.replace(sel, f"r_bits = r_inside_{i} ? r_bits : "
-                                    f"(r_gfirst - {GROUP_WORDS - 4 * cap_threads() * i});")
+                code = code.replace(sel, f"r_bits = r_inside_{i} ? r_bits : (r_gfirst - {back});")
                 n += 1
         if n != STAGE_GROUP - 1:
             raise AssertionError(f"{n} chunk address selects found, expected {STAGE_GROUP - 1}"
@@ -369,13 +357,13 @@ def simulate_layer(spec, h: int, b: int, d: float, sync: str, prefilled: bool = 
             cnt = rec[step].setdefault("_n", np.zeros(nw, int))
             re = rec[step].get("_re", np.zeros(nw))
             done = rec[step].setdefault("_re_done", np.zeros(nw))
-            for w, tw in zip(ws, t, strict=True):
-                g = cnt[w]
-                if g < MAX_GROUPS:
-                    arr(step, f"e{g}")[w] = tw
-                    arr(step, f"q{g}")[w] = 1 + re[w] - done[w] if sync == "lamport" else 0
-                done[w] = re[w]
-                cnt[w] += 1
+            g = cnt[ws]
+            for k in np.unique(g[g < MAX_GROUPS]):    # the warps at their group k
+                w = ws[g == k]
+                arr(step, f"e{k}")[w] = t[g == k]
+                arr(step, f"q{k}")[w] = 1 + re[w] - done[w] if sync == "lamport" else 0
+            done[ws] = re[ws]
+            cnt[ws] += 1
 
     res = simulate_stepping(kernel, inputs, spec, instr)
     if not prefilled and not prog.max_rel_err(res.globals) <= 1e-3:

@@ -12,14 +12,12 @@ says whether the exchange alone (polls, shared stores, the owners' h stores, no 
 same, on the GPU and in the simulator.
 
 The benchmark is :func:`kernels_ir.kernels.microbench.lamport_kernel.exchange` (132 CTAs x 256
-threads, batch 4, values checked), which stages with ``fallback="chunk0"`` as it was measured;
-here its ``_stage_h`` is given ``fallback`` in its place. Cost per round: the slope of the
+threads, batch 4, values checked) with its ``fallback``. Cost per round: the slope of the
 medians between 16 and 64 rounds (11 repeats; the simulator 4 and 8 rounds).
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
 
@@ -32,28 +30,13 @@ SIZES = (16, 64)
 SIM_SIZES = (4, 8)
 
 
-@contextlib.contextmanager
-def _fallback(fallback: str):
-    """``lamport_kernel.exchange`` staging with ``fallback`` in place of its own."""
-    from kernels_ir.kernels.microbench import lamport_kernel as lk
-
-    original = lk._stage_h
-    lk._stage_h = lambda *a, **kw: original(*a, **{**kw, "fallback": fallback})
-    try:
-        yield
-    finally:
-        lk._stage_h = original
-
-
 def builder(words: int, present: bool, fallback: str):
     """``rounds -> Microbench``: the Lamport exchange of ``words`` words (``present``: every
     slot written before the launch) with ``fallback``."""
     from kernels_ir.kernels.microbench.lamport_kernel import exchange
 
-    def build(rounds: int):
-        with _fallback(fallback):
-            return exchange(rounds=rounds, words=words, present=present)
-    return build
+    return lambda rounds: exchange(rounds=rounds, words=words, present=present,
+                                   fallback=fallback)
 
 
 def entries() -> list:

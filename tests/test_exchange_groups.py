@@ -175,6 +175,7 @@ def test_the_exchange_alone_shows_the_re_read_only_while_waiting():
     """``exchange_reread.json``: every benchmark ran and checked its values; on the GPU the
     re-read costs the exchange alone more while the owners store than with every slot written,
     the simulator about the same in both; the README's table is the record."""
+    from gpusim.measurements import kernel_fingerprint
     from measurements import exchange_reread as er
 
     rec = _load("exchange_reread.json")
@@ -193,5 +194,9 @@ def test_the_exchange_alone_shows_the_re_read_only_while_waiting():
                f"{s['x_prev']:.0f} | {g['xp']:.0f} / {s['xp']:.0f} | {g['xp_prev']:.0f} / "
                f"{s['xp_prev']:.0f} |")
         assert row in README, row
-    for r in rec["results"].values():
-        assert r["status"] == "ok" and r["benchmark"] == "lmech_x"
+    for key, w, present, fb in er.entries():
+        r = rec["results"][key]
+        assert r["status"] == "ok" and r["benchmark"] == "lmech_x", key
+        for size in er.SIZES:        # the record's kernels are the builder's today
+            assert r["sizes"][str(size)]["kernel"] == kernel_fingerprint(
+                er.builder(w, present, fb)(size).kernel), key

@@ -165,12 +165,15 @@ def make_layer(hidden: int, batch: int, density: float, timesteps: int, seed: in
 
 def build_sparse_rnn(layer, spec, *, sync: str = "lamport", wide_loads: bool = True,
                      layout="naive", threads_per_cta: int = DEFAULT_THREADS, seed: int = 0,
-                     n_ctas: int | None = None, dtype: str = "fp32") -> RNNProgram:
+                     n_ctas: int | None = None, dtype: str = "fp32",
+                     stage_fallback: str | None = None) -> RNNProgram:
     """The sparse persistent RNN for ``layer`` on ``spec`` (one CTA per SM); ``dtype`` fp16:
-    the weights rounded to fp16 (module docstring)."""
+    the weights rounded to fp16 (module docstring); ``stage_fallback``: what the Lamport
+    staging's chunk past the end of h reads (:data:`FALLBACKS`; None: the kernel's own,
+    :data:`PARTIAL_GROUP_FALLBACK`)."""
     return _build(layer, spec, sync=sync, wide_loads=wide_loads, layout=layout,
                   threads_per_cta=threads_per_cta, seed=seed, dense=False, n_ctas=n_ctas,
-                  dtype=dtype)
+                  dtype=dtype, stage_fallback=stage_fallback)
 
 
 def build_dense_rnn(layer, spec, *, sync: str = "lamport", wide_loads: bool = True,
@@ -240,7 +243,7 @@ def _map_and_check(layer, spec, *, sync, wide_loads, layout, threads_per_cta, se
 
 
 def _build(layer, spec, *, sync, wide_loads, layout, threads_per_cta, seed, dense,
-           n_ctas, dtype="fp32") -> RNNProgram:
+           n_ctas, dtype="fp32", stage_fallback=None) -> RNNProgram:
     _check_variant(layer, spec, sync, threads_per_cta, dtype)
     half = dtype == "fp16"
     if half:
@@ -362,7 +365,8 @@ def _build(layer, spec, *, sync, wide_loads, layout, threads_per_cta, seed, dens
             bld.iadd(xoff, xaddr[j], dst=tmp)
             bld.ldg(g_x, tmp, dst=xv[j])
         if not local:
-            _stage_h(bld, sync, g_h, g_cnt, h_s, t, tid, nctas, slot, threads_per_cta)
+            _stage_h(bld, sync, g_h, g_cnt, h_s, t, tid, nctas, slot, threads_per_cta,
+                     fallback=stage_fallback)
         hoff = bld.imad(t, slot, slot, dst=bld.reg(I32, "hoff"))  # slot t+1
         for j in range(R):
             off = mapping.slot_offset(j)

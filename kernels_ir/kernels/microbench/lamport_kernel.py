@@ -32,7 +32,7 @@ def _owner_rows(rows: int, n_warps: int) -> np.ndarray:
 
 def exchange(rounds: int = 16, words: int = 4096, sync: str = "lamport", batch: int = 4,
              ctas: int = 132, threads: int = 256, present: bool = False,
-             rotate: bool = False) -> Microbench:
+             rotate: bool = False, fallback: str = "chunk0") -> Microbench:
     """The persistent kernel's h exchange of ``words`` = N x ``batch`` words without the mat-vec.
 
     Round ``t``: ``_stage_h`` of slot ``t`` (the kernel's code: Lamport polls, or the barrier
@@ -53,7 +53,11 @@ def exchange(rounds: int = 16, words: int = 4096, sync: str = "lamport", batch: 
     ``(g + c) % groups``, so that CTAs that start a round together read different sectors at
     any moment instead of the same ones. Against the unrotated benchmark this tells whether
     many SMs reading one sector at the same time costs more (one slice serves them all, the
-    simulator's rule) or less (requests merged) than reading different sectors."""
+    simulator's rule) or less (requests merged) than reading different sectors.
+
+    ``fallback``: what a Lamport poll's chunk past the end of a partial last group reads
+    (``sparse_rnn.FALLBACKS``); "chunk0", the kernel's form until 2026-11-30, as the registered
+    benchmarks were measured."""
     rounds, words, batch, ctas, threads = (_positive(n, v) for n, v in (
         ("rounds", rounds), ("words", words), ("batch", batch), ("ctas", ctas),
         ("threads", threads)))
@@ -108,10 +112,8 @@ def exchange(rounds: int = 16, words: int = 4096, sync: str = "lamport", batch: 
         b.pand(mine[j], lane_ok, dst=mine[j])
     val = b.reg(F32, "val")
     with b.loop("t", 0, rounds, kind="time") as t:
-        # the kernel's staging as these benchmarks were measured: a chunk past the end of a
-        # partial last group re-reads the lane's chunk 0 (the kernel's form until 2026-11-30)
         _stage_h(b, sync, g_h, g_cnt, h_s, t, tid, nctas, words, threads,
-                 rotate=cta if rotate else None, fallback="chunk0")
+                 rotate=cta if rotate else None, fallback=fallback)
         hoff = b.imad(t, words, words, dst=b.reg(I32, "hoff"))    # slot t+1
         b.i2f(b.iadd(t, 1, dst=b.reg(I32, "t1")), dst=val)
         for j in range(R):
