@@ -4,6 +4,7 @@ simulator.
     PYTHONPATH=. python3 measurements/body_probe.py --out $OUT     # GPU (body_probe.json)
     python measurements/body_probe.py --simulate measurements/h200/body_probe.json
     SLOTS=1 PYTHONPATH=. python3 measurements/body_probe.py --out $OUT  # body_probe_slots.json
+    DENSE=1 PYTHONPATH=. python3 measurements/body_probe.py --out $OUT  # body_probe_dense.json
 
 Why: stamped inside the barrier and Lamport kernels (``h200/barrier_trace.json``), the body
 after the staging barrier (a warp's wide shared loads, FFMAs, butterfly reduction, the select of
@@ -221,8 +222,31 @@ SLOT_ENTRIES = tuple(
         + [("full", 2, 3, 4), ("full", 4, 2, 2)]))
 
 
+# ``DENSE=1``: the dense kernel's body at batch 1 and 2 (record ``body_probe_dense.json``): a
+# row of ``hidden`` weights is ``hidden / 32 / batch`` loads of one or two words a lane, each
+# followed by its FFMAs on the row's accumulators (one a batch column): rows of 256 to 2048 at
+# batch 1, of 1024 and 2048 at batch 2, one and two rows a warp
+DENSE_ENTRIES = tuple(
+    (f"{v}_b{b}_r{r}_c{c}", {"variant": v, "batch": b, "rows": r, "chunks": c, "grid": 1})
+    for v, b, r, c in (
+        [(v, 1, 1, c) for c in (8, 16, 32, 64) for v in ("full", "no_if")]
+        + [(v, 1, 2, 32) for v in ("full", "no_if")]
+        + [(v, 2, 1, c) for c in (16, 32) for v in ("full", "no_if")]
+        + [("full", 4, 1, 16)]))
+RECORDS = {"SLOTS": ("body_probe_slots.json", SLOT_ENTRIES),
+           "DENSE": ("body_probe_dense.json", DENSE_ENTRIES)}
+
+
+def _record():
+    """The record's file name and entries: ``SLOTS=1``, ``DENSE=1`` or the default."""
+    for env, rec in RECORDS.items():
+        if os.environ.get(env):
+            return rec
+    return "body_probe.json", ENTRIES
+
+
 def _entries():
-    return SLOT_ENTRIES if os.environ.get("SLOTS") else ENTRIES
+    return _record()[1]
 
 
 def _builder(kw: dict):
@@ -232,9 +256,7 @@ def _builder(kw: dict):
 def measure(out: str, argv: list) -> dict:
     from measurements.probe import record_microbenches
 
-    return record_microbenches(out, argv,
-                               "body_probe_slots.json" if os.environ.get("SLOTS")
-                               else "body_probe.json",
+    return record_microbenches(out, argv, _record()[0],
                                [(key, f"body_{key}", SIZES, kw, _builder(kw))
                                 for key, kw in _entries()])
 
@@ -249,7 +271,7 @@ def simulated_cycles(spec, kw: dict) -> float:
 def simulate_into(path: str) -> None:
     from measurements.probe import add_simulated_per_op
 
-    entries = SLOT_ENTRIES if path.endswith("body_probe_slots.json") else ENTRIES
+    entries = next((e for name, e in RECORDS.values() if path.endswith(name)), ENTRIES)
     add_simulated_per_op(path, entries, lambda spec, key, kw: simulated_cycles(spec, kw),
                          width=24)
 

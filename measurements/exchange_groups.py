@@ -5,6 +5,7 @@ barrier kernels at layers whose h takes several staging groups (GPU, then the si
     ... --layers partial --out $OUT     # PARTIAL_LAYERS: exchange_groups_partial.json
     EXCHANGE_FALLBACK=previous ... --layers partial --out $OUT   # today's kernel, no forms:
                                         # exchange_groups_partial_previous.json
+    ... --layers dense --out $OUT       # DENSE_LAYERS: exchange_groups_dense.json
     python measurements/exchange_groups.py --simulate measurements/h200/exchange_groups.json
 
 Why: on the H200 draws the simulator prices the Lamport kernel's saving over the barrier kernel
@@ -74,7 +75,15 @@ INPLACE_FORMS = ("plain", "nocheck", "plain_nocheck")
 # kernels on the GPU), one such at batch 4, and a full second group as the control
 PARTIAL_LAYERS = ((4224, 1, 0.03), (4480, 1, 0.03), (4864, 1, 0.03), (5632, 1, 0.03),
                   (7168, 1, 0.03), (8192, 1, 0.02), (2176, 4, 0.1))
-LAYER_SETS = {"large": LAYERS, "partial": PARTIAL_LAYERS}
+# ``--layers dense``: the dense persistent kernel (its campaign form: wide loads, Lamport, and
+# here its barrier form beside it) at batch 1, where the draws' dense kernels run 15% slower on
+# the GPU than the simulator says, at batch 2 (9%) and at batch 4 as the control (within 3%);
+# one and two rows a warp, h in one staging group
+DENSE_LAYERS = ((512, 1, 0.1), (1024, 1, 0.1), (1536, 1, 0.1), (2048, 1, 0.1), (1024, 2, 0.1),
+                (1024, 4, 0.1))
+LAYER_SETS = {"large": LAYERS, "partial": PARTIAL_LAYERS, "dense": DENSE_LAYERS}
+RECORDS = {"large": "exchange_groups.json", "partial": "exchange_groups_partial.json",
+           "dense": "exchange_groups_dense.json"}
 TS_BUFFER = "ts"
 GROUP_STORE = "*reinterpret_cast<float4*>(&s_h_s[r_first]) ="
 
@@ -90,17 +99,21 @@ def groups_of(h: int, b: int) -> int:
     return -(-h * b // GROUP_WORDS)
 
 
-def build(h: int, b: int, d: float, steps: int, spec, sync: str, fallback: str = FALLBACK):
+def build(h: int, b: int, d: float, steps: int, spec, sync: str, fallback: str = FALLBACK,
+          dense: bool = False):
     """The campaign's sparse kernel (wide loads, optimal layout) with ``sync`` (seed 7); its
-    Lamport staging with ``fallback`` (``kernels_ir.kernels.sparse_rnn.FALLBACKS``)."""
+    Lamport staging with ``fallback`` (``kernels_ir.kernels.sparse_rnn.FALLBACKS``); ``dense``:
+    the dense persistent kernel (wide loads) of the same layer instead."""
     from kernels_ir.errors import InputError
-    from kernels_ir.kernels.sparse_rnn import build_sparse_rnn, make_layer
+    from kernels_ir.kernels.sparse_rnn import build_dense_rnn, build_sparse_rnn, make_layer
 
     if sync not in KERNELS:
         raise InputError(f"sync={sync!r}: accepted {', '.join(KERNELS)}")
     if groups_of(h, b) > MAX_GROUPS:
         raise InputError(f"hidden x batch = {h * b}: at most {MAX_GROUPS * GROUP_WORDS} words "
                          f"({MAX_GROUPS} staging groups) are stamped")
+    if dense:
+        return build_dense_rnn(make_layer(h, b, d, steps, SEED), spec, sync=sync)
     return build_sparse_rnn(make_layer(h, b, d, steps, SEED), spec, sync=sync,
                             wide_loads=True, layout="optimal", stage_fallback=fallback)
 
@@ -194,14 +207,14 @@ def instrumented_code(code: str, steps: int, sync: str, form: str = "kernel") ->
     return stamp_loop_end(head + top + body, 4)
 
 
-def _compile_traced(runner, kernel, sync: str, form: str = "kernel"):
+def _compile_traced(runner, kernel, sync: str, form: str = "kernel", steps: int = STEPS):
     from measurements.probe import compile_instrumented, with_stamp_buffer
 
     traced_kernel = with_stamp_buffer(
-        kernel, STEPS * kernel.grid * (kernel.block // 32) * len(FIELDS),
+        kernel, steps * kernel.grid * (kernel.block // 32) * len(FIELDS),
         suffix="_traced" if form == "kernel" else f"_traced_{form}", name=TS_BUFFER)
     traced = compile_instrumented(runner, traced_kernel,
-                                  lambda c: instrumented_code(c, STEPS, sync, form),
+                                  lambda c: instrumented_code(c, steps, sync, form),
                                   cooperative=True)
     runner.check_grid(traced)
     return traced, traced_kernel.buffers[-1].size
@@ -231,10 +244,11 @@ def summarise(st: dict, groups: int, step_ns: float) -> dict:
                 "polls": [float(np.nanmean(st[f"q{g}"])) for g in range(groups)]}
 
 
-def gpu_summary(ts, clock_hz: float, groups: int) -> dict:
+def gpu_summary(ts, clock_hz: float, groups: int, series: bool = False) -> dict:
     """:func:`summarise` of the GPU's stamps (steps, CTAs, warps, fields), steps 8 to the
     last but one: each stamp placed by its 32-bit difference from warp 0's ``t0`` of its step
-    (those unwrapped over the steps), so a clock's wrap cannot split a step."""
+    (those unwrapped over the steps), so a clock's wrap cannot split a step; ``series``: also
+    each step's median over the warps and their mean."""
     import numpy as np
 
     from measurements.probe import wrap32
@@ -245,11 +259,18 @@ def gpu_summary(ts, clock_hz: float, groups: int) -> dict:
     st = {f: (base + wrap32(t[..., i] - t[:, :, :1, 0])) * ns
           for i, f in enumerate(FIELDS) if f != "g0" and not f.startswith("q")}
     st |= {f"q{g}": t[..., Q + g].astype(float) for g in range(MAX_GROUPS)}
-    step = float(np.median(np.diff(st["t0"], axis=0)))
-    return summarise(st, groups, step)
+    steps = np.diff(st["t0"], axis=0)
+    out = summarise(st, groups, float(np.median(steps)))
+    if series:
+        # each step's median over the warps, and their mean: a step now and then much longer
+        # than the median one shows here and not in ``step_ns``
+        per = np.median(steps.reshape(len(steps), -1), axis=1)
+        out |= {"step_mean_ns": float(per.mean()), "step_series_ns": [float(x) for x in per]}
+    return out
 
 
-def stamp_layer(runner, spec, h: int, b: int, d: float, distinct: bool = False) -> dict:
+def stamp_layer(runner, spec, h: int, b: int, d: float, distinct: bool = False,
+                dense: bool = False) -> dict:
     """One layer on the GPU: per kernel the plain launches and the stamped ones (values
     checked against the float64 reference), and the Lamport kernel's stamped launches with
     every slot already written (``inplace``)."""
@@ -260,7 +281,7 @@ def stamp_layer(runner, spec, h: int, b: int, d: float, distinct: bool = False) 
     groups = groups_of(h, b)
     out = {"groups": groups}
     for sync in KERNELS:
-        prog = build(h, b, d, STEPS, spec, sync)
+        prog = build(h, b, d, STEPS, spec, sync, dense=dense)
         plain = runner.compile(prog.kernel, cooperative=True)
         runner.check_grid(plain)
         traced, ts_size = _compile_traced(runner, prog.kernel, sync)
@@ -297,7 +318,8 @@ def stamp_layer(runner, spec, h: int, b: int, d: float, distinct: bool = False) 
 
 
 def simulate_layer(spec, h: int, b: int, d: float, sync: str, prefilled: bool = False,
-                   steps: int = SIM_STEPS, fallback: str = FALLBACK) -> dict:
+                   steps: int = SIM_STEPS, fallback: str = FALLBACK,
+                   dense: bool = False) -> dict:
     """The simulator's counterpart of :func:`gpu_summary` (buffers warm in L2, steps 2 to
     the last but one), the values checked; ``prefilled``: the Lamport kernel with every slot
     written before the launch and its stores redirected (``lamport_prefill``: the simulator's
@@ -309,7 +331,7 @@ def simulate_layer(spec, h: int, b: int, d: float, sync: str, prefilled: bool = 
     from measurements.lamport_prefill import prefilled_inputs, redirect_stores
     from measurements.probe import simulate_stepping
 
-    prog = build(h, b, d, steps, spec, sync, fallback)
+    prog = build(h, b, d, steps, spec, sync, fallback, dense=dense)
     kernel, inputs = prog.kernel, prog.inputs
     if prefilled:
         first = simulate(kernel, inputs, spec, l2_warm=True)
@@ -388,14 +410,17 @@ def measure(out: str, argv: list, which: str | None = None) -> dict:
         print(key, json.dumps({k: v["summary"] for k, v in r.items()
                                if isinstance(v, dict) and "summary" in v},
                               default=lambda x: round(x, 1)), flush=True)
-    name = "exchange_groups.json" if which == "large" else "exchange_groups_partial.json"
+    name = RECORDS[which]
     if FALLBACK != "chunk0":
         name = name.replace(".json", f"_{FALLBACK}.json")
+    dense = which == "dense"
     run = (lambda *a: stamp_layer(*a, distinct=FALLBACK == "chunk0")) \
-        if which == "partial" else stamp_layer
+        if which == "partial" else (lambda *a: stamp_layer(*a, dense=dense))
+    kernel = ("dense, wide loads: Lamport and barrier" if dense
+              else "sparse, wide loads, optimal layout: Lamport and barrier")
     return record_layers(out, argv, name, LAYER_SETS[which], run, show,
                          gpu=None, steps=STEPS, fields=list(FIELDS), fallback=FALLBACK,
-                         kernel="sparse, wide loads, optimal layout: Lamport and barrier")
+                         kernel=kernel, dense=dense)
 
 
 def simulate_into(path: str) -> None:
@@ -405,12 +430,14 @@ def simulate_into(path: str) -> None:
     def results(spec, rec):
         out = {}
         fb = rec.get("fallback", "chunk0")      # the records before the option: chunk 0
+        dense = bool(rec.get("dense", False))
         for key, r in rec["results"].items():
             h, b, d = r["hidden"], r["batch"], r["density"]
-            out[key] = {"lamport": simulate_layer(spec, h, b, d, "lamport", fallback=fb),
-                        "barrier": simulate_layer(spec, h, b, d, "barrier"),
+            out[key] = {"lamport": simulate_layer(spec, h, b, d, "lamport", fallback=fb,
+                                                  dense=dense),
+                        "barrier": simulate_layer(spec, h, b, d, "barrier", dense=dense),
                         "prefilled": simulate_layer(spec, h, b, d, "lamport", prefilled=True,
-                                                    fallback=fb)}
+                                                    fallback=fb, dense=dense)}
             if "lamport_stamped_distinct" in r:      # the distinct form: the kernel since then
                 out[key]["lamport_distinct"] = simulate_layer(spec, h, b, d, "lamport",
                                                               fallback="previous")

@@ -17,6 +17,7 @@ from .core import WARP, Microbench, _positive
 __all__ = ["exchange", "SENT"]
 
 SENT = int(SENTINEL_BITS)
+AFTER = ("", "store", "fence")   # what a warp does after its h stores (:func:`exchange`)
 
 
 def _owner_rows(rows: int, n_warps: int) -> np.ndarray:
@@ -32,7 +33,7 @@ def _owner_rows(rows: int, n_warps: int) -> np.ndarray:
 
 def exchange(rounds: int = 16, words: int = 4096, sync: str = "lamport", batch: int = 4,
              ctas: int = 132, threads: int = 256, present: bool = False,
-             rotate: bool = False, fallback: str = "chunk0") -> Microbench:
+             rotate: bool = False, fallback: str = "chunk0", after: str = "") -> Microbench:
     """The persistent kernel's h exchange of ``words`` = N x ``batch`` words without the mat-vec.
 
     Round ``t``: ``_stage_h`` of slot ``t`` (the kernel's code: Lamport polls, or the barrier
@@ -57,7 +58,13 @@ def exchange(rounds: int = 16, words: int = 4096, sync: str = "lamport", batch: 
 
     ``fallback``: what a Lamport poll's chunk past the end of a partial last group reads
     (``sparse_rnn.FALLBACKS``); "chunk0", the kernel's form until 2026-11-30, as the registered
-    benchmarks were measured."""
+    benchmarks were measured.
+
+    ``after`` (``..._<after>`` names): what every warp does right after its h stores of a round:
+    "" nothing (the kernel), "store" lane 0 stores the round's value into a line of its own in a
+    scratch buffer (what a probe's clock stamp adds), "fence" a ``__threadfence()``."""
+    if after not in AFTER:
+        raise InputError(f"after={after!r} is unknown; accepted: {', '.join(map(repr, AFTER))}")
     rounds, words, batch, ctas, threads = (_positive(n, v) for n, v in (
         ("rounds", rounds), ("words", words), ("batch", batch), ("ctas", ctas),
         ("threads", threads)))
@@ -79,7 +86,7 @@ def exchange(rounds: int = 16, words: int = 4096, sync: str = "lamport", batch: 
     table = _owner_rows(words // batch, n_warps)
     R = table.shape[1]
     tag = {"lamport": "xp" if present else "x", "barrier": "xb", "none": "xq"}[sync]
-    name = f"lmech_{tag}_{words}" + ("_rot" if rotate else "")
+    name = f"lmech_{tag}_{words}" + ("_rot" if rotate else "") + (f"_{after}" if after else "")
     b = Builder(f"mb_{name}", grid=ctas, block=threads, bench=name, rounds=rounds, sync=sync,
                 words=words, batch=batch)
     g_rows = b.global_buffer("row_ids", I32, n_warps * R)
@@ -90,6 +97,8 @@ def exchange(rounds: int = 16, words: int = 4096, sync: str = "lamport", batch: 
     # poll can depend on them (the simulator's stale rule is value-blind: a store of the value a
     # slot already holds would still make an earlier poll of it a replay)
     g_dst = b.global_buffer("sink", F32, (rounds + 1) * words, role="inout") if present else g_h
+    g_scr = b.global_buffer("scratch", F32, n_warps * WARP, role="out") if after == "store" \
+        else None
     h_s = b.shared("h_s", F32, words)
     lane = b.sreg("lane", dst=b.reg(I32, "lane"))
     warp = b.sreg("warp", dst=b.reg(I32, "warp"))
@@ -120,6 +129,11 @@ def exchange(rounds: int = 16, words: int = 4096, sync: str = "lamport", batch: 
             with b.if_(mine[j]):
                 b.iadd(hoff, addr[j], dst=tmp)
                 b.stg(g_dst, tmp, val)
+        if after == "store":
+            with b.if_(b.isetp("eq", lane, 0, dst=b.reg(PRED, "is_l0"))):
+                b.stg(g_scr, b.imul(gw, WARP, dst=b.reg(I32, "scr")), val)
+        elif after == "fence":
+            b.fence()
         if sync == "barrier":
             b.bar()
             with b.if_(b.isetp("eq", tid, 0, dst=b.reg(PRED, "is_t0"))):
@@ -141,6 +155,8 @@ def exchange(rounds: int = 16, words: int = 4096, sync: str = "lamport", batch: 
         inputs["hseq"] = np.zeros((rounds + 1) * words, np.float32)
     if present:
         inputs["sink"] = np.zeros((rounds + 1) * words, np.float32)
+    if after == "store":
+        inputs["scratch"] = np.zeros(n_warps * WARP, np.float32)
     expect = np.arange(rounds + 1, dtype=np.float32)[:, None]
 
     def check(g) -> bool:
@@ -149,6 +165,9 @@ def exchange(rounds: int = 16, words: int = 4096, sync: str = "lamport", batch: 
         if present:   # slot 0 of the sink is never written
             sink = np.asarray(g["sink"]).view(np.float32).reshape(rounds + 1, words)
             ok = ok and np.all(sink[1:] == expect[1:])
+        if after == "store":     # lane 0 of every warp wrote the last round's value
+            scr = np.asarray(g["scratch"]).view(np.float32).reshape(n_warps, WARP)
+            ok = ok and np.all(scr[:, 0] == rounds)
         return bool(ok and np.all(np.asarray(g["out"]).view(np.float32) == rounds - 1))
 
     what = {"x": "", "xb": "", "xp": ", data present (no wait)",
@@ -157,4 +176,5 @@ def exchange(rounds: int = 16, words: int = 4096, sync: str = "lamport", batch: 
                       f"{sync} exchange of {words} words (the kernel's staging and stores{what})",
                       {"rounds": rounds, "words": words, "sync": sync, "batch": batch,
                        "ctas": ctas, "threads": threads, "rows_per_warp": R,
-                       "present": present, "rotate": rotate}, check)
+                       "present": present, "rotate": rotate} | ({"after": after} if after else {}),
+                      check)

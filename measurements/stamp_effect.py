@@ -1,0 +1,161 @@
+"""What the clock stamps do to the Lamport kernels they stamp: each stamp of ``exchange_groups``
+alone, timed by the campaign's slope (GPU only).
+
+    PYTHONPATH=. python3 measurements/stamp_effect.py --out $OUT     # stamp_effect.json
+
+Why: at batch 1 the campaign measured the dense kernel 15-27% slower per step than the same
+kernel with ``exchange_groups``' stamps runs (``dense_steps.json``: 2048-b1 1574 ns against 1242),
+and the simulator agrees with the stamped kernel. Something in the plain kernel costs time that a
+stamp takes away; which stamp does it says where.
+
+Per layer (seed 7, 128 and 32 steps, values checked) the Lamport kernel's per-step slope
+(medians of 9 launches each, the program's own inputs) in these forms of its CUDA:
+
+- ``plain``: the generated kernel;
+- ``none``: the stamped kernel with every stamp's store removed (its stamp buffer and indices
+  stay);
+- ``all``: the stamped kernel of ``exchange_groups``;
+- ``only_<s>``: one stamp kept, for ``s`` in :data:`STAMPS`: ``top`` (the step's first
+  instruction: ``clock64`` and ``%globaltimer``), ``tp`` (right before the first group's first
+  poll), ``e`` (each poll loop's exit, with its poll count), ``t2`` (after the staging barrier),
+  ``t3`` (the step's end);
+- ``fence``: the generated kernel with a ``__threadfence()`` at the step's end (after the h
+  stores; no stamp).
+
+The first four layers take every form; the others (sparse kernels at batch 1 with two staging
+groups, at batch 4 and 8) the plain, stamped and fenced ones.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+STEPS, SHORT, REPEATS = 128, 32, 9
+# the dense kernel at batch 1 (one and two rows a warp), at batch 4 (the control: campaign and
+# stamps agree), and the sparse kernel at batch 1
+LAYERS = (("dense", 1024, 1, 0.05), ("dense", 2048, 1, 0.05), ("dense", 1024, 4, 0.05),
+          ("sparse", 928, 1, 0.05), ("sparse", 4864, 1, 0.03), ("sparse", 2304, 4, 0.1),
+          ("sparse", 2048, 8, 0.05), ("dense", 1536, 2, 0.05))
+# each stamp's store in the stamped CUDA, by the text that identifies its line
+STAMPS = {"top": "g_ts[ts_i + 0]", "tp": "g_ts[ts_i + 2]", "e": "g_ts[ts_i + 5 + r_g]",
+          "t2": "g_ts[ts_i + 3]", "t3": "g_ts[ts_i + 4]"}
+FORMS = ("plain", "none", "all", *(f"only_{s}" for s in STAMPS), "fence")
+SHORT_FORMS = ("plain", "all", "only_t3", "fence")   # the layers past the first four
+FENCE = "\n    }\n}"      # the end of the time loop, then of the kernel
+
+
+def keep_stamps(code: str, keep: tuple) -> str:
+    """The stamped CUDA with the store lines of the stamps not in ``keep`` removed (each must
+    be found on exactly one line)."""
+    lines = code.split("\n")
+    for name, text in STAMPS.items():
+        hits = [i for i, line in enumerate(lines) if text in line]
+        if len(hits) != 1:
+            raise AssertionError(f"stamp {name}: {len(hits)} lines, expected 1")
+        if name not in keep:
+            lines[hits[0]] = ""
+    return "\n".join(lines)
+
+
+def fenced(code: str) -> str:
+    """The generated CUDA with a ``__threadfence()`` closing each step of its time loop."""
+    if not code.rstrip("\n").endswith(FENCE):
+        raise AssertionError("end of the time loop not found")
+    i = code.rfind(FENCE)
+    return code[:i] + "\n        __threadfence();" + code[i:]
+
+
+def _compiled(runner, prog, form: str):
+    """(compiled kernel, its inputs) of ``prog`` in ``form``."""
+    import numpy as np
+
+    from measurements.exchange_groups import FIELDS, instrumented_code
+    from measurements.probe import compile_instrumented, with_stamp_buffer
+
+    if form in ("plain", "fence"):
+        comp = (runner.compile(prog.kernel, cooperative=True) if form == "plain" else
+                compile_instrumented(runner, prog.kernel, fenced, cooperative=True))
+        runner.check_grid(comp)
+        return comp, dict(prog.inputs)
+    k = prog.kernel
+    size = prog.timesteps * k.grid * (k.block // 32) * len(FIELDS)
+    traced = with_stamp_buffer(k, size, suffix=f"_{form}", name="ts")
+    keep = tuple(STAMPS) if form == "all" else (() if form == "none" else (form[5:],))
+    comp = compile_instrumented(
+        runner, traced,
+        lambda c: keep_stamps(instrumented_code(c, prog.timesteps, "lamport"), keep),
+        cooperative=True)
+    runner.check_grid(comp)
+    return comp, dict(prog.inputs) | {"ts": np.zeros(size, np.int32)}
+
+
+def measure_layer(runner, spec, kind: str, h: int, b: int, d: float,
+                  forms: tuple = FORMS) -> dict:
+    import numpy as np
+
+    from measurements.exchange_groups import build
+    from measurements.probe import time_launches
+
+    progs = {T: build(h, b, d, T, spec, "lamport", dense=kind == "dense")
+             for T in (STEPS, SHORT)}
+    out = {}
+    for form in forms:
+        times = {}
+        for T, prog in progs.items():
+            comp, inputs = _compiled(runner, prog, form)
+            t, got = time_launches(runner, comp, inputs, repeats=REPEATS)
+            err = float(prog.max_rel_err(got))
+            if not err <= 1e-3:
+                raise AssertionError(f"{form} T={T}: values differ from the reference ({err})")
+            times[T] = t
+        out[form] = {"per_step_s": float((np.median(times[STEPS]) - np.median(times[SHORT]))
+                                         / (STEPS - SHORT)),
+                     "launch_s": {str(T): t for T, t in times.items()}}
+    return out
+
+
+def measure(out: str, argv: list) -> dict:
+    import time
+
+    from gpusim.backends.cupy_backend import Runner
+    from gpusim.measurements import spec_name_for_gpu
+    from gpusim.specs import load_spec
+    from measurements.campaign import provenance
+    from measurements.probe import ClockSampler
+    runner = Runner()
+    prov = provenance(argv)
+    spec = load_spec(spec_name_for_gpu(prov["gpu_name"]))
+    clocks = ClockSampler()
+    rec = {"format_version": 1, "provenance": prov, "spec": spec.name, "steps": [STEPS, SHORT],
+           "repeats": REPEATS, "forms": list(FORMS), "results": {}}
+    t0 = time.time()
+    for i, (kind, h, b, d) in enumerate(LAYERS):
+        key = f"{kind}-h{h}-b{b}-d{d}"
+        try:
+            r = measure_layer(runner, spec, kind, h, b, d,
+                              FORMS if i < 4 else SHORT_FORMS) | {"status": "ok"}
+            print(key, json.dumps({f: round(v["per_step_s"] * 1e9) for f, v in r.items()
+                                   if f in FORMS}), flush=True)
+        except Exception as exc:    # record and go on
+            r = {"status": "error", "error": f"{type(exc).__name__}: {exc}"}
+            print(f"{key}: FAILED {r['error']}", flush=True)
+        rec["results"][key] = {"kernel": kind, "hidden": h, "batch": b, "density": d, **r}
+    clocks.stop(prov)
+    rec["timing_s"] = time.time() - t0
+    with open(os.path.join(out, "stamp_effect.json"), "w") as f:
+        json.dump(rec, f, indent=1)
+    return rec
+
+
+def main(argv: list | None = None) -> int:
+    from measurements.probe import gpu_probe_main
+
+    return gpu_probe_main(argv, __doc__, measure, "stamp_effect.json")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
