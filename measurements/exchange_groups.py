@@ -103,7 +103,8 @@ def build(h: int, b: int, d: float, steps: int, spec, sync: str, fallback: str =
           dense: bool = False):
     """The campaign's sparse kernel (wide loads, optimal layout) with ``sync`` (seed 7); its
     Lamport staging with ``fallback`` (``kernels_ir.kernels.sparse_rnn.FALLBACKS``); ``dense``:
-    the dense persistent kernel (wide loads) of the same layer instead."""
+    the dense persistent kernel (wide loads) of the same layer instead. The Lamport step does not
+    end with the kernel's fence (``sparse_rnn.LAMPORT_STEP_FENCE``): the form measured."""
     from kernels_ir.errors import InputError
     from kernels_ir.kernels.sparse_rnn import build_dense_rnn, build_sparse_rnn, make_layer
 
@@ -112,10 +113,14 @@ def build(h: int, b: int, d: float, steps: int, spec, sync: str, fallback: str =
     if groups_of(h, b) > MAX_GROUPS:
         raise InputError(f"hidden x batch = {h * b}: at most {MAX_GROUPS * GROUP_WORDS} words "
                          f"({MAX_GROUPS} staging groups) are stamped")
+    # the step without the Lamport kernel's closing fence: the form every record of this probe
+    # (and of dense_steps and stamp_effect, which build through here) measured
     if dense:
-        return build_dense_rnn(make_layer(h, b, d, steps, SEED), spec, sync=sync)
+        return build_dense_rnn(make_layer(h, b, d, steps, SEED), spec, sync=sync,
+                               step_fence=False)
     return build_sparse_rnn(make_layer(h, b, d, steps, SEED), spec, sync=sync,
-                            wide_loads=True, layout="optimal", stage_fallback=fallback)
+                            wide_loads=True, layout="optimal", stage_fallback=fallback,
+                            step_fence=False)
 
 
 def _once(code: str, what: str, text: str) -> None:

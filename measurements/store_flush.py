@@ -13,8 +13,10 @@ plain kernel, and the exchange alone must show it too.
 
 The benchmark is :func:`kernels_ir.kernels.microbench.lamport_kernel.exchange` (132 CTAs x 256
 threads, values checked) with ``after`` "" (the kernel), "store" (lane 0 of every warp stores
-the round's value into a line of its own) or "fence" (``__threadfence()``). Cost per round: the
-slope of the medians between 16 and 64 rounds (11 repeats; the simulator 4 and 8 rounds).
+the round's value into a line of its own), "fence" (``__threadfence()``) or "delay" (dependent
+FFMAs about as long as the fence, then lane 0 stores their result: the fence's wait without its
+ordering). Cost per round: the slope of the medians between 16 and 64 rounds (11 repeats; the
+simulator 4 and 8 rounds). ``store_flush_first.json`` is the first run, without "delay".
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # (words, batch): one row a warp at batch 1 and 2 (1024 and 2048 rows), four at batch 1 (4096),
 # one at batch 4 (the control: there the stamps changed little)
 LAYOUTS = ((1024, 1), (2048, 1), (2048, 2), (4096, 1), (4096, 4))
-AFTERS = ("", "store", "fence")
+AFTERS = ("", "store", "fence", "delay")
 SIZES = (16, 64)
 SIM_SIZES = (4, 8)
 

@@ -23,7 +23,9 @@ Each step ``t`` (``loop.time``):
    applies tanh, canonicalises -0.0 to +0.0 (``+ 0.0``) so a real result never looks like the
    sentinel, and stores ``h_{t+1}[row][b]`` into slot t+1 of ``hseq``;
 3. ``sync="barrier"``: ``__syncthreads()``, then thread 0 does ``__threadfence()`` and an atomic
-   arrive on ``counter``.
+   arrive on ``counter``; ``sync="lamport"`` with ``step_fence`` (off by default,
+   :data:`LAMPORT_STEP_FENCE`): every thread does ``__threadfence()``, so a warp polls the next
+   slot only once its own h stores are performed.
 
 Padding rows (``rid = -1``) compute on zero weights and store nothing; padding slots hold zero
 weights whose columns were chosen by the mapping to add no shared-memory wavefront.
@@ -166,23 +168,26 @@ def make_layer(hidden: int, batch: int, density: float, timesteps: int, seed: in
 def build_sparse_rnn(layer, spec, *, sync: str = "lamport", wide_loads: bool = True,
                      layout="naive", threads_per_cta: int = DEFAULT_THREADS, seed: int = 0,
                      n_ctas: int | None = None, dtype: str = "fp32",
-                     stage_fallback: str | None = None) -> RNNProgram:
+                     stage_fallback: str | None = None,
+                     step_fence: bool | None = None) -> RNNProgram:
     """The sparse persistent RNN for ``layer`` on ``spec`` (one CTA per SM); ``dtype`` fp16:
     the weights rounded to fp16 (module docstring); ``stage_fallback``: what the Lamport
     staging's chunk past the end of h reads (:data:`FALLBACKS`; None: the kernel's own,
-    :data:`PARTIAL_GROUP_FALLBACK`)."""
+    :data:`PARTIAL_GROUP_FALLBACK`); ``step_fence``: whether the Lamport kernel's step ends
+    with a ``__threadfence()`` (None: :data:`LAMPORT_STEP_FENCE`)."""
     return _build(layer, spec, sync=sync, wide_loads=wide_loads, layout=layout,
                   threads_per_cta=threads_per_cta, seed=seed, dense=False, n_ctas=n_ctas,
-                  dtype=dtype, stage_fallback=stage_fallback)
+                  dtype=dtype, stage_fallback=stage_fallback, step_fence=step_fence)
 
 
 def build_dense_rnn(layer, spec, *, sync: str = "lamport", wide_loads: bool = True,
                     threads_per_cta: int = DEFAULT_THREADS, n_ctas: int | None = None,
-                    dtype: str = "fp32") -> RNNProgram:
-    """The dense persistent RNN (Diamos-style: every weight of U in registers, no indices)."""
+                    dtype: str = "fp32", step_fence: bool | None = None) -> RNNProgram:
+    """The dense persistent RNN (Diamos-style: every weight of U in registers, no indices);
+    ``step_fence`` as :func:`build_sparse_rnn`'s."""
     return _build(layer, spec, sync=sync, wide_loads=wide_loads, layout="naive",
                   threads_per_cta=threads_per_cta, seed=0, dense=True, n_ctas=n_ctas,
-                  dtype=dtype)
+                  dtype=dtype, step_fence=step_fence)
 
 
 def fp16_layer(layer):
@@ -243,8 +248,9 @@ def _map_and_check(layer, spec, *, sync, wide_loads, layout, threads_per_cta, se
 
 
 def _build(layer, spec, *, sync, wide_loads, layout, threads_per_cta, seed, dense,
-           n_ctas, dtype="fp32", stage_fallback=None) -> RNNProgram:
+           n_ctas, dtype="fp32", stage_fallback=None, step_fence=None) -> RNNProgram:
     _check_variant(layer, spec, sync, threads_per_cta, dtype)
+    step_fence = LAMPORT_STEP_FENCE if step_fence is None else bool(step_fence)
     half = dtype == "fp16"
     if half:
         layer = fp16_layer(layer)
@@ -434,6 +440,9 @@ def _build(layer, spec, *, sync, wide_loads, layout, threads_per_cta, seed, dens
                 with bld.if_(mine[j]):
                     bld.sts(h_s, xaddr[j], xv[j])
             bld.bar()
+        elif sync == "lamport":
+            if step_fence:
+                bld.fence()
         elif sync == "barrier":
             bld.bar()
             is0 = bld.isetp("eq", tid, 0, dst=bld.reg(PRED, "is_t0"))
@@ -502,6 +511,13 @@ STAGE_GROUP = 4  # 128-bit chunks a thread loads back to back before it checks t
 # re-read).
 PARTIAL_GROUP_FALLBACK = "previous"
 FALLBACKS = ("previous", "chunk0")
+# Whether the Lamport kernel's step ends with a __threadfence() of every thread (after the h
+# stores, before the next step's polls). On the H200 it took 9-30% off the vanilla kernels'
+# step where h fits one staging group (N x B <= 4096 words), and was mixed elsewhere: gated
+# cells -11% to +8%, larger slots -5% to +13% (measurements/h200/stamp_effect.json,
+# step_fence.json). Off: the recorded campaigns (the H100's among them) measured the kernels
+# without it, and a rule for where it pays is not established yet.
+LAMPORT_STEP_FENCE = False
 
 
 def _stage_h(bld, sync, g_h, g_cnt, h_s, t, tid, nctas, slot, threads, rotate=None,

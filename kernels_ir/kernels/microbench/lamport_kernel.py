@@ -17,7 +17,8 @@ from .core import WARP, Microbench, _positive
 __all__ = ["exchange", "SENT"]
 
 SENT = int(SENTINEL_BITS)
-AFTER = ("", "store", "fence")   # what a warp does after its h stores (:func:`exchange`)
+AFTER = ("", "store", "fence", "delay")   # what a warp does after its h stores (:func:`exchange`)
+DELAY_FMAS = 160   # ``after="delay"``: dependent FFMAs, about as long as the H200's fence
 
 
 def _owner_rows(rows: int, n_warps: int) -> np.ndarray:
@@ -62,7 +63,10 @@ def exchange(rounds: int = 16, words: int = 4096, sync: str = "lamport", batch: 
 
     ``after`` (``..._<after>`` names): what every warp does right after its h stores of a round:
     "" nothing (the kernel), "store" lane 0 stores the round's value into a line of its own in a
-    scratch buffer (what a probe's clock stamp adds), "fence" a ``__threadfence()``."""
+    scratch buffer (what a probe's clock stamp adds), "fence" a ``__threadfence()``, "delay"
+    :data:`DELAY_FMAS` dependent FFMAs (by a 1.0 and a 0.0 read from memory, so that the
+    compiler keeps them) whose result lane 0 stores into the scratch line: the fence's wait
+    without its memory ordering."""
     if after not in AFTER:
         raise InputError(f"after={after!r} is unknown; accepted: {', '.join(map(repr, AFTER))}")
     rounds, words, batch, ctas, threads = (_positive(n, v) for n, v in (
@@ -97,8 +101,9 @@ def exchange(rounds: int = 16, words: int = 4096, sync: str = "lamport", batch: 
     # poll can depend on them (the simulator's stale rule is value-blind: a store of the value a
     # slot already holds would still make an earlier poll of it a replay)
     g_dst = b.global_buffer("sink", F32, (rounds + 1) * words, role="inout") if present else g_h
-    g_scr = b.global_buffer("scratch", F32, n_warps * WARP, role="out") if after == "store" \
-        else None
+    g_scr = b.global_buffer("scratch", F32, n_warps * WARP, role="out") \
+        if after in ("store", "delay") else None
+    g_one = b.global_buffer("one", F32, 2) if after == "delay" else None
     h_s = b.shared("h_s", F32, words)
     lane = b.sreg("lane", dst=b.reg(I32, "lane"))
     warp = b.sreg("warp", dst=b.reg(I32, "warp"))
@@ -120,6 +125,10 @@ def exchange(rounds: int = 16, words: int = 4096, sync: str = "lamport", batch: 
         b.isetp("ge", rid[j], 0, dst=mine[j])
         b.pand(mine[j], lane_ok, dst=mine[j])
     val = b.reg(F32, "val")
+    if after == "delay":
+        i0 = b.mov(0, I32, dst=b.reg(I32, "i0"))
+        one = b.ldg(g_one, i0, dst=b.reg(F32, "one"))
+        zero = b.ldg(g_one, i0, offset=1, dst=b.reg(F32, "zero"))
     with b.loop("t", 0, rounds, kind="time") as t:
         _stage_h(b, sync, g_h, g_cnt, h_s, t, tid, nctas, words, threads,
                  rotate=cta if rotate else None, fallback=fallback)
@@ -129,9 +138,14 @@ def exchange(rounds: int = 16, words: int = 4096, sync: str = "lamport", batch: 
             with b.if_(mine[j]):
                 b.iadd(hoff, addr[j], dst=tmp)
                 b.stg(g_dst, tmp, val)
-        if after == "store":
+        if after == "delay":
+            x = b.mov(val, dst=b.reg(F32, "dly"))
+            for _ in range(DELAY_FMAS):
+                b.ffma(x, one, zero, dst=x)
+        if after in ("store", "delay"):
             with b.if_(b.isetp("eq", lane, 0, dst=b.reg(PRED, "is_l0"))):
-                b.stg(g_scr, b.imul(gw, WARP, dst=b.reg(I32, "scr")), val)
+                b.stg(g_scr, b.imul(gw, WARP, dst=b.reg(I32, "scr")),
+                      x if after == "delay" else val)
         elif after == "fence":
             b.fence()
         if sync == "barrier":
@@ -155,8 +169,10 @@ def exchange(rounds: int = 16, words: int = 4096, sync: str = "lamport", batch: 
         inputs["hseq"] = np.zeros((rounds + 1) * words, np.float32)
     if present:
         inputs["sink"] = np.zeros((rounds + 1) * words, np.float32)
-    if after == "store":
+    if after in ("store", "delay"):
         inputs["scratch"] = np.zeros(n_warps * WARP, np.float32)
+    if after == "delay":
+        inputs["one"] = np.array([1.0, 0.0], np.float32)
     expect = np.arange(rounds + 1, dtype=np.float32)[:, None]
 
     def check(g) -> bool:
@@ -165,7 +181,7 @@ def exchange(rounds: int = 16, words: int = 4096, sync: str = "lamport", batch: 
         if present:   # slot 0 of the sink is never written
             sink = np.asarray(g["sink"]).view(np.float32).reshape(rounds + 1, words)
             ok = ok and np.all(sink[1:] == expect[1:])
-        if after == "store":     # lane 0 of every warp wrote the last round's value
+        if after in ("store", "delay"):     # lane 0 of every warp wrote the last round's value
             scr = np.asarray(g["scratch"]).view(np.float32).reshape(n_warps, WARP)
             ok = ok and np.all(scr[:, 0] == rounds)
         return bool(ok and np.all(np.asarray(g["out"]).view(np.float32) == rounds - 1))

@@ -1,0 +1,114 @@
+"""How much a persistent kernel's measured step depends on where its buffers lie in memory: the
+campaign's slope, with the buffers allocated at six different addresses (GPU only).
+
+    PYTHONPATH=. python3 measurements/alloc_spread.py --out $OUT     # alloc_spread.json
+
+Why: measured twice in two processes, the same generated Lamport kernel at batch 1 took 1065
+and 1294 ns a step (``stamp_effect_first.json`` and ``stamp_effect.json``, ``only_top``), and
+the exchange alone moved by up to 30% between two runs (``store_flush_first.json``,
+``store_flush.json``). One process's repeats agree within a few percent. Where ``hseq`` lies
+decides which L2 slices hold the few lines of a small slot that every SM polls; if that moves
+the step, one campaign measurement of such a layer carries that spread.
+
+Per layer (seed 7, 128 and 32 steps, the program's own inputs, values checked) and per
+placement ``i`` (a pad of :data:`PADS` ``[i]`` bytes allocated before the buffers and kept):
+the per-step slope (medians of 7 launches each) and the device address of ``hseq``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+STEPS, SHORT, REPEATS = 128, 32, 7
+PADS = (0, 4096, 65536 + 512, (1 << 20) + 12288, (7 << 20) + 40960, (33 << 20) + 102400)
+# the Lamport kernels at small slots (where the stamps and a fence moved them), a larger slot,
+# and the barrier kernel as the control: (kernel, sync, hidden, batch, density)
+LAYERS = (("dense", "lamport", 1024, 1, 0.05), ("sparse", "lamport", 928, 1, 0.05),
+          ("sparse", "lamport", 2304, 4, 0.1), ("sparse", "barrier", 928, 1, 0.05))
+
+
+def measure_layer(runner, spec, kind, sync, h, b, d) -> dict:
+    import numpy as np
+
+    from gpusim.backends.cupy_backend import _time_launch
+    from measurements.exchange_groups import build
+
+    cp = runner.cp
+    comps = {}
+    for T in (STEPS, SHORT):
+        prog = build(h, b, d, T, spec, sync, dense=kind == "dense")
+        comp = runner.compile(prog.kernel, cooperative=True)
+        runner.check_grid(comp)
+        comps[T] = (prog, comp)
+    pads, out = [], []
+    for pad in PADS:
+        if pad:
+            pads.append(cp.zeros(pad, cp.uint8))
+        times, addr = {}, {}
+        for T, (prog, comp) in comps.items():
+            bufs = runner.device_buffers(comp, dict(prog.inputs))
+            pristine = {k: cp.asarray(prog.inputs[k]) for k in ("hseq", "counter")
+                        if k in prog.inputs}
+
+            def restore(bb, pristine=pristine):
+                for k, v in pristine.items():
+                    bb[k][...] = v
+                bb["__err"][...] = 0
+            times[T] = [_time_launch(cp, runner, comp, bufs, restore) for _ in range(REPEATS)]
+            got = {n: cp.asnumpy(v) for n, v in bufs.items()}
+            err = float(prog.max_rel_err(got))
+            if not err <= 1e-3:
+                raise AssertionError(f"pad {pad} T={T}: values differ ({err})")
+            addr[str(T)] = int(bufs["hseq"].data.ptr)
+            pads.append(bufs)     # kept: the next placement cannot reuse its blocks
+        out.append({"pad_bytes": pad, "hseq_address": addr,
+                    "per_step_s": float((np.median(times[STEPS]) - np.median(times[SHORT]))
+                                        / (STEPS - SHORT)),
+                    "launch_s": {str(T): t for T, t in times.items()}})
+    return {"placements": out}
+
+
+def measure(out: str, argv: list) -> dict:
+    from gpusim.backends.cupy_backend import Runner
+    from gpusim.measurements import spec_name_for_gpu
+    from gpusim.specs import load_spec
+    from measurements.campaign import provenance
+    from measurements.probe import ClockSampler
+
+    runner = Runner()
+    prov = provenance(argv)
+    spec = load_spec(spec_name_for_gpu(prov["gpu_name"]))
+    clocks = ClockSampler()
+    rec = {"format_version": 1, "provenance": prov, "spec": spec.name, "steps": [STEPS, SHORT],
+           "repeats": REPEATS, "pads": list(PADS), "results": {}}
+    t0 = time.time()
+    for kind, sync, h, b, d in LAYERS:
+        key = f"{kind}-{sync}-h{h}-b{b}-d{d}"
+        try:
+            r = measure_layer(runner, spec, kind, sync, h, b, d) | {"status": "ok"}
+            print(key, [round(p["per_step_s"] * 1e9) for p in r["placements"]], flush=True)
+        except Exception as exc:    # record and go on
+            r = {"status": "error", "error": f"{type(exc).__name__}: {exc}"}
+            print(f"{key}: FAILED {r['error']}", flush=True)
+        rec["results"][key] = {"kernel": kind, "sync": sync, "hidden": h, "batch": b,
+                               "density": d, **r}
+    clocks.stop(prov)
+    rec["timing_s"] = time.time() - t0
+    with open(os.path.join(out, "alloc_spread.json"), "w") as f:
+        json.dump(rec, f, indent=1)
+    return rec
+
+
+def main(argv: list | None = None) -> int:
+    from measurements.probe import gpu_probe_main
+
+    return gpu_probe_main(argv, __doc__, measure, "alloc_spread.json")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

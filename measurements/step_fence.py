@@ -1,0 +1,111 @@
+"""The Lamport kernels with and without the fence that closes each step, over cells, weight
+precisions and batches: the campaign's slope, GPU only.
+
+    PYTHONPATH=. python3 measurements/step_fence.py --out $OUT     # step_fence.json
+
+Why: a ``__threadfence()`` at the end of each step took 9-30% off the vanilla Lamport kernels at
+batch 1 and 3-10% at batch 2-8 on the H200 (``stamp_effect.json``, its ``fence`` form). This
+checks the gated cells (LSTM, GRU), fp16 weights and more batches before the kernel keeps the
+fence (``kernels_ir.kernels.sparse_rnn.LAMPORT_STEP_FENCE``).
+
+Per layer (seed 7, 128 and 32 steps, the program's own inputs, values checked) the per-step
+slope (medians of 9 launches each) of the sparse Lamport kernel (wide loads, optimal layout)
+and, where it fits, the dense one, built with ``step_fence`` False and True.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+STEPS, SHORT, REPEATS, SEED = 128, 32, 9, 7
+# (cell, dtype, hidden, batch, density)
+LAYERS = (("lstm", "fp32", 512, 1, 0.1), ("lstm", "fp32", 1024, 4, 0.05),
+          ("gru", "fp32", 768, 1, 0.1), ("gru", "fp32", 1536, 2, 0.05),
+          ("rnn", "fp16", 1024, 1, 0.1), ("rnn", "fp16", 3072, 4, 0.05),
+          ("rnn", "fp32", 640, 2, 0.2), ("rnn", "fp32", 3584, 8, 0.02),
+          ("rnn", "fp32", 6144, 1, 0.03))
+
+
+def build(kind: str, cell: str, dtype: str, h: int, b: int, d: float, steps: int, spec,
+          fence: bool):
+    from kernels_ir.kernels.sparse_rnn import build_dense_rnn, build_sparse_rnn, make_layer
+
+    layer = make_layer(h, b, d, steps, SEED, cell=cell)
+    if kind == "dense":
+        return build_dense_rnn(layer, spec, sync="lamport", dtype=dtype, step_fence=fence)
+    return build_sparse_rnn(layer, spec, sync="lamport", layout="optimal", dtype=dtype,
+                            step_fence=fence)
+
+
+def slope(runner, progs: dict) -> dict:
+    import numpy as np
+
+    from measurements.probe import time_launches
+
+    times = {}
+    for T, prog in progs.items():
+        comp = runner.compile(prog.kernel, cooperative=True)
+        runner.check_grid(comp)
+        t, got = time_launches(runner, comp, dict(prog.inputs), repeats=REPEATS)
+        err = float(prog.max_rel_err(got))
+        if not err <= 1e-3:
+            raise AssertionError(f"T={T}: values differ from the reference ({err})")
+        times[str(T)] = t
+    return {"per_step_s": float((np.median(times[str(STEPS)]) - np.median(times[str(SHORT)]))
+                                / (STEPS - SHORT)), "launch_s": times}
+
+
+def measure(out: str, argv: list) -> dict:
+    from gpusim.backends.cupy_backend import Runner
+    from gpusim.measurements import spec_name_for_gpu
+    from gpusim.specs import load_spec
+    from kernels_ir.errors import CapacityError
+    from measurements.campaign import provenance
+    from measurements.probe import ClockSampler
+
+    runner = Runner()
+    prov = provenance(argv)
+    spec = load_spec(spec_name_for_gpu(prov["gpu_name"]))
+    clocks = ClockSampler()
+    rec = {"format_version": 1, "provenance": prov, "spec": spec.name, "seed": SEED,
+           "steps": [STEPS, SHORT], "repeats": REPEATS, "results": {}}
+    t0 = time.time()
+    for cell, dtype, h, b, d in LAYERS:
+        for kind in ("sparse", "dense"):
+            key = f"{kind}-{cell}-{dtype}-h{h}-b{b}-d{d}"
+            r = {"kernel": kind, "cell": cell, "dtype": dtype, "hidden": h, "batch": b,
+                 "density": d}
+            try:
+                for fence in (False, True):
+                    progs = {T: build(kind, cell, dtype, h, b, d, T, spec, fence)
+                             for T in (STEPS, SHORT)}
+                    r["fence" if fence else "plain"] = slope(runner, progs)
+                r["status"] = "ok"
+                print(key, {f: round(r[f]["per_step_s"] * 1e9) for f in ("plain", "fence")},
+                      flush=True)
+            except CapacityError as exc:
+                r |= {"status": "does not fit", "error": str(exc)}
+            except Exception as exc:    # record and go on
+                r |= {"status": "error", "error": f"{type(exc).__name__}: {exc}"}
+                print(f"{key}: FAILED {r['error']}", flush=True)
+            rec["results"][key] = r
+    clocks.stop(prov)
+    rec["timing_s"] = time.time() - t0
+    with open(os.path.join(out, "step_fence.json"), "w") as f:
+        json.dump(rec, f, indent=1)
+    return rec
+
+
+def main(argv: list | None = None) -> int:
+    from measurements.probe import gpu_probe_main
+
+    return gpu_probe_main(argv, __doc__, measure, "step_fence.json")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
