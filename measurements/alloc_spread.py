@@ -17,10 +17,8 @@ the per-step slope (medians of 7 launches each) and the device address of ``hseq
 
 from __future__ import annotations
 
-import json
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -74,34 +72,14 @@ def measure_layer(runner, spec, kind, sync, h, b, d) -> dict:
 
 
 def measure(out: str, argv: list) -> dict:
-    from gpusim.backends.cupy_backend import Runner
-    from gpusim.measurements import spec_name_for_gpu
-    from gpusim.specs import load_spec
-    from measurements.campaign import provenance
-    from measurements.probe import ClockSampler
+    from measurements.probe import record_layers
 
-    runner = Runner()
-    prov = provenance(argv)
-    spec = load_spec(spec_name_for_gpu(prov["gpu_name"]))
-    clocks = ClockSampler()
-    rec = {"format_version": 1, "provenance": prov, "spec": spec.name, "steps": [STEPS, SHORT],
-           "repeats": REPEATS, "pads": list(PADS), "results": {}}
-    t0 = time.time()
-    for kind, sync, h, b, d in LAYERS:
-        key = f"{kind}-{sync}-h{h}-b{b}-d{d}"
-        try:
-            r = measure_layer(runner, spec, kind, sync, h, b, d) | {"status": "ok"}
-            print(key, [round(p["per_step_s"] * 1e9) for p in r["placements"]], flush=True)
-        except Exception as exc:    # record and go on
-            r = {"status": "error", "error": f"{type(exc).__name__}: {exc}"}
-            print(f"{key}: FAILED {r['error']}", flush=True)
-        rec["results"][key] = {"kernel": kind, "sync": sync, "hidden": h, "batch": b,
-                               "density": d, **r}
-    clocks.stop(prov)
-    rec["timing_s"] = time.time() - t0
-    with open(os.path.join(out, "alloc_spread.json"), "w") as f:
-        json.dump(rec, f, indent=1)
-    return rec
+    def show(key, r):
+        print(key, [round(p["per_step_s"] * 1e9) for p in r["placements"]], flush=True)
+    return record_layers(out, argv, "alloc_spread.json", LAYERS, measure_layer, show, gpu=None,
+                         fields=("kernel", "sync", "hidden", "batch", "density"),
+                         key=lambda k, s, h, b, d: f"{k}-{s}-h{h}-b{b}-d{d}",
+                         steps=[STEPS, SHORT], repeats=REPEATS, pads=list(PADS))
 
 
 def main(argv: list | None = None) -> int:

@@ -83,13 +83,23 @@ def record_microbenches(out: str, argv: list, filename: str, entries) -> dict:
     return res
 
 
+LAYER_FIELDS = ("hidden", "batch", "density")
+
+
+def _layer_key(h, b, d) -> str:
+    return f"h{h}-b{b}-d{d}"
+
+
 def record_layers(out: str, argv: list, filename: str, layers, run, show, *,
-                  gpu: str | None = "h100", **meta) -> dict:
-    """One record of a layer probe: ``run(runner, spec, h, b, d)`` per ``(hidden, batch,
-    density)`` of ``layers`` (its result gets ``status`` "ok"; an exception is recorded as
-    ``status`` "error" and the next layer runs), ``show(key, result)`` prints it; provenance, the
-    SM clock samples, ``meta`` and the wall time go with the results into ``out/filename``.
-    ``spec`` is ``gpu``'s (``None``: the measured GPU's, named in the record's ``spec``)."""
+                  gpu: str | None = "h100", fields: tuple = LAYER_FIELDS, key=_layer_key,
+                  **meta) -> dict:
+    """One record of a layer probe: ``run(runner, spec, *layer)`` per tuple of ``layers``
+    (``(hidden, batch, density)`` unless ``fields`` names other items), recorded under
+    ``key(*layer)`` with the layer's fields and ``status`` "ok" unless the result has one (an
+    exception is recorded as ``status`` "error" and the next layer runs); ``show(key, result)``
+    prints it; provenance, the SM clock samples, ``meta`` and the wall time go with the results
+    into ``out/filename``. ``spec`` is ``gpu``'s (``None``: the measured GPU's, named in the
+    record's ``spec``)."""
     from gpusim.backends.cupy_backend import Runner
     from gpusim.measurements import spec_name_for_gpu
     from gpusim.specs import load_spec
@@ -102,16 +112,16 @@ def record_layers(out: str, argv: list, filename: str, layers, run, show, *,
     rec = {"format_version": 1, "provenance": prov, **meta,
            **({} if gpu else {"spec": spec.name}), "results": {}}
     t0 = time.time()
-    for h, b, d in layers:
-        key = f"h{h}-b{b}-d{d}"
+    for layer in layers:
+        name = key(*layer)
         try:
-            r = run(runner, spec, h, b, d)
-            r["status"] = "ok"
-            show(key, r)
+            r = run(runner, spec, *layer)
+            r.setdefault("status", "ok")     # a run may name another (a layer that does not fit)
+            show(name, r)
         except Exception as exc:   # record and go on
             r = {"status": "error", "error": f"{type(exc).__name__}: {exc}"}
-            print(f"{key}: FAILED {r['error']}", flush=True)
-        rec["results"][key] = {"hidden": h, "batch": b, "density": d, **r}
+            print(f"{name}: FAILED {r['error']}", flush=True)
+        rec["results"][name] = {**dict(zip(fields, layer, strict=True)), **r}
     clocks.stop(prov)
     rec["timing_s"] = time.time() - t0
     save_record(os.path.join(out, filename), rec)
@@ -595,6 +605,25 @@ def add_simulated(path: str, results, gpu: str | None = "h100", *, section: str 
     rec[section] = {"spec": gpu, **meta, "results": results(spec, rec)}
     save_record(path, rec)
     return rec
+
+
+def add_simulated_slopes(path: str, entries, builder, sizes: tuple = (4, 8),
+                         gpu: str = "h200") -> dict:
+    """:func:`add_simulated` for a probe of microbenchmarks built by ``builder(*args)`` (a
+    ``rounds -> Microbench``) for each ``(key, *args)`` of ``entries``: the simulator's cycles
+    per round (the slope between ``sizes`` rounds, L2 warm, values checked), in seconds at the
+    spec's clock, beside the record's measured seconds, each printed."""
+    def results(spec, rec):
+        out = {}
+        for key, *args in entries:
+            cyc = simulated_slope(spec, builder(*args), sizes, l2_warm=True)
+            meas = rec["results"].get(key, {}).get("per_op_s")
+            out[key] = {"per_op_cycles": cyc, "per_op_s": cyc / spec.clock_hz,
+                        "measured_per_op_s": meas}
+            print(f"{key:22s} sim {cyc / spec.clock_hz * 1e9:8.1f} ns  measured "
+                  f"{meas * 1e9 if meas else float('nan'):8.1f} ns", flush=True)
+        return out
+    return add_simulated(path, results, gpu, sizes=list(sizes))
 
 
 def add_simulated_per_op(path: str, items, cycles, gpu: str = "h200", width: int = 20) -> dict:

@@ -93,8 +93,7 @@ def _compiled(runner, prog, form: str):
     return comp, dict(prog.inputs) | {"ts": np.zeros(size, np.int32)}
 
 
-def measure_layer(runner, spec, kind: str, h: int, b: int, d: float,
-                  forms: tuple = FORMS) -> dict:
+def measure_layer(runner, spec, kind: str, h: int, b: int, d: float) -> dict:
     import numpy as np
 
     from measurements.exchange_groups import build
@@ -102,6 +101,7 @@ def measure_layer(runner, spec, kind: str, h: int, b: int, d: float,
 
     progs = {T: build(h, b, d, T, spec, "lamport", dense=kind == "dense")
              for T in (STEPS, SHORT)}
+    forms = FORMS if (kind, h, b, d) in LAYERS[:4] else SHORT_FORMS
     out = {}
     for form in forms:
         times = {}
@@ -119,36 +119,15 @@ def measure_layer(runner, spec, kind: str, h: int, b: int, d: float,
 
 
 def measure(out: str, argv: list) -> dict:
-    import time
+    from measurements.probe import record_layers
 
-    from gpusim.backends.cupy_backend import Runner
-    from gpusim.measurements import spec_name_for_gpu
-    from gpusim.specs import load_spec
-    from measurements.campaign import provenance
-    from measurements.probe import ClockSampler
-    runner = Runner()
-    prov = provenance(argv)
-    spec = load_spec(spec_name_for_gpu(prov["gpu_name"]))
-    clocks = ClockSampler()
-    rec = {"format_version": 1, "provenance": prov, "spec": spec.name, "steps": [STEPS, SHORT],
-           "repeats": REPEATS, "forms": list(FORMS), "results": {}}
-    t0 = time.time()
-    for i, (kind, h, b, d) in enumerate(LAYERS):
-        key = f"{kind}-h{h}-b{b}-d{d}"
-        try:
-            r = measure_layer(runner, spec, kind, h, b, d,
-                              FORMS if i < 4 else SHORT_FORMS) | {"status": "ok"}
-            print(key, json.dumps({f: round(v["per_step_s"] * 1e9) for f, v in r.items()
-                                   if f in FORMS}), flush=True)
-        except Exception as exc:    # record and go on
-            r = {"status": "error", "error": f"{type(exc).__name__}: {exc}"}
-            print(f"{key}: FAILED {r['error']}", flush=True)
-        rec["results"][key] = {"kernel": kind, "hidden": h, "batch": b, "density": d, **r}
-    clocks.stop(prov)
-    rec["timing_s"] = time.time() - t0
-    with open(os.path.join(out, "stamp_effect.json"), "w") as f:
-        json.dump(rec, f, indent=1)
-    return rec
+    def show(key, r):
+        print(key, json.dumps({f: round(v["per_step_s"] * 1e9) for f, v in r.items()
+                               if f in FORMS}), flush=True)
+    return record_layers(out, argv, "stamp_effect.json", LAYERS, measure_layer, show, gpu=None,
+                         fields=("kernel", "hidden", "batch", "density"),
+                         key=lambda k, h, b, d: f"{k}-h{h}-b{b}-d{d}",
+                         steps=[STEPS, SHORT], repeats=REPEATS, forms=list(FORMS))
 
 
 def main(argv: list | None = None) -> int:

@@ -15,10 +15,8 @@ and, where it fits, the dense one, built with ``step_fence`` False and True.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -60,45 +58,33 @@ def slope(runner, progs: dict) -> dict:
                                 / (STEPS - SHORT)), "launch_s": times}
 
 
-def measure(out: str, argv: list) -> dict:
-    from gpusim.backends.cupy_backend import Runner
-    from gpusim.measurements import spec_name_for_gpu
-    from gpusim.specs import load_spec
+def measure_layer(runner, spec, kind, cell, dtype, h, b, d) -> dict:
+    """Both forms of one kernel; a layer the registers refuse is recorded as such."""
     from kernels_ir.errors import CapacityError
-    from measurements.campaign import provenance
-    from measurements.probe import ClockSampler
 
-    runner = Runner()
-    prov = provenance(argv)
-    spec = load_spec(spec_name_for_gpu(prov["gpu_name"]))
-    clocks = ClockSampler()
-    rec = {"format_version": 1, "provenance": prov, "spec": spec.name, "seed": SEED,
-           "steps": [STEPS, SHORT], "repeats": REPEATS, "results": {}}
-    t0 = time.time()
-    for cell, dtype, h, b, d in LAYERS:
-        for kind in ("sparse", "dense"):
-            key = f"{kind}-{cell}-{dtype}-h{h}-b{b}-d{d}"
-            r = {"kernel": kind, "cell": cell, "dtype": dtype, "hidden": h, "batch": b,
-                 "density": d}
-            try:
-                for fence in (False, True):
-                    progs = {T: build(kind, cell, dtype, h, b, d, T, spec, fence)
-                             for T in (STEPS, SHORT)}
-                    r["fence" if fence else "plain"] = slope(runner, progs)
-                r["status"] = "ok"
-                print(key, {f: round(r[f]["per_step_s"] * 1e9) for f in ("plain", "fence")},
-                      flush=True)
-            except CapacityError as exc:
-                r |= {"status": "does not fit", "error": str(exc)}
-            except Exception as exc:    # record and go on
-                r |= {"status": "error", "error": f"{type(exc).__name__}: {exc}"}
-                print(f"{key}: FAILED {r['error']}", flush=True)
-            rec["results"][key] = r
-    clocks.stop(prov)
-    rec["timing_s"] = time.time() - t0
-    with open(os.path.join(out, "step_fence.json"), "w") as f:
-        json.dump(rec, f, indent=1)
-    return rec
+    out = {}
+    try:
+        for fence in (False, True):
+            progs = {T: build(kind, cell, dtype, h, b, d, T, spec, fence) for T in (STEPS, SHORT)}
+            out["fence" if fence else "plain"] = slope(runner, progs)
+    except CapacityError as exc:
+        return {"status": "does not fit", "error": str(exc)}
+    return out
+
+
+def measure(out: str, argv: list) -> dict:
+    from measurements.probe import record_layers
+
+    def show(key, r):
+        if r["status"] == "ok":
+            print(key, {f: round(r[f]["per_step_s"] * 1e9) for f in ("plain", "fence")},
+                  flush=True)
+    return record_layers(out, argv, "step_fence.json",
+                         [(kind, *layer) for layer in LAYERS for kind in ("sparse", "dense")],
+                         measure_layer, show, gpu=None,
+                         fields=("kernel", "cell", "dtype", "hidden", "batch", "density"),
+                         key=lambda k, c, t, h, b, d: f"{k}-{c}-{t}-h{h}-b{b}-d{d}",
+                         seed=SEED, steps=[STEPS, SHORT], repeats=REPEATS)
 
 
 def main(argv: list | None = None) -> int:

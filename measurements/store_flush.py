@@ -57,19 +57,9 @@ def measure(out: str, argv: list) -> dict:
 
 def simulate_into(path: str) -> None:
     """Add the simulator's cost per round (values checked) to the record at ``path``."""
-    from measurements.probe import add_simulated, simulated_slope
+    from measurements.probe import add_simulated_slopes
 
-    def results(spec, rec):
-        out = {}
-        for key, w, b, a in entries():
-            cyc = simulated_slope(spec, builder(w, b, a), SIM_SIZES, l2_warm=True)
-            meas = rec["results"].get(key, {}).get("per_op_s")
-            out[key] = {"per_op_cycles": cyc, "per_op_s": cyc / spec.clock_hz,
-                        "measured_per_op_s": meas}
-            print(f"{key:22s} sim {cyc / spec.clock_hz * 1e9:8.1f} ns  measured "
-                  f"{meas * 1e9 if meas else float('nan'):8.1f} ns", flush=True)
-        return out
-    add_simulated(path, results, "h200", sizes=list(SIM_SIZES))
+    add_simulated_slopes(path, entries(), builder, SIM_SIZES)
 
 
 def main(argv: list | None = None) -> int:
