@@ -133,6 +133,27 @@ def test_the_fence_over_cells_is_the_records_and_mixed_beyond_vanilla_one_group(
         for r in rec["results"].values() if r["kernel"] == "sparse"]
 
 
+def test_the_repeat_on_another_machine_says_the_same_of_the_vanilla_one_group_kernels():
+    first = {**_load("stamp_effect.json")["results"], **_load("step_fence.json")["results"]}
+    again = {**_load("stamp_effect_repeat.json")["results"],
+             **_load("step_fence_repeat.json")["results"]}
+    assert set(first) == set(again)
+    vanilla, flips = 0, 0
+    for key, r in first.items():
+        if r["status"] != "ok":
+            continue
+        change = [x["fence"]["per_step_s"] / x["plain"]["per_step_s"] - 1 for x in (r, again[key])]
+        if r.get("cell", "rnn") == "rnn" and r["hidden"] * r["batch"] <= 4096:
+            vanilla += 1
+            assert all(c < -0.025 for c in change) and abs(change[0] - change[1]) < 0.075, key
+        elif r.get("cell", "rnn") != "rnn":
+            flips += (change[0] > 0) != (change[1] > 0)
+    assert vanilla == 9 and flips == 3
+    big = "sparse-rnn-fp32-h3584-b8-d0.02"
+    assert all(x[big]["fence"]["per_step_s"] > 1.1 * x[big]["plain"]["per_step_s"]
+               for x in (first, again))
+
+
 def test_the_exchange_alone_is_too_noisy_between_calls_to_isolate_the_fence():
     first, second = _load("store_flush_first.json"), _load("store_flush.json")
     keys = {k for k, *_ in store_flush.entries()}
