@@ -104,6 +104,10 @@ def test_the_stamp_tables_are_the_records_and_the_fence_helps_small_slots():
         row = f"| {kind} h{h}-b{b} | " + " | ".join(cells) + " |"
         row = re.sub(r"(\|  )+\|", lambda m: "| " * (m.group(0).count("|") - 1) + "|", row)
         assert row.replace("  ", " ") in README.replace("  ", " "), row
+        for rec in (first, second):         # the stores removed: the plain kernel, within 8%
+            x = rec["results"].get(key, {})
+            if "none" in x:
+                assert abs(x["none"]["per_step_s"] / x["plain"]["per_step_s"] - 1) < 0.08, key
         plain, fenced = r["plain"]["per_step_s"], r["fence"]["per_step_s"]
         if kind in ("dense", "sparse") and int(h) * int(b) <= 4096:
             assert fenced < 0.98 * plain, key          # every vanilla one-group kernel
