@@ -30,7 +30,8 @@ from pathlib import Path
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 DRAW = re.compile(r"fresh_\d{4}-\d\d-\d\d_s\d+$")
-GZIPPED = ("campaign.json", "ncu.json")        # kept gzipped (measurements/README.md, "Files")
+# kept gzipped (measurements/README.md, "Files"): the records and the device call's log
+GZIPPED = ("campaign.json", "ncu.json", "campaign_log.txt")
 ROOT = Path(__file__).resolve().parents[1]
 
 

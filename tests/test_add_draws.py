@@ -54,8 +54,9 @@ def test_a_copied_draw_keeps_its_records_gzipped(tmp_path):
     out = _device_folder(tmp_path, (44,), (44,))
     dest = tmp_path / "repo" / "fresh_2026-11-28_s44"
     copy_draw(out / "fresh_2026-11-28_s44", dest)
-    assert sorted(p.name for p in dest.iterdir()) == ["campaign.json.gz", "campaign_log.txt",
+    assert sorted(p.name for p in dest.iterdir()) == ["campaign.json.gz", "campaign_log.txt.gz",
                                                        "ncu.json.gz"]
+    assert gzip.decompress((dest / "campaign_log.txt.gz").read_bytes()) == b"log\n"
     assert record_file(dest / "campaign.json").name == "campaign.json.gz"
     assert json.loads(gzip.decompress((dest / "campaign.json.gz").read_bytes())) == \
         {"cases": [], "seed": 44}
