@@ -3,7 +3,7 @@ campaign's slope, with the buffers allocated at six different addresses (GPU onl
 
     PYTHONPATH=. python3 measurements/alloc_spread.py --out $OUT     # alloc_spread.json
 
-Why: measured twice in two processes, the same generated Lamport kernel at batch 1 took 1065
+Why: measured twice in two processes, the same stamped Lamport kernel at batch 1 took 1065
 and 1294 ns a step (``stamp_effect_first.json`` and ``stamp_effect.json``, ``only_top``), and
 the exchange alone moved by up to 30% between two runs (``store_flush_first.json``,
 ``store_flush.json``). One process's repeats agree within a few percent. Where ``hseq`` lies

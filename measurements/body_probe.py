@@ -222,10 +222,10 @@ SLOT_ENTRIES = tuple(
         + [("full", 2, 3, 4), ("full", 4, 2, 2)]))
 
 
-# ``DENSE=1``: the dense kernel's body at batch 1 and 2 (record ``body_probe_dense.json``): a
-# row of ``hidden`` weights is ``hidden / 32 / batch`` loads of one or two words a lane, each
+# ``DENSE=1``: the dense kernel's body at batch 1, 2 and 4 (record ``body_probe_dense.json``): a
+# row of ``hidden`` weights is ``hidden / 32 / batch`` loads of one, two or four words a lane, each
 # followed by its FFMAs on the row's accumulators (one a batch column): rows of 256 to 2048 at
-# batch 1, of 1024 and 2048 at batch 2, one and two rows a warp
+# batch 1, of 1024 and 2048 at batch 2, one and two rows a warp, and one row of 2048 at batch 4
 DENSE_ENTRIES = tuple(
     (f"{v}_b{b}_r{r}_c{c}", {"variant": v, "batch": b, "rows": r, "chunks": c, "grid": 1})
     for v, b, r, c in (

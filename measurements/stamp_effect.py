@@ -23,7 +23,10 @@ Per layer (seed 7, 128 and 32 steps, values checked) the Lamport kernel's per-st
   stores; no stamp).
 
 The first four layers take every form; the others (sparse kernels at batch 1 with two staging
-groups, at batch 4 and 8) the plain, stamped and fenced ones.
+groups, at batch 4 and 8, and the dense kernel at 1536-b2) the plain, stamped, ``only_t3`` and
+fenced ones. Every kernel is built by ``exchange_groups.build``: a sparse kernel whose last
+staging group is partial (h4864-b1, h2304-b4) re-reads chunk 0 past the end, the form that probe
+measured.
 """
 
 from __future__ import annotations

@@ -3,8 +3,9 @@ precisions and batches: the campaign's slope, GPU only.
 
     PYTHONPATH=. python3 measurements/step_fence.py --out $OUT     # step_fence.json
 
-Why: a ``__threadfence()`` at the end of each step took 9-30% off the vanilla Lamport kernels at
-batch 1 and 3-10% at batch 2-8 on the H200 (``stamp_effect.json``, its ``fence`` form). This
+Why: a ``__threadfence()`` at the end of each step took 3-30% off the vanilla Lamport kernels
+whose h fits one staging group on the H200, and moved larger slots by -5% to +2.5%
+(``stamp_effect.json``, its ``fence`` form). This
 checks the gated cells (LSTM, GRU), fp16 weights and more batches before the kernel keeps the
 fence (``kernels_ir.kernels.sparse_rnn.LAMPORT_STEP_FENCE``).
 

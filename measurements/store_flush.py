@@ -26,8 +26,8 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-# (words, batch): one row a warp at batch 1 and 2 (1024 and 2048 rows), four at batch 1 (4096),
-# one at batch 4 (the control: there the stamps changed little)
+# (words, batch): one row a warp at batch 1 (1024 rows) and 2 (1024), two at batch 1 (2048),
+# four at batch 1 (4096), one at batch 4 (the control: there the stamps changed little)
 LAYOUTS = ((1024, 1), (2048, 1), (2048, 2), (4096, 1), (4096, 4))
 AFTERS = ("", "store", "fence", "delay")
 SIZES = (16, 64)

@@ -45,6 +45,52 @@ def test_the_dense_body_alone_agrees_with_the_simulator():
         assert 0.93 < ratio < 1.04, (key, ratio)      # the README: within -7% to +3%
 
 
+def test_the_stamped_launches_agree_with_their_stamps_and_the_simulator_with_them():
+    """dense_steps.json: launch time less the campaign's intercept, over the steps, is the stamped
+    mean within 5% but for dense h536-b1 (its campaign's intercept an outlier); the simulator is
+    within -3% to +9% of the stamped mean from hidden 928 up, 13-24% under the campaign's slope
+    for the dense kernel at batch 1."""
+    import statistics
+
+    rec = _load("dense_steps.json")
+    sim = rec["simulated"]["results"]
+    off = []
+    for key, r in rec["results"].items():
+        for kind in dense_steps.KERNELS:
+            c, s = r[kind]["campaign"], r[kind]["stamped"]
+            mean = s["summary"]["step_mean_ns"]
+            est = _ns(statistics.median(s["launch_s"]) - c["launch_s"]) / dense_steps.STEPS
+            if abs(est / mean - 1) >= 0.05:
+                off.append((key, kind))
+            ratio = _ns(sim[key][kind]["per_step_s"]) / mean
+            if r["hidden"] >= 928:
+                assert 0.97 < ratio < 1.095, (key, kind, ratio)
+            if kind == "dense" and r["batch"] == 1:
+                fast = 1 - _ns(sim[key][kind]["per_step_s"]) / _ns(c["per_step_s"])
+                assert 0.13 < fast < 0.245, (key, fast)
+    assert off == [("h536-b1-d0.05", "dense")]
+
+
+def test_the_short_launch_keeps_the_programs_options():
+    """The runner's T' launch is built with the staging and step options of the program it
+    shortens (else the campaign's slope would compare two kernels)."""
+    from gpusim.backends.cupy_backend import _short_program
+    from gpusim.specs import load_spec
+    from kernels_ir.codegen_cuda import generate
+    from kernels_ir.kernels.sparse_rnn import build_dense_rnn, build_sparse_rnn, make_layer
+
+    spec = _small(load_spec("h200"))
+    layer = make_layer(1100, 4, 0.05, 6, seed=1)          # two staging groups, a partial one
+    for prog in (build_sparse_rnn(layer, spec, layout="optimal", step_fence=True,
+                                  stage_fallback="chunk0"),
+                 build_dense_rnn(make_layer(256, 1, 0.1, 6, seed=1), spec, step_fence=True)):
+        short = _short_program(prog, 2, spec)
+        assert short.variant == prog.variant and prog.variant["step_fence"] is True
+        code, short_code = generate(prog.kernel).code, generate(short.kernel).code
+        assert code.count("__threadfence") == short_code.count("__threadfence")
+    assert "stage_fallback" not in build_sparse_rnn(layer, spec).variant
+
+
 def test_the_dense_kernel_stamped_agrees_with_the_simulator():
     rec = _load("exchange_groups_dense.json")
     _h200(rec)
@@ -109,7 +155,7 @@ def test_the_stamp_tables_are_the_records_and_the_fence_helps_small_slots():
             if "none" in x:
                 assert abs(x["none"]["per_step_s"] / x["plain"]["per_step_s"] - 1) < 0.08, key
         plain, fenced = r["plain"]["per_step_s"], r["fence"]["per_step_s"]
-        if kind in ("dense", "sparse") and int(h) * int(b) <= 4096:
+        if int(h) * int(b) <= 4096:
             assert fenced < 0.98 * plain, key          # every vanilla one-group kernel
 
 
@@ -156,6 +202,13 @@ def test_the_repeat_on_another_machine_says_the_same_of_the_vanilla_one_group_ke
     big = "sparse-rnn-fp32-h3584-b8-d0.02"
     assert all(x[big]["fence"]["per_step_s"] > 1.1 * x[big]["plain"]["per_step_s"]
                for x in (first, again))
+
+
+def test_the_simulator_moves_little_between_the_exchange_forms():
+    sim = _load("store_flush.json")["simulated"]["results"]
+    moves = [sim[f"x_{w}_b{b}_{a}"]["per_op_s"] / sim[f"x_{w}_b{b}"]["per_op_s"] - 1
+             for w, b in store_flush.LAYOUTS for a in store_flush.AFTERS if a]
+    assert 0.10 < max(abs(m) for m in moves) < 0.11      # the README: at most 11%
 
 
 def test_the_exchange_alone_is_too_noisy_between_calls_to_isolate_the_fence():
@@ -233,8 +286,8 @@ def test_the_exchange_benchmarks_after_forms_run_and_check(after):
         assert code.count("fmaf") >= DELAY_FMAS
     res = simulate(mb.kernel, mb.inputs, spec, l2_warm=True)
     assert mb.check(res.globals)
-    bad = dict(res.globals)
-    bad["scratch" if after != "fence" else "hseq"] = bad[
-        "scratch" if after != "fence" else "hseq"] * 0
-    assert not mb.check(bad)
+    if after != "fence":               # the scratch line is checked: lane 0's last value
+        bad = dict(res.globals)
+        bad["scratch"] = bad["scratch"] * 0
+        assert not mb.check(bad)
     assert "after" not in exchange(rounds=3, words=1024, batch=1, ctas=8).params

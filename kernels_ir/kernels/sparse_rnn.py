@@ -174,7 +174,9 @@ def build_sparse_rnn(layer, spec, *, sync: str = "lamport", wide_loads: bool = T
     the weights rounded to fp16 (module docstring); ``stage_fallback``: what the Lamport
     staging's chunk past the end of h reads (:data:`FALLBACKS`; None: the kernel's own,
     :data:`PARTIAL_GROUP_FALLBACK`); ``step_fence``: whether the Lamport kernel's step ends
-    with a ``__threadfence()`` (None: :data:`LAMPORT_STEP_FENCE`)."""
+    with a ``__threadfence()`` (None: :data:`LAMPORT_STEP_FENCE`; a multi-head kernel whose
+    exchange stays in its CTA has no grid exchange to fence, and takes none). Either, where it
+    is not the kernel's own, is kept in the program's ``variant``."""
     return _build(layer, spec, sync=sync, wide_loads=wide_loads, layout=layout,
                   threads_per_cta=threads_per_cta, seed=seed, dense=False, n_ctas=n_ctas,
                   dtype=dtype, stage_fallback=stage_fallback, step_fence=step_fence)
@@ -457,6 +459,12 @@ def _build(layer, spec, *, sync, wide_loads, layout, threads_per_cta, seed, dens
         variant["dtype"] = dtype
     if heads > 1:
         variant.update(heads=heads, exchange="cta" if local else "grid")
+    # the staging and step options where they are not the kernel's own (a rebuild, such as the
+    # runner's short launch, passes them on)
+    if stage_fallback is not None and stage_fallback != PARTIAL_GROUP_FALLBACK:
+        variant["stage_fallback"] = stage_fallback
+    if step_fence != LAMPORT_STEP_FENCE:
+        variant["step_fence"] = step_fence
     return RNNProgram(kernel, inputs, mapping, layer, variant, slot)
 
 
@@ -512,11 +520,12 @@ STAGE_GROUP = 4  # 128-bit chunks a thread loads back to back before it checks t
 PARTIAL_GROUP_FALLBACK = "previous"
 FALLBACKS = ("previous", "chunk0")
 # Whether the Lamport kernel's step ends with a __threadfence() of every thread (after the h
-# stores, before the next step's polls). On the H200 it took 9-30% off the vanilla kernels'
-# step where h fits one staging group (N x B <= 4096 words), and was mixed elsewhere: gated
-# cells -11% to +8%, larger slots -5% to +13% (measurements/h200/stamp_effect.json,
-# step_fence.json). Off: the recorded campaigns (the H100's among them) measured the kernels
-# without it, and a rule for where it pays is not established yet.
+# stores, before the next step's polls). On the H200 it took 3-31% off the vanilla kernels'
+# step where h fits one staging group (N x B <= 4096 words; nine of nine, on two machines), and
+# was mixed elsewhere: gated cells -11% to +8%, larger slots -5% to +13%
+# (measurements/h200/stamp_effect*.json, step_fence*.json). Off: the recorded campaigns (the
+# H100's among them) measured the kernels without it, and a rule for where it pays is not
+# established yet.
 LAMPORT_STEP_FENCE = False
 
 
