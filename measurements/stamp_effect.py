@@ -22,6 +22,10 @@ Per layer (seed 7, 128 and 32 steps, values checked) the Lamport kernel's per-st
 - ``fence``: the generated kernel with a ``__threadfence()`` at the step's end (after the h
   stores; no stamp).
 
+``STAMP_SET=delay`` (record ``stamp_effect_delay.json``, the first four layers): the plain and
+fenced kernels beside two more closings of the step, waits with no memory operation:
+``sleep200`` and ``sleep800`` (``__nanosleep(200)``, ``__nanosleep(800)``).
+
 The first four layers take every form; the others (sparse kernels at batch 1 with two staging
 groups, at batch 4 and 8, and the dense kernel at 1536-b2) the plain, stamped, ``only_t3`` and
 fenced ones. Every kernel is built by ``exchange_groups.build``: a sparse kernel whose last
@@ -49,6 +53,16 @@ STAMPS = {"top": "g_ts[ts_i + 0]", "tp": "g_ts[ts_i + 2]", "e": "g_ts[ts_i + 5 +
 FORMS = ("plain", "none", "all", *(f"only_{s}" for s in STAMPS), "fence")
 SHORT_FORMS = ("plain", "all", "only_t3", "fence")   # the layers past the first four
 FENCE = "\n    }\n}"      # the end of the time loop, then of the kernel
+# ``STAMP_SET=delay`` (record ``stamp_effect_delay.json``, the first four layers): what in a
+# fence or a stamp at the step's end helps: the text that closes each step in each form
+STEP_END = {"fence": "__threadfence();",
+            # waits with no memory operation (the SASS NANOSLEEP: at most about that long)
+            "sleep200": "__nanosleep(200);", "sleep800": "__nanosleep(800);"}
+DELAY_FORMS = ("plain", "fence", "sleep200", "sleep800")
+
+
+def _delay_set() -> bool:
+    return os.environ.get("STAMP_SET") == "delay"
 
 
 def keep_stamps(code: str, keep: tuple) -> str:
@@ -64,12 +78,13 @@ def keep_stamps(code: str, keep: tuple) -> str:
     return "\n".join(lines)
 
 
-def fenced(code: str) -> str:
-    """The generated CUDA with a ``__threadfence()`` closing each step of its time loop."""
+def fenced(code: str, form: str = "fence") -> str:
+    """The generated CUDA with :data:`STEP_END` ``[form]`` (a ``__threadfence()``) closing each
+    step of its time loop."""
     if not code.rstrip("\n").endswith(FENCE):
         raise AssertionError("end of the time loop not found")
     i = code.rfind(FENCE)
-    return code[:i] + "\n        __threadfence();" + code[i:]
+    return code[:i] + "\n        " + STEP_END[form] + code[i:]
 
 
 def _compiled(runner, prog, form: str):
@@ -79,9 +94,10 @@ def _compiled(runner, prog, form: str):
     from measurements.exchange_groups import FIELDS, instrumented_code
     from measurements.probe import compile_instrumented, with_stamp_buffer
 
-    if form in ("plain", "fence"):
+    if form == "plain" or form in STEP_END:
         comp = (runner.compile(prog.kernel, cooperative=True) if form == "plain" else
-                compile_instrumented(runner, prog.kernel, fenced, cooperative=True))
+                compile_instrumented(runner, prog.kernel, lambda c: fenced(c, form),
+                                     cooperative=True))
         runner.check_grid(comp)
         return comp, dict(prog.inputs)
     k = prog.kernel
@@ -104,7 +120,8 @@ def measure_layer(runner, spec, kind: str, h: int, b: int, d: float) -> dict:
 
     progs = {T: build(h, b, d, T, spec, "lamport", dense=kind == "dense")
              for T in (STEPS, SHORT)}
-    forms = FORMS if (kind, h, b, d) in LAYERS[:4] else SHORT_FORMS
+    forms = DELAY_FORMS if _delay_set() else (
+        FORMS if (kind, h, b, d) in LAYERS[:4] else SHORT_FORMS)
     out = {}
     for form in forms:
         times = {}
@@ -126,11 +143,14 @@ def measure(out: str, argv: list) -> dict:
 
     def show(key, r):
         print(key, json.dumps({f: round(v["per_step_s"] * 1e9) for f, v in r.items()
-                               if f in FORMS}), flush=True)
-    return record_layers(out, argv, "stamp_effect.json", LAYERS, measure_layer, show, gpu=None,
+                               if f in FORMS or f in STEP_END}), flush=True)
+    delay = _delay_set()
+    return record_layers(out, argv, "stamp_effect_delay.json" if delay else "stamp_effect.json",
+                         LAYERS[:4] if delay else LAYERS, measure_layer, show, gpu=None,
                          fields=("kernel", "hidden", "batch", "density"),
                          key=lambda k, h, b, d: f"{k}-h{h}-b{b}-d{d}",
-                         steps=[STEPS, SHORT], repeats=REPEATS, forms=list(FORMS))
+                         steps=[STEPS, SHORT], repeats=REPEATS,
+                         forms=list(DELAY_FORMS if delay else FORMS))
 
 
 def main(argv: list | None = None) -> int:
