@@ -159,6 +159,26 @@ def test_the_stamp_tables_are_the_records_and_the_fence_helps_small_slots():
             assert fenced < 0.98 * plain, key          # every vanilla one-group kernel
 
 
+def test_a_short_wait_does_more_than_the_fence_and_a_long_one_too_much():
+    rec = _load("stamp_effect_delay.json")
+    _h200(rec)
+    assert rec["forms"] == list(stamp_effect.DELAY_FORMS)
+    assert list(rec["results"]) == [f"{k}-h{h}-b{b}-d{d}" for k, h, b, d in
+                                    stamp_effect.LAYERS[:4]]
+    for key, r in rec["results"].items():
+        assert r["status"] == "ok", key
+        t = {f: r[f]["per_step_s"] for f in rec["forms"]}
+        kind, h, b = re.match(r"(\w+)-h(\d+)-b(\d+)", key).groups()
+        row = f"| {kind} h{h}-b{b} | {_cell(t['plain'])} | " + " | ".join(
+            f"{_cell(t[f])} ({100 * (t[f] / t['plain'] - 1):+.0f}%)"
+            for f in ("fence", "sleep200", "sleep800")) + " |"
+        assert row in README, row
+        assert t["sleep200"] < t["fence"] < t["plain"] and t["sleep200"] < 0.82 * t["plain"], key
+        assert t["sleep800"] > t["sleep200"], key
+    for form, text in stamp_effect.STEP_END.items():
+        assert text.startswith("__threadfence" if form == "fence" else "__nanosleep"), form
+
+
 def test_the_fence_over_cells_is_the_records_and_mixed_beyond_vanilla_one_group():
     rec = _load("step_fence.json")
     _h200(rec)
