@@ -24,7 +24,9 @@ Per layer (seed 7, 128 and 32 steps, values checked) the Lamport kernel's per-st
 
 ``STAMP_SET=delay`` (record ``stamp_effect_delay.json``, the first four layers): the plain and
 fenced kernels beside two more closings of the step, waits with no memory operation:
-``sleep200`` and ``sleep800`` (``__nanosleep(200)``, ``__nanosleep(800)``).
+``sleep200`` and ``sleep800`` (``__nanosleep(200)``, ``__nanosleep(800)``). ``STAMP_SET=waits``
+(record ``stamp_effect_waits.json``, every layer): the plain kernel and waits of 50, 100, 200
+and 400 ns.
 
 The first four layers take every form; the others (sparse kernels at batch 1 with two staging
 groups, at batch 4 and 8, and the dense kernel at 1536-b2) the plain, stamped, ``only_t3`` and
@@ -57,12 +59,17 @@ FENCE = "\n    }\n}"      # the end of the time loop, then of the kernel
 # fence or a stamp at the step's end helps: the text that closes each step in each form
 STEP_END = {"fence": "__threadfence();",
             # waits with no memory operation (the SASS NANOSLEEP: at most about that long)
-            "sleep200": "__nanosleep(200);", "sleep800": "__nanosleep(800);"}
+            **{f"sleep{n}": f"__nanosleep({n});" for n in (50, 100, 200, 400, 800)}}
 DELAY_FORMS = ("plain", "fence", "sleep200", "sleep800")
+# ``STAMP_SET=waits`` (record ``stamp_effect_waits.json``, every layer): the wait's length
+WAIT_FORMS = ("plain", "sleep50", "sleep100", "sleep200", "sleep400")
+SETS = {"delay": ("stamp_effect_delay.json", LAYERS[:4], DELAY_FORMS),
+        "waits": ("stamp_effect_waits.json", LAYERS, WAIT_FORMS)}
 
 
-def _delay_set() -> bool:
-    return os.environ.get("STAMP_SET") == "delay"
+def _set():
+    """(record, layers, forms) of ``STAMP_SET`` (None: the stamps' own set)."""
+    return SETS.get(os.environ.get("STAMP_SET", ""))
 
 
 def keep_stamps(code: str, keep: tuple) -> str:
@@ -120,7 +127,7 @@ def measure_layer(runner, spec, kind: str, h: int, b: int, d: float) -> dict:
 
     progs = {T: build(h, b, d, T, spec, "lamport", dense=kind == "dense")
              for T in (STEPS, SHORT)}
-    forms = DELAY_FORMS if _delay_set() else (
+    forms = _set()[2] if _set() else (
         FORMS if (kind, h, b, d) in LAYERS[:4] else SHORT_FORMS)
     out = {}
     for form in forms:
@@ -144,13 +151,11 @@ def measure(out: str, argv: list) -> dict:
     def show(key, r):
         print(key, json.dumps({f: round(v["per_step_s"] * 1e9) for f, v in r.items()
                                if f in FORMS or f in STEP_END}), flush=True)
-    delay = _delay_set()
-    return record_layers(out, argv, "stamp_effect_delay.json" if delay else "stamp_effect.json",
-                         LAYERS[:4] if delay else LAYERS, measure_layer, show, gpu=None,
+    name, layers, forms = _set() or ("stamp_effect.json", LAYERS, FORMS)
+    return record_layers(out, argv, name, layers, measure_layer, show, gpu=None,
                          fields=("kernel", "hidden", "batch", "density"),
                          key=lambda k, h, b, d: f"{k}-h{h}-b{b}-d{d}",
-                         steps=[STEPS, SHORT], repeats=REPEATS,
-                         forms=list(DELAY_FORMS if delay else FORMS))
+                         steps=[STEPS, SHORT], repeats=REPEATS, forms=list(forms))
 
 
 def main(argv: list | None = None) -> int:
