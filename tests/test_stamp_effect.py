@@ -179,6 +179,25 @@ def test_a_short_wait_does_more_than_the_fence_and_a_long_one_too_much():
         assert text.startswith("__threadfence" if form == "fence" else "__nanosleep"), form
 
 
+def test_the_waits_length_the_records_and_200_ns_the_best():
+    rec = _load("stamp_effect_waits.json")
+    _h200(rec)
+    assert rec["forms"] == list(stamp_effect.WAIT_FORMS)
+    assert list(rec["results"]) == [f"{k}-h{h}-b{b}-d{d}" for k, h, b, d in stamp_effect.LAYERS]
+    best = 0
+    for key, r in rec["results"].items():
+        assert r["status"] == "ok", key
+        t = {f: r[f]["per_step_s"] for f in rec["forms"]}
+        kind, h, b = re.match(r"(\w+)-h(\d+)-b(\d+)", key).groups()
+        row = f"| {kind} h{h}-b{b} | {_cell(t['plain'])} | " + " | ".join(
+            f"{_cell(t[f])} ({100 * (t[f] / t['plain'] - 1):+.0f}%)"
+            for f in rec["forms"][1:]) + " |"
+        assert row in README, row
+        assert t["sleep200"] < 1.015 * t["plain"], key       # never more than 1.5% slower
+        best += min(t, key=t.get) == "sleep200"
+    assert best == 6
+
+
 def test_the_fence_over_cells_is_the_records_and_mixed_beyond_vanilla_one_group():
     rec = _load("step_fence.json")
     _h200(rec)
