@@ -31,10 +31,8 @@ LAYERS = (("dense", "lamport", 1024, 1, 0.05), ("sparse", "lamport", 928, 1, 0.0
 
 
 def measure_layer(runner, spec, kind, sync, h, b, d) -> dict:
-    import numpy as np
-
-    from gpusim.backends.cupy_backend import _time_launch
     from measurements.exchange_groups import build
+    from measurements.probe import timed_slope
 
     cp = runner.cp
     comps = {}
@@ -47,27 +45,13 @@ def measure_layer(runner, spec, kind, sync, h, b, d) -> dict:
     for pad in PADS:
         if pad:
             pads.append(cp.zeros(pad, cp.uint8))
-        times, addr = {}, {}
-        for T, (prog, comp) in comps.items():
-            bufs = runner.device_buffers(comp, dict(prog.inputs))
-            pristine = {k: cp.asarray(prog.inputs[k]) for k in ("hseq", "counter")
-                        if k in prog.inputs}
-
-            def restore(bb, pristine=pristine):
-                for k, v in pristine.items():
-                    bb[k][...] = v
-                bb["__err"][...] = 0
-            times[T] = [_time_launch(cp, runner, comp, bufs, restore) for _ in range(REPEATS)]
-            got = {n: cp.asnumpy(v) for n, v in bufs.items()}
-            err = float(prog.max_rel_err(got))
-            if not err <= 1e-3:
-                raise AssertionError(f"pad {pad} T={T}: values differ ({err})")
-            addr[str(T)] = int(bufs["hseq"].data.ptr)
-            pads.append(bufs)     # kept: the next placement cannot reuse its blocks
-        out.append({"pad_bytes": pad, "hseq_address": addr,
-                    "per_step_s": float((np.median(times[STEPS]) - np.median(times[SHORT]))
-                                        / (STEPS - SHORT)),
-                    "launch_s": {str(T): t for T, t in times.items()}})
+        kept = []             # kept: the next placement cannot reuse their blocks
+        r = timed_slope(runner, {T: (prog, comp, dict(prog.inputs))
+                                 for T, (prog, comp) in comps.items()},
+                        REPEATS, f"pad {pad} ", keep=kept)
+        addr = {str(T): int(bufs["hseq"].data.ptr) for T, bufs in zip(comps, kept, strict=True)}
+        pads += kept
+        out.append({"pad_bytes": pad, "hseq_address": addr, **r})
     return {"placements": out}
 
 

@@ -388,10 +388,12 @@ def simulate_stepping(kernel, inputs, spec, instr):
 
 
 def time_launches(runner, comp, inputs: dict, repeats: int = 7,
-                  reset: tuple = ("hseq", "counter")) -> tuple[list, dict]:
+                  reset: tuple = ("hseq", "counter"), keep: list | None = None
+                  ) -> tuple[list, dict]:
     """``repeats`` timed launches of the compiled ``comp`` on ``inputs``, the buffers of
     ``reset`` that it has (the h slots, the grid counter) and the error flag restored before
-    each: (the times, sorted; every buffer read back after the last)."""
+    each: (the times, sorted; every buffer read back after the last). ``keep``: a list the
+    device buffers are appended to (kept alive, where they lie)."""
     from gpusim.backends.cupy_backend import _time_launch
 
     cp = runner.cp
@@ -403,7 +405,30 @@ def time_launches(runner, comp, inputs: dict, repeats: int = 7,
             bb[k][...] = v
         bb["__err"][...] = 0
     times = [_time_launch(cp, runner, comp, bufs, restore) for _ in range(repeats)]
+    if keep is not None:
+        keep.append(bufs)
     return sorted(times), {n: cp.asnumpy(v) for n, v in bufs.items()}
+
+
+def timed_slope(runner, runs: dict, repeats: int, what: str = "",
+                keep: list | None = None) -> dict:
+    """The campaign's per-step time of a kernel timed at two step counts: ``runs`` maps each
+    ``T`` to ``(program, compiled kernel, inputs)``; each gets ``repeats`` launches
+    (:func:`time_launches`, ``keep`` passed on) and its values checked against the program's
+    reference. ``per_step_s`` is the slope of the medians between the largest and smallest
+    ``T``; ``launch_s`` the times by ``T``."""
+    import numpy as np
+
+    times = {}
+    for T, (prog, comp, inputs) in runs.items():
+        t, got = time_launches(runner, comp, inputs, repeats=repeats, keep=keep)
+        err = float(prog.max_rel_err(got))
+        if not err <= 1e-3:
+            raise AssertionError(f"{what}T={T}: values differ from the reference ({err})")
+        times[T] = t
+    hi, lo = max(times), min(times)
+    return {"per_step_s": float((np.median(times[hi]) - np.median(times[lo])) / (hi - lo)),
+            "launch_s": {str(T): t for T, t in times.items()}}
 
 
 def with_stamp_buffer(kernel, size: int, suffix: str = "_stamped", name: str = "ts"):

@@ -120,29 +120,16 @@ def _compiled(runner, prog, form: str):
 
 
 def measure_layer(runner, spec, kind: str, h: int, b: int, d: float) -> dict:
-    import numpy as np
-
     from measurements.exchange_groups import build
-    from measurements.probe import time_launches
+    from measurements.probe import timed_slope
 
     progs = {T: build(h, b, d, T, spec, "lamport", dense=kind == "dense")
              for T in (STEPS, SHORT)}
     forms = _set()[2] if _set() else (
         FORMS if (kind, h, b, d) in LAYERS[:4] else SHORT_FORMS)
-    out = {}
-    for form in forms:
-        times = {}
-        for T, prog in progs.items():
-            comp, inputs = _compiled(runner, prog, form)
-            t, got = time_launches(runner, comp, inputs, repeats=REPEATS)
-            err = float(prog.max_rel_err(got))
-            if not err <= 1e-3:
-                raise AssertionError(f"{form} T={T}: values differ from the reference ({err})")
-            times[T] = t
-        out[form] = {"per_step_s": float((np.median(times[STEPS]) - np.median(times[SHORT]))
-                                         / (STEPS - SHORT)),
-                     "launch_s": {str(T): t for T, t in times.items()}}
-    return out
+    return {form: timed_slope(runner, {T: (prog, *_compiled(runner, prog, form))
+                                       for T, prog in progs.items()}, REPEATS, f"{form} ")
+            for form in forms}
 
 
 def measure(out: str, argv: list) -> dict:

@@ -42,21 +42,15 @@ def build(kind: str, cell: str, dtype: str, h: int, b: int, d: float, steps: int
 
 
 def slope(runner, progs: dict) -> dict:
-    import numpy as np
+    """The campaign's slope of the programs ``progs`` (``T -> program``), values checked."""
+    from measurements.probe import timed_slope
 
-    from measurements.probe import time_launches
-
-    times = {}
+    runs = {}
     for T, prog in progs.items():
         comp = runner.compile(prog.kernel, cooperative=True)
         runner.check_grid(comp)
-        t, got = time_launches(runner, comp, dict(prog.inputs), repeats=REPEATS)
-        err = float(prog.max_rel_err(got))
-        if not err <= 1e-3:
-            raise AssertionError(f"T={T}: values differ from the reference ({err})")
-        times[str(T)] = t
-    return {"per_step_s": float((np.median(times[str(STEPS)]) - np.median(times[str(SHORT)]))
-                                / (STEPS - SHORT)), "launch_s": times}
+        runs[T] = (prog, comp, dict(prog.inputs))
+    return timed_slope(runner, runs, REPEATS)
 
 
 def measure_layer(runner, spec, kind, cell, dtype, h, b, d) -> dict:
