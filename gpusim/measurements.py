@@ -55,6 +55,7 @@ from gpusim.validate import (
     show,
 )
 from kernels_ir.errors import InputError
+from kernels_ir.ir import SLEEP_MAX_NS
 
 __all__ = ["Campaign", "load_campaign", "load_json", "spec_name_for_gpu", "SCHEMAS",
            "PROVENANCE_FIELDS", "CASE_FIELDS", "RESULT_FIELDS", "MICRO_FIELDS", "NCU_FIELDS",
@@ -111,7 +112,8 @@ CASE = Obj(
     {"id": _ID, "kind": Str(choices=KINDS), "hidden": Int(1, HIDDEN_MAX),
      "batch": Int(1, BATCH_MAX), "density": Num(DENSITY_MIN, 1.0), "seed": Int(0, SEED_MAX),
      "status": Str(max_len=200)},
-    {"cell": Str(choices=CELLS), "dtype": Str(choices=DTYPES), "heads": Int(1, HIDDEN_MAX)},
+    {"cell": Str(choices=CELLS), "dtype": Str(choices=DTYPES), "heads": Int(1, HIDDEN_MAX),
+     "step_wait": Int(0, SLEEP_MAX_NS)},
     rules=[lambda c: ({"sync": Str(choices=SYNCS), "wide_loads": Bool(),
                        "layout": Str(choices=LAYOUTS)}
                       if c["kind"].endswith("persistent") else None),
@@ -345,6 +347,10 @@ def build_case(case: dict, steps: int, spec):
     layer = make_layer(case["hidden"], case["batch"], case["density"], steps, case["seed"],
                        cell=cell, heads=heads)
     kw = {} if dtype == "fp32" else {"dtype": dtype}
+    if case.get("sync") == "lamport" and case["kind"] in KERNEL_KINDS:
+        # the step's closing wait, as recorded; none in a case without it (the Lamport kernels
+        # had none before it was recorded)
+        kw["step_wait"] = int(case.get("step_wait", 0))
     if case["kind"] == "sparse_persistent":
         return build_sparse_rnn(layer, spec, sync=case["sync"], wide_loads=case["wide_loads"],
                                 layout=case["layout"], **kw)

@@ -264,6 +264,11 @@ class Builder:
         return d
 
     def fence(self) -> Instr: return self.emit(Op.FENCE)
+
+    def nanosleep(self, ns: int) -> Instr:
+        """``__nanosleep(ns)``: the warp issues nothing for about ``ns`` nanoseconds."""
+        return self.emit(Op.SLEEP, (), (Imm(int(ns), I32),))
+
     def bar(self) -> Instr: return self.emit(Op.BAR)
 
     # warp

@@ -340,6 +340,7 @@ CODEGEN: dict[Op, Callable[[Instr, _Ctx], list[str]]] = {
     Op.STG: _store,
     Op.ATOM_ADD: _atom,
     Op.FENCE: lambda ins, ctx: ["__threadfence();"],
+    Op.SLEEP: lambda ins, ctx: [f"__nanosleep({ctx.val(ins.srcs[0])});"],
     Op.SHFL_XOR: _shfl("__shfl_xor_sync"),
     Op.SHFL_IDX: _shfl("__shfl_sync"),
     Op.VOTE_ANY: _un("__any_sync(0xffffffffu, {0})"),

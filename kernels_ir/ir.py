@@ -76,6 +76,7 @@ class Op(enum.Enum):
     STG = "stg"
     ATOM_ADD = "atom.add"    # global atomic add at L2, returns the old value
     FENCE = "fence"          # __threadfence(): orders this thread's global writes
+    SLEEP = "nanosleep"      # __nanosleep(ns): the warp waits about ns nanoseconds (an Imm)
     # warp
     SHFL_XOR = "shfl.xor"    # value from lane ^ mask
     SHFL_IDX = "shfl.idx"    # value from a given lane
@@ -88,6 +89,7 @@ class Op(enum.Enum):
         return self.value
 
 
+SLEEP_MAX_NS = 1_000_000   # __nanosleep's longest wait (1 ms)
 SREG_KINDS = ("lane", "warp", "tid", "cta", "nctas", "nwarps", "nthreads", "step")
 CMPS = ("lt", "le", "gt", "ge", "eq", "ne")
 WIDTHS = (1, 2, 4)
@@ -102,7 +104,7 @@ SFU = frozenset({Op.TANH, Op.EXP, Op.SIGMOID})
 SHARED_MEM = frozenset({Op.LDS, Op.STS})
 GLOBAL_MEM = frozenset({Op.LDG, Op.LDG_VOLATILE, Op.STG, Op.ATOM_ADD})
 WARP_OPS = frozenset({Op.SHFL_XOR, Op.SHFL_IDX, Op.VOTE_ANY, Op.VOTE_ALL})
-SYNC_OPS = frozenset({Op.BAR, Op.FENCE})
+SYNC_OPS = frozenset({Op.BAR, Op.FENCE, Op.SLEEP})
 MEMORY_OPS = SHARED_MEM | GLOBAL_MEM
 LOADS = frozenset({Op.LDS, Op.LDG, Op.LDG_VOLATILE})
 STORES = frozenset({Op.STS, Op.STG})
@@ -370,6 +372,7 @@ SIGNATURES: dict[Op, tuple[tuple, tuple]] = {
     Op.STG: ((), ("addr", "*")),
     Op.ATOM_ADD: ((I32,), ("addr", I32)),
     Op.FENCE: ((), ()),
+    Op.SLEEP: ((), (I32,)),
     Op.SHFL_XOR: (("T",), ("T", I32)),
     Op.SHFL_IDX: (("T",), ("T", I32)),
     Op.VOTE_ANY: ((PRED,), (PRED,)),

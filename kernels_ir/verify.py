@@ -32,6 +32,7 @@ from .ir import (
     PRED,
     REQUIRED_ATTRS,
     SIGNATURES,
+    SLEEP_MAX_NS,
     STATEMENT_TYPES,
     WARP_OPS,
     Buffer,
@@ -229,6 +230,11 @@ class _Verifier:
                     self.check_src(where, instr, s, s.dtype, defined)
                 else:
                     self.check_src(where, instr, s, t, defined)
+            if op == Op.SLEEP:
+                ns = instr.srcs[0]
+                if not isinstance(ns, Imm) or not 0 <= int(ns.value) <= SLEEP_MAX_NS:
+                    self.fail(where, instr, f"nanosleep of {ns!r}; accepted: an immediate of 0 "
+                              f"to {SLEEP_MAX_NS} ns")
             for d, t in zip(instr.dsts, dst_types, strict=True):
                 if t in ("T", "U", "V"):
                     if t in generic and generic[t] is not d.dtype:

@@ -121,6 +121,7 @@ def cases() -> list[dict]:
                     "sync": "lamport", "wide_loads": True, "layout": "naive"})
     for i, c in enumerate(out):
         c["id"] = case_id(c)
+        _kernel_options(c)
         c["seed"] = 1000 + i
     return out
 
@@ -200,6 +201,7 @@ def fresh_cases(layers, seed: int, spec) -> list[dict]:
             out.append({"kind": kind, "hidden": n, "batch": b, "density": d})
     for i, c in enumerate(out):
         c["id"] = case_id(c)
+        _kernel_options(c)
         c["seed"] = 100_000 * (seed + 1) + i
     return out
 
@@ -277,6 +279,7 @@ def fresh_cell_cases(layers, seed: int, spec, start: int = 0) -> list[dict]:
             out.append({"kind": kind, **base})
     for i, c in enumerate(out):
         c["id"] = case_id(c)
+        _kernel_options(c)
         c["seed"] = 100_000 * (seed + 1) + start + i
     return out
 
@@ -350,8 +353,20 @@ def fresh_head_cases(layers, seed: int, spec, start: int = 0) -> list[dict]:
                         "wide_loads": True, "layout": "naive"})
     for i, c in enumerate(out):
         c["id"] = case_id(c)
+        _kernel_options(c)
         c["seed"] = 100_000 * (seed + 1) + start + i
     return out
+
+
+def _kernel_options(c: dict) -> None:
+    """Record in a Lamport persistent case the options its kernel is built with that older
+    records lack: ``step_wait``, the ``__nanosleep`` closing each step
+    (``sparse_rnn.LAMPORT_STEP_WAIT_NS``; a case without it ran the kernel without a wait,
+    :func:`gpusim.measurements.build_case`)."""
+    from kernels_ir.kernels.sparse_rnn import LAMPORT_STEP_WAIT_NS
+
+    if c.get("sync") == "lamport":
+        c["step_wait"] = LAMPORT_STEP_WAIT_NS
 
 
 def case_id(c: dict) -> str:

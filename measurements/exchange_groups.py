@@ -104,7 +104,8 @@ def build(h: int, b: int, d: float, steps: int, spec, sync: str, fallback: str =
     """The campaign's sparse kernel (wide loads, optimal layout) with ``sync`` (seed 7); its
     Lamport staging with ``fallback`` (``kernels_ir.kernels.sparse_rnn.FALLBACKS``); ``dense``:
     the dense persistent kernel (wide loads) of the same layer instead. The Lamport step does not
-    end with the kernel's fence (``sparse_rnn.LAMPORT_STEP_FENCE``): the form measured."""
+    end with a fence or a wait (``sparse_rnn.LAMPORT_STEP_FENCE``, ``LAMPORT_STEP_WAIT_NS``): the
+    form measured."""
     from kernels_ir.errors import InputError
     from kernels_ir.kernels.sparse_rnn import build_dense_rnn, build_sparse_rnn, make_layer
 
@@ -113,14 +114,13 @@ def build(h: int, b: int, d: float, steps: int, spec, sync: str, fallback: str =
     if groups_of(h, b) > MAX_GROUPS:
         raise InputError(f"hidden x batch = {h * b}: at most {MAX_GROUPS * GROUP_WORDS} words "
                          f"({MAX_GROUPS} staging groups) are stamped")
-    # the step without the Lamport kernel's closing fence: the form every record of this probe
-    # (and of dense_steps and stamp_effect, which build through here) measured
+    # the step without the Lamport kernel's closing fence or wait: the form every record of
+    # this probe (and of dense_steps and stamp_effect, which build through here) measured
+    plain = {"step_fence": False, "step_wait": 0}
     if dense:
-        return build_dense_rnn(make_layer(h, b, d, steps, SEED), spec, sync=sync,
-                               step_fence=False)
+        return build_dense_rnn(make_layer(h, b, d, steps, SEED), spec, sync=sync, **plain)
     return build_sparse_rnn(make_layer(h, b, d, steps, SEED), spec, sync=sync,
-                            wide_loads=True, layout="optimal", stage_fallback=fallback,
-                            step_fence=False)
+                            wide_loads=True, layout="optimal", stage_fallback=fallback, **plain)
 
 
 def _once(code: str, what: str, text: str) -> None:

@@ -54,9 +54,11 @@ RECORD = "lamport_prefill_dense.json" if DENSE else "lamport_prefill.json"
 def build(h: int, b: int, d: float, steps: int, spec, dense: bool = DENSE):
     from kernels_ir.kernels.sparse_rnn import build_dense_rnn, build_sparse_rnn, make_layer
     layer = make_layer(h, b, d, steps, SEED)
+    # the form measured: without the step's closing wait (sparse_rnn.LAMPORT_STEP_WAIT_NS)
     if dense:
-        return build_dense_rnn(layer, spec, sync="lamport", wide_loads=True)
-    return build_sparse_rnn(layer, spec, sync="lamport", wide_loads=True, layout="optimal")
+        return build_dense_rnn(layer, spec, sync="lamport", wide_loads=True, step_wait=0)
+    return build_sparse_rnn(layer, spec, sync="lamport", wide_loads=True, layout="optimal",
+                            step_wait=0)
 
 
 def redirect_stores(kernel, buffer: str = "hseq", sink: str = "hsink"):

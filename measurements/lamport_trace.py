@@ -166,7 +166,7 @@ def build_kernel(h: int, b: int, d: float, steps: int, spec, dense: bool = False
     from kernels_ir.kernels.sparse_rnn import build_dense_rnn, make_layer
     from measurements.lamport_wait import SEED
     return build_dense_rnn(make_layer(h, b, d, steps, SEED), spec, sync="lamport",
-                           wide_loads=True)
+                           wide_loads=True, step_wait=0)    # the form measured: no step wait
 
 
 def trace_layer(runner, h: int, b: int, d: float, spec, rows: bool = False,

@@ -293,13 +293,15 @@ def test_the_step_fence_is_an_option_and_off():
     for build in (lambda **k: build_sparse_rnn(layer, spec, layout="optimal", **k),
                   lambda **k: build_dense_rnn(layer, spec, **k)):
         store = "g_hseq[r_tmp] = r_val;\n        }\n"    # the step's last h store's block
+        wait = f"        __nanosleep({sparse_rnn.LAMPORT_STEP_WAIT_NS});\n"
         plain = generate(build(sync="lamport").kernel).code
-        assert plain[plain.rindex(store):].startswith(store + "    }\n}")
+        assert plain[plain.rindex(store):].startswith(store + wait + "    }\n}")
         prog = build(sync="lamport", step_fence=True)
         code = generate(prog.kernel).code
         assert code.count("__threadfence();") == plain.count("__threadfence();") + 1
-        # the fence right after it, closing the time loop
-        assert code[code.rindex(store):].startswith(store + "        __threadfence();\n    }\n}")
+        # the fence right after it, then the step's wait, closing the time loop
+        assert code[code.rindex(store):].startswith(
+            store + "        __threadfence();\n" + wait + "    }\n}")
         res = simulate(prog.kernel, prog.inputs, spec, l2_warm=True)
         assert prog.max_rel_err(res.globals) < 1e-3
         bar = [generate(build(sync="barrier", step_fence=f).kernel).code for f in (False, True)]

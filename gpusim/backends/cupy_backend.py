@@ -201,15 +201,16 @@ def _short_program(program, steps: int, spec):
     layer = replace(program.layer, x_proj=program.layer.x_proj[:steps])
     v = program.variant
     dtype = v.get("dtype", "fp32")
-    fence = v.get("step_fence")        # the options the program was built with, if not default
+    # the options the program was built with, if not default
+    opts = {k: v[k] for k in ("step_fence", "step_wait") if k in v}
     if v["dense"]:
         return build_dense_rnn(layer, spec, sync=v["sync"], wide_loads=v["wide_loads"],
                                threads_per_cta=v["threads_per_cta"], n_ctas=program.kernel.grid,
-                               dtype=dtype, step_fence=fence)
+                               dtype=dtype, **opts)
     return build_sparse_rnn(layer, spec, sync=v["sync"], wide_loads=v["wide_loads"],
                             layout=v["layout"], threads_per_cta=v["threads_per_cta"],
                             n_ctas=program.kernel.grid, dtype=dtype,
-                            stage_fallback=v.get("stage_fallback"), step_fence=fence)
+                            stage_fallback=v.get("stage_fallback"), **opts)
 
 
 def fresh_normal(cp, rng, shape):

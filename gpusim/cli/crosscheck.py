@@ -144,7 +144,8 @@ def predict_model(case: dict, spec, prog) -> float | None:
                                     kernels=["csr-row-per-warp"], cell=cell)["csr-row-per-warp"]
         return float(t.per_step_s.reshape(-1)[0])
     v = analytical.Variant(case["id"], "persistent", case["kind"] == "sparse_persistent",
-                           case["sync"], bool(case["wide_loads"]), case.get("layout", "naive"))
+                           case["sync"], bool(case["wide_loads"]), case.get("layout", "naive"),
+                           step_wait=int(case.get("step_wait", 0)))   # as build_case
     t = analytical.predict_mapping(spec, v, prog.mapping, case["batch"],
                                    **({} if dtype == "fp32" else {"dtype": dtype}))
     val = float(t.per_step_s.reshape(-1)[0])

@@ -12,10 +12,11 @@ Each entry is an :class:`OpSemantics` whose ``kind`` tells the executor how to c
 - ``"load"`` / ``"store"``: ``fn(view, flat, ...)`` gather/scatter of 32-bit words.
 - ``"atomic"``: ``fn(view, flat, values) -> old`` in lane order (warp-major, then lane).
 - ``"warp"``: ``fn(values, arg, active) -> result`` over the 32 lanes of each warp.
-- ``"sync"``: ``fn() -> None``; BAR and FENCE have no functional effect in a lockstep execution
-  (every warp of a group executes each instruction before any executes the next, so a barrier is
-  satisfied within the group and every earlier store is visible; the executor holds a group at a
-  barrier that other groups of the CTA have not reached); their cost is in the timing.
+- ``"sync"``: ``fn() -> None``; BAR, FENCE and SLEEP have no functional effect in a lockstep
+  execution (every warp of a group executes each instruction before any executes the next, so
+  a barrier is satisfied within the group and every earlier store is visible; the executor
+  holds a group at a barrier that other groups of the CTA have not reached); their cost is in
+  the timing.
 
 Numerical choices (documented where the hardware leaves a choice):
 - FFMA: the product of two float32 values is exact in float64; the sum is rounded to float64 and
@@ -251,6 +252,7 @@ SEMANTICS: dict[Op, OpSemantics] = {
     Op.STG: OpSemantics("store", _scatter),
     Op.ATOM_ADD: OpSemantics("atomic", atomic_add),
     Op.FENCE: OpSemantics("sync", _nothing),
+    Op.SLEEP: OpSemantics("sync", _nothing),
     # warp
     Op.SHFL_XOR: OpSemantics("warp", _shfl_xor),
     Op.SHFL_IDX: OpSemantics("warp", _shfl_idx),

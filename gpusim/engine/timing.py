@@ -111,6 +111,7 @@ import sys
 
 import numpy as np
 
+from gpusim.specs.rules import sleep_cycles
 from kernels_ir.codegen_cuda import SPIN_TESTS
 from kernels_ir.errors import DeadlockError, InputError
 from kernels_ir.ir import (
@@ -183,7 +184,7 @@ class _Static:
             pipe, self.lat = "mem", 0
             self.kind = {Op.LDS: "lds", Op.STS: "sts", Op.LDG: "ldg", Op.LDG_VOLATILE: "poll",
                          Op.STG: "stg", Op.ATOM_ADD: "atom", Op.BAR: "bar",
-                         Op.FENCE: "fence"}[op]
+                         Op.FENCE: "fence", Op.SLEEP: "sleep"}[op]
         self.pipe = PIPES.index(pipe)
         self.occ = max(1, 32 // lanes[pipe]) if pipe != "mem" else 1
         self.cat = ISSUE
@@ -194,8 +195,10 @@ class _Static:
         elif self.kind in ("ldg", "poll", "stg", "atom"):
             buf = ins.srcs[0].buffer
             self.cat = BARRIER if (buf.name in atomic_bufs or self.kind == "atom") else DATA
-        elif self.kind in ("bar", "fence"):
+        elif self.kind in ("bar", "fence", "sleep"):
             self.cat = BARRIER
+            if self.kind == "sleep":      # how long it keeps the warp from issuing
+                self.lat = float(sleep_cycles(spec, float(ins.srcs[0].value)))
         # ptxas's schedule (:mod:`.schedule`): shared loads and arithmetic outside a branch
         # region may go above the region before them (``hoist``); shuffles, global stores (which
         # no shared load or register aliases) and a region's own instructions wait in the
@@ -585,6 +588,9 @@ class _Timing:
         elif kind == "fence":
             self.ctrl[ws] = np.maximum(self.store_ack[ws] + self.spec.fence_after_store_cycles,
                                        issue_f + self.spec.fence_latency_cycles)
+            self.ctrl_cat[ws] = BARRIER
+        elif kind == "sleep":
+            self.ctrl[ws] = issue_f + st.lat
             self.ctrl_cat[ws] = BARRIER
 
     def _nominal_source(self, st: _Static, ws: np.ndarray, full: bool):

@@ -23,9 +23,11 @@ Each step ``t`` (``loop.time``):
    applies tanh, canonicalises -0.0 to +0.0 (``+ 0.0``) so a real result never looks like the
    sentinel, and stores ``h_{t+1}[row][b]`` into slot t+1 of ``hseq``;
 3. ``sync="barrier"``: ``__syncthreads()``, then thread 0 does ``__threadfence()`` and an atomic
-   arrive on ``counter``; ``sync="lamport"`` with ``step_fence`` (off by default,
-   :data:`LAMPORT_STEP_FENCE`): every thread does ``__threadfence()``, so a warp polls the next
-   slot only once its own h stores are performed.
+   arrive on ``counter``; ``sync="lamport"``: every thread waits ``step_wait`` nanoseconds
+   (``__nanosleep``, :data:`LAMPORT_STEP_WAIT_NS`), so that a warp does not poll the next slot
+   right after its own h stores; with ``step_fence`` (off by default,
+   :data:`LAMPORT_STEP_FENCE`) every thread first does ``__threadfence()``, so a warp polls the
+   next slot only once its own h stores are performed.
 
 Padding rows (``rid = -1``) compute on zero weights and store nothing; padding slots hold zero
 weights whose columns were chosen by the mapping to add no shared-memory wavefront.
@@ -83,7 +85,7 @@ import numpy as np
 
 from ..builder import Builder
 from ..errors import CapacityError, InputError
-from ..ir import F32, I32, PRED, Kernel
+from ..ir import F32, I32, PRED, SLEEP_MAX_NS, Kernel
 from ..mapping import Mapping, access_pattern, dealt_slots, map_matrix
 from ..verify import verify
 from ._program import LayerProgram
@@ -169,27 +171,32 @@ def build_sparse_rnn(layer, spec, *, sync: str = "lamport", wide_loads: bool = T
                      layout="naive", threads_per_cta: int = DEFAULT_THREADS, seed: int = 0,
                      n_ctas: int | None = None, dtype: str = "fp32",
                      stage_fallback: str | None = None,
-                     step_fence: bool | None = None) -> RNNProgram:
+                     step_fence: bool | None = None,
+                     step_wait: int | None = None) -> RNNProgram:
     """The sparse persistent RNN for ``layer`` on ``spec`` (one CTA per SM); ``dtype`` fp16:
     the weights rounded to fp16 (module docstring); ``stage_fallback``: what the Lamport
     staging's chunk past the end of h reads (:data:`FALLBACKS`; None: the kernel's own,
     :data:`PARTIAL_GROUP_FALLBACK`); ``step_fence``: whether the Lamport kernel's step ends
     with a ``__threadfence()`` (None: :data:`LAMPORT_STEP_FENCE`; a multi-head kernel whose
-    exchange stays in its CTA has no grid exchange to fence, and takes none). Either, where it
-    is not the kernel's own, is kept in the program's ``variant``."""
+    exchange stays in its CTA has no grid exchange to fence, and takes none); ``step_wait``:
+    nanoseconds of ``__nanosleep`` that close the Lamport kernel's step, 0 for none (None:
+    :data:`LAMPORT_STEP_WAIT_NS`; as the fence, none where the exchange stays in the CTA). Each,
+    where it is not the kernel's own, is kept in the program's ``variant``."""
     return _build(layer, spec, sync=sync, wide_loads=wide_loads, layout=layout,
                   threads_per_cta=threads_per_cta, seed=seed, dense=False, n_ctas=n_ctas,
-                  dtype=dtype, stage_fallback=stage_fallback, step_fence=step_fence)
+                  dtype=dtype, stage_fallback=stage_fallback, step_fence=step_fence,
+                  step_wait=step_wait)
 
 
 def build_dense_rnn(layer, spec, *, sync: str = "lamport", wide_loads: bool = True,
                     threads_per_cta: int = DEFAULT_THREADS, n_ctas: int | None = None,
-                    dtype: str = "fp32", step_fence: bool | None = None) -> RNNProgram:
+                    dtype: str = "fp32", step_fence: bool | None = None,
+                    step_wait: int | None = None) -> RNNProgram:
     """The dense persistent RNN (Diamos-style: every weight of U in registers, no indices);
-    ``step_fence`` as :func:`build_sparse_rnn`'s."""
+    ``step_fence`` and ``step_wait`` as :func:`build_sparse_rnn`'s."""
     return _build(layer, spec, sync=sync, wide_loads=wide_loads, layout="naive",
                   threads_per_cta=threads_per_cta, seed=0, dense=True, n_ctas=n_ctas,
-                  dtype=dtype, step_fence=step_fence)
+                  dtype=dtype, step_fence=step_fence, step_wait=step_wait)
 
 
 def fp16_layer(layer):
@@ -250,9 +257,11 @@ def _map_and_check(layer, spec, *, sync, wide_loads, layout, threads_per_cta, se
 
 
 def _build(layer, spec, *, sync, wide_loads, layout, threads_per_cta, seed, dense,
-           n_ctas, dtype="fp32", stage_fallback=None, step_fence=None) -> RNNProgram:
+           n_ctas, dtype="fp32", stage_fallback=None, step_fence=None,
+           step_wait=None) -> RNNProgram:
     _check_variant(layer, spec, sync, threads_per_cta, dtype)
     step_fence = LAMPORT_STEP_FENCE if step_fence is None else bool(step_fence)
+    step_wait = LAMPORT_STEP_WAIT_NS if step_wait is None else _check_wait(step_wait)
     half = dtype == "fp16"
     if half:
         layer = fp16_layer(layer)
@@ -445,6 +454,8 @@ def _build(layer, spec, *, sync, wide_loads, layout, threads_per_cta, seed, dens
         elif sync == "lamport":
             if step_fence:
                 bld.fence()
+            if step_wait:
+                bld.nanosleep(step_wait)
         elif sync == "barrier":
             bld.bar()
             is0 = bld.isetp("eq", tid, 0, dst=bld.reg(PRED, "is_t0"))
@@ -465,6 +476,8 @@ def _build(layer, spec, *, sync, wide_loads, layout, threads_per_cta, seed, dens
         variant["stage_fallback"] = stage_fallback
     if step_fence != LAMPORT_STEP_FENCE:
         variant["step_fence"] = step_fence
+    if step_wait != LAMPORT_STEP_WAIT_NS and sync == "lamport" and not local:
+        variant["step_wait"] = step_wait          # (a kernel without the grid exchange has none)
     return RNNProgram(kernel, inputs, mapping, layer, variant, slot)
 
 
@@ -527,6 +540,26 @@ FALLBACKS = ("previous", "chunk0")
 # H100's among them) measured the kernels without it, and a rule for where it pays is not
 # established yet.
 LAMPORT_STEP_FENCE = False
+# Nanoseconds of __nanosleep that close the Lamport kernel's step (0: none), so that a warp's
+# first poll of the next slot does not come right after its own h stores. On the H200, over 21
+# Lamport kernels (vanilla, LSTM, GRU, fp16; sparse and dense; batch 1 to 8), a wait of 200 ns
+# there made 18 of the 21 steps faster, by 13.5% on average and up to 35% at batch 1-2; two
+# sparse LSTM kernels 0.4% and 2.2% slower, 3584-b8 7.9% slower (measurements/h200/
+# step_wait.json; 100 and 400 ns were worse on most; the patched CUDA of
+# stamp_effect_waits.json agrees). The GPU keeps a warp
+# 1.26 times the argument (measurements/h200/sleep_cost.json). Recorded cases measured before
+# the wait existed carry no ``step_wait`` and are rebuilt without it
+# (gpusim.measurements.build_case).
+LAMPORT_STEP_WAIT_NS = 200
+
+
+def _check_wait(ns) -> int:
+    """``ns`` as a step wait in nanoseconds, or one clear error."""
+    if isinstance(ns, bool) or not isinstance(ns, (int, np.integer)) or \
+            not 0 <= int(ns) <= SLEEP_MAX_NS:
+        raise InputError(f"step_wait={ns!r}; accepted: an integer number of nanoseconds, 0 "
+                         f"(no wait) to {SLEEP_MAX_NS}")
+    return int(ns)
 
 
 def _stage_h(bld, sync, g_h, g_cnt, h_s, t, tid, nctas, slot, threads, rotate=None,

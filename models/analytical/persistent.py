@@ -30,6 +30,7 @@ import numpy as np
 
 from kernels_ir.codegen_cuda import SPIN_TESTS
 from kernels_ir.errors import InputError
+from kernels_ir.kernels.sparse_rnn import LAMPORT_STEP_WAIT_NS
 from kernels_ir.mapping import MAX_BATCH, WIDE_BATCHES, access_pattern
 
 from .. import capacity as cap
@@ -123,6 +124,16 @@ def _mask_batch_wait(spec, B):
     mask_chain = _reduction_cycles(spec, B) / REDUCTION_STEPS
     batch = c["wpc"] * B / spec.shfl_per_cycle_per_sm
     return REDUCTION_STEPS * np.maximum(0.0, batch - mask_chain)
+
+
+def _step_wait_cycles(spec, v: Variant) -> float:
+    """Cycles of the ``__nanosleep`` that closes a Lamport step (the variant's ``step_wait``,
+    else the kernel's own :data:`~kernels_ir.kernels.sparse_rnn.LAMPORT_STEP_WAIT_NS`), as
+    the engine keeps a warp (:func:`gpusim.specs.rules.sleep_cycles`); 0 without one."""
+    from gpusim.specs.rules import sleep_cycles
+
+    ns = LAMPORT_STEP_WAIT_NS if v.step_wait is None else int(v.step_wait)
+    return float(sleep_cycles(spec, ns)) if ns else 0.0
 
 
 def _persistent_from_slots(spec, v: Variant, N, B, K, wf_sm, wf_warp, mask, R, S, dtype,
@@ -234,7 +245,9 @@ def _persistent_from_slots(spec, v: Variant, N, B, K, wf_sm, wf_warp, mask, R, S
             # a warp polls as soon as its own rows are stored: when the busiest warp (anywhere)
             # stores more than `lead` cycles after the idlest one, the idlest warp's first poll is
             # served before that data reached L2 and it polls again; its CTA waits for it
-            lead = 1 + pre + setup_st + per_round
+            # ... and (``step_wait``) not before the __nanosleep that closes its step
+            wait = _step_wait_cycles(spec, v)
+            lead = 1 + pre + setup_st + per_round + wait
             spread = stagger + spread_wf / c["wf"] + bw
             # ... and its stores to the far partition reach L2 a quarter of the far extra later
             vis = spec.l2_store_visibility_cycles + (l2_latency(spec, np.inf)
@@ -253,7 +266,8 @@ def _persistent_from_slots(spec, v: Variant, N, B, K, wf_sm, wf_warp, mask, R, S
             period = poll + (SPIN_TESTS - 1) * _test_cycles(spec)
             n_polls = 1.0 + np.ceil(np.maximum(0.0, late + seen - poll) / period)
             again = (n_polls - 1) * period + poll
-            sync = np.maximum(0.0, again - spread)
+            # the busiest warp's own wait is on the step's path: its polls start after it
+            sync = np.maximum(0.0, again - spread) + wait
             if shared is not None:
                 # the hand-over server starts with the first CTA's stores, `spread` before the last
                 hand = _handover_cycles(spec, shared, spread)

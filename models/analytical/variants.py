@@ -26,6 +26,9 @@ class Variant:
     wide_loads: bool = False
     layout: str = ""
     doc: str = ""
+    # the Lamport step's closing __nanosleep in ns (None: the kernel's own,
+    # kernels_ir.kernels.sparse_rnn.LAMPORT_STEP_WAIT_NS; a recorded case's own where it differs)
+    step_wait: int | None = None
 
 
 VARIANTS: dict[str, Variant] = {v.name: v for v in (

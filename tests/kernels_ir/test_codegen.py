@@ -92,6 +92,7 @@ def _all_ops_kernel():
     b.stg(gf, tid, t4)
     b.stg(gf, tid, (t4, t4), offset=64)
     b.fence()
+    b.nanosleep(100)
     old = b.atom_add(gi, 0, 1)
     with b.loop("t", 0, 3, kind="time"):
         st = b.sreg("step")

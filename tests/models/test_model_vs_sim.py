@@ -107,12 +107,13 @@ def _run_all(configs, steps=3, cell="rnn"):
 # data 805 cycles after its first poll, past two polls (782), so it counts three; the simulator
 # replays 0.23 of its poll loads (2652 replays of 11520) and its step is 1.63 us. The model's
 # lag estimate (the spread plus the visibility and sharer delays) is what is long there.
+# When the Lamport step took its closing wait (``sparse_rnn.LAMPORT_STEP_WAIT_NS``), the 4-SM
+# 512-b4 sparse-lamport came within 15%.
 KNOWN = {
     ("v100", None, 1152, 4, 0.1, "sparse-lamport", "rnn"): 0.23,
     ("v100", None, 256, 4, 0.1, "sparse-lamport", "rnn"): 0.24,
     ("v100", None, 256, 4, 0.1, "dense-persistent", "rnn"): 0.20,
     ("v100", 4, 512, 4, 0.1, "sparse-wide", "rnn"): 0.18,
-    ("v100", 4, 512, 4, 0.1, "sparse-lamport", "rnn"): 0.18,
     ("v100", 4, 512, 4, 0.1, "sparse-bank", "rnn"): 0.18,
 }
 

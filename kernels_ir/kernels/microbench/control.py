@@ -14,6 +14,10 @@ store.
   spin loop of the kernels does.
 - :func:`seq_count` - one warp, a counted loop (``Loop(kind="seq")``, kept rolled as the time
   loop is) of ``rounds`` iterations of one dependent ``IMAD``. Op = one iteration.
+- :func:`sleep_latency` - ``warps`` warps of each of ``ctas`` CTAs, a counted loop of
+  ``rounds`` iterations of ``__nanosleep(ns)`` and one dependent ``IMAD`` (what the Lamport
+  kernel's step wait costs a warp that has nothing else to do). Op = one iteration; its cost
+  less ``seq_count``'s is the wait as the GPU keeps it.
 """
 
 from __future__ import annotations
@@ -21,12 +25,13 @@ from __future__ import annotations
 import numpy as np
 
 from ...builder import Builder
+from ...errors import InputError
 from ...ir import I32, PRED
 from ...verify import verify
 from .core import WARP, Microbench, _positive
 from .pipes import _C, _M, _reference
 
-__all__ = ["spin_count", "seq_count"]
+__all__ = ["spin_count", "seq_count", "sleep_latency"]
 
 
 def _one_warp(name: str, rounds: int, buf: str, first: str, second: str):
@@ -83,3 +88,40 @@ def seq_count(rounds: int = 8) -> Microbench:
     return Microbench("seq_count", kernel, inputs, rounds,
                       "one iteration of a rolled loop: a dependent IMAD, the count, the branch",
                       {"rounds": rounds}, check)
+
+
+def sleep_latency(rounds: int = 8, ns: int = 200, warps: int = 1, ctas: int = 1) -> Microbench:
+    """``rounds`` iterations of ``__nanosleep(ns)`` and one dependent IMAD on ``warps`` warps of
+    ``ctas`` CTAs (module docstring)."""
+    rounds, warps, ctas = (_positive(n, v) for n, v in
+                           (("rounds", rounds), ("warps", warps), ("ctas", ctas)))
+    if warps > 32:
+        raise InputError(f"warps={warps!r}: accepted 1 to 32 (one CTA)")
+    ns = int(ns)
+    name = f"sleep{ns}_latency" + (f"_w{warps}" if warps > 1 else "") + \
+        (f"_c{ctas}" if ctas > 1 else "")
+    n = WARP * warps
+    b = Builder(f"mb_{name}", grid=ctas, block=n, bench=name, rounds=rounds)
+    g_k = b.global_buffer("k", I32, 2)
+    g_out = b.global_buffer("out", I32, ctas * n, role="out")
+    tid = b.sreg("tid", dst=b.reg(I32, "tid"))
+    cta = b.sreg("cta", dst=b.reg(I32, "cta"))
+    zero = b.mov(0, I32, dst=b.reg(I32, "zero"))
+    m = b.ldg(g_k, zero, dst=b.reg(I32, "m"))
+    c = b.ldg(g_k, zero, offset=1, dst=b.reg(I32, "c"))
+    v = b.mov(tid, I32, dst=b.reg(I32, "v"))
+    with b.loop("r", 0, rounds, kind="seq"):
+        b.nanosleep(ns)
+        b.imad(v, m, c, dst=v)
+    where = b.imad(cta, n, tid, dst=b.reg(I32, "where"))
+    b.stg(g_out, where, v)
+    kernel = verify(b.build())
+    expect = np.arange(n, dtype=np.int64)
+    for _ in range(rounds):
+        expect = (expect * _M + _C) & 0xFFFFFFFF
+    expect = np.tile(expect.astype(np.uint32).view(np.int32), ctas)
+    return Microbench(name, kernel, {"k": np.array([_M, _C], np.int32),
+                                     "out": np.zeros(ctas * n, np.int32)},
+                      rounds, f"__nanosleep({ns}) and one IMAD",
+                      {"rounds": rounds, "ns": ns, "warps": warps, "ctas": ctas},
+                      lambda g: bool(np.array_equal(np.asarray(g["out"]), expect)))

@@ -153,6 +153,7 @@ all_ops(float* g_gf, int* g_gi, int* g___err)
     g_gf[r_r1] = r_r56;
     *reinterpret_cast<float2*>(&g_gf[r_r1 + 64]) = make_float2(r_r56, r_r56);
     __threadfence();
+    __nanosleep(100);
     r_r57 = atomicAdd(&g_gi[0], 1);
     #pragma unroll 1
     for (r_t = 0; r_t < 3; r_t += 1) {

@@ -837,5 +837,6 @@ sparse_rnn_lamport_wide(const float* __restrict__ g_w_vals, const int* __restric
             r_tmp = r_hoff + r_xaddr_15;
             g_hseq[r_tmp] = r_val;
         }
+        __nanosleep(200);
     }
 }

@@ -854,5 +854,6 @@ sparse_rnn_lamport_wide_fp16(const int* __restrict__ g_w_packed, const int* __re
             r_tmp = r_hoff + r_xaddr_15;
             g_hseq[r_tmp] = r_val;
         }
+        __nanosleep(200);
     }
 }
