@@ -24,7 +24,10 @@
 #   each step's output slot is pre-filled with a sentinel ($-0.0$, a value the writer
 #   never produces because it adds $+0.0$ to every result). A consumer loads the $h$ values it
 #   needs with L2-coherent loads and simply re-loads any that still hold the sentinel. No counter,
-#   no atomics, and an SM starts as soon as *its* data is there.
+#   no atomics, and an SM starts as soon as *its* data is there. Each warp closes its step with a
+#   200 ns `__nanosleep` before it polls: on an H200, polls that start right after a warp's own
+#   stores cost the step more than the wait does (`measurements/README.md`, "The Lamport step
+#   closes with a wait").
 #
 # We look at the code of both, price the barrier from the spec, then let the simulator run both
 # on the same layer and draw what every SM does over time.
@@ -129,7 +132,8 @@ print(f"Lamport saves {saved:,.0f} cycles per step ({b.per_step_s / lam.per_step
 #
 # What to look for: under the barrier every SM's step ends in a nearly vertical line (nobody
 # leaves before the last SM's arrival is counted) and the red barrier share is large; under
-# Lamport the red shrinks to the CTA-local `__syncthreads`. Below, the step durations and the L2
+# Lamport the red shrinks to the CTA-local `__syncthreads` and the step's closing wait. Below,
+# the step durations and the L2
 # traffic: the barrier adds `atomic` transactions (one per SM per step) and `poll`
 # transactions of the spinning thread 0.
 
