@@ -32,30 +32,22 @@ def _builder(key: str, kw: dict):
     return lambda rounds: spin_count(rounds, **kw)
 
 
-def measure(out: str, argv: list) -> dict:
-    from measurements.probe import record_microbenches
+def _probe():
+    from measurements.probe import per_op_probe
 
-    return record_microbenches(out, argv, "loop_edges.json",
-                               [(key, key, SIZES, kw, _builder(key, kw)) for key, kw in ENTRIES])
+    return per_op_probe("loop_edges.json", ENTRIES, _builder, SIZES, SIM_SIZES)
 
 
 def simulated_cycles(spec, key: str, kw: dict) -> float:
     """The simulator's cycles an iteration: the slope between 16 and 32 iterations, values
     checked."""
-    from measurements.probe import simulated_slope
-
-    return simulated_slope(spec, _builder(key, kw), SIM_SIZES)
-
-
-def simulate_into(path: str) -> None:
-    from measurements.probe import add_simulated_per_op
-
-    add_simulated_per_op(path, list(ENTRIES), simulated_cycles)
+    return _probe()[1](spec, key, kw)
 
 
 def main(argv: list | None = None) -> int:
     from measurements.probe import probe_main
 
+    measure, _, simulate_into = _probe()
     return probe_main(argv, __doc__, "measurements/loop_edges.py", measure, simulate_into)
 
 

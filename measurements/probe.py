@@ -671,6 +671,25 @@ def add_simulated_per_op(path: str, items, cycles, gpu: str = "h200", width: int
     return add_simulated(path, results, gpu, clock_hz=load_spec(gpu).clock_hz)
 
 
+def per_op_probe(record: str, entries, builder, sizes: tuple, sim_sizes: tuple):
+    """``(measure, simulated_cycles, simulate_into)`` of a probe of per-operation
+    microbenchmarks: ``entries`` is ``(key, builder arguments)``, ``builder(key, kw)`` a
+    ``rounds -> Microbench``; ``measure(out, argv)`` times them on the GPU between ``sizes``
+    rounds (:func:`record_microbenches`, written to ``record``), ``simulated_cycles(spec, key,
+    kw)`` is the simulator's slope between ``sim_sizes`` (values checked) and
+    ``simulate_into(path)`` adds it to the record (:func:`add_simulated_per_op`)."""
+    def measure(out: str, argv: list) -> dict:
+        return record_microbenches(out, argv, record, [(key, key, sizes, kw, builder(key, kw))
+                                                       for key, kw in entries])
+
+    def simulated_cycles(spec, key: str, kw: dict) -> float:
+        return simulated_slope(spec, builder(key, kw), sim_sizes)
+
+    def simulate_into(path: str) -> None:
+        add_simulated_per_op(path, list(entries), simulated_cycles)
+    return measure, simulated_cycles, simulate_into
+
+
 def measure_interleaved(argv: list, items, sizes: tuple, *, repeats: int, warmup: int,
                         passes: int, field: str, unit: str, **meta) -> dict:
     """Time microbenchmarks in ``passes`` passes, each over every item in turn (so that a drift
