@@ -544,12 +544,11 @@ LAMPORT_STEP_FENCE = False
 # first poll of the next slot does not come right after its own h stores. On the H200, over 21
 # Lamport kernels (vanilla, LSTM, GRU, fp16; sparse and dense; batch 1 to 8), a wait of 200 ns
 # there made 18 of the 21 steps faster, by 13.5% on average and up to 35% at batch 1-2; two
-# sparse LSTM kernels 0.4% and 2.2% slower, 3584-b8 7.9% slower (measurements/h200/
-# step_wait.json; 100 and 400 ns were worse on most; the patched CUDA of
-# stamp_effect_waits.json agrees). The GPU keeps a warp
-# 1.26 times the argument (measurements/h200/sleep_cost.json). Recorded cases measured before
-# the wait existed carry no ``step_wait`` and are rebuilt without it
-# (gpusim.measurements.build_case).
+# sparse LSTM kernels were 0.4% and 2.2% slower, 3584-b8 7.9% slower
+# (measurements/h200/step_wait.json; 100 and 400 ns were worse on most; the patched CUDA of
+# stamp_effect_waits.json agrees). The GPU keeps a warp 1.26 times the argument
+# (measurements/h200/sleep_cost.json). Recorded cases measured before the wait existed carry no
+# ``step_wait`` and are rebuilt without it (gpusim.measurements.build_case).
 LAMPORT_STEP_WAIT_NS = 200
 
 
