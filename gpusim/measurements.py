@@ -333,6 +333,15 @@ def case_layer_kind(case: dict) -> tuple[str, str, int]:
     return case.get("cell", "rnn"), case.get("dtype", "fp32"), int(case.get("heads", 1))
 
 
+def recorded_step_wait(case: dict) -> int | None:
+    """The ``__nanosleep`` (ns) that closed each step of a recorded Lamport kernel case: its
+    ``step_wait``, or 0 where the case has none (the Lamport kernels had no wait before it was
+    recorded); None for a case whose kernel takes none (barrier kernels, baselines)."""
+    if case.get("sync") != "lamport" or case["kind"] not in KERNEL_KINDS:
+        return None
+    return int(case.get("step_wait", 0))
+
+
 def build_case(case: dict, steps: int, spec):
     """Rebuild a recorded case's program (same layer seed) with ``steps`` timesteps.
 
@@ -347,10 +356,9 @@ def build_case(case: dict, steps: int, spec):
     layer = make_layer(case["hidden"], case["batch"], case["density"], steps, case["seed"],
                        cell=cell, heads=heads)
     kw = {} if dtype == "fp32" else {"dtype": dtype}
-    if case.get("sync") == "lamport" and case["kind"] in KERNEL_KINDS:
-        # the step's closing wait, as recorded; none in a case without it (the Lamport kernels
-        # had none before it was recorded)
-        kw["step_wait"] = int(case.get("step_wait", 0))
+    wait = recorded_step_wait(case)
+    if wait is not None:
+        kw["step_wait"] = wait
     if case["kind"] == "sparse_persistent":
         return build_sparse_rnn(layer, spec, sync=case["sync"], wide_loads=case["wide_loads"],
                                 layout=case["layout"], **kw)

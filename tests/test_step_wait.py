@@ -124,11 +124,14 @@ def test_recorded_cases_rebuild_with_the_wait_they_ran():
     rebuilt without it; a fresh draw's cases record it (Lamport only); the analytical model
     prices the same kernel (the wait on the step's path)."""
     from gpusim.cli.crosscheck import predict_model
-    from gpusim.measurements import build_case
+    from gpusim.measurements import build_case, recorded_step_wait
     from measurements.campaign import fresh_cases
 
     case = {"id": "c", "kind": "sparse_persistent", "hidden": 512, "batch": 1, "density": 0.1,
             "seed": 3, "sync": "lamport", "wide_loads": True, "layout": "optimal"}
+    assert recorded_step_wait(case) == 0 and recorded_step_wait({**case, "step_wait": 200}) == 200
+    assert recorded_step_wait({**case, "sync": "barrier"}) is None
+    assert recorded_step_wait({"kind": "csr", "step_wait": 200}) is None
     old = build_case(case, 2, SPEC)
     new = build_case({**case, "step_wait": 200}, 2, SPEC)
     assert "__nanosleep" not in generate(old.kernel).code

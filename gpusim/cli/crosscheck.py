@@ -136,7 +136,7 @@ def predict_model(case: dict, spec, prog) -> float | None:
         from models import analytical
     except ImportError:
         return None
-    from gpusim.measurements import case_layer_kind
+    from gpusim.measurements import case_layer_kind, recorded_step_wait
 
     cell, dtype, _ = case_layer_kind(case)
     if case["kind"] == "csr":
@@ -145,7 +145,7 @@ def predict_model(case: dict, spec, prog) -> float | None:
         return float(t.per_step_s.reshape(-1)[0])
     v = analytical.Variant(case["id"], "persistent", case["kind"] == "sparse_persistent",
                            case["sync"], bool(case["wide_loads"]), case.get("layout", "naive"),
-                           step_wait=int(case.get("step_wait", 0)))   # as build_case
+                           step_wait=recorded_step_wait(case))     # the kernel that ran
     t = analytical.predict_mapping(spec, v, prog.mapping, case["batch"],
                                    **({} if dtype == "fp32" else {"dtype": dtype}))
     val = float(t.per_step_s.reshape(-1)[0])
