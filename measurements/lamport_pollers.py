@@ -27,6 +27,11 @@ each line (``_q1``: a quarter of the bytes, the same line requests) or backing o
 cycles after every failed poll (``_bo``: about half the poll rate; GPU only, the simulator's
 replays cannot run a back-off).
 
+``--wait`` (:data:`WAIT`): the curve's 33- and 66-line points and 132 of 132, each also with
+every thread sleeping 100 (33 lines only), 200 or 400 ns after the round's stores
+(``__nanosleep``, as the Lamport kernel closes its step), so that the pollers start after the
+words reached L2 (``lamport_pollers_wait.json``).
+
 ``--fit-sharers FOLDER [--gpu SPEC]`` (:func:`fit_sharers`): ``l2_poll_sharer_cycles`` from the
 curve's three runs (``lamport_pollers_curve.json``, ``_repeat.json``, ``_repeat2.json``); the grid
 and the choice are written to ``FOLDER/lamport_pollers_fit.json``.
@@ -70,6 +75,14 @@ MERGE = (
     ("33_exact_few_warps_c1_bo", 33, "exact", "warps_few_c1_bo"),
 )
 GPU_ONLY = ("33_exact_few_warps_c1_bo",)
+
+# the curve's ends again, every thread sleeping after the round's stores (``_w<ns>``), as the
+# Lamport kernel closes its step: do the pollers still cost when they start polling after the
+# words reached L2? (``lamport_pollers_wait.json``, ``--wait``)
+WAIT = tuple((f"{key}{w}", k, order, f"{writes}{w}")
+             for w in ("", "_w100", "_w200", "_w400")
+             for key, k, order, writes in (CURVE[0], CURVE[2], CURVE[3], CURVE[4], CURVE[5])
+             if not (w == "_w100" and k != 33))
 
 
 def measure(out: str, argv: list, experiments=EXPERIMENTS,
@@ -142,7 +155,8 @@ def main(argv: list | None = None) -> int:
     return variant_probe_main(argv, __doc__, "measurements/lamport_pollers.py",
                               (EXPERIMENTS, "lamport_pollers.json"),
                               (("--curve", CURVE, "lamport_pollers_curve.json"),
-                               ("--merge", MERGE, "lamport_pollers_merge.json")),
+                               ("--merge", MERGE, "lamport_pollers_merge.json"),
+                               ("--wait", WAIT, "lamport_pollers_wait.json")),
                               measure, _simulated)
 
 

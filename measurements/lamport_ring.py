@@ -90,7 +90,12 @@ def ring(rounds: int, k: int, order: str = "rotated", writes: str = "line"):
     rate (the simulator cannot time this one: a replayed poll repeats the recorded iteration,
     in which the back-off never ran); ending in ``"_sd<n>"``: the writer lanes run ``n``
     dependent FFMAs between the round's barrier and their stores (about ``4 n`` cycles on the
-    H100), so the CTAs that only poll start polling that much before the words are stored."""
+    H100), so the CTAs that only poll start polling that much before the words are stored.
+    Any ``writes`` followed by ``"_w<ns>"``: every thread sleeps ``ns`` nanoseconds
+    (``__nanosleep``) after the round's stores, before it polls the next round's lines, as
+    the Lamport kernel closes its step (``lamport_pollers.py --wait``)."""
+    import re
+
     import numpy as np
 
     from kernels_ir.builder import Builder
@@ -109,8 +114,13 @@ def ring(rounds: int, k: int, order: str = "rotated", writes: str = "line"):
         raise InputError(f"order={order!r} with k={k}: accepted 'rotated', or 'same' / 'exact' "
                          f"with k=33, 66 or {CTAS}")
     first = 1 if order == "rotated" else 0
+    # a trailing ``_w<ns>``: every thread sleeps that long after the round's stores
+    waited_ns = re.fullmatch(r"(.+)_w([0-9]+)", writes)
+    wait = int(waited_ns.group(2)) if waited_ns else 0
+    writes = waited_ns.group(1) if waited_ns else writes
     if writes not in WRITES:
-        raise InputError(f"writes={writes!r}: accepted {', '.join(map(repr, WRITES))}")
+        raise InputError(f"writes={writes!r}: accepted {', '.join(map(repr, WRITES))}, each "
+                         f"optionally followed by _w<ns>")
     # who polls: everyone, only the writers (_solo) or every second CTA (_p66)
     solo = writes.endswith("_solo")
     p66 = writes.endswith("_p66")
@@ -129,7 +139,7 @@ def ring(rounds: int, k: int, order: str = "rotated", writes: str = "line"):
     stride, chunks = CTAS // k, 8 * k
     groups = -(-chunks // (4 * THREADS))
     name = f"ring_{k}" + {"rotated": "", "same": "_same", "exact": "_exact"}[order] + \
-        WRITES[key]
+        WRITES[key] + (f"_w{wait}" if wait else "")
     b = Builder(f"mb_{name}", grid=CTAS, block=THREADS, bench=name, rounds=rounds)
     g_h = b.global_buffer("h", F32, (rounds + 1) * WORDS, role="inout")
     tid = b.sreg("tid", dst=b.reg(I32, "tid"))
@@ -222,6 +232,8 @@ def ring(rounds: int, k: int, order: str = "rotated", writes: str = "line"):
             b.imad(r1, WORDS, own, dst=addr)
             b.stg(g_h, addr, val)
             b.stg(g_h, addr, val, offset=CTAS * LINE)
+        if wait:   # as the Lamport kernel closes its step (sparse_rnn.LAMPORT_STEP_WAIT_NS)
+            b.nanosleep(wait)
     kernel = verify(b.build())
     h = np.full((rounds + 1, WORDS), SENT, np.int32)
     h[0] = 0
@@ -239,7 +251,7 @@ def ring(rounds: int, k: int, order: str = "rotated", writes: str = "line"):
                       rounds, f"one round: every CTA writes ({writes}) after seeing {k} lines "
                       f"({order} order)",
                       {"rounds": rounds, "k": k, "order": order, "writes": writes, "ctas": CTAS,
-                       "threads": THREADS}, check)
+                       "threads": THREADS, **({"wait_ns": wait} if wait else {})}, check)
 
 
 BACKOFF_FFMAS = 96   # ring(..., writes="..._bo"): the back-off after a failed poll

@@ -111,7 +111,7 @@ import sys
 
 import numpy as np
 
-from gpusim.specs.rules import sleep_cycles
+from gpusim.specs.rules import sleep_wake_cycles
 from kernels_ir.codegen_cuda import SPIN_TESTS
 from kernels_ir.errors import DeadlockError, InputError
 from kernels_ir.ir import (
@@ -197,8 +197,8 @@ class _Static:
             self.cat = BARRIER if (buf.name in atomic_bufs or self.kind == "atom") else DATA
         elif self.kind in ("bar", "fence", "sleep"):
             self.cat = BARRIER
-            if self.kind == "sleep":      # how long it keeps the warp from issuing
-                self.lat = float(sleep_cycles(spec, float(ins.srcs[0].value)))
+            if self.kind == "sleep":      # its argument, ns (the wake: sleep_wake_cycles)
+                self.lat = float(ins.srcs[0].value)
         # ptxas's schedule (:mod:`.schedule`): shared loads and arithmetic outside a branch
         # region may go above the region before them (``hoist``); shuffles, global stores (which
         # no shared load or register aliases) and a region's own instructions wait in the
@@ -589,8 +589,8 @@ class _Timing:
             self.ctrl[ws] = np.maximum(self.store_ack[ws] + self.spec.fence_after_store_cycles,
                                        issue_f + self.spec.fence_latency_cycles)
             self.ctrl_cat[ws] = BARRIER
-        elif kind == "sleep":
-            self.ctrl[ws] = issue_f + st.lat
+        elif kind == "sleep":     # until the next tick of the sleep timer
+            self.ctrl[ws] = sleep_wake_cycles(self.spec, st.lat, issue_f)
             self.ctrl_cat[ws] = BARRIER
 
     def _nominal_source(self, st: _Static, ws: np.ndarray, full: bool):

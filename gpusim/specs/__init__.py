@@ -159,10 +159,12 @@ PARAMS: dict[str, Param] = {
                                    "a word written into a line that N SMs poll (a data buffer, "
                                    "not an atomic counter) is seen by the polls N x this many "
                                    "cycles after it reaches L2"),
-    "sleep_scale": Param("ratio", float, 0.1, 10,
-                         "a __nanosleep(ns) keeps a warp about this x ns nanoseconds"),
+    "sleep_tick_lead_ns": Param("ns", float, 0, 1000,
+                                "a __nanosleep(ns) ends on the next tick of a timer whose period "
+                                "is ns rounded up to a power of two, that comes more than this "
+                                "many nanoseconds after it issued"),
     "sleep_min_ns": Param("ns", float, 0, 10000,
-                          "and at least this many nanoseconds, however short the argument"),
+                          "and not before this many nanoseconds, however short the argument"),
     "dram_latency_cycles": Param("cycles", int, 10, 10000, "load round trip on an L2 miss"),
     "dram_bandwidth_bytes_per_s": Param("bytes/s", float, 1e9, 1e14, "sustained DRAM bandwidth"),
     "launch_overhead_s": Param("s", float, 1e-8, 1e-3, "extra time per back-to-back launch"),
@@ -259,7 +261,7 @@ class GPUSpec:
     l2_group_span_per_doubling: float
     l2_request_cycles_per_sm: float
     l2_poll_sharer_cycles: float
-    sleep_scale: float
+    sleep_tick_lead_ns: float
     sleep_min_ns: float
     dram_latency_cycles: int
     dram_bandwidth_bytes_per_s: float

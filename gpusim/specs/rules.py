@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["group_request_cost", "sleep_cycles"]
+__all__ = ["group_request_cost", "sleep_period_ns", "sleep_wake_cycles"]
 
 
 def group_request_cost(spec, sharers, q):
@@ -33,11 +33,34 @@ def group_request_cost(spec, sharers, q):
         1.0 + span * np.log2(np.maximum(np.asarray(q, dtype=np.float64), 1.0)))
 
 
-def sleep_cycles(spec, ns):
-    """Cycles a warp's ``__nanosleep(ns)`` keeps it from issuing: ``sleep_scale x ns``
-    nanoseconds, at least ``sleep_min_ns``, at the SM clock (``clock_hz``); measured on the
-    H200 (``measurements/sleep_cost.py``: 1.26 times the argument from 100 to 800 ns, 39 ns for
-    0)."""
-    wait = np.maximum(float(spec.sleep_scale) * np.asarray(ns, dtype=np.float64),
-                      float(spec.sleep_min_ns))
-    return wait * 1e-9 * float(spec.clock_hz)
+def sleep_period_ns(ns):
+    """The period in nanoseconds of the timer that a ``__nanosleep(ns)`` waits on: the smallest
+    power of two at least ``ns`` (1 for 0). Measured on the H200 (``measurements/sleep_cost.py``,
+    ``sleep_cost.json``: one warp, the wait and one IMAD in a loop, 64, 131, 257, 514 and 1025 ns
+    an iteration for 50, 100, 200, 400 and 800 ns)."""
+    ns = np.maximum(np.asarray(ns, dtype=np.float64), 1.0)
+    return 2.0 ** np.ceil(np.log2(ns))
+
+
+def sleep_wake_cycles(spec, ns, issue):
+    """The cycle (from the launch) at which a warp that issues ``__nanosleep(ns)`` at cycle
+    ``issue`` issues again: at the next tick of a timer of period :func:`sleep_period_ns`
+    (global, in nanoseconds, at phase 0 when the launch starts) that comes more than
+    ``sleep_tick_lead_ns`` after the issue, and not before ``sleep_min_ns`` has passed (arrays
+    broadcast). What the GPU shows (``measurements/sleep_cost.py --stairs``,
+    ``sleep_stairs.json``): a warp doing ``W`` ns of work between two waits of 200 ns spends
+    256 ns an iteration for ``W`` up to about 245 ns, then 512, 768 and 1024: the iteration is
+    rounded up to the period, not lengthened by a fixed wait (with 400 ns: 512 up to about 500,
+    then 1024). NVIDIA's patent on thread-level sleep (US 10,817,295) describes the unit: the
+    sleep time is mapped to one bit of a timer, and the thread wakes when that bit changes.
+    That the timer is one for the whole GPU is an assumption: its unit is a nanosecond, not a
+    cycle, and 132 CTAs that exchange data every round with a 400 ns wait between
+    (``lamport_pollers.py --wait``) run a round in one period (512-523 ns)."""
+    clock = float(spec.clock_hz) * 1e-9                      # cycles per nanosecond
+    t = np.asarray(issue, dtype=np.float64) / clock
+    period = sleep_period_ns(ns)
+    lead = float(spec.sleep_tick_lead_ns)
+    tick = (np.floor((t + lead) / period) + 1.0) * period
+    wake = np.where(np.asarray(ns) > 0, np.maximum(tick, t + float(spec.sleep_min_ns)),
+                    t + float(spec.sleep_min_ns))
+    return wake * clock

@@ -126,14 +126,21 @@ def _mask_batch_wait(spec, B):
     return REDUCTION_STEPS * np.maximum(0.0, batch - mask_chain)
 
 
-def _step_wait_cycles(spec, v: Variant) -> float:
-    """Cycles of the ``__nanosleep`` that closes a Lamport step (the variant's ``step_wait``,
-    else the kernel's own :data:`~kernels_ir.kernels.sparse_rnn.LAMPORT_STEP_WAIT_NS`), as
-    the engine keeps a warp (:func:`gpusim.specs.rules.sleep_cycles`); 0 without one."""
-    from gpusim.specs.rules import sleep_cycles
+def _step_wait_ns(v: Variant) -> int:
+    """Nanoseconds of the ``__nanosleep`` that closes a Lamport step (the variant's
+    ``step_wait``, else the kernel's own
+    :data:`~kernels_ir.kernels.sparse_rnn.LAMPORT_STEP_WAIT_NS`); 0 without one."""
+    return LAMPORT_STEP_WAIT_NS if v.step_wait is None else int(v.step_wait)
 
-    ns = LAMPORT_STEP_WAIT_NS if v.step_wait is None else int(v.step_wait)
-    return float(sleep_cycles(spec, ns)) if ns else 0.0
+
+def _on_tick(spec, ns: int, work):
+    """Cycles of a step that closes with ``__nanosleep(ns)``, whose work from one wake to the
+    next wait is ``work`` cycles: every warp wakes on the same tick of the sleep timer, so the
+    step is ``work`` rounded up to the next tick (the engine's rule,
+    :func:`gpusim.specs.rules.sleep_wake_cycles`, with the step starting on a tick)."""
+    from gpusim.specs.rules import sleep_wake_cycles
+
+    return sleep_wake_cycles(spec, ns, work)
 
 
 def _persistent_from_slots(spec, v: Variant, N, B, K, wf_sm, wf_warp, mask, R, S, dtype,
@@ -244,10 +251,9 @@ def _persistent_from_slots(spec, v: Variant, N, B, K, wf_sm, wf_warp, mask, R, S
             pre = _prefetch_cycles(spec, Rf)
             # a warp polls as soon as its own rows are stored: when the busiest warp (anywhere)
             # stores more than `lead` cycles after the idlest one, the idlest warp's first poll is
-            # served before that data reached L2 and it polls again; its CTA waits for it
-            # ... and (``step_wait``) not before the __nanosleep that closes its step
-            wait = _step_wait_cycles(spec, v)
-            lead = 1 + pre + setup_st + per_round + wait
+            # served before that data reached L2 and it polls again; its CTA waits for it (the
+            # step's closing wait, ``step_wait``, rounds the whole step up below)
+            lead = 1 + pre + setup_st + per_round
             spread = stagger + spread_wf / c["wf"] + bw
             # ... and its stores to the far partition reach L2 a quarter of the far extra later
             vis = spec.l2_store_visibility_cycles + (l2_latency(spec, np.inf)
@@ -266,8 +272,7 @@ def _persistent_from_slots(spec, v: Variant, N, B, K, wf_sm, wf_warp, mask, R, S
             period = poll + (SPIN_TESTS - 1) * _test_cycles(spec)
             n_polls = 1.0 + np.ceil(np.maximum(0.0, late + seen - poll) / period)
             again = (n_polls - 1) * period + poll
-            # the busiest warp's own wait is on the step's path: its polls start after it
-            sync = np.maximum(0.0, again - spread) + wait
+            sync = repoll = np.maximum(0.0, again - spread)
             if shared is not None:
                 # the hand-over server starts with the first CTA's stores, `spread` before the last
                 hand = _handover_cycles(spec, shared, spread)
@@ -277,6 +282,14 @@ def _persistent_from_slots(spec, v: Variant, N, B, K, wf_sm, wf_warp, mask, R, S
             sync = _barrier_cycles(spec, Rf, cta_spread)
     # the time loop's edge (its count, compare and branch) ends every step
     total = pre + stage + bw + compute + sync + _loop_edge_cycles(spec)
+    if exchange != LOCAL and v.sync == "lamport" and _step_wait_ns(v):
+        # every warp closes the step with the wait and wakes on the sleep timer's tick, when
+        # the data stored before the tick has reached L2: its first polls do not miss (no
+        # re-polls; the line hand-overs stay)
+        work = total - repoll
+        ticked = _on_tick(spec, _step_wait_ns(v), work)
+        sync = sync - repoll + (ticked - work)
+        total = ticked
     cs = spec.cycle_s
     breakdown = {
         "compute_s": compute * cs,

@@ -17,7 +17,9 @@ store.
 - :func:`sleep_latency` - ``warps`` warps of each of ``ctas`` CTAs, a counted loop of
   ``rounds`` iterations of ``__nanosleep(ns)`` and one dependent ``IMAD`` (what the Lamport
   kernel's step wait costs a warp that has nothing else to do). Op = one iteration; its cost
-  less ``seq_count``'s is the wait as the GPU keeps it.
+  less ``seq_count``'s is the wait as the GPU keeps it. With ``work``, ``work`` more dependent
+  IMADs follow the sleep (``ns`` None: the IMADs alone): what the wait costs a warp that
+  has that much to do between two waits.
 """
 
 from __future__ import annotations
@@ -90,15 +92,19 @@ def seq_count(rounds: int = 8) -> Microbench:
                       {"rounds": rounds}, check)
 
 
-def sleep_latency(rounds: int = 8, ns: int = 200, warps: int = 1, ctas: int = 1) -> Microbench:
-    """``rounds`` iterations of ``__nanosleep(ns)`` and one dependent IMAD on ``warps`` warps of
-    ``ctas`` CTAs (module docstring)."""
+def sleep_latency(rounds: int = 8, ns: int | None = 200, warps: int = 1, ctas: int = 1,
+                  work: int = 0) -> Microbench:
+    """``rounds`` iterations of ``__nanosleep(ns)`` and ``1 + work`` dependent IMADs on
+    ``warps`` warps of ``ctas`` CTAs (module docstring); ``ns`` None: the IMADs alone."""
     rounds, warps, ctas = (_positive(n, v) for n, v in
                            (("rounds", rounds), ("warps", warps), ("ctas", ctas)))
     if warps > 32:
         raise InputError(f"warps={warps!r}: accepted 1 to 32 (one CTA)")
-    ns = int(ns)
-    name = f"sleep{ns}_latency" + (f"_w{warps}" if warps > 1 else "") + \
+    if isinstance(work, bool) or not isinstance(work, int) or work < 0:
+        raise InputError(f"work={work!r}: accepted whole numbers >= 0 (extra dependent IMADs)")
+    ns = None if ns is None else int(ns)
+    name = ("work" if ns is None else f"sleep{ns}") + "_latency" + \
+        (f"_k{work}" if work else "") + (f"_w{warps}" if warps > 1 else "") + \
         (f"_c{ctas}" if ctas > 1 else "")
     n = WARP * warps
     b = Builder(f"mb_{name}", grid=ctas, block=n, bench=name, rounds=rounds)
@@ -111,17 +117,21 @@ def sleep_latency(rounds: int = 8, ns: int = 200, warps: int = 1, ctas: int = 1)
     c = b.ldg(g_k, zero, offset=1, dst=b.reg(I32, "c"))
     v = b.mov(tid, I32, dst=b.reg(I32, "v"))
     with b.loop("r", 0, rounds, kind="seq"):
-        b.nanosleep(ns)
-        b.imad(v, m, c, dst=v)
+        if ns is not None:
+            b.nanosleep(ns)
+        for _ in range(1 + work):
+            b.imad(v, m, c, dst=v)
     where = b.imad(cta, n, tid, dst=b.reg(I32, "where"))
     b.stg(g_out, where, v)
     kernel = verify(b.build())
     expect = np.arange(n, dtype=np.int64)
-    for _ in range(rounds):
+    for _ in range(rounds * (1 + work)):
         expect = (expect * _M + _C) & 0xFFFFFFFF
     expect = np.tile(expect.astype(np.uint32).view(np.int32), ctas)
     return Microbench(name, kernel, {"k": np.array([_M, _C], np.int32),
                                      "out": np.zeros(ctas * n, np.int32)},
-                      rounds, f"__nanosleep({ns}) and one IMAD",
-                      {"rounds": rounds, "ns": ns, "warps": warps, "ctas": ctas},
+                      rounds, ("" if ns is None else f"__nanosleep({ns}) and ")
+                      + (f"{1 + work} dependent IMADs" if work else "one IMAD"),
+                      {"rounds": rounds, "ns": ns, "warps": warps, "ctas": ctas,
+                       **({"work": work} if work else {})},
                       lambda g: bool(np.array_equal(np.asarray(g["out"]), expect)))
