@@ -8,7 +8,7 @@ simulator.
 Why: the Lamport kernels can close each step with a ``__nanosleep`` (``step_wait``,
 ``kernels_ir.kernels.sparse_rnn.LAMPORT_STEP_WAIT_NS``); CUDA documents the wait as
 approximate (between 0 and twice the argument), so what the GPU keeps is measured before the
-simulator prices it as ``ns`` nanoseconds (``gpusim.specs.rules.sleep_cycles``). Each
+simulator prices it (``gpusim.specs.rules.sleep_wake_cycles``: to the next tick of a timer). Each
 benchmark's cost per iteration = slope of the medians between 200 and 2000 iterations (11
 repeats); ``seq`` (the loop and its IMAD alone) is what an iteration costs without the wait.
 
