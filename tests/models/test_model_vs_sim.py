@@ -116,8 +116,8 @@ def _run_all(configs, steps=3, cell="rnn"):
 # simulator's on these layers, and the simulator's step lands one tick later: 4-SM 512-b4
 # sparse-lamport 3.59 against 4.56 us, 4-SM 256-b4 dense 2.05 against 2.54, 32-SM H100 1024-b2
 # sparse-lamport 1.04 against 1.29, the full H100's 1024-b4 dense 1.31 against 1.61. On the GPU
-# (the H200's draws s155-s158, out of sample) the model's kernels are 7.4% off per step and the
-# simulator's 6.9%, its Lamport kernels 7.5% slow: which witness is off here is not traced.
+# (the H200's draws s155-s160, out of sample) the model's kernels are 7.7% off per step and the
+# simulator's 6.8%, its Lamport kernels 7.7% slow: which witness is off here is not traced.
 # The same change brought the full V100's 1152-b4 and 256-b4 Lamport kernels and its 256-b4
 # dense kernel back within 15% (the model no longer adds its re-polls to a step with the wait).
 KNOWN = {
