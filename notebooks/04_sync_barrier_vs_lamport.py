@@ -28,8 +28,8 @@
 #   200 ns `__nanosleep` before it polls: on an H200, polls that start right after a warp's own
 #   stores cost the step more than the wait does (`measurements/README.md`, "The Lamport step
 #   closes with a wait"). The wait ends on the next tick of one GPU-wide timer, every 256 ns for
-#   a 200 ns argument, so all warps wake together and a step lasts a whole number of 256 ns
-#   periods ("The wait ends on a tick of the GPU's timer").
+#   a 200 ns argument, so the warps that slept in the same period wake together, on a tick
+#   ("The wait ends on a tick of the GPU's timer").
 #
 # We look at the code of both, price the barrier from the spec, then let the simulator run both
 # on the same layer and draw what every SM does over time.

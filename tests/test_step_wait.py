@@ -111,6 +111,21 @@ def test_the_wait_rounds_the_work_between_two_waits_up_to_the_next_tick():
         assert spec.sleep_tick_lead_ns == fit["value"]
 
 
+@pytest.mark.parametrize("key, kw", [("sleep200_k0", {"ns": 200, "work": 0}),
+                                     ("sleep200_k192", {"ns": 200, "work": 192}),
+                                     ("sleep200_k320", {"ns": 200, "work": 320}),
+                                     ("sleep400_k128", {"ns": 400, "work": 128}),
+                                     ("sleep400_k320", {"ns": 400, "work": 320})])
+def test_the_engine_runs_the_staircase(key, kw):
+    """The engine itself (not the record's simulated column) on points of the staircase: one,
+    two and three periods of 200 ns, one and two of 400, within 4% of the GPU."""
+    from measurements.probe import simulated_slope
+
+    gpu = read_record(str(H200 / "sleep_stairs.json"))["results"][key]["per_op_s"]
+    sim = simulated_slope(SPEC, sleep_cost._builder(key, kw), sleep_cost.SIM_SIZES)
+    assert abs(sim / SPEC.clock_hz / gpu - 1) < 0.04, key
+
+
 def test_the_timer_is_one_for_the_whole_gpu():
     """sleep_phase.json: 132 CTAs waiting from random phases wake, every one of them, in the
     first sixteenth of the period on ``%globaltimer`` (one clock for the GPU), and the wait

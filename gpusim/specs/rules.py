@@ -54,8 +54,11 @@ def sleep_wake_cycles(spec, ns, issue):
     then 1024). NVIDIA's patent on thread-level sleep (US 10,817,295) describes the unit: the
     sleep time is mapped to one bit of a timer, and the thread wakes when that bit changes.
     That the timer is one for the whole GPU is an assumption: its unit is a nanosecond, not a
-    cycle, and 132 CTAs that exchange data every round with a 400 ns wait between
-    (``lamport_pollers.py --wait``) run a round in one period (512-523 ns)."""
+    cycle, every wake of 132 CTAs reads ``%globaltimer`` at the same phase of the period
+    (``sleep_phase.py``), and 132 CTAs that exchange 33 or 66 lines every round with a 400 ns
+    wait between (``lamport_pollers.py --wait``) run a round in one period (511-523 ns). Known
+    gap: ``sleep_min_ns`` is kept for every argument, so a wait issued less than that before a
+    tick wakes after the tick, where the GPU wakes on it."""
     clock = float(spec.clock_hz) * 1e-9                      # cycles per nanosecond
     t = np.asarray(issue, dtype=np.float64) / clock
     period = sleep_period_ns(ns)

@@ -10,7 +10,7 @@ the model is recomputed, on the mapping the kernel builder makes for the same se
 
 On the recorded sweep (14 layers, 33 kernels; re-simulated after the Lamport step's closing
 wait came to end on the sleep timer's tick, ``gpusim.specs.rules.sleep_wake_cycles``: both
-witnesses round such a step up to a whole number of 256 ns periods) the model is 6.2% off per
+witnesses wake the warps of such a step on the timer's 256 ns ticks) the model is 6.2% off per
 step on average (MAPE; CTA-local 6.6%, grid-wide 5.7%), worst case -21.3% (RNN, 2 heads of 512
 units, batch 1, the dense kernel with the grid-wide exchange: 768 ns, three periods, against the
 simulator's 975; ``tests/models/test_model_vs_sim.py`` has the same straddle on single-head
