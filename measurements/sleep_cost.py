@@ -77,12 +77,12 @@ def fit_lead(path: str, gpu: str = "h200", grid=LEAD_GRID, jobs: int = 2) -> dic
     simulated iterations of the waits (:data:`STAIRS`, every other parameter as in the spec
     ``gpu``) have the smallest mean absolute log error against the GPU's (the middle of the
     values that tie for it)."""
-    import json
     import math
     from concurrent.futures import ProcessPoolExecutor
 
-    with open(path) as f:
-        res = json.load(f)["results"]
+    from measurements.probe import read_record
+
+    res = read_record(path)["results"]
     waits = [(k, kw) for k, kw in STAIRS if kw["ns"] is not None]
     with ProcessPoolExecutor(jobs) as ex:
         rows = list(ex.map(_lead_row, [(v, k, kw, gpu) for v in grid for k, kw in waits]))
@@ -92,8 +92,8 @@ def fit_lead(path: str, gpu: str = "h200", grid=LEAD_GRID, jobs: int = 2) -> dic
         err = sum(abs(math.log(sims[k] / (res[k]["per_op_s"] * 1e9))) for k in sims) / len(sims)
         out.append({"value": v, "mean_abs_log_error": err, "simulated_ns": sims})
         print(f"  lead {v:4.1f} ns: mean |log error| {err:.4f}", flush=True)
-    # the simulated work between two waits moves in whole cycles, so several values tie: the
-    # middle of the tied run
+    # the staircase's points lie about 32 ns of work apart and sleep_min_ns governs the window
+    # just before a tick, so several values tie: the middle of the tied run
     low = min(r["mean_abs_log_error"] for r in out)
     tied = [r["value"] for r in out if r["mean_abs_log_error"] <= low + 1e-4]
     value = (min(tied) + max(tied)) / 2

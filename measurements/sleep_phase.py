@@ -78,7 +78,7 @@ def summarise(g, c, period: int) -> dict:
     c = np.asarray(c, dtype=np.int64)
     wake = g[..., 1] % period
     start = g[..., 0] % period
-    steps = np.diff(np.sort(np.unique(g.reshape(-1))))
+    steps = np.diff(np.unique(g.reshape(-1)))          # np.unique sorts
     hist = np.histogram(wake, bins=16, range=(0, period))[0]
     waits = c[..., 1] - c[..., 0]
     by_start = [float(np.median(waits[(start >= lo) & (start < lo + period // 4)]))
@@ -98,6 +98,7 @@ def measure(out: str, argv: list) -> dict:
     import cupy as cp
     import numpy as np
 
+    from gpusim.specs.rules import sleep_period_ns
     from measurements.campaign import provenance
 
     prov = provenance(argv)
@@ -106,7 +107,7 @@ def measure(out: str, argv: list) -> dict:
            "launches": LAUNCHES, "results": {}}
     for ns in WAITS:
         k = mod.get_function(f"phase{ns}")
-        period = 1 << int(np.ceil(np.log2(ns)))
+        period = int(sleep_period_ns(ns))
         runs = []
         for i in range(LAUNCHES):
             g = cp.zeros((CTAS, ROUNDS, 2), dtype=cp.uint64)

@@ -546,9 +546,11 @@ LAMPORT_STEP_FENCE = False
 # there made 18 of the 21 steps faster, by 13.5% on average and up to 35% at batch 1-2; two
 # sparse LSTM kernels were 0.4% and 2.2% slower, 3584-b8 7.9% slower
 # (measurements/h200/step_wait.json; 100 and 400 ns were worse on most; the patched CUDA of
-# stamp_effect_waits.json agrees). The GPU keeps a warp 1.26 times the argument
-# (measurements/h200/sleep_cost.json). Recorded cases measured before the wait existed carry no
-# ``step_wait`` and are rebuilt without it (gpusim.measurements.build_case).
+# stamp_effect_waits.json agrees). The wait ends on the next tick of a GPU-wide timer whose
+# period is the argument rounded up to a power of two, 256 ns here
+# (gpusim.specs.rules.sleep_wake_cycles; measurements/h200/sleep_stairs.json). Recorded cases
+# measured before the wait existed carry no ``step_wait`` and are rebuilt without it
+# (gpusim.measurements.build_case).
 LAMPORT_STEP_WAIT_NS = 200
 
 
