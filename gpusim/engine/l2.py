@@ -553,8 +553,7 @@ class L2:
         lw = self.line_words
         lo, hi = lo_word // lw, -(-(lo_word + n_words) // lw)
         n_sms = int(self.sm_of_warp.max()) + 1
-        self.sharer_ranges.append((lo, hi, np.zeros((hi - lo, -(-n_sms // 8)), dtype=np.uint8),
-                                   np.zeros(hi - lo, dtype=np.int64)))
+        self.sharer_ranges.append((lo, hi, np.full((hi - lo, n_sms), np.inf, dtype=np.float32)))
 
     def relabel(self, wp: np.ndarray) -> None:
         """Warp ``w`` becomes what warp ``wp[w]`` was (``wp`` a permutation: the timing model's
@@ -569,37 +568,35 @@ class L2:
         seen = self.writer >= 0
         self.writer[seen] = inv[self.writer[seen]]
 
-    def note_polls(self, warps: np.ndarray, flat: np.ndarray, active: np.ndarray) -> None:
-        """The polls of rows ``warps`` (word addresses ``flat``, lanes ``active``): every SM
-        that polls a line of a tracked buffer for the first time adds one to its pollers."""
+    def note_polls(self, warps: np.ndarray, flat: np.ndarray, active: np.ndarray,
+                   served: np.ndarray) -> None:
+        """The first polls of rows ``warps`` (word addresses ``flat``, lanes ``active``, served
+        at L2 at ``served``, rows x 32): the earliest cycle at which each SM's polls reached
+        each line of a tracked buffer."""
         if not self.sharer_ranges:
             return
         act = active[warps]
         lw = self.line_words
         lines = (flat[warps] // lw)[act]
         sms = np.broadcast_to(self.sm_of_warp[warps][:, None], act.shape)[act]
-        for lo, hi, bits, count in self.sharer_ranges:
+        at = np.asarray(served, dtype=np.float64)[act]
+        for lo, hi, first in self.sharer_ranges:
             inside = (lines >= lo) & (lines < hi)
-            if not inside.any():
-                continue
-            key = np.unique((lines[inside] - lo) * 4096 + sms[inside])
-            idx, sm = key // 4096, key % 4096
-            byte, bit = sm >> 3, (1 << (sm & 7)).astype(np.uint8)
-            new = (bits[idx, byte] & bit) == 0
-            if new.any():
-                np.bitwise_or.at(bits, (idx[new], byte[new]), bit[new])
-                np.add.at(count, idx[new], 1)
+            if inside.any():
+                np.minimum.at(first, (lines[inside] - lo, sms[inside]), at[inside])
 
-    def seen_delay(self, flat: np.ndarray) -> np.ndarray:
-        """Cycles after its arrival at L2 that a word at ``flat`` is seen by the polls:
-        ``l2_poll_sharer_cycles`` times the SMs that poll its line (0 outside tracked buffers)."""
+    def seen_delay(self, flat: np.ndarray, arrival: np.ndarray) -> np.ndarray:
+        """Cycles after its arrival at L2 (``arrival``) that a word at ``flat`` is seen by the
+        polls: ``l2_poll_sharer_cycles`` times the SMs whose polls of its line reached L2
+        before it did (0 outside tracked buffers)."""
         out = np.zeros(flat.shape)
         lw = self.line_words
         lines = flat // lw
-        for lo, hi, _bits, count in self.sharer_ranges:
+        for lo, hi, first in self.sharer_ranges:
             inside = (lines >= lo) & (lines < hi)
             if inside.any():
-                out[inside] = self.sharer * count[lines[inside] - lo]
+                f = first[lines[inside] - lo]
+                out[inside] = self.sharer * (f < arrival[inside][:, None]).sum(axis=1)
         return out
 
     def warm(self, lo_word: int, n_words: int) -> None:

@@ -567,7 +567,7 @@ class _Timing:
             if kind == "poll" and polls is not None:
                 polls.append((ws, served, flat[ws], m.arr[ws], st.width))
             if kind == "poll" and st.cat != BARRIER and not self.replaying:
-                self.l2.note_polls(ws, flat, m.arr)
+                self.l2.note_polls(ws, flat, m.arr, served)
         elif kind == "stg":
             done, _ = self.l2.access(issue_f, ws, flat, m.arr, st.width, "store", True)
             self.store_ack[ws] = np.maximum(self.store_ack[ws], done)
@@ -657,7 +657,10 @@ class _Timing:
             for j in range(1, width):
                 need = np.maximum(need, arrival[flat + j])
             if sharers:   # words written during the launch (initial data is seen at once)
-                need = np.where(need > 0, need + self.l2.seen_delay(flat), need)
+                late = (need > 0) & (served >= need) & act
+                if late.any():
+                    need = need.copy()
+                    need[late] += self.l2.seen_delay(flat[late], need[late])
             stale = (served < need) & act
             bad[ws[stale.any(axis=1)]] = True
         return bad

@@ -46,8 +46,8 @@ def sleep_wake_cycles(spec, ns, issue):
     """The cycle (from the launch) at which a warp that issues ``__nanosleep(ns)`` at cycle
     ``issue`` issues again: at the next tick of a timer of period :func:`sleep_period_ns`
     (global, in nanoseconds, at phase 0 when the launch starts) that comes more than
-    ``sleep_tick_lead_ns`` after the issue, and not before ``sleep_min_ns`` has passed (arrays
-    broadcast). What the GPU shows (``measurements/sleep_cost.py --stairs``,
+    ``sleep_tick_lead_ns`` after the issue; ``__nanosleep(0)`` keeps the warp ``sleep_min_ns``
+    (arrays broadcast). What the GPU shows (``measurements/sleep_cost.py --stairs``,
     ``sleep_stairs.json``): a warp doing ``W`` ns of work between two waits of 200 ns spends
     256 ns an iteration for ``W`` up to about 245 ns, then 512, 768 and 1024: the iteration is
     rounded up to the period, not lengthened by a fixed wait (with 400 ns: 512 up to about 500,
@@ -56,14 +56,13 @@ def sleep_wake_cycles(spec, ns, issue):
     That the timer is one for the whole GPU is an assumption: its unit is a nanosecond, not a
     cycle, every wake of 132 CTAs reads ``%globaltimer`` at the same phase of the period
     (``sleep_phase.py``), and 132 CTAs that exchange 33 or 66 lines every round with a 400 ns
-    wait between (``lamport_pollers.py --wait``) run a round in one period (511-523 ns). Known
-    gap: ``sleep_min_ns`` is kept for every argument, so a wait issued less than that before a
-    tick wakes after the tick, where the GPU wakes on it."""
+    wait between (``lamport_pollers.py --wait``) run a round in one period (511-523 ns). No
+    minimum holds for a wait with an argument: a warp that issues it just before a tick wakes
+    on that tick (no wake of ``sleep_phase.py`` falls after its tick)."""
     clock = float(spec.clock_hz) * 1e-9                      # cycles per nanosecond
     t = np.asarray(issue, dtype=np.float64) / clock
     period = sleep_period_ns(ns)
     lead = float(spec.sleep_tick_lead_ns)
     tick = (np.floor((t + lead) / period) + 1.0) * period
-    wake = np.where(np.asarray(ns) > 0, np.maximum(tick, t + float(spec.sleep_min_ns)),
-                    t + float(spec.sleep_min_ns))
+    wake = np.where(np.asarray(ns) > 0, tick, t + float(spec.sleep_min_ns))
     return wake * clock
