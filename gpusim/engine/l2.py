@@ -380,10 +380,10 @@ class L2:
             self.group_cost = BucketServer(self.n_groups)
             self.line_sms = np.zeros(-(-n_sectors // self.sectors_per_line) + 1, dtype=np.uint64)
         self.transactions = {"data": 0, "poll": 0, "atomic": 0, "store": 0}
-        # pollers of the lines of polled data buffers: per buffer's line range, a bitmap of the
-        # SMs that have polled each line and their number (:meth:`note_polls`)
+        # pollers of the lines of polled data buffers: per buffer's line range, the cycle at
+        # which each SM's first poll of each line reached L2 (:meth:`note_polls`)
         self.sharer = float(getattr(spec, "l2_poll_sharer_cycles", 0.0) or 0.0)
-        self.sharer_ranges: list[tuple[int, int, np.ndarray, np.ndarray]] = []
+        self.sharer_ranges: list[tuple[int, int, np.ndarray]] = []
 
     def half_trip(self, warp: np.ndarray, sector: np.ndarray) -> np.ndarray:
         """One-way cycles (half the round trip) of each request (``warp``, ``sector``): near or
@@ -546,8 +546,8 @@ class L2:
             self.polled[lo_word // lw:-(-(lo_word + n_words) // lw)] = True
 
     def track_pollers(self, lo_word: int, n_words: int) -> None:
-        """Words ``[lo_word, lo_word + n_words)`` belong to a data buffer the kernel polls: count
-        the distinct SMs that poll each of its lines (:meth:`note_polls`)."""
+        """Words ``[lo_word, lo_word + n_words)`` belong to a data buffer the kernel polls: note
+        when each SM's polls first reach each of its lines (:meth:`note_polls`)."""
         if self.sharer <= 0 or self.sm_of_warp is None or n_words <= 0:
             return
         lw = self.line_words

@@ -648,7 +648,7 @@ class _Timing:
     def _stale(self, polls) -> np.ndarray:
         """Warps whose polling load was served before the data it returned was seen at L2
         (its arrival, plus :meth:`.l2.L2.seen_delay` for a word written into a line that
-        several SMs poll)."""
+        other SMs polled before the word arrived)."""
         bad = np.zeros(self.nw, dtype=bool)
         arrival = self.l2.arrival
         sharers = bool(self.l2.sharer_ranges)
@@ -659,7 +659,6 @@ class _Timing:
             if sharers:   # words written during the launch (initial data is seen at once)
                 late = (need > 0) & (served >= need) & act
                 if late.any():
-                    need = need.copy()
                     need[late] += self.l2.seen_delay(flat[late], need[late])
             stale = (served < need) & act
             bad[ws[stale.any(axis=1)]] = True
