@@ -232,9 +232,10 @@ def test_the_wait_record_holds_the_claims_made_of_it():
     """step_wait.json (21 Lamport kernels, plain and 100 / 200 / 400 ns): with 200 ns, 18 of 21
     faster, 13.5% on average, the three slower ones the two sparse LSTM kernels and 3584-b8
     (sparse_rnn's comment and the READMEs); the simulator, recorded beside it, is closer to the
-    GPU with the wait than without (7.3% against 10.6% per step, signed +3.6% against -9.3%),
-    and with the waits of 100 and 400 ns, which no rule was fitted to, within 4.6% and 4.1%
-    (the timer's rule; 4.8% and 12.1% when the engine kept a warp 1.26 x the argument)."""
+    GPU with the wait than without (7.3% against 12.7% per step, signed -5.8% against -12.5%),
+    and with the waits of 100 and 400 ns, which no rule was fitted to, within 5.8% and 4.7%
+    (the timer's rule with pollers counted before a word's arrival; measurements/README.md,
+    "Pollers that come after a word do not delay it", gives the engines before)."""
     rec = read_record(str(H200 / "step_wait.json"))
     assert "H200" in rec["provenance"]["gpu_name"]
     ok = {k: r for k, r in rec["results"].items() if r["status"] == "ok"}
@@ -250,8 +251,8 @@ def test_the_wait_record_holds_the_claims_made_of_it():
     err = {f: np.array([sim[k][f]["per_step_s"] / r[f]["per_step_s"] - 1 for k, r in ok.items()])
            for f in step_fence.WAIT_FORMS}
     assert np.abs(err["wait200"]).mean() == pytest.approx(0.073, abs=0.001)
-    assert np.abs(err["plain"]).mean() == pytest.approx(0.106, abs=0.001)
-    assert np.abs(err["wait100"]).mean() == pytest.approx(0.046, abs=0.001)
-    assert np.abs(err["wait400"]).mean() == pytest.approx(0.041, abs=0.001)
-    assert err["wait200"].mean() == pytest.approx(0.036, abs=0.001)
-    assert err["plain"].mean() == pytest.approx(-0.093, abs=0.001)
+    assert np.abs(err["plain"]).mean() == pytest.approx(0.127, abs=0.001)
+    assert np.abs(err["wait100"]).mean() == pytest.approx(0.058, abs=0.001)
+    assert np.abs(err["wait400"]).mean() == pytest.approx(0.047, abs=0.001)
+    assert err["wait200"].mean() == pytest.approx(-0.058, abs=0.001)
+    assert err["plain"].mean() == pytest.approx(-0.125, abs=0.001)

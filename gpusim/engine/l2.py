@@ -100,8 +100,17 @@ Model (every number from the spec):
   ``measurements/h100/lamport_pollers_curve*.json`` and ``lamport_pollers_merge.json``): a word
   written into a line of a polled data buffer (the Lamport slots; not an atomic counter) is seen
   by the polls ``N x l2_poll_sharer_cycles`` after it reaches L2, ``N`` the number of distinct
-  SMs that have polled the line so far (:meth:`L2.note_polls`, :meth:`L2.seen_delay`). What the
-  probes show: 33 lines polled by 132 SMs instead of their 33 writers cost the GPU 50-120 ns a
+  SMs whose polls of the line reached L2 before the word did (:meth:`L2.note_polls`,
+  :meth:`L2.seen_delay`): pollers that come after it do not delay it. What the ring with the
+  Lamport step's wait shows (``measurements/lamport_pollers.py --wait``, record
+  ``measurements/h200/lamport_pollers_wait.json``): when every CTA sleeps after its stores and
+  polls only from the next tick, the extra pollers cost nothing (33 lines: 518 ns a round with
+  132 pollers, 516 with their 33 writers) and 132 CTAs exchanging 132 lines run a round in 789
+  ns, where counting every SM that ever polled the line made the simulator's round 1000 ns (now
+  776). Without the wait (the pollers curve) the two counts agree: every poller is already
+  spinning when the word arrives. The fit of ``l2_poll_sharer_cycles`` to the curve under this
+  count (``measurements/h100/lamport_pollers_fit.json``) ties 1 and 2 cycles (mean |log error|
+  0.022, 0.036 under the old count) and keeps 2. What the other probes show: 33 lines polled by 132 SMs instead of their 33 writers cost the GPU 50-120 ns a
   round; a quarter of the bytes (one sector of each line) costs the same, half the poll rate
   removes about a fifth of it; the cost grows with the pollers of a line and with the lines.
   The simulator's polls of many SMs were latency-bound and cost nothing. Which unit of the L2
