@@ -186,7 +186,7 @@ def test_the_readme_quotes_the_h200_draws():
 
     readme = (ROOT / "README.md").read_text()
     rows = readme_rows(_merged("h200"))
-    assert rows[0].startswith("| speedup MAPE, out of sample (s155-s160) |")
+    assert rows[0].startswith("| speedup MAPE, out of sample (s161-s166) |")
     for row in rows:
         assert row in readme, row
 
@@ -395,7 +395,8 @@ SAME_MODEL = ("error_bands_s149_s152.json", "error_bands_s155_s158.json")
     ("error_bands_s141_s148.json", tuple(range(141, 149)), tuple(range(149, 155))),
     ("error_bands_s149_s152.json", tuple(range(149, 153)), (153, 154)),
     ("error_bands_s149_s154.json", tuple(range(149, 155)), tuple(range(155, 159))),
-    ("error_bands_s155_s158.json", tuple(range(155, 159)), (159, 160))])
+    ("error_bands_s155_s158.json", tuple(range(155, 159)), (159, 160)),
+    ("error_bands_s155_s160.json", tuple(range(155, 161)), tuple(range(161, 167)))])
 def test_earlier_h200_bands_judged_on_the_draws_measured_after_them(record, made_from,
                                                                     judged_on):
     """The H200's bands that ``predict`` printed while ``made_from`` were the draws out of
@@ -407,8 +408,11 @@ def test_earlier_h200_bands_judged_on_the_draws_measured_after_them(record, made
     old = json.loads((ROOT / "measurements" / "h200" / record).read_text())
     cc = _merged("h200")
 
+    def draw(n):     # the draw folder of seed n (its date is the day it was measured)
+        return next((ROOT / "measurements" / "h200").glob(f"fresh_*_s{n}")).name
+
     def subset(seeds, sample=None):
-        return _draw_subset({f"fresh_2026-11-30_s{n}" for n in seeds}, cc, sample)
+        return _draw_subset({draw(n) for n in seeds}, cc, sample)
 
     c, s = subset(made_from, OUT_OF_SAMPLE)    # out of sample for the model they were measured with
     # (the judgement of the bands before them, recorded when they replaced those, was checked
@@ -416,7 +420,7 @@ def test_earlier_h200_bands_judged_on_the_draws_measured_after_them(record, made
     # today's)
     mine = {k: v for k, v in old.items() if k != "contenders_judged"}
     _close(mine, bands_from(c, s, old["model_fingerprint"], "h200"))
-    fp = {n: load_json(ROOT / "measurements" / "h200" / f"fresh_2026-11-30_s{n}" /
+    fp = {n: load_json(ROOT / "measurements" / "h200" / draw(n) /
                        "campaign.json")["fresh"]["model_fingerprint"]
           for n in made_from + judged_on}
     assert old["model_fingerprint"] in {fp[n] for n in made_from}
