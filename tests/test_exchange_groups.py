@@ -105,8 +105,10 @@ def test_the_partial_groups_re_read_costs_the_gpu_only_while_waiting():
             step["lamport_stamped_distinct"], rel=0.02), key
         s = sim[key]
         # within 5% until the pollers rule counted only the SMs that polled a line before its
-        # word arrived; h5632-b1 is 10% fast since (measurements/README.md)
-        assert abs(s["lamport_distinct"]["step_ns"] / step["lamport_stamped_distinct"] - 1) < 0.11
+        # word arrived; h5632-b1 (-10.0%) and h2176-b4 (-7.1%) are fast since
+        # (measurements/README.md, "A large slot's exchange")
+        bound = {"h5632-b1-d0.03": 0.11, "h2176-b4-d0.1": 0.08}.get(key, 0.05)
+        assert abs(s["lamport_distinct"]["step_ns"] / step["lamport_stamped_distinct"] - 1) < bound
         row = (f"| {_lay(key)} ({r['hidden'] * r['batch'] - (r['groups'] - 1) * 4096}) | "
                f"{step['lamport_stamped']:.0f} / {s['lamport']['step_ns']:.0f} | "
                f"{step['lamport_stamped_distinct']:.0f} / {s['lamport_distinct']['step_ns']:.0f} |")

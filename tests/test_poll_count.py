@@ -217,14 +217,14 @@ def test_the_lag_record_and_its_claims(measurements_section):
     # today's simulator sees little stored less than 100 ns before and nothing later than 50
     # ns before, where the GPU sees most of it; seen on arrival is close
     _, s = _pooled(sim)
-    assert s[edges.index(-100)] < 0.5 < g[edges.index(-100)]
+    assert s[edges.index(-100)] < 0.35 < g[edges.index(-100)]
     assert np.nanmax(s[edges.index(-50):]) < 0.05
     _, a = _pooled(arr)
     assert a[edges.index(-50)] > 0.75 and a[edges.index(50)] < 0.1
     # polls a warp and round: seen on arrival within 0.3 of the GPU on the delayed-store rings
     # (0.1 with the engine before ptxas's issue order, 0.12 before the loop edges, 0.2 up to 64
     # FFMAs late before the replayed polls ran all three tests: 0.28 under at 32 now); today's
-    # simulator 0.25 or more above (0.30-0.51 now; 0.5 before the loop edges, 0.4 before the
+    # simulator 0.25 or more above (0.29-0.47 now; 0.5 before the loop edges, 0.4 before the
     # replays' tests: each makes the poll pass longer, so fewer polls miss)
     R = rec["results"]
     S, A = rec["simulated"]["results"], rec[poll_count.WHATIF_SECTION]["results"]

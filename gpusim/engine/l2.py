@@ -99,26 +99,31 @@ Model (every number from the spec):
 - Pollers of a line (``l2_poll_sharer_cycles``, ``measurements/lamport_pollers.py``, records
   ``measurements/h100/lamport_pollers_curve*.json`` and ``lamport_pollers_merge.json``): a word
   written into a line of a polled data buffer (the Lamport slots; not an atomic counter) is seen
-  by the polls ``N x l2_poll_sharer_cycles`` after it reaches L2, ``N`` the number of distinct
-  SMs whose polls of the line reached L2 before the word did (:meth:`L2.note_polls`,
-  :meth:`L2.seen_delay`): pollers that come after it do not delay it. What the ring with the
+  by the polls ``N x l2_poll_sharer_cycles`` after it is visible at L2 (its arrival plus
+  ``l2_store_visibility_cycles``), ``N`` the number of distinct SMs whose first polls of the
+  line reached L2 before that (:meth:`L2.note_polls`, :meth:`L2.seen_delay`): pollers that come
+  after it do not delay it. What the ring with the
   Lamport step's wait shows (``measurements/lamport_pollers.py --wait``, record
   ``measurements/h200/lamport_pollers_wait.json``): when every CTA sleeps after its stores and
   polls only from the next tick, the extra pollers cost nothing (33 lines: 518 ns a round with
   132 pollers, 516 with their 33 writers) and 132 CTAs exchanging 132 lines run a round in 789
   ns, where counting every SM that ever polled the line made the simulator's round 1000 ns (now
-  776). Without the wait (the pollers curve) the two counts agree: every poller is already
-  spinning when the word arrives. The fit of ``l2_poll_sharer_cycles`` to the curve under this
-  count (``measurements/h100/lamport_pollers_fit.json``) ties 1 and 2 cycles (mean |log error|
-  0.022, 0.036 under the old count) and keeps 2. What the other probes show: 33 lines polled by 132 SMs instead of their 33 writers cost the GPU 50-120 ns a
-  round; a quarter of the bytes (one sector of each line) costs the same, half the poll rate
-  removes about a fifth of it; the cost grows with the pollers of a line and with the lines.
-  The simulator's polls of many SMs were latency-bound and cost nothing. Which unit of the L2
+  783). Without the wait (the pollers curve) the two counts nearly agree: every poller is
+  already spinning when the word arrives (the 132-line ring without a wait: 925 -> 893 ns, GPU
+  853). The fit of ``l2_poll_sharer_cycles`` to the curve under this count
+  (``measurements/h100/lamport_pollers_fit.json``) ties 1 and 2 cycles (mean |log error| 0.022,
+  0.036 under the old count) and keeps 2. What the other probes show: 33 lines polled by 132
+  SMs instead of their 33 writers cost the GPU 50-120 ns a round; a quarter of the bytes (one
+  sector of each line) costs the same, half the poll rate removes about a fifth of it; the cost
+  grows with the pollers of a line and with the lines. The simulator's polls of many SMs were
+  latency-bound and cost nothing. Which unit of the L2
   does this is not known: the rule is the probes' shape, charged at the detection. **A probe
   of the rule itself disagrees** (``measurements/poll_count.py``, record
   ``measurements/h200/poll_count_lag.json``): on the GPU a poll sees a store issued up to about
   25 ns after its loop began half the time, with 33 pollers of a line as with 132, while under
-  this rule the simulator's first polls see little stored less than about 150 ns before them.
+  this rule the simulator's first polls see a quarter of what was stored 50-100 ns before them
+  and almost nothing stored later (before the count above: nothing stored less than about 100
+  ns before).
   With the delay (and the store visibility) at 0 the simulator's polls match the GPU's, but
   its Lamport kernels go 5-32% fast: the rule stands in for time the simulator misses
   elsewhere, above all in the body after the staging barrier, which it prices 25-89 ns short
@@ -595,9 +600,12 @@ class L2:
                 np.minimum.at(first, (lines[inside] - lo, sms[inside]), at[inside])
 
     def seen_delay(self, flat: np.ndarray, arrival: np.ndarray) -> np.ndarray:
-        """Cycles after its arrival at L2 (``arrival``) that a word at ``flat`` is seen by the
-        polls: ``l2_poll_sharer_cycles`` times the SMs whose polls of its line reached L2
-        before it did (0 outside tracked buffers)."""
+        """Cycles after it is visible at L2 (``arrival``, the store visibility included) that a
+        word at ``flat`` is seen by the polls: ``l2_poll_sharer_cycles`` times the SMs whose
+        first polls of its line reached L2 before that (0 outside tracked buffers). The first
+        poll cycles are kept in float32 (``track_pollers``: lines x SMs, 4 bytes each, about 20
+        MB for a sampled hidden-8192 batch-8 launch): exact to the cycle up to 2**24 cycles, far
+        beyond a simulated launch."""
         out = np.zeros(flat.shape)
         lw = self.line_words
         lines = flat // lw

@@ -71,8 +71,9 @@ they read were written at L2; a warp whose load was served earlier would have se
 so the body's events are replayed for that warp (same addresses, counted as ``poll`` L2
 transactions) until every load is served after its data arrived, bounded by the spin limit.
 A word written into a line of a polled data buffer is seen by the polls
-``l2_poll_sharer_cycles`` per SM polling the line after it reaches L2 (:mod:`.l2`, "Pollers of a
-line"), and a stale warp's replays start right after its stale poll, as a poll loop re-polls.
+``l2_poll_sharer_cycles`` per SM whose polls of the line reached L2 before the word was visible
+there, that long after it was (:mod:`.l2`, "Pollers of a line"), and a stale warp's replays
+start right after its stale poll, as a poll loop re-polls.
 Polls of a grid barrier's counter (a buffer that atomics update) instead start their replays
 after a delay uniform over one L2 round trip, one per CTA and exit of the loop
 (:meth:`_Timing._phase`).

@@ -156,15 +156,17 @@ PARAMS: dict[str, Param] = {
                                       "an SM sends at most one load request to L2 every this "
                                       "many cycles (0: no limit)"),
     "l2_poll_sharer_cycles": Param("cycles/SM", float, 0, 64,
-                                   "a word written into a line that N SMs poll (a data buffer, "
-                                   "not an atomic counter) is seen by the polls N x this many "
-                                   "cycles after it reaches L2"),
+                                   "a word written into a line of a polled data buffer (not an "
+                                   "atomic counter) is seen by the polls N x this many cycles "
+                                   "after it is visible at L2, N the SMs whose polls of the line "
+                                   "reached L2 before that"),
     "sleep_tick_lead_ns": Param("ns", float, 0, 1000,
                                 "a __nanosleep(ns) ends on the next tick of a timer whose period "
                                 "is ns rounded up to a power of two, that comes more than this "
                                 "many nanoseconds after it issued"),
     "sleep_min_ns": Param("ns", float, 0, 10000,
-                          "and not before this many nanoseconds, however short the argument"),
+                          "what __nanosleep(0) keeps a warp (a wait with an argument ends "
+                          "on the tick, however soon it comes)"),
     "dram_latency_cycles": Param("cycles", int, 10, 10000, "load round trip on an L2 miss"),
     "dram_bandwidth_bytes_per_s": Param("bytes/s", float, 1e9, 1e14, "sustained DRAM bandwidth"),
     "launch_overhead_s": Param("s", float, 1e-8, 1e-3, "extra time per back-to-back launch"),

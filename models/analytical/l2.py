@@ -17,8 +17,8 @@ The terms of the step (:mod:`.persistent` adds them up) that live here:
 - ``sync``: Lamport: at least one extra poll round (the first poll of a group almost always
   misses on the GPU), re-polled at once, and more when the busiest warp's stores are seen
   (``l2_store_visibility_cycles`` after the slice serves them, then ``l2_poll_sharer_cycles``
-  per SM polling the line, every SM here, as the engine's ``L2.seen_delay``) later than that
-  (the idlest warp's first poll comes a poll's ``lead`` after its own store); ``spread`` =
+  per SM that polled the line before, every SM here, as the engine's ``L2.seen_delay``) later
+  than that (the idlest warp's first poll comes a poll's ``lead`` after its own store); ``spread`` =
   FIFO stagger + per-warp wavefront difference of the mapping + the h broadcast (the slices
   serve the SMs' staging loads over ``bw`` cycles, so the SMs start their rows that far
   apart). A warp's load of its

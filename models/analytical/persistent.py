@@ -261,8 +261,9 @@ def _persistent_from_slots(spec, v: Variant, N, B, K, wf_sm, wf_warp, mask, R, S
             late = np.maximum(0.0, spread + vis - lead)
             # the first poll of a group almost always misses (the GPU: 2.04 polls per group and
             # round, ``lmech_ws_1``); a warp polls again at once, and its polls see the data
-            # ``l2_poll_sharer_cycles`` per polling SM after it arrived (the engine's rule: every
-            # SM polls every line of h), so the replays need ``late + seen`` after the idlest
+            # ``l2_poll_sharer_cycles`` per polling SM after it arrived (the engine's rule counts
+            # the SMs that polled the line before the late store arrived: here every SM, all of
+            # them spinning on h by then), so the replays need ``late + seen`` after the idlest
             # warp's first poll
             seen = float(getattr(spec, "l2_poll_sharer_cycles", 0.0) or 0.0) * spec.sm_count
             # a pass that polls again runs the spin loop's other two tests too: the first poll

@@ -266,3 +266,27 @@ def test_a_replayed_poll_runs_all_three_tests():
     gpu = np.mean([p["per_group_round_mean"] for p in size["polls"]])
     r = _simulated(("lmech_ws_1",))["lmech_ws_1"]
     assert abs(1.0 + r["poll_replays_per_first_load"] - gpu) < 0.05 * gpu
+
+
+def test_only_pollers_before_a_word_delay_it():
+    """The pollers rule (``l2_poll_sharer_cycles``, :meth:`L2.seen_delay`): a word is seen
+    ``N x`` the sharer cycles after it is visible at L2, ``N`` the SMs whose first polls of its
+    line reached L2 before that; an SM that polls only after it, or whose lane is inactive, does
+    not count (``measurements/h200/lamport_pollers_wait.json``: pollers that wake after the
+    words arrived cost the GPU nothing)."""
+    spec = dataclasses.replace(load_spec("h100"), l2_poll_sharer_cycles=2.0)
+    l2 = L2(spec, WORDS, np.array([0, 0, 1, 1, 2, 2]))
+    l2.track_pollers(0, WORDS)
+    flat = np.full((6, 32), 40, dtype=np.int64)          # every lane polls line 1
+    active = np.zeros((6, 32), dtype=bool)
+    active[[0, 2, 4], 0] = True                            # one warp on each SM
+    active[5, 0] = False                                   # SM 2's other warp: inactive
+    served = np.full((6, 32), np.inf)
+    served[[0, 2, 4], 0] = [100.0, 300.0, 500.0]           # SM 0, 1, 2 first reach the line
+    l2.note_polls(np.array([0, 2, 4, 5]), flat, active, served[[0, 2, 4, 5]])
+    l2.note_polls(np.array([0]), flat, active, np.full((1, 32), 900.0))   # later: no change
+    at = np.array([50.0, 200.0, 400.0, 600.0])             # when the word is visible at L2
+    words = np.full(4, 40)
+    assert l2.seen_delay(words, at).tolist() == [0.0, 2.0, 4.0, 6.0]
+    # a word of a line nobody polled
+    assert l2.seen_delay(np.array([WORDS - 1]), np.array([600.0])).tolist() == [0.0]

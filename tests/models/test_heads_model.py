@@ -17,9 +17,10 @@ ns, three periods of the sleep timer, against the simulator's 623, whose steps m
 periods; ``tests/models/test_model_vs_sim.py`` has the same straddle on single-head layers).
 Before that change, after the Lamport step's closing wait came to end on the sleep timer's tick
 (``gpusim.specs.rules.sleep_wake_cycles``): 6.2% (CTA-local 6.6%, grid-wide 5.7%), worst case
--21.3% (the dense kernel of the same layer: 768 ns against the simulator's 975, now 715). After the engine took ptxas's issue order (``gpusim/engine/schedule.py``), before the
-wait: 5.7% (CTA-local 5.8%, grid-wide 5.7%), worst case +16.3% (RNN, 4 heads of 128 units,
-batch 8, Lamport). With the engine's order floor before it: 4.0% (CTA-local 2.7%, grid-wide
+-21.3% (the dense kernel of the same layer: 768 ns against the simulator's 975, now 715).
+After the engine took ptxas's issue order (``gpusim/engine/schedule.py``), before the wait:
+5.7% (CTA-local 5.8%, grid-wide 5.7%), worst case +16.3% (RNN, 4 heads of 128 units, batch 8,
+Lamport). With the engine's order floor before it: 4.0% (CTA-local 2.7%, grid-wide
 5.9%), worst case +15.9%. Before that change, re-simulated after the
 engine stopped issuing the IR instructions that SASS does not (``gpusim.engine.lowering``): 4.9%
 (CTA-local 3.5%, grid-wide 6.7%), worst case -13.4% (before that change,

@@ -127,10 +127,10 @@ def _run_all(configs, steps=3, cell="rnn"):
 # When the engine's pollers rule came to count only the SMs whose polls of a line reached L2
 # before the word (``gpusim/engine/l2.py``, ``measurements/h200/lamport_pollers_wait.json``),
 # the engine's polls after the wait find the data as the model assumed: the full H100's 1024-b4
-# dense kernel came back (-3.5%), and two full-GPU Lamport steps now land a tick the other way,
-# the model one period over the simulator: the H100's 1024-b4 (0.87 against 1.02 us, +17.6%)
-# and the V100's 256-b4 (0.60 against 0.77 us, +27.6%; the simulator's steps there mix two and
-# three ticks, the model's work ends past the second).
+# dense kernel came back (-3.5%), and two full-GPU Lamport steps now straddle a tick the other
+# way, the model over the simulator by up to a period: the H100's 1024-b4 (the model's 1.02 us
+# against the simulator's 0.87, +17.6%) and the V100's 256-b4 (0.77 against 0.60 us, +27.6%;
+# the simulator's steps there mix two and three ticks, the model's work ends past the second).
 KNOWN = {
     ("v100", 4, 256, 4, 0.1, "dense-persistent", "rnn"): 0.21,
     ("v100", 4, 512, 4, 0.1, "sparse-lamport", "rnn"): 0.23,
