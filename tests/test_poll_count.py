@@ -275,9 +275,10 @@ def test_the_kernels_under_both_rules(measurements_section):
 
 
 @pytest.mark.xfail(strict=True, reason="the engine's pollers rule delays a written word by N x 2 "
-                   "cycles after it reaches L2 (and its visibility by 41 more): its first polls "
-                   "see little stored less than ~150 ns before them, the GPU 89% of those "
-                   "issued 0-50 ns before")
+                   "cycles after it is visible at L2 (41 cycles after it reaches it), N the SMs "
+                   "that polled its line before: its first polls see a quarter of what was "
+                   "stored 50-100 ns before them and almost nothing later, the GPU 89% of "
+                   "those issued 0-50 ns before")
 def test_the_simulators_first_polls_see_what_the_gpus_see():
     """The lag curve's -50..0 ns bin, simulated live on the 33-line ring with 132 pollers, at
     the GPU's share (89% pooled over the rings; 89% on this ring's poll-only CTAs)."""
