@@ -29,7 +29,9 @@
 #   stores cost the step more than the wait does (`measurements/README.md`, "The Lamport step
 #   closes with a wait"). The wait ends on the next tick of one GPU-wide timer, every 256 ns for
 #   a 200 ns argument, so the warps that slept in the same period wake together, on a tick
-#   ("The wait ends on a tick of the GPU's timer").
+#   ("The wait ends on a tick of the GPU's timer"). Their polls then find the data stored
+#   before the tick: a poll that comes after a word reached L2 is not slowed by the other SMs
+#   that poll the same line ("Pollers that come after a word do not delay it").
 #
 # We look at the code of both, price the barrier from the spec, then let the simulator run both
 # on the same layer and draw what every SM does over time.
