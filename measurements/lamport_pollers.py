@@ -32,6 +32,11 @@ every thread sleeping 100 (33 lines only), 200 or 400 ns after the round's store
 (``__nanosleep``, as the Lamport kernel closes its step), so that the pollers start after the
 words reached L2 (``lamport_pollers_wait.json``).
 
+``--half`` (:data:`HALF`): the 33-, 66- and 132-line rings with no wait, with every thread
+sleeping 200 or 400 ns after the round's stores, and with only the even CTAs sleeping (``_wh``),
+the odd ones polling the next round's lines while they are written
+(``lamport_pollers_half.json``).
+
 ``--fit-sharers FOLDER [--gpu SPEC]`` (:func:`fit_sharers`): ``l2_poll_sharer_cycles`` from the
 curve's three runs (``lamport_pollers_curve.json``, ``_repeat.json``, ``_repeat2.json``); the grid
 and the choice are written to ``FOLDER/lamport_pollers_fit.json``.
@@ -83,6 +88,13 @@ WAIT = tuple((f"{key}{w}", k, order, f"{writes}{w}")
              for w in ("", "_w100", "_w200", "_w400")
              for key, k, order, writes in (CURVE[0], CURVE[2], CURVE[3], CURVE[4], CURVE[5])
              if not (w == "_w100" and k != 33))
+
+# half the CTAs sleeping (``_wh<ns>``: the even ones), the odd ones polling at once while the words
+# are written, next to all and none sleeping: do the pollers that poll before a word arrives
+# cost it, and those that come after it not? (``lamport_pollers_half.json``, ``--half``)
+HALF = tuple((f"{key}{w}", k, order, f"{writes}{w}")
+             for w in ("", "_w200", "_wh200", "_w400", "_wh400")
+             for key, k, order, writes in (CURVE[2], CURVE[4], CURVE[5]))
 
 
 def measure(out: str, argv: list, experiments=EXPERIMENTS,
@@ -156,7 +168,8 @@ def main(argv: list | None = None) -> int:
                               (EXPERIMENTS, "lamport_pollers.json"),
                               (("--curve", CURVE, "lamport_pollers_curve.json"),
                                ("--merge", MERGE, "lamport_pollers_merge.json"),
-                               ("--wait", WAIT, "lamport_pollers_wait.json")),
+                               ("--wait", WAIT, "lamport_pollers_wait.json"),
+                               ("--half", HALF, "lamport_pollers_half.json")),
                               measure, _simulated)
 
 

@@ -93,7 +93,9 @@ def ring(rounds: int, k: int, order: str = "rotated", writes: str = "line"):
     H100), so the CTAs that only poll start polling that much before the words are stored.
     Any ``writes`` followed by ``"_w<ns>"``: every thread sleeps ``ns`` nanoseconds
     (``__nanosleep``) after the round's stores, before it polls the next round's lines, as
-    the Lamport kernel closes its step (``lamport_pollers.py --wait``)."""
+    the Lamport kernel closes its step (``lamport_pollers.py --wait``); ``"_wh<ns>"``: only the
+    threads of the even CTAs sleep, the odd CTAs poll the next round's lines at once, while
+    the words are still being written (``lamport_pollers.py --half``)."""
     import re
 
     import numpy as np
@@ -114,13 +116,15 @@ def ring(rounds: int, k: int, order: str = "rotated", writes: str = "line"):
         raise InputError(f"order={order!r} with k={k}: accepted 'rotated', or 'same' / 'exact' "
                          f"with k=33, 66 or {CTAS}")
     first = 1 if order == "rotated" else 0
-    # a trailing ``_w<ns>``: every thread sleeps that long after the round's stores
-    waited_ns = re.fullmatch(r"(.+)_w([0-9]+)", writes)
-    wait = int(waited_ns.group(2)) if waited_ns else 0
+    # a trailing ``_w<ns>``: every thread sleeps that long after the round's stores (``_wh``:
+    # only the even CTAs' threads)
+    waited_ns = re.fullmatch(r"(.+)_w(h?)([0-9]+)", writes)
+    wait = int(waited_ns.group(3)) if waited_ns else 0
+    half = bool(waited_ns and waited_ns.group(2))
     writes = waited_ns.group(1) if waited_ns else writes
     if writes not in WRITES:
         raise InputError(f"writes={writes!r}: accepted {', '.join(map(repr, WRITES))}, each "
-                         f"optionally followed by _w<ns>")
+                         f"optionally followed by _w<ns> or _wh<ns>")
     # who polls: everyone, only the writers (_solo) or every second CTA (_p66)
     solo = writes.endswith("_solo")
     p66 = writes.endswith("_p66")
@@ -139,7 +143,7 @@ def ring(rounds: int, k: int, order: str = "rotated", writes: str = "line"):
     stride, chunks = CTAS // k, 8 * k
     groups = -(-chunks // (4 * THREADS))
     name = f"ring_{k}" + {"rotated": "", "same": "_same", "exact": "_exact"}[order] + \
-        WRITES[key] + (f"_w{wait}" if wait else "")
+        WRITES[key] + (f"_w{'h' if half else ''}{wait}" if wait else "")
     b = Builder(f"mb_{name}", grid=CTAS, block=THREADS, bench=name, rounds=rounds)
     g_h = b.global_buffer("h", F32, (rounds + 1) * WORDS, role="inout")
     tid = b.sreg("tid", dst=b.reg(I32, "tid"))
@@ -232,7 +236,12 @@ def ring(rounds: int, k: int, order: str = "rotated", writes: str = "line"):
             b.imad(r1, WORDS, own, dst=addr)
             b.stg(g_h, addr, val)
             b.stg(g_h, addr, val, offset=CTAS * LINE)
-        if wait:   # as the Lamport kernel closes its step (sparse_rnn.LAMPORT_STEP_WAIT_NS)
+        if wait and half:   # the even CTAs sleep, the odd ones poll at once
+            even = b.isetp("eq", b.irem(cta, 2, dst=b.reg(I32, "ceven")), 0,
+                           dst=b.reg(PRED, "sleeps"))
+            with b.if_(even):
+                b.nanosleep(wait)
+        elif wait:   # as the Lamport kernel closes its step (sparse_rnn.LAMPORT_STEP_WAIT_NS)
             b.nanosleep(wait)
     kernel = verify(b.build())
     h = np.full((rounds + 1, WORDS), SENT, np.int32)
@@ -251,7 +260,8 @@ def ring(rounds: int, k: int, order: str = "rotated", writes: str = "line"):
                       rounds, f"one round: every CTA writes ({writes}) after seeing {k} lines "
                       f"({order} order)",
                       {"rounds": rounds, "k": k, "order": order, "writes": writes, "ctas": CTAS,
-                       "threads": THREADS, **({"wait_ns": wait} if wait else {})}, check)
+                       "threads": THREADS, **({"wait_ns": wait} if wait else {}),
+                       **({"wait_half": True} if half else {})}, check)
 
 
 BACKOFF_FFMAS = 96   # ring(..., writes="..._bo"): the back-off after a failed poll
