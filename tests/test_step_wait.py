@@ -256,3 +256,34 @@ def test_the_wait_record_holds_the_claims_made_of_it():
     assert np.abs(err["wait400"]).mean() == pytest.approx(0.047, abs=0.001)
     assert err["wait200"].mean() == pytest.approx(-0.058, abs=0.001)
     assert err["plain"].mean() == pytest.approx(-0.125, abs=0.001)
+
+
+def test_the_half_sleep_rings_and_the_three_rules(measurements_section):
+    """lamport_pollers_half.json: the rings with none, all and half the CTAs sleeping, on the
+    H200, simulated under today's pollers count, the old count and no rule; the README's table
+    is the record (the figures its prose draws from it)."""
+    rec = read_record(str(H200 / "lamport_pollers_half.json"))
+    assert "H200" in rec["provenance"]["gpu_name"]
+    from measurements.lamport_pollers import HALF
+    keys = [k for k, *_ in HALF]
+    assert sorted(rec["results"]) == sorted(keys)
+    gpu = {k: rec["results"][k]["per_op_s"] * 1e9 for k in keys}
+    rules = {name: {k: rec[name]["results"][k]["per_op_s"] * 1e9 for k in keys}
+             for name in ("simulated_old_count", "simulated", "simulated_no_pollers_rule")}
+    assert rec["simulated_no_pollers_rule"]["overrides"] == {"l2_poll_sharer_cycles": 0.0}
+    err = {n: {k: abs(r[k] / gpu[k] - 1) for k in keys} for n, r in rules.items()}
+    text = " ".join(measurements_section("## Pollers that come after a word").split())
+    row = " | ".join(f"{100 * np.mean(list(e.values())):.1f}%" for e in err.values())
+    assert f"| the 15 rings: mean abs error | | {row} |" in text
+    half = [k for k in keys if "_wh" in k]
+    row = " | ".join(f"{100 * np.mean([e[k] for k in half]):.1f}%" for e in err.values())
+    assert f"| the 6 half-sleep rings | | {row} |" in text
+    k = "132_exact_warps_c1_wh200"
+    assert (f"| 132 lines, half sleep 200 ns | {gpu[k]:.0f} | "
+            + " | ".join(f"{r[k]:.0f}" for r in rules.values()) + " |") in text
+    # today's count is the closest of the three on the 200 ns half ring, between the GPU's
+    # all-sleep round and no rule; every rule is fast on the 400 ns one
+    assert rules["simulated_no_pollers_rule"][k] < gpu[k] < rules["simulated"][k] \
+        < rules["simulated_old_count"][k]
+    k4 = "132_exact_warps_c1_wh400"
+    assert all(r[k4] < 0.97 * gpu[k4] for r in rules.values())
