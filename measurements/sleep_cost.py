@@ -112,13 +112,13 @@ def main(argv: list | None = None) -> int:
                   file=sys.stderr)
             return 2
         import datetime
-        import json
+
+        from measurements.probe import save_record
 
         rec = fit_lead(argv[1])
         rec["command"] = "python measurements/sleep_cost.py --fit-lead " + argv[1]
         rec["date"] = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
-        with open(os.path.join(os.path.dirname(argv[1]), "sleep_lead_fit.json"), "w") as f:
-            json.dump(rec, f, indent=1)
+        save_record(os.path.join(os.path.dirname(argv[1]), "sleep_lead_fit.json"), rec)
         return 0
     stairs = "--stairs" in argv
     measure, _, simulate_into = _probe(stairs)

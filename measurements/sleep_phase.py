@@ -93,13 +93,12 @@ def summarise(g, c, period: int) -> dict:
 
 
 def measure(out: str, argv: list) -> dict:
-    import json
-
     import cupy as cp
     import numpy as np
 
     from gpusim.specs.rules import sleep_period_ns
     from measurements.campaign import provenance
+    from measurements.probe import save_record
 
     prov = provenance(argv)
     mod = cp.RawModule(code=SOURCE, options=("-std=c++17",))
@@ -126,8 +125,7 @@ def measure(out: str, argv: list) -> dict:
                   f"waits {s['wait_cycles_min_max']} cycles, by start quarter "
                   f"{s['wait_cycles_median_by_start_quarter']}", flush=True)
         rec["results"][f"sleep{ns}"] = {"ns": ns, "launches": runs}
-    with open(os.path.join(out, "sleep_phase.json"), "w") as f:
-        json.dump(rec, f, indent=1)
+    save_record(os.path.join(out, "sleep_phase.json"), rec)
     return rec
 
 

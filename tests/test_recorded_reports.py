@@ -409,7 +409,9 @@ def test_earlier_h200_bands_judged_on_the_draws_measured_after_them(record, made
     cc = _merged("h200")
 
     def draw(n):     # the draw folder of seed n (its date is the day it was measured)
-        return next((ROOT / "measurements" / "h200").glob(f"fresh_*_s{n}")).name
+        found = sorted((ROOT / "measurements" / "h200").glob(f"fresh_*_s{n}"))
+        assert len(found) == 1, (n, found)
+        return found[0].name
 
     def subset(seeds, sample=None):
         return _draw_subset({draw(n) for n in seeds}, cc, sample)
