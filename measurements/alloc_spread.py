@@ -61,7 +61,7 @@ def measure(out: str, argv: list) -> dict:
     def show(key, r):
         print(key, [round(p["per_step_s"] * 1e9) for p in r["placements"]], flush=True)
     return record_layers(out, argv, "alloc_spread.json", LAYERS, measure_layer, show, gpu=None,
-                         fields=("kernel", "sync", "hidden", "batch", "density"),
+                         layer_fields=("kernel", "sync", "hidden", "batch", "density"),
                          key=lambda k, s, h, b, d: f"{k}-{s}-h{h}-b{b}-d{d}",
                          steps=[STEPS, SHORT], repeats=REPEATS, pads=list(PADS))
 

@@ -6,6 +6,7 @@ barrier kernels at layers whose h takes several staging groups (GPU, then the si
     EXCHANGE_FALLBACK=previous ... --layers partial --out $OUT   # today's kernel, no forms:
                                         # exchange_groups_partial_previous.json
     ... --layers dense --out $OUT       # DENSE_LAYERS: exchange_groups_dense.json
+    ... --layers passes --out $OUT      # PASS_LAYERS, the poll pass's forms: exchange_passes.json
     python measurements/exchange_groups.py --simulate measurements/h200/exchange_groups.json
 
 Why: on the H200 draws the simulator prices the Lamport kernel's saving over the barrier kernel
@@ -63,13 +64,19 @@ KERNELS = ("lamport", "barrier")
 # (nothing to wait for, so the values stay right): ``plain``, plain 16-byte loads (L1-cached,
 # as the barrier kernel's staging) in place of the relaxed ones; ``nocheck``, the relaxed loads
 # with no sentinel test (the loop exits after one pass; ptxas drops the compares and the vote);
-# ``plain_nocheck``, both: the barrier kernel's staging inside the Lamport kernel
+# ``plain_nocheck``, both: the barrier kernel's staging inside the Lamport kernel;
+# ``noguard``, the poll loop without the generated guards (the spin limit and the error poll),
+# so that the loop exits by falling through rather than by a taken branch over the guards' code;
+# ``onecheck``, the sentinel test of the lane's first word only (one compare, then the vote)
 # ``distinct`` (``--layers partial``): in a last group partly past the end of the slot, a chunk
 # past the end reads the lane's chunk of the previous group (polled and seen already, so valid
 # while other CTAs still store) instead of re-reading the lane's chunk 0 of this group; run
 # waiting and with every slot written
-FORMS = ("kernel", "plain", "nocheck", "plain_nocheck", "distinct")
+FORMS = ("kernel", "plain", "nocheck", "plain_nocheck", "distinct", "noguard", "onecheck")
 INPLACE_FORMS = ("plain", "nocheck", "plain_nocheck")
+# ``--layers passes``: what a poll pass of a later group costs, form by form (every slot
+# written, so every poll succeeds at once); shapes of no draw nor of the sets above
+PASS_FORMS = ("nocheck", "noguard", "onecheck")
 # ``--layers partial``: two staging groups at batch 1 whose second holds 128 to 3072 words (the
 # draws' Lamport kernels at batch 1 with a small last group run 20-30% slower than their barrier
 # kernels on the GPU), one such at batch 4, and a full second group as the control
@@ -81,10 +88,15 @@ PARTIAL_LAYERS = ((4224, 1, 0.03), (4480, 1, 0.03), (4864, 1, 0.03), (5632, 1, 0
 # one and two rows a warp, h in one staging group
 DENSE_LAYERS = ((512, 1, 0.1), (1024, 1, 0.1), (1536, 1, 0.1), (2048, 1, 0.1), (1024, 2, 0.1),
                 (1024, 4, 0.1))
-LAYER_SETS = {"large": LAYERS, "partial": PARTIAL_LAYERS, "dense": DENSE_LAYERS}
+PASS_LAYERS = ((4096, 2, 0.05), (3072, 4, 0.03), (2560, 8, 0.03), (6144, 2, 0.02))
+LAYER_SETS = {"large": LAYERS, "partial": PARTIAL_LAYERS, "dense": DENSE_LAYERS,
+              "passes": PASS_LAYERS}
 RECORDS = {"large": "exchange_groups.json", "partial": "exchange_groups_partial.json",
-           "dense": "exchange_groups_dense.json"}
+           "dense": "exchange_groups_dense.json", "passes": "exchange_passes.json"}
 TS_BUFFER = "ts"
+# the generated spin loop's guards (kernels_ir.codegen_cuda), as the poll loop has them
+SPIN_GUARDS = ("if (spin_0 >= 1048576u) { err_report(g___err, 1, 0); break; }\n",
+               "if ((spin_0 & 1023u) == 0u && err_seen(g___err)) break;\n")
 GROUP_STORE = "*reinterpret_cast<float4*>(&s_h_s[r_first]) ="
 
 
@@ -163,6 +175,12 @@ def instrumented_code(code: str, steps: int, sync: str, form: str = "kernel") ->
         if n != STAGE_GROUP - 1:
             raise AssertionError(f"{n} chunk address selects found, expected {STAGE_GROUP - 1}"
                                  " (the distinct form needs a last group partly past the end)")
+    if form == "onecheck":
+        test = "r_waiting = r_waiting || r_sent;"
+        if code.count(test) < 2:
+            raise AssertionError(f"{code.count(test)} sentinel tests, expected several")
+        first = code.index(test) + len(test)
+        code = code[:first] + code[first:].replace(test, "")
     if form in ("nocheck", "plain_nocheck"):
         vote = "r_warp_waiting = __any_sync(0xffffffffu, r_waiting);"
         _once(code, "the poll's vote", vote)
@@ -209,7 +227,12 @@ def instrumented_code(code: str, steps: int, sync: str, form: str = "kernel") ->
         parts[1] = _before_group_store(parts[1], arrival)
         body = (parts[0] + sync_line + stamp.format(k=2) + parts[1] + sync_line
                 + stamp.format(k=3) + sync_line.join(parts[2:]))
-    return stamp_loop_end(head + top + body, 4)
+    code = stamp_loop_end(head + top + body, 4)
+    if form == "noguard":      # after the stamps: the loop's end is found by its last guard
+        for guard in SPIN_GUARDS:
+            _once(code, "a spin guard", guard)
+            code = code.replace(guard, "")
+    return code
 
 
 def _compile_traced(runner, kernel, sync: str, form: str = "kernel", steps: int = STEPS):
@@ -275,7 +298,7 @@ def gpu_summary(ts, clock_hz: float, groups: int, series: bool = False) -> dict:
 
 
 def stamp_layer(runner, spec, h: int, b: int, d: float, distinct: bool = False,
-                dense: bool = False) -> dict:
+                dense: bool = False, forms: tuple = INPLACE_FORMS) -> dict:
     """One layer on the GPU: per kernel the plain launches and the stamped ones (values
     checked against the float64 reference), and the Lamport kernel's stamped launches with
     every slot already written (``inplace``)."""
@@ -312,7 +335,7 @@ def stamp_layer(runner, spec, h: int, b: int, d: float, distinct: bool = False,
             if sync == "lamport" and name == "plain":
                 filled = got["hseq"].copy()
                 runs.append(("inplace", traced, ts_size, filled))
-                for form in INPLACE_FORMS:
+                for form in forms:
                     runs.append((f"inplace_{form}",
                                  *_compile_traced(runner, prog.kernel, sync, form), filled))
                 if distinct and groups > 1 and h * b % GROUP_WORDS:
@@ -419,8 +442,9 @@ def measure(out: str, argv: list, which: str | None = None) -> dict:
     if FALLBACK != "chunk0":
         name = name.replace(".json", f"_{FALLBACK}.json")
     dense = which == "dense"
+    forms = PASS_FORMS if which == "passes" else INPLACE_FORMS
     run = (lambda *a: stamp_layer(*a, distinct=FALLBACK == "chunk0")) \
-        if which == "partial" else (lambda *a: stamp_layer(*a, dense=dense))
+        if which == "partial" else (lambda *a: stamp_layer(*a, dense=dense, forms=forms))
     kernel = ("dense, wide loads: Lamport and barrier" if dense
               else "sparse, wide loads, optimal layout: Lamport and barrier")
     return record_layers(out, argv, name, LAYER_SETS[which], run, show,

@@ -91,10 +91,10 @@ def _layer_key(h, b, d) -> str:
 
 
 def record_layers(out: str, argv: list, filename: str, layers, run, show, *,
-                  gpu: str | None = "h100", fields: tuple = LAYER_FIELDS, key=_layer_key,
+                  gpu: str | None = "h100", layer_fields: tuple = LAYER_FIELDS, key=_layer_key,
                   **meta) -> dict:
     """One record of a layer probe: ``run(runner, spec, *layer)`` per tuple of ``layers``
-    (``(hidden, batch, density)`` unless ``fields`` names other items), recorded under
+    (``(hidden, batch, density)`` unless ``layer_fields`` names other items), recorded under
     ``key(*layer)`` with the layer's fields and ``status`` "ok" unless the result has one (an
     exception is recorded as ``status`` "error" and the next layer runs); ``show(key, result)``
     prints it; provenance, the SM clock samples, ``meta`` and the wall time go with the results
@@ -121,7 +121,7 @@ def record_layers(out: str, argv: list, filename: str, layers, run, show, *,
         except Exception as exc:   # record and go on
             r = {"status": "error", "error": f"{type(exc).__name__}: {exc}"}
             print(f"{name}: FAILED {r['error']}", flush=True)
-        rec["results"][name] = {**dict(zip(fields, layer, strict=True)), **r}
+        rec["results"][name] = {**dict(zip(layer_fields, layer, strict=True)), **r}
     clocks.stop(prov)
     rec["timing_s"] = time.time() - t0
     save_record(os.path.join(out, filename), rec)

@@ -140,7 +140,7 @@ def measure(out: str, argv: list) -> dict:
                                if f in FORMS or f in STEP_END}), flush=True)
     name, layers, forms = _set() or ("stamp_effect.json", LAYERS, FORMS)
     return record_layers(out, argv, name, layers, measure_layer, show, gpu=None,
-                         fields=("kernel", "hidden", "batch", "density"),
+                         layer_fields=("kernel", "hidden", "batch", "density"),
                          key=lambda k, h, b, d: f"{k}-h{h}-b{b}-d{d}",
                          steps=[STEPS, SHORT], repeats=REPEATS, forms=list(forms))
 

@@ -104,7 +104,7 @@ def measure(out: str, argv: list) -> dict:
     return record_layers(out, argv, name,
                          [(kind, *layer) for layer in layers for kind in ("sparse", "dense")],
                          measure_layer, show, gpu=None,
-                         fields=FIELDS,
+                         layer_fields=FIELDS,
                          key=lambda k, c, t, h, b, d: f"{k}-{c}-{t}-h{h}-b{b}-d{d}",
                          seed=SEED, steps=[STEPS, SHORT], repeats=REPEATS)
 

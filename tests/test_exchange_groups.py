@@ -32,13 +32,15 @@ def _later(x):
 
 
 @pytest.mark.parametrize("name", ["exchange_groups.json", "exchange_groups_partial.json",
-                                  "exchange_groups_partial_previous.json"])
+                                  "exchange_groups_partial_previous.json",
+                                  "exchange_passes.json"])
 def test_records_are_complete_and_checked(name):
     rec = _load(name)
     p = rec["provenance"]
     assert "H200" in p["gpu_name"] and p["command"].startswith("python3 measurements/exchange")
     assert rec["fields"] == list(eg.FIELDS) and rec["spec"] == "h200"
-    layers = eg.LAYERS if name == "exchange_groups.json" else eg.PARTIAL_LAYERS
+    layers = {"exchange_groups.json": eg.LAYERS,
+              "exchange_passes.json": eg.PASS_LAYERS}.get(name, eg.PARTIAL_LAYERS)
     assert [(r["hidden"], r["batch"], r["density"]) for r in rec["results"].values()] == \
         list(layers)
     for key, r in rec["results"].items():
@@ -204,3 +206,33 @@ def test_the_exchange_alone_shows_the_re_read_only_while_waiting():
         for size in er.SIZES:        # the record's kernels are the builder's today
             assert r["sizes"][str(size)]["kernel"] == kernel_fingerprint(
                 er.builder(w, present, fb)(size).kernel), key
+
+
+def test_a_later_groups_poll_pass_form_by_form():
+    """``exchange_passes.json``: with every slot written, a later group of the Lamport kernel
+    costs the GPU about what the barrier kernel's does once the sentinel test is gone; the
+    guards cost little, the test of one word instead of sixteen most of the difference; the
+    simulator's later groups sit at the one-word level, its barrier groups near the GPU's."""
+    rec = _load("exchange_passes.json")
+    sim = rec["simulated"]["results"]
+    later = {}
+    for key, r in rec["results"].items():
+        g = {f: _later(r[f"lamport_inplace{f}"]["summary"]["group_ns"])
+             for f in ("", "_noguard", "_onecheck", "_nocheck")}
+        g["barrier"] = _later(r["barrier_stamped"]["summary"]["group_ns"])
+        g["sim"] = _later(sim[key]["prefilled"]["group_ns"])
+        g["sim_barrier"] = _later(sim[key]["barrier"]["group_ns"])
+        later[_lay(key)] = g
+        assert abs(g["_noguard"] - g[""]) < 0.05 * g[""], key     # the guards: under 5%
+        assert g["_onecheck"] < g[""] - 30, key                   # fifteen compares: 30 ns+
+        assert g["_nocheck"] <= g["_onecheck"] + 1, key
+        assert abs(g["_nocheck"] - g["barrier"]) < 0.15 * g["barrier"], key
+        assert g[""] - g["sim"] > 50, key                         # the simulator's gap
+        assert g["_nocheck"] - 10 <= g["sim"] <= g["_onecheck"] + 10, key
+        assert abs(g["sim_barrier"] - g["barrier"]) < 0.15 * g["barrier"], key
+    assert set(later) == {"h4096-b2", "h3072-b4", "h2560-b8", "h6144-b2"}
+    for lay, g in later.items():
+        row = (f"| {lay} | {g[''] :.0f} | {g['_noguard']:.0f} | {g['_onecheck']:.0f} | "
+               f"{g['_nocheck']:.0f} | {g['barrier']:.0f} | {g['sim']:.0f} | "
+               f"{g['sim_barrier']:.0f} |")
+        assert row in README, row
