@@ -36,7 +36,8 @@ NVRTC through CuPy) and follows these rules (docs/cuda_notes.md s1.4, s2.4, s4):
   ``nthreads`` = threads per CTA, ``step`` = induction value of the enclosing time loop.
 - Loops: ``kind="time"`` and ``kind="seq"`` get ``#pragma unroll 1`` (the step loop stays a
   loop; a ``seq`` loop's iterations issue in order, as in the simulator: unrolled, ptxas would
-  hoist later iterations' loads above earlier ones); ``"for"`` loops are left to the compiler.
+  hoist later iterations' loads above earlier ones); ``"unroll"`` gets ``#pragma unroll``;
+  ``"for"`` loops are left to the compiler.
   Global buffers of role ``"in"`` are ``const T* __restrict__``; the others are plain pointers
   (they are written and polled).
 """
@@ -366,6 +367,8 @@ def _body(stmts: tuple, ctx: _Ctx, depth: int) -> list[str]:
             cmp = "<" if s.step > 0 else ">"
             if s.kind in ("time", "seq"):
                 out.append(pad + "#pragma unroll 1")
+            elif s.kind == "unroll":
+                out.append(pad + "#pragma unroll")
             if s.kind == "time":
                 ctx.step_var.append(v)
             out.append(pad + f"for ({v} = {s.start}; {v} {cmp} {s.stop}; {v} += {s.step}) {{")

@@ -228,7 +228,7 @@ class Instr:
         return default
 
 
-LOOP_KINDS = ("for", "time", "seq")
+LOOP_KINDS = ("for", "time", "seq", "unroll")
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,7 +238,9 @@ class Loop:
     ``kind="time"`` marks the recurrence's time loop: its induction value is the ``step`` special
     register, and the simulator accounts time per iteration of it. ``kind="seq"``: an ordinary
     loop whose iterations the GPU must issue in order, as the simulator does (the generated CUDA
-    keeps it rolled); ``"for"`` leaves unrolling to the compiler. See :data:`LOOP_KINDS`.
+    keeps it rolled); ``"for"`` leaves unrolling to the compiler; ``"unroll"``: the generated
+    CUDA asks for the loop unrolled (``#pragma unroll``), and the simulator charges no loop edges
+    for it, as for ``"for"``. See :data:`LOOP_KINDS`.
     """
 
     var: Reg

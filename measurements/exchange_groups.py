@@ -67,16 +67,20 @@ KERNELS = ("lamport", "barrier")
 # ``plain_nocheck``, both: the barrier kernel's staging inside the Lamport kernel;
 # ``noguard``, the poll loop without the generated guards (the spin limit and the error poll),
 # so that the loop exits by falling through rather than by a taken branch over the guards' code;
-# ``onecheck``, the sentinel test of the lane's first word only (one compare, then the vote)
+# ``onecheck``, the sentinel test of the lane's first word only (one compare, then the vote);
+# ``unrolled``, the staging's loop over the groups unrolled (``#pragma unroll`` for the
+# generated ``#pragma unroll 1``), run waiting too
 # ``distinct`` (``--layers partial``): in a last group partly past the end of the slot, a chunk
 # past the end reads the lane's chunk of the previous group (polled and seen already, so valid
 # while other CTAs still store) instead of re-reading the lane's chunk 0 of this group; run
 # waiting and with every slot written
-FORMS = ("kernel", "plain", "nocheck", "plain_nocheck", "distinct", "noguard", "onecheck")
+FORMS = ("kernel", "plain", "nocheck", "plain_nocheck", "distinct", "noguard", "onecheck",
+         "unrolled")
 INPLACE_FORMS = ("plain", "nocheck", "plain_nocheck")
 # ``--layers passes``: what a poll pass of a later group costs, form by form (every slot
 # written, so every poll succeeds at once); shapes of no draw nor of the sets above
-PASS_FORMS = ("nocheck", "noguard", "onecheck")
+PASS_FORMS = ("nocheck", "noguard", "onecheck", "unrolled")
+PASS_WAITING_FORMS = ("unrolled",)
 # ``--layers partial``: two staging groups at batch 1 whose second holds 128 to 3072 words (the
 # draws' Lamport kernels at batch 1 with a small last group run 20-30% slower than their barrier
 # kernels on the GPU), one such at batch 4, and a full second group as the control
@@ -181,6 +185,10 @@ def instrumented_code(code: str, steps: int, sync: str, form: str = "kernel") ->
             raise AssertionError(f"{code.count(test)} sentinel tests, expected several")
         first = code.index(test) + len(test)
         code = code[:first] + code[first:].replace(test, "")
+    if form == "unrolled":
+        loop = "#pragma unroll 1\n        for (r_g = 0;"
+        _once(code, "the staging's group loop", loop)
+        code = code.replace(loop, "#pragma unroll\n        for (r_g = 0;")
     if form in ("nocheck", "plain_nocheck"):
         vote = "r_warp_waiting = __any_sync(0xffffffffu, r_waiting);"
         _once(code, "the poll's vote", vote)
@@ -298,7 +306,8 @@ def gpu_summary(ts, clock_hz: float, groups: int, series: bool = False) -> dict:
 
 
 def stamp_layer(runner, spec, h: int, b: int, d: float, distinct: bool = False,
-                dense: bool = False, forms: tuple = INPLACE_FORMS) -> dict:
+                dense: bool = False, forms: tuple = INPLACE_FORMS,
+                waiting_forms: tuple = ()) -> dict:
     """One layer on the GPU: per kernel the plain launches and the stamped ones (values
     checked against the float64 reference), and the Lamport kernel's stamped launches with
     every slot already written (``inplace``)."""
@@ -336,8 +345,10 @@ def stamp_layer(runner, spec, h: int, b: int, d: float, distinct: bool = False,
                 filled = got["hseq"].copy()
                 runs.append(("inplace", traced, ts_size, filled))
                 for form in forms:
-                    runs.append((f"inplace_{form}",
-                                 *_compile_traced(runner, prog.kernel, sync, form), filled))
+                    comp = _compile_traced(runner, prog.kernel, sync, form)
+                    runs.append((f"inplace_{form}", *comp, filled))
+                    if form in waiting_forms:
+                        runs.append((f"stamped_{form}", *comp, None))
                 if distinct and groups > 1 and h * b % GROUP_WORDS:
                     comp = _compile_traced(runner, prog.kernel, sync, "distinct")
                     runs += [("stamped_distinct", *comp, None),
@@ -444,7 +455,9 @@ def measure(out: str, argv: list, which: str | None = None) -> dict:
     dense = which == "dense"
     forms = PASS_FORMS if which == "passes" else INPLACE_FORMS
     run = (lambda *a: stamp_layer(*a, distinct=FALLBACK == "chunk0")) \
-        if which == "partial" else (lambda *a: stamp_layer(*a, dense=dense, forms=forms))
+        if which == "partial" else (lambda *a: stamp_layer(
+            *a, dense=dense, forms=forms,
+            waiting_forms=PASS_WAITING_FORMS if which == "passes" else ()))
     kernel = ("dense, wide loads: Lamport and barrier" if dense
               else "sparse, wide loads, optimal layout: Lamport and barrier")
     return record_layers(out, argv, name, LAYER_SETS[which], run, show,

@@ -564,7 +564,7 @@ def _check_wait(ns) -> int:
 
 
 def _stage_h(bld, sync, g_h, g_cnt, h_s, t, tid, nctas, slot, threads, rotate=None,
-             fallback: str | None = None) -> None:
+             fallback: str | None = None, unroll: bool = True) -> None:
     """Copy slot t of hseq into h_s (see the module docstring, step 1).
 
     Each thread owns chunks ``tid + n * threads`` of 4 words. They are handled in groups of
@@ -580,6 +580,9 @@ def _stage_h(bld, sync, g_h, g_cnt, h_s, t, tid, nctas, slot, threads, rotate=No
 
     ``fallback`` (Lamport; None: :data:`PARTIAL_GROUP_FALLBACK`): what a chunk past the end of
     the slot reads (:data:`FALLBACKS`).
+
+    ``unroll`` (Lamport with two groups or more): the group loop unrolled (the kernel), or kept
+    rolled (the microbenchmarks measured before the kernel was, which keep their form).
     """
     if sync == "barrier":
         is0 = bld.isetp("eq", tid, 0, dst=bld.reg(PRED, "wait_t0"))
@@ -610,7 +613,11 @@ def _stage_h(bld, sync, g_h, g_cnt, h_s, t, tid, nctas, slot, threads, rotate=No
             bld.mov(0.0, dst=chunk[i][k])
     # kind "seq": group after group, as the IR says (unrolled, ptxas issues every group's loads
     # at once on the barrier kernel: more registers than counted, and a schedule the simulator
-    # does not run)
+    # does not run). The Lamport kernel's groups are unrolled (kind "unroll") where there are two
+    # or more: each poll loop keeps the next group's loads behind its exit, and rolled, ptxas
+    # re-derived the group's global and shared addresses from special registers (S2R, S2UR) at
+    # every group, which cost the H200 88-108 ns a later group with every slot written
+    # (measurements/h200/exchange_passes.json, the "unrolled" form)
     n_groups = -(-chunks // group)
     fallback = PARTIAL_GROUP_FALLBACK if fallback is None else fallback
     if fallback not in FALLBACKS:
@@ -618,7 +625,8 @@ def _stage_h(bld, sync, g_h, g_cnt, h_s, t, tid, nctas, slot, threads, rotate=No
     # only the last group can be partly past the end; with two groups or more the lane's chunk
     # of the group before it lies 4 x threads x group words back
     previous = sync == "lamport" and fallback == "previous" and n_groups > 1
-    with bld.loop("g", 0, n_groups, kind="seq") as g:
+    unrolled = unroll and sync == "lamport" and n_groups > 1 and rotate is None
+    with bld.loop("g", 0, n_groups, kind="unroll" if unrolled else "seq") as g:
         if rotate is not None:
             grot = bld.reg(I32, "grot")
             g = bld.irem(bld.iadd(g, rotate, dst=grot), n_groups, dst=grot)

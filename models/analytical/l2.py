@@ -62,8 +62,8 @@ def _stage_parts(spec, N, B, R, sync):
     (Lamport) the dependent checks as SASS issues them (``gpusim.engine.lowering``), 4 G (one
     ISETP a word, BITCAST and POR folded) or 8 G with the ``inside`` guard (ISETP and POR, the
     PAND folded), the vote ``predicate_branch_cycles`` after the last check and the poll loop's
-    exit test (the engine's loop edges); then G STS. With two groups or more a round ends with
-    the rolled group loop's edge. bw: every SM reads all of h through the L2 slices
+    exit test (the engine's loop edges); then G STS. With two groups or more a barrier kernel's
+    round ends with the rolled group loop's edge (the Lamport kernel's group loop is unrolled). bw: every SM reads all of h through the L2 slices
     (``sm_count * slot * 4`` bytes at ``l2_slices * l2_bytes_per_cycle_per_slice``, or
     ``sm_count`` requests for each line of the slot at the busiest contention group,
     :func:`group_cycles`, whichever is slower): the last request waits behind the others.
@@ -79,8 +79,10 @@ def _stage_parts(spec, N, B, R, sync):
     setup = (2 + 2 * G) * c["ig"]
     aligned = np.mod(slot, 4 * cap.THREADS_PER_CTA * G) == 0
     per_round = np.where(aligned, 2 * c["ia"] + G, 3 * G * c["ia"] + 2 * G)
-    # the groups' loop is rolled: with two groups or more each round ends with its edge
-    per_round = per_round + np.where(rounds > 1, _loop_edge_cycles(spec), 0.0)
+    # the barrier kernel's group loop is rolled: with two groups or more each round ends with its
+    # edge (the Lamport kernel's is unrolled, kernels_ir.kernels.sparse_rnn._stage_h)
+    if sync != "lamport":
+        per_round = per_round + np.where(rounds > 1, _loop_edge_cycles(spec), 0.0)
     # Lamport: the checks, the vote (its predicate ``predicate_branch_cycles`` after the last
     # check) and the poll loop's exit test
     check = ((np.where(aligned, 4, 8) * G - 1) * c["ia"] + spec.predicate_branch_cycles

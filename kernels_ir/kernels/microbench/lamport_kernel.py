@@ -131,7 +131,7 @@ def exchange(rounds: int = 16, words: int = 4096, sync: str = "lamport", batch: 
         zero = b.ldg(g_one, i0, offset=1, dst=b.reg(F32, "zero"))
     with b.loop("t", 0, rounds, kind="time") as t:
         _stage_h(b, sync, g_h, g_cnt, h_s, t, tid, nctas, words, threads,
-                 rotate=cta if rotate else None, fallback=fallback)
+                 rotate=cta if rotate else None, fallback=fallback, unroll=False)
         hoff = b.imad(t, words, words, dst=b.reg(I32, "hoff"))    # slot t+1
         b.i2f(b.iadd(t, 1, dst=b.reg(I32, "t1")), dst=val)
         for j in range(R):
