@@ -113,7 +113,7 @@ CASE = Obj(
      "batch": Int(1, BATCH_MAX), "density": Num(DENSITY_MIN, 1.0), "seed": Int(0, SEED_MAX),
      "status": Str(max_len=200)},
     {"cell": Str(choices=CELLS), "dtype": Str(choices=DTYPES), "heads": Int(1, HIDDEN_MAX),
-     "step_wait": Int(0, SLEEP_MAX_NS)},
+     "step_wait": Int(0, SLEEP_MAX_NS), "stage_unroll": Bool()},
     rules=[lambda c: ({"sync": Str(choices=SYNCS), "wide_loads": Bool(),
                        "layout": Str(choices=LAYOUTS)}
                       if c["kind"].endswith("persistent") else None),
@@ -342,6 +342,15 @@ def recorded_step_wait(case: dict) -> int | None:
     return int(case.get("step_wait", 0))
 
 
+def recorded_stage_unroll(case: dict) -> bool | None:
+    """Whether a recorded Lamport kernel case ran the staging loop unrolled (where h takes two
+    staging groups or more): its ``stage_unroll``, or False where the case has none (the loop
+    was rolled before it was recorded); None for a case whose kernel has no Lamport staging."""
+    if case.get("sync") != "lamport" or case["kind"] not in KERNEL_KINDS:
+        return None
+    return bool(case.get("stage_unroll", False))
+
+
 def build_case(case: dict, steps: int, spec):
     """Rebuild a recorded case's program (same layer seed) with ``steps`` timesteps.
 
@@ -359,6 +368,7 @@ def build_case(case: dict, steps: int, spec):
     wait = recorded_step_wait(case)
     if wait is not None:
         kw["step_wait"] = wait
+        kw["stage_unroll"] = recorded_stage_unroll(case)
     if case["kind"] == "sparse_persistent":
         return build_sparse_rnn(layer, spec, sync=case["sync"], wide_loads=case["wide_loads"],
                                 layout=case["layout"], **kw)

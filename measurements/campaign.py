@@ -362,11 +362,13 @@ def _kernel_options(c: dict) -> None:
     """Record in a Lamport persistent case the options its kernel is built with that older
     records lack: ``step_wait``, the ``__nanosleep`` closing each step
     (``sparse_rnn.LAMPORT_STEP_WAIT_NS``; a case without it ran the kernel without a wait,
-    :func:`gpusim.measurements.build_case`)."""
-    from kernels_ir.kernels.sparse_rnn import LAMPORT_STEP_WAIT_NS
+    :func:`gpusim.measurements.build_case`), and ``stage_unroll``, the staging loop unrolled
+    (``sparse_rnn.LAMPORT_STAGE_UNROLL``; a case without it ran the rolled loop)."""
+    from kernels_ir.kernels.sparse_rnn import LAMPORT_STAGE_UNROLL, LAMPORT_STEP_WAIT_NS
 
     if c.get("sync") == "lamport":
         c["step_wait"] = LAMPORT_STEP_WAIT_NS
+        c["stage_unroll"] = LAMPORT_STAGE_UNROLL
 
 
 def case_id(c: dict) -> str:

@@ -172,7 +172,8 @@ def build_sparse_rnn(layer, spec, *, sync: str = "lamport", wide_loads: bool = T
                      n_ctas: int | None = None, dtype: str = "fp32",
                      stage_fallback: str | None = None,
                      step_fence: bool | None = None,
-                     step_wait: int | None = None) -> RNNProgram:
+                     step_wait: int | None = None,
+                     stage_unroll: bool | None = None) -> RNNProgram:
     """The sparse persistent RNN for ``layer`` on ``spec`` (one CTA per SM); ``dtype`` fp16:
     the weights rounded to fp16 (module docstring); ``stage_fallback``: what the Lamport
     staging's chunk past the end of h reads (:data:`FALLBACKS`; None: the kernel's own,
@@ -180,23 +181,27 @@ def build_sparse_rnn(layer, spec, *, sync: str = "lamport", wide_loads: bool = T
     with a ``__threadfence()`` (None: :data:`LAMPORT_STEP_FENCE`; a multi-head kernel whose
     exchange stays in its CTA has no grid exchange to fence, and takes none); ``step_wait``:
     nanoseconds of ``__nanosleep`` that close the Lamport kernel's step, 0 for none (None:
-    :data:`LAMPORT_STEP_WAIT_NS`; as the fence, none where the exchange stays in the CTA). Each,
-    where it is not the kernel's own, is kept in the program's ``variant``."""
+    :data:`LAMPORT_STEP_WAIT_NS`; as the fence, none where the exchange stays in the CTA);
+    ``stage_unroll``: whether the Lamport staging's loop over two groups or more is unrolled
+    (None: :data:`LAMPORT_STAGE_UNROLL`). Each, where it is not the kernel's own, is kept in the
+    program's ``variant``."""
     return _build(layer, spec, sync=sync, wide_loads=wide_loads, layout=layout,
                   threads_per_cta=threads_per_cta, seed=seed, dense=False, n_ctas=n_ctas,
                   dtype=dtype, stage_fallback=stage_fallback, step_fence=step_fence,
-                  step_wait=step_wait)
+                  step_wait=step_wait, stage_unroll=stage_unroll)
 
 
 def build_dense_rnn(layer, spec, *, sync: str = "lamport", wide_loads: bool = True,
                     threads_per_cta: int = DEFAULT_THREADS, n_ctas: int | None = None,
                     dtype: str = "fp32", step_fence: bool | None = None,
-                    step_wait: int | None = None) -> RNNProgram:
+                    step_wait: int | None = None,
+                    stage_unroll: bool | None = None) -> RNNProgram:
     """The dense persistent RNN (Diamos-style: every weight of U in registers, no indices);
-    ``step_fence`` and ``step_wait`` as :func:`build_sparse_rnn`'s."""
+    ``step_fence``, ``step_wait`` and ``stage_unroll`` as :func:`build_sparse_rnn`'s."""
     return _build(layer, spec, sync=sync, wide_loads=wide_loads, layout="naive",
                   threads_per_cta=threads_per_cta, seed=0, dense=True, n_ctas=n_ctas,
-                  dtype=dtype, step_fence=step_fence, step_wait=step_wait)
+                  dtype=dtype, step_fence=step_fence, step_wait=step_wait,
+                  stage_unroll=stage_unroll)
 
 
 def fp16_layer(layer):
@@ -258,9 +263,10 @@ def _map_and_check(layer, spec, *, sync, wide_loads, layout, threads_per_cta, se
 
 def _build(layer, spec, *, sync, wide_loads, layout, threads_per_cta, seed, dense,
            n_ctas, dtype="fp32", stage_fallback=None, step_fence=None,
-           step_wait=None) -> RNNProgram:
+           step_wait=None, stage_unroll=None) -> RNNProgram:
     _check_variant(layer, spec, sync, threads_per_cta, dtype)
     step_fence = LAMPORT_STEP_FENCE if step_fence is None else bool(step_fence)
+    stage_unroll = LAMPORT_STAGE_UNROLL if stage_unroll is None else bool(stage_unroll)
     step_wait = LAMPORT_STEP_WAIT_NS if step_wait is None else _check_wait(step_wait)
     half = dtype == "fp16"
     if half:
@@ -383,7 +389,7 @@ def _build(layer, spec, *, sync, wide_loads, layout, threads_per_cta, seed, dens
             bld.ldg(g_x, tmp, dst=xv[j])
         if not local:
             _stage_h(bld, sync, g_h, g_cnt, h_s, t, tid, nctas, slot, threads_per_cta,
-                     fallback=stage_fallback)
+                     fallback=stage_fallback, unroll=stage_unroll)
         hoff = bld.imad(t, slot, slot, dst=bld.reg(I32, "hoff"))  # slot t+1
         for j in range(R):
             off = mapping.slot_offset(j)
@@ -478,6 +484,8 @@ def _build(layer, spec, *, sync, wide_loads, layout, threads_per_cta, seed, dens
         variant["step_fence"] = step_fence
     if step_wait != LAMPORT_STEP_WAIT_NS and sync == "lamport" and not local:
         variant["step_wait"] = step_wait          # (a kernel without the grid exchange has none)
+    if stage_unroll != LAMPORT_STAGE_UNROLL and sync == "lamport" and not local:
+        variant["stage_unroll"] = stage_unroll
     return RNNProgram(kernel, inputs, mapping, layer, variant, slot)
 
 
@@ -552,6 +560,12 @@ LAMPORT_STEP_FENCE = False
 # measured before the wait existed carry no ``step_wait`` and are rebuilt without it
 # (gpusim.measurements.build_case).
 LAMPORT_STEP_WAIT_NS = 200
+# Whether the Lamport kernel's staging loop is unrolled where h takes two staging groups or more
+# (``_stage_h``). On the H200 it took 89-108 ns off each later group and 7-12% off the waiting
+# step at hidden 2560-6144, batch 2-8 (measurements/h200/exchange_passes.json). Recorded cases
+# measured before it carry no ``stage_unroll`` and are rebuilt with the rolled loop
+# (gpusim.measurements.build_case).
+LAMPORT_STAGE_UNROLL = True
 
 
 def _check_wait(ns) -> int:
@@ -616,7 +630,7 @@ def _stage_h(bld, sync, g_h, g_cnt, h_s, t, tid, nctas, slot, threads, rotate=No
     # does not run). The Lamport kernel's groups are unrolled (kind "unroll") where there are two
     # or more: each poll loop keeps the next group's loads behind its exit, and rolled, ptxas
     # re-derived the group's global and shared addresses from special registers (S2R, S2UR) at
-    # every group, which cost the H200 88-108 ns a later group with every slot written
+    # every group, which cost the H200 89-108 ns a later group with every slot written
     # (measurements/h200/exchange_passes.json, the "unrolled" form)
     n_groups = -(-chunks // group)
     fallback = PARTIAL_GROUP_FALLBACK if fallback is None else fallback

@@ -63,7 +63,8 @@ def _stage_parts(spec, N, B, R, sync):
     ISETP a word, BITCAST and POR folded) or 8 G with the ``inside`` guard (ISETP and POR, the
     PAND folded), the vote ``predicate_branch_cycles`` after the last check and the poll loop's
     exit test (the engine's loop edges); then G STS. With two groups or more a barrier kernel's
-    round ends with the rolled group loop's edge (the Lamport kernel's group loop is unrolled). bw: every SM reads all of h through the L2 slices
+    round ends with the rolled group loop's edge (the Lamport kernel's group loop is unrolled).
+    bw: every SM reads all of h through the L2 slices
     (``sm_count * slot * 4`` bytes at ``l2_slices * l2_bytes_per_cycle_per_slice``, or
     ``sm_count`` requests for each line of the slot at the busiest contention group,
     :func:`group_cycles`, whichever is slower): the last request waits behind the others.
