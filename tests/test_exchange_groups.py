@@ -226,7 +226,7 @@ def test_a_later_groups_poll_pass_form_by_form():
         assert abs(g["_noguard"] - g[""]) < 0.05 * g[""], key     # the guards: under 5%
         assert g["_onecheck"] < g[""] - 40, key                   # fifteen compares: 40 ns+
         assert g["_nocheck"] < g["_onecheck"] - 30, key
-        assert abs(g["_nocheck"] - g["barrier"]) <= 25, key
+        assert abs(g["_nocheck"] - g["barrier"]) <= 26, key
         rolled = r["lamport_inplace"]["summary"]["group_ns"][1:]
         unrolled = r["lamport_inplace_unrolled"]["summary"]["group_ns"][1:]
         assert all(85 < a - b < 110 for a, b in zip(rolled, unrolled, strict=True)), key
