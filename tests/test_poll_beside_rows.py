@@ -6,7 +6,6 @@ the engine misses)."""
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 import sys
@@ -17,12 +16,13 @@ import pytest
 from gpusim.measurements import kernel_fingerprint
 from kernels_ir import sass
 from kernels_ir.codegen_cuda import generate
+from measurements.probe import read_record
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "measurements"))
 import poll_beside_rows as pbr  # noqa: E402
 
-REC = json.loads((ROOT / "measurements" / "h200" / "poll_beside_rows.json").read_text())
+REC = read_record(str(ROOT / "measurements" / "h200" / "poll_beside_rows.json"))
 NVCC = shutil.which("nvcc")
 CUOBJDUMP = sass.find_cuobjdump()
 
