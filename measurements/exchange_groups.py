@@ -130,9 +130,10 @@ def build(h: int, b: int, d: float, steps: int, spec, sync: str, fallback: str =
     if groups_of(h, b) > MAX_GROUPS:
         raise InputError(f"hidden x batch = {h * b}: at most {MAX_GROUPS * GROUP_WORDS} words "
                          f"({MAX_GROUPS} staging groups) are stamped")
-    # the step without the Lamport kernel's closing fence or wait: the form every record of
-    # this probe (and of dense_steps and stamp_effect, which build through here) measured
-    plain = {"step_fence": False, "step_wait": 0}
+    # the step without the Lamport kernel's closing fence or wait, and with the staging's group
+    # loop rolled: the form every record of this probe (and of dense_steps and stamp_effect,
+    # which build through here) measured (the ``unrolled`` form edits this rolled text)
+    plain = {"step_fence": False, "step_wait": 0, "stage_unroll": False}
     if dense:
         return build_dense_rnn(make_layer(h, b, d, steps, SEED), spec, sync=sync, **plain)
     return build_sparse_rnn(make_layer(h, b, d, steps, SEED), spec, sync=sync,

@@ -251,18 +251,48 @@ def test_a_later_groups_poll_pass_form_by_form():
 
 def test_the_kernels_staging_is_the_measured_unrolled_form():
     """The Lamport kernel's staging loop is unrolled where h takes two groups or more, and its
-    generated CUDA is the probe's ``unrolled`` form of the rolled text; the barrier kernel and
-    one-group slots keep ``#pragma unroll 1``."""
+    generated CUDA is the probe's ``unrolled`` form of the rolled text the probe builds (its
+    records measured the rolled loop); the barrier kernel and one-group slots keep
+    ``#pragma unroll 1``."""
     from gpusim.specs import load_spec
     from kernels_ir.codegen_cuda import generate
+    from kernels_ir.kernels.sparse_rnn import build_sparse_rnn, make_layer
 
     spec = load_spec("h200")
-    lam = generate(eg.build(3584, 8, 0.02, 4, spec, "lamport").kernel).code
+    layer = make_layer(3584, 8, 0.02, 4, eg.SEED)
+    lam = generate(build_sparse_rnn(layer, spec, sync="lamport", wide_loads=True,
+                                    layout="optimal", step_fence=False, step_wait=0).kernel).code
     assert lam.count("#pragma unroll\n") == 1 and lam.count("#pragma unroll 1") == 1
-    rolled = lam.replace("#pragma unroll\n        for (r_g", "#pragma unroll 1\n        for (r_g")
+    rolled = generate(eg.build(3584, 8, 0.02, 4, spec, "lamport").kernel).code
+    assert "#pragma unroll\n" not in rolled
     assert lam == rolled.replace("#pragma unroll 1\n        for (r_g = 0;",
                                  "#pragma unroll\n        for (r_g = 0;")
     bar = generate(eg.build(3584, 8, 0.02, 4, spec, "barrier").kernel).code
-    one = generate(eg.build(1024, 4, 0.05, 4, spec, "lamport").kernel).code
+    one = generate(build_sparse_rnn(make_layer(1024, 4, 0.05, 4, eg.SEED), spec, sync="lamport",
+                                    wide_loads=True, layout="optimal").kernel).code
     for code in (bar, one):
         assert "#pragma unroll\n" not in code and code.count("#pragma unroll 1") == 2
+
+
+def test_the_rolled_staging_is_kept_by_the_short_launch():
+    """A program built with the rolled staging (``stage_unroll=False``: a recorded case measured
+    before the change) keeps it in its variant, and the runner's short launch passes it on, so
+    that both launches of the per-step slope run the same kernel."""
+    from gpusim.backends.cupy_backend import _short_program
+    from gpusim.specs import load_spec
+    from kernels_ir.codegen_cuda import generate
+    from kernels_ir.kernels.sparse_rnn import build_dense_rnn, build_sparse_rnn, make_layer
+
+    spec = load_spec("h200")
+    layer = make_layer(2560, 4, 0.02, 4, eg.SEED)       # 10240 words: three staging groups
+    for build in (lambda **k: build_sparse_rnn(layer, spec, sync="lamport", **k),
+                  lambda **k: build_dense_rnn(make_layer(1024, 8, 0.1, 4, eg.SEED), spec,
+                                              sync="lamport", **k)):
+        rolled = build(stage_unroll=False)
+        assert rolled.variant["stage_unroll"] is False
+        short = _short_program(rolled, 2, spec)
+        assert short.variant == rolled.variant
+        assert "#pragma unroll\n" not in generate(short.kernel).code
+        now = build()
+        assert "stage_unroll" not in now.variant
+        assert "#pragma unroll\n" in generate(_short_program(now, 2, spec).kernel).code

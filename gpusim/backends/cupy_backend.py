@@ -202,7 +202,7 @@ def _short_program(program, steps: int, spec):
     v = program.variant
     dtype = v.get("dtype", "fp32")
     # the options the program was built with, if not default
-    opts = {k: v[k] for k in ("step_fence", "step_wait") if k in v}
+    opts = {k: v[k] for k in ("step_fence", "step_wait", "stage_unroll") if k in v}
     if v["dense"]:
         return build_dense_rnn(layer, spec, sync=v["sync"], wide_loads=v["wide_loads"],
                                threads_per_cta=v["threads_per_cta"], n_ctas=program.kernel.grid,

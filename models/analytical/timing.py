@@ -46,7 +46,8 @@ def _test_cycles(spec):
 
 
 def _loop_edge_cycles(spec):
-    """The end of a rolled counted loop's iteration (the time loop, the staging's group loop):
+    """The end of a rolled counted loop's iteration (the time loop, the barrier kernel's staging
+    group loop; the Lamport kernel's is unrolled):
     the count's increment, then its compare and branch."""
     return spec.alu_latency_cycles + _test_cycles(spec)
 
