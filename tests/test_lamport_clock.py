@@ -4,8 +4,8 @@ record's (recomputed here from the raw stamps)."""
 
 from __future__ import annotations
 
-import gzip
 import json
+import lzma
 import re
 from pathlib import Path
 
@@ -15,7 +15,7 @@ import pytest
 from measurements import lamport_clock as lc
 
 ROOT = Path(__file__).resolve().parents[1]
-RECORD = ROOT / "measurements" / "h100" / "lamport_clock.json.gz"
+RECORD = ROOT / "measurements" / "h100" / "lamport_clock.json.xz"
 
 
 def test_alignment_recovers_a_known_timeline():
@@ -35,7 +35,7 @@ def test_alignment_recovers_a_known_timeline():
 
 
 def _record():
-    with gzip.open(RECORD, "rt") as f:
+    with lzma.open(RECORD, "rt") as f:
         return json.load(f)
 
 
