@@ -342,15 +342,6 @@ def recorded_step_wait(case: dict) -> int | None:
     return int(case.get("step_wait", 0))
 
 
-def recorded_stage_unroll(case: dict) -> bool | None:
-    """Whether a recorded Lamport kernel case ran the staging loop unrolled (where h takes two
-    staging groups or more): its ``stage_unroll``, or False where the case has none (the loop
-    was rolled before it was recorded); None for a case whose kernel has no Lamport staging."""
-    if case.get("sync") != "lamport" or case["kind"] not in KERNEL_KINDS:
-        return None
-    return bool(case.get("stage_unroll", False))
-
-
 def build_case(case: dict, steps: int, spec):
     """Rebuild a recorded case's program (same layer seed) with ``steps`` timesteps.
 
@@ -366,9 +357,10 @@ def build_case(case: dict, steps: int, spec):
                        cell=cell, heads=heads)
     kw = {} if dtype == "fp32" else {"dtype": dtype}
     wait = recorded_step_wait(case)
-    if wait is not None:
-        kw["step_wait"] = wait
-        kw["stage_unroll"] = recorded_stage_unroll(case)
+    if wait is not None:      # a Lamport kernel: the options it ran with (older cases lack them)
+        # the staging loop over two groups or more: unrolled where the case says so, else rolled
+        # (``sparse_rnn.LAMPORT_STAGE_UNROLL``; the loop was rolled before cases recorded it)
+        kw.update(step_wait=wait, stage_unroll=bool(case.get("stage_unroll", False)))
     if case["kind"] == "sparse_persistent":
         return build_sparse_rnn(layer, spec, sync=case["sync"], wide_loads=case["wide_loads"],
                                 layout=case["layout"], **kw)

@@ -216,7 +216,7 @@ def instrumented_code(code: str, steps: int, sync: str, form: str = "kernel") ->
         brk = "if (!r_warp_waiting) break;"
         _once(body, "poll exit", brk)
         body = body.replace(brk, "++ts_polls; " + brk)
-        tail = "if ((spin_0 & 1023u) == 0u && err_seen(g___err)) break;\n            }\n"
+        tail = SPIN_GUARDS[1] + "            }\n"
         _once(body, "end of the poll loop", tail)
         body = body.replace(tail, tail + (
             f"            if (ts_w && r_g < {MAX_GROUPS}) {{ g_ts[ts_i + {E} + r_g] = "
@@ -454,11 +454,10 @@ def measure(out: str, argv: list, which: str | None = None) -> dict:
     if FALLBACK != "chunk0":
         name = name.replace(".json", f"_{FALLBACK}.json")
     dense = which == "dense"
-    forms = PASS_FORMS if which == "passes" else INPLACE_FORMS
+    forms, waiting = (PASS_FORMS, PASS_WAITING_FORMS) if which == "passes" else (INPLACE_FORMS, ())
     run = (lambda *a: stamp_layer(*a, distinct=FALLBACK == "chunk0")) \
-        if which == "partial" else (lambda *a: stamp_layer(
-            *a, dense=dense, forms=forms,
-            waiting_forms=PASS_WAITING_FORMS if which == "passes" else ()))
+        if which == "partial" else \
+        (lambda *a: stamp_layer(*a, dense=dense, forms=forms, waiting_forms=waiting))
     kernel = ("dense, wide loads: Lamport and barrier" if dense
               else "sparse, wide loads, optimal layout: Lamport and barrier")
     return record_layers(out, argv, name, LAYER_SETS[which], run, show,
