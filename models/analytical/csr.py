@@ -567,7 +567,7 @@ def _csr_row_per_warp(spec, N, R, B, d, cell: str = "rnn"):
         (req_all * wgt).sum(axis=1, keepdims=True), 1e-9)        # over the step's rounds
     miss_lines = np.maximum(g_lines(full) * miss, 1.0)
     q_g = g_h * (1.0 - (1.0 - 1.0 / g_h) ** miss_lines)
-    l2t = np.maximum(l2t, group_cycles(spec, col(h_lines), req_grp, q=q_g)
+    l2t = np.maximum(l2t, group_cycles(spec, col(h_lines), req_grp, q=q_g, anywhere=True)
                      + group_cycles(spec, col(np.ceil(nnz * 4 / 128.0)), lines_vc, sharers=1.0))
     nz_bytes = col(Rp) * (p_full * WARP + p_end * m_end) * VEC * 4
     dram = (np.where(col(vals_dram), nz_bytes, 0.0)

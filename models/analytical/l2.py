@@ -13,15 +13,16 @@ The terms of the step (:mod:`.persistent` adds them up) that live here:
   releases once
   the shared pipe has served the last round's stores (:func:`_stage_release`). INT ops of the
   sub-partition's two warps share the INT pipe after a barrier (``ig``/``ia``). ``broadcast``:
-  all SMs read h through the L2 slices.
+  all SMs read h through the L2 slices and contention groups, pipelined with the rounds (one
+  round's service, or the servers' whole service when they never idle).
 - ``sync``: Lamport: at least one extra poll round (the first poll of a group almost always
   misses on the GPU), re-polled at once, and more when the busiest warp's stores are seen
   (``l2_store_visibility_cycles`` after the slice serves them, then ``l2_poll_sharer_cycles``
   per SM that polled the line before, every SM here, as the engine's ``L2.seen_delay``) later
   than that (the idlest warp's first poll comes a poll's ``lead`` after its own store); ``spread`` =
-  FIFO stagger + per-warp wavefront difference of the mapping + the h broadcast (the slices
-  serve the SMs' staging loads over ``bw`` cycles, so the SMs start their rows that far
-  apart). A warp's load of its
+  FIFO stagger + per-warp wavefront difference of the mapping + the h broadcast (the servers
+  serve the SMs' staging loads in order of arrival, so the SMs start their rows up to ``bw``
+  cycles apart). A warp's load of its
   own pending store waits instead of re-polling (never longer than a re-poll). Lines of the
   exchanged h written by several SMs (:func:`shared_lines`: where a CTA's words do not fill
   whole 128-byte lines) are handed to each further writer SM by one GPU-wide server, one every
@@ -64,13 +65,30 @@ def _stage_parts(spec, N, B, R, sync):
     PAND folded), the vote ``predicate_branch_cycles`` after the last check and the poll loop's
     exit test (the engine's loop edges); then G STS. With two groups or more a barrier kernel's
     round ends with the rolled group loop's edge (the Lamport kernel's group loop is unrolled).
-    bw: every SM reads all of h through the L2 slices
-    (``sm_count * slot * 4`` bytes at ``l2_slices * l2_bytes_per_cycle_per_slice``, or
-    ``sm_count`` requests for each line of the slot at the busiest contention group,
-    :func:`group_cycles`, whichever is slower): the last request waits behind the others.
-    After the grid barrier the CTAs are released
-    over the range of their poll phases (:func:`_poll_phases`), and the slices drain the earlier
-    CTAs' requests meanwhile, so the last CTA waits only for the rest.
+    bw: every SM reads all of h through the L2 slices; their service ``S`` is
+    ``sm_count * slot * 4`` bytes at ``l2_slices * l2_bytes_per_cycle_per_slice``, or
+    ``sm_count`` requests for each line of the slot at the busiest contention group
+    (:func:`group_cycles`; h's lines start anywhere in the group map, as step t's slot lies t
+    slots into the sequence buffer), whichever is slower. The broadcast is pipelined with the
+    group rounds: the servers take requests in order of arrival, so the first round's requests,
+    issued together, stagger the warps by the round's service ``S / rounds``, and each later
+    round's requests then arrive as spread as they were served. A round costs its round trip
+    and checks (``trip``), and the broadcast adds one round's service, ``S / rounds``, unless
+    the servers stay busy all along: then the whole ``S``, less what the rounds' trips after the
+    first cover. What the GPU shows (``measurements/h200/exchange_passes.json``,
+    ``exchange_groups*.json``: stamps per staging group): a later group costs about its
+    unloaded round trip (the unrolled Lamport kernel's 271-345 ns against ``trip`` 267 ns), not
+    a round's share of ``S`` more; summing ``S`` with every round's trip put the Lamport
+    exchange 281-736 ns over ``exchange_passes.json`` (its four layers, every slot written), the
+    pipelined broadcast 45-145 ns under (its whole step -4% to +5%).
+    The barrier kernel keeps the sum, less the range of the CTAs' release after the grid
+    barrier (:func:`_poll_phases`), which the service overlaps. Its later groups cost their
+    trip too (231-344 ns against 232-254), but its exchange carries about 200 ns more than the
+    pipelined broadcast gives: priced that way the barrier exchange of the 19 recorded layers
+    is 112-301 ns under (the step 10-19%), against -81 to +1056 ns with the sum; part of it is
+    its warps drifting apart within a CTA over the rounds (the staging's CTA barrier waits for
+    the last: 205-306 ns from a warp's last group to the release, 106-131 in the Lamport
+    kernel), which the model does not have; not placed yet.
     """
     c = _cyc(spec)
     slot = np.ceil(np.asarray(N) * np.asarray(B) / 4.0) * 4
@@ -95,9 +113,15 @@ def _stage_parts(spec, N, B, R, sync):
     lines = np.ceil(slot * 4 / 128.0)
     # (a 128-bit warp load covers 4 lines, which lie in 2 groups: every 1 KiB holds 2)
     bw = np.maximum(bw, group_cycles(spec, lines, spec.sm_count * lines,
-                                     q=np.minimum(2.0, distinct_groups(spec, lines))))
-    if sync == "barrier":
+                                     q=np.minimum(2.0, distinct_groups(spec, lines)),
+                                     anywhere=True))
+    # pipelined with the rounds: one round's service, or the whole service less what the later
+    # rounds' trips cover when the servers never idle
+    trip = per_round + poll
+    if sync == "barrier":   # its CTAs' release spread overlaps the service (see above)
         bw = np.maximum(0.0, bw - _poll_phases(spec)[1])
+    else:
+        bw = np.maximum(bw / rounds, bw - (rounds - 1) * trip)
     return setup, per_round, poll, rounds, bw
 
 
@@ -139,6 +163,38 @@ def _busiest_counts(map_name: str) -> np.ndarray:
     return out
 
 
+# start lines over which :func:`_busiest_anywhere` averages (spread over the map by a stride
+# prime to its length, so no alignment of the map's pattern is favoured)
+ANYWHERE_STARTS = 64
+
+
+@functools.cache
+def _busiest_anywhere(map_name: str) -> np.ndarray:
+    """For n = 0..len(map): the lines of n consecutive lines in their busiest group, the mean
+    over ``ANYWHERE_STARTS`` start lines spread over the map (the buffer wraps at the map's
+    end, as the map repeats). The exchanged h of step t lies t slots into the sequence buffer,
+    so over a launch its lines start anywhere in the map."""
+    from gpusim.specs import load_group_map
+
+    table = np.asarray(load_group_map(map_name), dtype=np.int64)
+    period, groups = table.size, int(table.max()) + 1
+    twice = np.concatenate([table, table]).astype(np.int32)
+    # occurrence[i]: 1-based rank of line i among the lines of its group in ``twice``
+    order = np.argsort(twice, kind="stable")
+    first = np.searchsorted(twice[order], twice[order], side="left")
+    occurrence = np.empty(twice.size, dtype=np.int32)
+    occurrence[order] = np.arange(twice.size, dtype=np.int32) - first + 1
+    starts = (np.arange(ANYWHERE_STARTS) * 7919) % period
+    # lines of each group before each start line
+    before = np.stack([np.bincount(twice[:s], minlength=groups) for s in starts]).astype(np.int32)
+    out = np.zeros(period + 1)
+    for k, s in enumerate(starts):
+        win = slice(s, s + period)
+        out[1:] += np.maximum.accumulate(occurrence[win] - before[k][twice[win]])
+    out[1:] /= len(starts)
+    return out
+
+
 def distinct_groups(spec, lines):
     """How many contention groups the first ``lines`` 128-byte lines of a map period span
     (arrays; 1 without groups)."""
@@ -161,10 +217,11 @@ def _distinct_counts(map_name: str) -> np.ndarray:
     return np.concatenate(([0.0], np.cumsum(first)))
 
 
-def group_cycles(spec, lines, requests, sharers=None, q=1.0):
+def group_cycles(spec, lines, requests, sharers=None, q=1.0, anywhere=False):
     """Cycles the busiest L2 contention group (``l2_group_map``; the engine's group server)
     needs for ``requests`` load requests spread evenly over the lines of a buffer of ``lines``
-    128-byte lines that starts a map period (arrays), each costing
+    128-byte lines that starts a map period (``anywhere``: that starts anywhere in the map,
+    the mean busiest group, :func:`_busiest_anywhere`) (arrays), each costing
     :func:`gpusim.specs.rules.group_request_cost` of its line's ``sharers`` (SMs loading it;
     default every SM) and the ``q`` groups its warp-instruction spans; 0 when the spec has no
     groups."""
@@ -174,7 +231,7 @@ def group_cycles(spec, lines, requests, sharers=None, q=1.0):
     if not name or not float(getattr(spec, "l2_group_request_cycles", 0.0) or 0.0) > 0:
         return np.zeros(np.broadcast(lines, requests).shape)
     gc = group_request_cost(spec, spec.sm_count if sharers is None else sharers, q)
-    busiest = _busiest_counts(name)
+    busiest = _busiest_anywhere(name) if anywhere else _busiest_counts(name)
     period = busiest.size - 1
     n = np.maximum(np.asarray(lines, dtype=np.float64), 1.0)
     inside = np.minimum(np.ceil(n), period).astype(np.int64)

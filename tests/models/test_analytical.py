@@ -61,13 +61,15 @@ def test_every_kernel_and_monotone_in_hidden():
 
 def test_the_optimisations_help_in_order():
     """Wide loads and the bank-aware layout each help; the Lamport exchange against the grid
-    barrier depends on the layer (on the H100 the barrier kernel is the faster of the two on
-    many fresh-draw layers), so here it only stays within 10% of the barrier kernel."""
+    barrier depends on the layer: on the H200's out-of-sample draws s167-s174 the Lamport
+    kernel (wide loads, optimal layout) took 0.72-1.01 of its barrier twin's step where h
+    takes two staging groups or more (76 layers, median 0.87), so here it stays in that
+    range."""
     t = an.predict_many(V100, 2304, 4, 0.1)
     s = [t[n].per_step_s[0] for n in ("sparse-naive", "sparse-wide", "sparse-bank",
                                        "sparse-lamport")]
     assert s[0] > s[1] > s[2]
-    assert abs(s[3] / s[2] - 1) < 0.10
+    assert 0.72 <= s[3] / s[2] <= 1.01
 
 
 def test_breakdown_terms_use_spec_values():

@@ -99,7 +99,8 @@ def _gated_errors(layers, gpus=("h100", "v100")):
 # engine took ptxas's issue order (``gpusim/engine/schedule.py``: a list schedule, issued in
 # order) the simulator's step went 6.45 -> 6.16 us (the gate rows' loads and FFMAs run beside
 # the reductions before them) and the model's stayed (+20.2%).
-GATED_KNOWN = {("h100", "lstm", 261, 8, 0.4055): 0.22}
+# With h's lines starting anywhere in the map it came to +19.6% (within 20%).
+GATED_KNOWN: dict = {}
 
 
 def _check(rows, tolerance=TOLERANCE, known=None):
@@ -192,13 +193,14 @@ def test_small_layers_within_15_percent_of_simulator():
 
 
 # The known gaps of the sweep, each held to its bound (a gap that heals fails the test until it is
-# taken off the list): three H100 layers since the L2's contention groups (the model bounds a
-# round by the busiest group's requests, the simulator overlaps them with the chain), and two
-# V100 layers at batch 8 in two waves whose rounds the L2 bounds, fast since the later waves'
-# share of those rounds is taken off (models/analytical/csr.py, csr_step_cycles)
-SWEEP_GAPS = {("h100", 4481, 4, 0.0376): 0.19, ("h100", 908, 1, 0.1025): 0.18,
-              ("h100", 1827, 4, 0.2067): 0.20, ("v100", 3477, 8, 0.075): 0.22,
-              ("v100", 2662, 8, 0.051): 0.19}
+# taken off the list): two V100 layers at batch 8 in two waves whose rounds the L2 bounds, fast
+# since the later waves' share of those rounds is taken off (models/analytical/csr.py,
+# csr_step_cycles). Three H100 layers were gaps from the L2's contention groups on (the model
+# bounded a round by the busiest group's requests of an h that starts the map); with h's lines
+# starting anywhere in the map (the step's slot of the sequence buffer,
+# ``models/analytical/l2.py``, ``_busiest_anywhere``) they came within 15% (4481-b4 +13.7%,
+# 908-b1 -11.5%, 1827-b4 -9.4%)
+SWEEP_GAPS = {("v100", 3477, 8, 0.075): 0.22, ("v100", 2662, 8, 0.051): 0.19}
 
 
 @pytest.mark.slow
@@ -213,8 +215,9 @@ def test_sweep_within_15_percent_of_simulator():
     Recorded when this test was written: mean |error| 2.7%, max 9.7% (H100 mean 2.9%, -6.4% to
     +9.7%; V100 mean 2.6%, -9.3% to +6.2%); after the L1TEX data stage became a bank rule:
     mean 3.6%, max 14.1%; with the DRAM channel's backfill and the later waves' share of the
-    L2- or DRAM-bound rounds: mean 4.9%, max 20.1% (5 beyond 15%). The simulator takes about 45 s
-    of CPU for the 80
+    L2- or DRAM-bound rounds: mean 4.9%, max 20.1% (5 beyond 15%); with h's lines anywhere in
+    the H100's group map: mean 4.6%, max 20.1% (2 beyond 15%, both V100). The simulator takes
+    about 45 s of CPU for the 80
     (layers are capped at 1e6 expected nonzeros; the model is not limited: hidden 8192 at density
     0.5 on the H100, one step simulated in about 4 minutes, is within 3.2%).
     """
