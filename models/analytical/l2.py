@@ -84,8 +84,9 @@ def _stage_parts(spec, N, B, R, sync):
     The barrier kernel keeps the sum, less the range of the CTAs' release after the grid
     barrier (:func:`_poll_phases`), which the service overlaps. Its later groups cost their
     trip too (231-344 ns against 232-254), but its exchange carries about 200 ns more than the
-    pipelined broadcast gives: priced that way the barrier exchange of the 19 recorded layers
-    is 112-301 ns under (the step 10-19%), against -81 to +1056 ns with the sum; part of it is
+    pipelined broadcast gives: priced that way the barrier exchange of the 18 recorded layers
+    of two groups or more is 112-301 ns under (the step 10-19%), against -81 to +1056 ns with
+    the sum (the 19 layers); part of it is
     its warps drifting apart within a CTA over the rounds (the staging's CTA barrier waits for
     the last: 205-306 ns from a warp's last group to the release, 106-131 in the Lamport
     kernel), which the model does not have; not placed yet.
