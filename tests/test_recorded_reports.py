@@ -186,7 +186,7 @@ def test_the_readme_quotes_the_h200_draws():
 
     readme = (ROOT / "README.md").read_text()
     rows = readme_rows(_merged("h200"))
-    assert rows[0].startswith("| speedup MAPE, out of sample (s167-s174) |")
+    assert rows[0].startswith("| speedup MAPE, out of sample (s175-s180) |")
     for row in rows:
         assert row in readme, row
 
@@ -399,7 +399,8 @@ SAME_MODEL = ("error_bands_s149_s152.json", "error_bands_s155_s158.json",
     ("error_bands_s155_s158.json", tuple(range(155, 159)), (159, 160)),
     ("error_bands_s155_s160.json", tuple(range(155, 161)), tuple(range(161, 167))),
     ("error_bands_s161_s166.json", tuple(range(161, 167)), tuple(range(167, 173))),
-    ("error_bands_s167_s172.json", tuple(range(167, 173)), (173, 174))])
+    ("error_bands_s167_s172.json", tuple(range(167, 173)), (173, 174)),
+    ("error_bands_s167_s174.json", tuple(range(167, 175)), tuple(range(175, 181)))])
 def test_earlier_h200_bands_judged_on_the_draws_measured_after_them(record, made_from,
                                                                     judged_on):
     """The H200's bands that ``predict`` printed while ``made_from`` were the draws out of

@@ -236,8 +236,8 @@ def test_the_readmes_quote_the_check():
                if (k := f"out of sample | {kind} | {c}") in lib]     # a class may have none
         n = sum(v["rows"] for v in out)
         mean = {m: sum(v[m] * v["rows"] for v in out) / n for m in ("classes", "grid")}
-        # s167-s174: 161 fp32 rows each; fp16 31 each
-        assert n == {"cublas": 161, "cusparse": 161, "cublas_fp16": 31, "cusparse_fp16": 31}[kind]
+        # s175-s180: 112 fp32 rows each; fp16 32 and 30
+        assert n == {"cublas": 112, "cusparse": 112, "cublas_fp16": 32, "cusparse_fp16": 30}[kind]
         assert f"{name} {pct(mean['classes'])} / {pct(mean['grid'])}" in readme
     for eng in ("model", "sim"):
         c = cells[f"out of sample | {eng}"]
