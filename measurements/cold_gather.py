@@ -5,7 +5,7 @@ size. One device call, or the simulator.
     python measurements/cold_gather.py --simulate measurements/h200/cold_gather.json
 
 Why: on the H200 draws the simulated CSR kernel is 15-40% slow at batch 2-4 with long rows
-(``h200/csr_trace_layers.json.gz``: its first chunk's gathers of h take 1.1-2.4 times the GPU's,
+(``h200/csr_trace_layers.json.xz``: its first chunk's gathers of h take 1.1-2.4 times the GPU's,
 its later chunks 1.3-2 times). In the engine those gathers wait at the L2 contention groups
 (``l2_group_*`` cycles a request; the H100's map of 40 groups then, the H200's own 47 since
 ``h200/l2_slice_map.json``): h's lines sat in about half of the 40 groups, up to 8 lines in one

@@ -5,13 +5,13 @@ and claims are read from them."""
 
 from __future__ import annotations
 
-import gzip
 import json
 from pathlib import Path
 
 import numpy as np
 
 from measurements import csr_trace, lamport_trace
+from measurements.probe import read_record
 
 ROOT = Path(__file__).resolve().parents[1]
 H200 = ROOT / "measurements" / "h200"
@@ -49,8 +49,7 @@ def test_the_lamport_regimes_record_and_its_table(measurements_section):
 
 
 def test_the_csr_regimes_record_shows_the_second_wave(measurements_section):
-    with gzip.open(H200 / "csr_trace_layers.json.gz", "rt") as f:
-        rec = json.load(f)
+    rec = read_record(str(H200 / "csr_trace_layers.json"))     # kept xz-compressed
     assert [tuple(x) for x in rec["layers"]] == list(csr_trace.REGIME_LAYERS)
     fields = {n: i for i, n in enumerate(rec["fields"])}
     ts = np.asarray(rec["results"]["csr-h4760-b8-d0.0612"]["traced"]["ts"], dtype=np.int64)

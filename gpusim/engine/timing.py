@@ -325,7 +325,7 @@ class _Timing:
         dispatcher hands the next CTA to the first free slot, in CTA order): the slots are
         relabelled by the time they free (:meth:`_relabel`), so that the new CTAs' warps sit
         in the earliest ones, and each new warp issues after its slot's previous CTA exited.
-        ``measurements/h200/csr_trace_layers.json.gz``: at hidden 4760, batch 8, the CSR
+        ``measurements/h200/csr_trace_layers.json.xz``: at hidden 4760, batch 8, the CSR
         kernel's 595 CTAs of 56 registers (528 co-resident) run as 528 CTAs ending at
         8.6-10.3 us and 67 that start at 8.96-9.44 us, as each finds a free slot."""
         self._flush()
