@@ -13,8 +13,9 @@ The terms of the step (:mod:`.persistent` adds them up) that live here:
   releases once
   the shared pipe has served the last round's stores (:func:`_stage_release`). INT ops of the
   sub-partition's two warps share the INT pipe after a barrier (``ig``/``ia``). ``broadcast``:
-  all SMs read h through the L2 slices and contention groups, pipelined with the rounds (one
-  round's service, or the servers' whole service when they never idle).
+  all SMs read h through the L2 slices and contention groups; the Lamport kernel's pipelined
+  with the rounds (one round's service, or the whole service less the later rounds' trips),
+  the barrier kernel's the whole service less its CTAs' release spread.
 - ``sync``: Lamport: at least one extra poll round (the first poll of a group almost always
   misses on the GPU), re-polled at once, and more when the busiest warp's stores are seen
   (``l2_store_visibility_cycles`` after the slice serves them, then ``l2_poll_sharer_cycles``
@@ -85,8 +86,8 @@ def _stage_parts(spec, N, B, R, sync):
     barrier (:func:`_poll_phases`), which the service overlaps. Its later groups cost their
     trip too (231-344 ns against 232-254), but its exchange carries about 200 ns more than the
     pipelined broadcast gives: priced that way the barrier exchange of the 18 recorded layers
-    of two groups or more is 112-301 ns under (the step 10-19%), against -81 to +1056 ns with
-    the sum (the 19 layers); part of it is
+    of two groups or more is 112-301 ns under the GPU's (the step 10-19% under), where the sum
+    ranges from 81 ns under to 1056 ns over on the same 18; part of it is
     its warps drifting apart within a CTA over the rounds (the staging's CTA barrier waits for
     the last: 205-306 ns from a warp's last group to the release, 106-131 in the Lamport
     kernel), which the model does not have; not placed yet.

@@ -63,7 +63,7 @@ def test_the_optimisations_help_in_order():
     """Wide loads and the bank-aware layout each help; the Lamport exchange against the grid
     barrier depends on the layer: on the H200's out-of-sample draws s167-s174 the Lamport
     kernel (wide loads, optimal layout) took 0.72-1.01 of its barrier twin's step where h
-    takes two staging groups or more (76 layers, median 0.87), so here it stays in that
+    takes two staging groups or more (60 RNN layers, median 0.84), so here it stays in that
     range."""
     t = an.predict_many(V100, 2304, 4, 0.1)
     s = [t[n].per_step_s[0] for n in ("sparse-naive", "sparse-wide", "sparse-bank",
