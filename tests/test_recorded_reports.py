@@ -163,6 +163,12 @@ def test_a_bad_unchanged_file_is_one_error(tmp_path, monkeypatch):
         gm.unchanged_pairs("h100")
 
 
+def _history_and_readme() -> str:
+    """The README and ``docs/history.md`` (the earlier changes' sections, moved out of the
+    README): where the figures of an earlier change are quoted."""
+    return "\n".join((ROOT / name).read_text() for name in ("README.md", "docs/history.md"))
+
+
 def test_the_readme_headline_is_the_crosschecks():
     readme = (ROOT / "README.md").read_text()
     out = CROSSCHECK["samples"][OUT_OF_SAMPLE]
@@ -244,7 +250,7 @@ def test_the_previous_model_on_the_headline_draws_is_what_the_readme_says():
     comparison (speedup MAPE over both, per case over all their cases) is computed from them."""
     import numpy as np
 
-    readme = (ROOT / "README.md").read_text()
+    readme = _history_and_readme()
     model, sim, ape = [], [], []
     for seed in (11, 12):
         rec = json.loads((H100 / f"crosscheck_s{seed}_previous_model.json").read_text())
@@ -325,7 +331,7 @@ def test_the_readme_quotes_the_bank_conflicts_checked_by_address():
     out = CROSSCHECK["samples"][OUT_OF_SAMPLE]
     n, miss = out["bank_conflict_cases"], out["bank_conflict_mismatches"]
     assert out["bank_conflict_address_checked"] == miss
-    text = " ".join((ROOT / "README.md").read_text().split())
+    text = " ".join(_history_and_readme().split())
     assert (f"{n - miss} of {n} cases equal Nsight's hardware counters; of the other {miss}, "
             f"{out['bank_conflict_address_matches']} equal its SASS-patched") in text
     rows = [r for r in CROSSCHECK["rows"] if r["sample"] == OUT_OF_SAMPLE and "cell" not in r
@@ -467,7 +473,7 @@ def test_the_previous_engine_on_s45_s49_is_what_the_readme_says():
 
     row = (f"| the same layers priced by the engine before the change: speedup MAPE; named | "
            f"{cell('model')} | {cell('sim')} |")
-    assert row in (ROOT / "README.md").read_text(), row
+    assert row in _history_and_readme(), row
 
 
 def _s83_figures(name: str) -> dict:
@@ -535,7 +541,7 @@ def test_the_engine_before_on_s109_s110_is_what_the_readmes_quote():
     s109-s110 priced by the engine before the static stall counts. Same layers and measured
     times as the merged record; the speedup errors and names the READMEs quote."""
     _, _, mape, named = _repriced("crosscheck_s109_s110_engine_before.json.gz")
-    text = " ".join((ROOT / "README.md").read_text().split())
+    text = " ".join(_history_and_readme().split())
     assert (f"give speedups {mape['sim']:.1f}% and {mape['model']:.1f}%, named {named['sim']} "
             f"and {named['model']}") in text
 
@@ -547,7 +553,7 @@ def test_the_loop_edges_on_s109_s110_are_what_the_readme_quotes():
     README quotes."""
     after, _, mape, named = _repriced("crosscheck_s109_s110_loop_edges.json.gz")
     step = _step_mape(after)
-    text = " ".join((ROOT / "README.md").read_text().split())
+    text = " ".join(_history_and_readme().split())
     assert (f"speedups {mape['sim']:.1f}% (simulator) and {mape['model']:.1f}% (model), named "
             f"{named['sim']} and {named['model']}") in text
     assert f"per step {step:.1f}% and" in text
@@ -574,7 +580,7 @@ def test_the_replays_fix_on_s111_s112_is_what_the_readmes_quote():
     named_before = {e: sum(r[e]["fastest"] == r["measured"]["fastest"] for r in sp)
                     for e in ("sim", "model")}
     step = _step_mape(after)
-    text = " ".join((ROOT / "README.md").read_text().split())
+    text = " ".join(_history_and_readme().split())
     assert (f"speedups {mape['sim']:.1f}% (simulator) and {mape['model']:.1f}% (model), named "
             f"{named['sim']} and {named['model']} ({before['sim']:.1f}% and "
             f"{before['model']:.1f}%, {named_before['sim']} and {named_before['model']} before)"
