@@ -307,6 +307,30 @@ def test_the_readme_quotes_the_bands_by_size_of_the_file():
                 f" and {rng(mcsr['by_hidden'][2])} times its modelled time") in text
 
 
+def test_the_readme_quotes_the_h200_bands_by_size():
+    """README's "Bands by size" on the H200: the thirds' edges, and the CSR baseline's and the
+    speedup's bands per third for both engines, are those of error_bands.json (the bands
+    ``predict --gpu h200`` prints and the V100 borrows)."""
+    import math
+
+    b = json.loads((ROOT / "gpusim" / "specs" / "error_bands.json").read_text())["h200"]
+    text = " ".join((ROOT / "README.md").read_text().split())
+    a, z = (math.ceil(e) for e in b["hidden_edges"])
+    seeds = [d.rsplit("_s", 1)[1] for d in b["draws"].split(", ")]
+    assert (f"On the H200 (s{seeds[0]}-s{seeds[-1]}'s {b['layers']} RNN layers" in text)
+    assert f"the thirds are hidden <= {a - 1}, {a}-{z - 1} and >= {z}" in text
+
+    def three(bands):
+        r = [f"{x['ratio_p10']:.2f}-{x['ratio_p90']:.2f}" for x in bands]
+        return f"{r[0]}, {r[1]} and {r[2]}"
+    csr = {e: b["families"][e]["csr-row-per-warp"]["by_hidden"] for e in ("sim", "model")}
+    sp = {e: b["speedup"][e]["by_hidden"] for e in ("sim", "model")}
+    assert (f"the CSR baseline ran {three(csr['sim'])} times its simulated time "
+            f"({three(csr['model'])} times its modelled time)") in text
+    assert (f"the speedup measured {three(sp['sim'])} times the simulator's prediction "
+            f"({three(sp['model'])} times the model's)") in text
+
+
 def test_the_readme_quotes_how_often_the_contenders_held_the_fastest():
     """README: over the out-of-sample layers, the kernel the GPU ran fastest was among the
     simulator's contenders (bands of the same layers, so in sample for the bands) in every layer;
