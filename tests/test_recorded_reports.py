@@ -625,3 +625,23 @@ def test_unchanged_pairs_chain_and_a_change_without_one_ends_them(tmp_path, monk
     monkeypatch.setattr(gm, "model_fingerprint", lambda root=None, gpu=None: "now")
     assert [gm._is_today(f, "h200") for f in ("now", "b", "a", "x", "y", "c", "z")] == [
         True, True, True, False, False, False, False]
+
+
+def test_the_model_before_on_s175_s180_is_what_the_readme_says():
+    """``h200/model_before_s175_s180.json`` (``measurements/model_at_commit.py``): s175-s180's RNN
+    layers priced by the model at the commit before the staging broadcast was pipelined; its
+    summary is its rows', and the README's table row is its summary."""
+    from measurements.model_at_commit import summary
+
+    rec = json.loads((ROOT / "measurements" / "h200" /
+                      "model_before_s175_s180.json").read_text())
+    assert rec["commit"].startswith("d31168d")
+    assert rec["draws"] == [f"fresh_2026-12-01_s{s}" for s in range(175, 181)]
+    s = rec["summary"]
+    assert s == summary(rec) and s["layers"] == 96 and s["cases"] == 725
+    today = {r["id"] for r in _merged("h200")["rows"] if r["draw"] in rec["draws"]}
+    assert {f"{c['draw']}/{c['id']}" for c in rec["cases"]} <= today
+    row = (f"| s175-s180 priced by the model before the change: speedup MAPE; named; per step | "
+           f"{s['speedup_mape'] * 100:.1f}%; {s['fastest_named']} of {s['layers']}; "
+           f"{s['per_step_mape'] * 100:.1f}% |")
+    assert row in (ROOT / "README.md").read_text(), row
