@@ -29,7 +29,7 @@ import json, sys, warnings
 from pathlib import Path
 warnings.filterwarnings("ignore")
 from gpusim.cli.crosscheck import predict_model
-from gpusim.measurements import build_case, load_campaign
+from gpusim.measurements import KERNEL_KINDS, build_case, case_layer_kind, load_campaign
 from gpusim.specs import load_spec
 from gpusim.speedup_check import check_speedups
 
@@ -47,10 +47,8 @@ for d in sys.argv[1:]:
     camp = load_campaign(d)
     spec = load_spec(camp.spec_name)
     for c in camp.cases:
-        if c["kind"] not in ("sparse_persistent", "dense_persistent", "csr"):
-            continue
-        if c.get("status") != "ok" or c.get("cell", "rnn") != "rnn" or \
-                c.get("dtype", "fp32") != "fp32" or int(c.get("heads", 1) or 1) != 1:
+        if c["kind"] not in KERNEL_KINDS or c.get("status") != "ok" or \
+                case_layer_kind(c) != ("rnn", "fp32", 1):
             continue
         prog = build_case(c, 3, spec) if c["kind"] != "csr" else None
         m = predict_model(c, spec, prog)

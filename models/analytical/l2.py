@@ -117,13 +117,11 @@ def _stage_parts(spec, N, B, R, sync):
     bw = np.maximum(bw, group_cycles(spec, lines, spec.sm_count * lines,
                                      q=np.minimum(2.0, distinct_groups(spec, lines)),
                                      anywhere=True))
-    # pipelined with the rounds: one round's service, or the whole service less what the later
-    # rounds' trips cover when the servers never idle
-    trip = per_round + poll
     if sync == "barrier":   # its CTAs' release spread overlaps the service (see above)
         bw = np.maximum(0.0, bw - _poll_phases(spec)[1])
-    else:
-        bw = np.maximum(bw / rounds, bw - (rounds - 1) * trip)
+    else:   # pipelined with the rounds: one round's service, or the whole service less what
+        # the later rounds' trips cover when the servers never idle
+        bw = np.maximum(bw / rounds, bw - (rounds - 1) * (per_round + poll))
     return setup, per_round, poll, rounds, bw
 
 
@@ -148,21 +146,34 @@ def _stage_release(spec, N, B, sync):
 
 
 @functools.cache
-def _busiest_counts(map_name: str) -> np.ndarray:
-    """For n = 0..len(map): the lines of the map's first n lines in their busiest group."""
+def _busiest_mean(map_name: str, starts: tuple[int, ...]) -> np.ndarray:
+    """For n = 0..len(map): the lines of n consecutive lines in their busiest group, the mean
+    over the buffers that start at each of the lines ``starts`` (a buffer wraps at the map's
+    end, as the map repeats)."""
     from gpusim.specs import load_group_map
 
     table = np.asarray(load_group_map(map_name), dtype=np.int64)
-    # occurrence number of each line within its group (1 for a group's first line, ...), then
-    # the running maximum over the lines taken so far
-    order = np.argsort(table, kind="stable")
-    sorted_groups = table[order]
-    start = np.searchsorted(sorted_groups, sorted_groups, side="left")
-    occurrence = np.empty(table.size, dtype=np.int64)
-    occurrence[order] = np.arange(table.size) - start + 1
-    out = np.zeros(table.size + 1)
-    out[1:] = np.maximum.accumulate(occurrence)
+    period, groups = table.size, int(table.max()) + 1
+    twice = np.concatenate([table, table])
+    # occurrence[i]: 1-based rank of line i among the lines of its group in ``twice``; from a
+    # start line, a line's rank in the buffer is that less the group's lines before the start,
+    # and the running maximum of those ranks is the busiest group's count
+    order = np.argsort(twice, kind="stable")
+    first = np.searchsorted(twice[order], twice[order], side="left")
+    occurrence = np.empty(twice.size, dtype=np.int64)
+    occurrence[order] = np.arange(twice.size) - first + 1
+    out = np.zeros(period + 1)
+    for s in starts:
+        before = np.bincount(twice[:s], minlength=groups)
+        win = slice(s, s + period)
+        out[1:] += np.maximum.accumulate(occurrence[win] - before[twice[win]])
+    out[1:] /= len(starts)
     return out
+
+
+def _busiest_counts(map_name: str) -> np.ndarray:
+    """For n = 0..len(map): the lines of the map's first n lines in their busiest group."""
+    return _busiest_mean(map_name, (0,))
 
 
 # start lines over which :func:`_busiest_anywhere` averages (spread over the map by a stride
@@ -172,29 +183,14 @@ ANYWHERE_STARTS = 64
 
 @functools.cache
 def _busiest_anywhere(map_name: str) -> np.ndarray:
-    """For n = 0..len(map): the lines of n consecutive lines in their busiest group, the mean
-    over ``ANYWHERE_STARTS`` start lines spread over the map (the buffer wraps at the map's
-    end, as the map repeats). The exchanged h of step t lies t slots into the sequence buffer,
-    so over a launch its lines start anywhere in the map."""
+    """:func:`_busiest_mean` over ``ANYWHERE_STARTS`` start lines spread over the map. The
+    exchanged h of step t lies t slots into the sequence buffer, so over a launch its lines
+    start anywhere in the map."""
     from gpusim.specs import load_group_map
 
-    table = np.asarray(load_group_map(map_name), dtype=np.int64)
-    period, groups = table.size, int(table.max()) + 1
-    twice = np.concatenate([table, table]).astype(np.int32)
-    # occurrence[i]: 1-based rank of line i among the lines of its group in ``twice``
-    order = np.argsort(twice, kind="stable")
-    first = np.searchsorted(twice[order], twice[order], side="left")
-    occurrence = np.empty(twice.size, dtype=np.int32)
-    occurrence[order] = np.arange(twice.size, dtype=np.int32) - first + 1
-    starts = (np.arange(ANYWHERE_STARTS) * 7919) % period
-    # lines of each group before each start line
-    before = np.stack([np.bincount(twice[:s], minlength=groups) for s in starts]).astype(np.int32)
-    out = np.zeros(period + 1)
-    for k, s in enumerate(starts):
-        win = slice(s, s + period)
-        out[1:] += np.maximum.accumulate(occurrence[win] - before[k][twice[win]])
-    out[1:] /= len(starts)
-    return out
+    period = len(load_group_map(map_name))
+    return _busiest_mean(map_name, tuple(int(k * 7919 % period)
+                                         for k in range(ANYWHERE_STARTS)))
 
 
 def distinct_groups(spec, lines):
