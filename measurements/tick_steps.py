@@ -182,6 +182,14 @@ def measure(out: str, argv: list) -> dict:
                          kernel="sparse Lamport, wide loads, optimal layout, closing wait")
 
 
+def spread_ns(rec: dict) -> float:
+    """``lamport_step_spread_ns`` from a record: the median over its layers of the standard
+    deviation, from step to step, of the grid's last end after the step's tick."""
+    import numpy as np
+    return float(np.median([r["stamped"]["summary"]["work_max_ns"]["std"]
+                            for r in rec["results"].values() if r.get("status") == "ok"]))
+
+
 def model_work(spec, h: int, b: int, d: float, seed: int) -> dict:
     """The analytical model's step for the layer's mapping, and its work before the tick."""
     from models import analytical

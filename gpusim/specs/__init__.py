@@ -164,6 +164,10 @@ PARAMS: dict[str, Param] = {
                                 "a __nanosleep(ns) ends on the next tick of a timer whose period "
                                 "is ns rounded up to a power of two, that comes more than this "
                                 "many nanoseconds after it issued"),
+    "lamport_step_spread_ns": Param("ns", float, 0, 1000,
+                                    "the spread (standard deviation) from step to step of when "
+                                    "a Lamport step's work ends after its tick: the analytical "
+                                    "model's wake on the next tick is the mean over it"),
     "sleep_min_ns": Param("ns", float, 0, 10000,
                           "what __nanosleep(0) keeps a warp (a wait with an argument ends "
                           "on the tick, however soon it comes)"),
@@ -264,6 +268,7 @@ class GPUSpec:
     l2_request_cycles_per_sm: float
     l2_poll_sharer_cycles: float
     sleep_tick_lead_ns: float
+    lamport_step_spread_ns: float
     sleep_min_ns: float
     dram_latency_cycles: int
     dram_bandwidth_bytes_per_s: float

@@ -135,12 +135,33 @@ def _step_wait_ns(v: Variant) -> int:
 
 def _on_tick(spec, ns: int, work):
     """Cycles of a step that closes with ``__nanosleep(ns)``, whose work from one wake to the
-    next wait is ``work`` cycles: every warp wakes on the same tick of the sleep timer, so the
-    step is ``work`` rounded up to the next tick (the engine's rule,
-    :func:`gpusim.specs.rules.sleep_wake_cycles`, with the step starting on a tick)."""
-    from gpusim.specs.rules import sleep_wake_cycles
+    next wait is ``work`` cycles: a warp wakes on the first tick of the sleep timer more than
+    ``sleep_tick_lead_ns`` after its wait (the engine's rule,
+    :func:`gpusim.specs.rules.sleep_wake_cycles`, with the step starting on a tick), and the
+    end of the work varies from step to step by ``lamport_step_spread_ns`` (a normal spread), so
+    the step is the mean of that wake over it: ``P (1 + sum_k Phi((work + lead - k P) / s))``.
+    What the GPU shows (``measurements/h200/tick_steps.json``: the campaign's kernel on 16
+    small layers, every warp stamped at its wake and before its wait): every warp wakes on a
+    tick, but the grid's warps are on one tick in 0-12% of the steps and a warp's step takes
+    two, three or four periods at every layer; the grid's last end after the step's tick
+    spreads by 83-152 ns from step to step. The plain kernels' steps (645-723 ns at hidden
+    288-864, batch 1, where the whole-tick rule gives 768) mix the counts too. With no spread
+    the step is the work rounded up to the next tick, as one warp's staircase is
+    (``sleep_stairs.json``); with a spread of half a period or more it is about the work plus
+    half a period."""
+    from scipy.special import ndtr
 
-    return sleep_wake_cycles(spec, ns, work)
+    from gpusim.specs.rules import sleep_period_ns, sleep_wake_cycles
+
+    spread = float(getattr(spec, "lamport_step_spread_ns", 0.0) or 0.0)
+    if not ns or spread <= 0:
+        return sleep_wake_cycles(spec, ns, work)
+    clock = float(spec.clock_hz) * 1e-9                      # cycles per nanosecond
+    t = np.asarray(work, dtype=np.float64) / clock + float(spec.sleep_tick_lead_ns)
+    period = float(sleep_period_ns(ns))
+    k = np.arange(1.0, np.ceil((np.max(t) + 8 * spread) / period) + 1)
+    ticks = 1.0 + ndtr((t[..., None] - k * period) / spread).sum(axis=-1)
+    return ticks * period * clock
 
 
 def _persistent_from_slots(spec, v: Variant, N, B, K, wf_sm, wf_warp, mask, R, S, dtype,
