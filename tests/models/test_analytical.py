@@ -76,14 +76,20 @@ def test_breakdown_terms_use_spec_values():
     t = an.predict_many(V100, 1024, 4, 0.1, kernels=["sparse-naive", "sparse-lamport"])
     assert t["sparse-naive"].breakdown["sync_s"][0] > 0
     assert t["sparse-lamport"].breakdown["sync_s"][0] >= 0
-    # 4 SMs: the step closes with the wait, so it is its work rounded up to the next tick of
-    # the sleep timer: a whole number of periods, the round-up (in sync) less than one
-    small = an.predict_many(dataclasses.replace(V100, sm_count=4), 256, 4, 0.1,
-                            kernels=["sparse-lamport", "sparse-naive"])
+    # 4 SMs: the step closes with the wait; with no spread of the work from step to step it is
+    # its work rounded up to the next tick of the sleep timer, a whole number of periods, the
+    # round-up (in sync) less than one; with the spec's spread it is the mean wake over it,
+    # more than the work and less than a period above it
     period_s = float(sleep_period_ns(LAMPORT_STEP_WAIT_NS)) * 1e-9
-    step = small["sparse-lamport"].per_step_s[0]
-    assert step / period_s == pytest.approx(round(step / period_s), abs=1e-6)
-    assert 0 < small["sparse-lamport"].breakdown["sync_s"][0] <= period_s
+    steps = {}
+    for spread in (0.0, V100.lamport_step_spread_ns):
+        small = an.predict_many(dataclasses.replace(V100, sm_count=4,
+                                                    lamport_step_spread_ns=spread),
+                                256, 4, 0.1, kernels=["sparse-lamport", "sparse-naive"])
+        steps[spread] = small["sparse-lamport"].per_step_s[0]
+        assert 0 < small["sparse-lamport"].breakdown["sync_s"][0] <= period_s
+    assert steps[0.0] / period_s == pytest.approx(round(steps[0.0] / period_s), abs=1e-6)
+    assert V100.lamport_step_spread_ns > 0 and steps[V100.lamport_step_spread_ns] != steps[0.0]
 
     v4 = dataclasses.replace(V100, sm_count=4)
     for field in ("shfl_latency_cycles", "l2_hit_latency_cycles", "smem_latency_cycles"):
