@@ -71,9 +71,8 @@ def test_the_summary_tells_one_tick_from_many():
 
 def test_the_record_every_layer_checked_and_its_steps_mix_tick_counts(rec):
     """The GPU's finding: every warp wakes on a tick (phase under 33 ns, the timer's resolution
-    32 ns), the grid's warps share one tick in at most an eighth of the steps, and at every layer a
-    warp's step takes at least two period counts, the second most common in at least 4% of the
-    warp-steps."""
+    32 ns), the grid's warps share one tick in at most an eighth of the steps, and at every layer at least
+    4% of a warp's steps take another number of periods than the most common (4-54%)."""
     assert len(rec["results"]) == len(tick_steps.LAYERS) == 16
     for key, r in rec["results"].items():
         assert r["status"] == "ok", key
@@ -82,7 +81,7 @@ def test_the_record_every_layer_checked_and_its_steps_mix_tick_counts(rec):
         assert s["wake_phase_ns"]["p99"] <= 32
         assert s["same_tick_share"] <= 0.125, key
         counts = sorted(s["periods"].values(), reverse=True)
-        assert counts[1] / sum(counts) >= 0.04, key
+        assert 1 - counts[0] / sum(counts) >= 0.04, key
         # the stamps change the step by -5% to +13% (the plain kernel is the campaign's)
         assert 0.94 <= s["step_ns"] / (r["plain"]["per_step_s"] * 1e9) <= 1.14, key
 
