@@ -4,13 +4,13 @@ step; the simulator's loads for the smallest layer are what it computes today.""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from gpusim.engine import simulate
 from gpusim.measurements import load_json
 from gpusim.specs import load_spec
 from measurements import csr_l1
+from measurements.probe import read_record
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORD = ROOT / "measurements" / "h100" / "csr_l1.json"
@@ -27,7 +27,7 @@ def test_layers_are_recorded_csr_cases():
 
 
 def test_record_compares_nsight_with_the_simulator():
-    rec = json.loads(RECORD.read_text())
+    rec = read_record(RECORD)
     for h, b, d, _ in csr_l1.LAYERS:
         name = csr_l1.case_name(h, b, d)
         m = rec["ncu"]["cases"][name]["metrics"]

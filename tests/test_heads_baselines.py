@@ -3,7 +3,6 @@ speedup against them (``measurements/heads_baselines.py``, record
 ``measurements/h100/heads_baselines/heads_baselines.json``): the record is complete and checked,
 its summary is its rows', and its model column is today's model's."""
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -11,10 +10,10 @@ import pytest
 
 from gpusim.specs import load_spec
 from measurements.heads_baselines import DRAWS, _predict, head_cases, measured_times
+from measurements.probe import read_record
 
 ROOT = Path(__file__).resolve().parents[1]
-RECORD = json.loads((ROOT / "measurements" / "h100" / "heads_baselines" /
-                     "heads_baselines.json").read_text())
+RECORD = read_record(ROOT / "measurements" / "h100" / "heads_baselines" / "heads_baselines.json")
 
 
 def test_every_baseline_of_every_head_layer_was_measured_and_checked():

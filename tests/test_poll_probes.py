@@ -35,7 +35,7 @@ from measurements.probe import read_record  # noqa: E402
 H200 = ROOT / "measurements" / "h200"
 README = (ROOT / "measurements" / "README.md").read_text()
 CONT = read_record(str(H200 / "poll_contention.json.gz"))
-TRACE = json.loads((H200 / "lamport_trace_dense.json").read_text())
+TRACE = read_record(H200 / "lamport_trace_dense.json")
 
 
 def test_the_contention_record_is_complete():

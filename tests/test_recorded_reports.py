@@ -253,7 +253,7 @@ def test_the_previous_model_on_the_headline_draws_is_what_the_readme_says():
     readme = _history_and_readme()
     model, sim, ape = [], [], []
     for seed in (11, 12):
-        rec = json.loads((H100 / f"crosscheck_s{seed}_previous_model.json").read_text())
+        rec = read_record(H100 / f"crosscheck_s{seed}_previous_model.json")
         draw = f"fresh_2026-11-25_s{seed}"
         assert [d["draw"] for d in rec["draws"]] == [draw]
         assert "c7ab02a" in rec["command"]
@@ -633,8 +633,7 @@ def test_the_model_before_on_s175_s180_is_what_the_readme_says():
     summary is its rows', and the README's table row is its summary."""
     from measurements.model_at_commit import summary
 
-    rec = json.loads((ROOT / "measurements" / "h200" /
-                      "model_before_s175_s180.json").read_text())
+    rec = read_record(ROOT / "measurements" / "h200" / "model_before_s175_s180.json")
     assert rec["commit"].startswith("d31168d")
     assert rec["draws"] == [f"fresh_2026-12-01_s{s}" for s in range(175, 181)]
     s = rec["summary"]

@@ -71,8 +71,9 @@ def test_the_summary_tells_one_tick_from_many():
 
 def test_the_record_every_layer_checked_and_its_steps_mix_tick_counts(rec):
     """The GPU's finding: every warp wakes on a tick (phase under 33 ns, the timer's resolution
-    32 ns), the grid's warps share one tick in at most an eighth of the steps, and at every layer at least
-    4% of a warp's steps take another number of periods than the most common (4-54%)."""
+    32 ns), the grid's warps share one tick in at most an eighth of the steps, and at every
+    layer at least 4% of a warp's steps take another number of periods than the most common
+    (4-54%)."""
     assert len(rec["results"]) == len(tick_steps.LAYERS) == 16
     for key, r in rec["results"].items():
         assert r["status"] == "ok", key

@@ -4,7 +4,6 @@ the capacity limit, the capacity gained, and the H100 record (docs/fp16.md)."""
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +24,7 @@ from kernels_ir.kernels.sparse_rnn import (
     make_layer,
     pack_fp16,
 )
+from measurements.probe import read_record
 from models import capacity as cap
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -197,7 +197,7 @@ def test_fp16_layer_rounds_only_the_weights():
 def test_h100_record_fp16_values_no_spills_and_the_limit_layers():
     """measurements/h100/fp16_check.json: every fp16 kernel that fits ran with the right values
     and no local memory; the at-limit layers ran in fp16 and were refused in fp32."""
-    rec = json.loads((ROOT / "measurements" / "h100" / "fp16_check.json").read_text())
+    rec = read_record(ROOT / "measurements" / "h100" / "fp16_check.json")
     assert "fp16_check.py" in rec["provenance"]["command"]
     res = rec["results"]
     ok16 = [r for r in res.values() if r["dtype"] == "fp16" and r["status"] == "ok"]
@@ -212,7 +212,7 @@ def test_h100_record_fp16_values_no_spills_and_the_limit_layers():
 def test_h100_record_simulated_side_and_what_docs_quote():
     """The simulator's values of the record's kernels: per-step MAPE of the fp16 kernels and
     of all, as docs/fp16.md quotes them."""
-    rec = json.loads((ROOT / "measurements" / "h100" / "fp16_check.json").read_text())
+    rec = read_record(ROOT / "measurements" / "h100" / "fp16_check.json")
     sim, res = rec["simulated"]["results"], rec["results"]
     assert set(sim) == {k for k, r in res.items() if r["status"] == "ok"}
     assert all(s["max_rel_err"] <= VALUE_TOLERANCE for s in sim.values())
