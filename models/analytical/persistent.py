@@ -159,9 +159,16 @@ def _on_tick(spec, ns: int, work):
     clock = float(spec.clock_hz) * 1e-9                      # cycles per nanosecond
     t = np.asarray(work, dtype=np.float64) / clock + float(spec.sleep_tick_lead_ns)
     period = float(sleep_period_ns(ns))
-    k = np.arange(1.0, np.ceil((np.max(t) + 8 * spread) / period) + 1)
-    ticks = 1.0 + ndtr((t[..., None] - k * period) / spread).sum(axis=-1)
-    return ticks * period * clock
+    # the ticks 1..K of each element, K from its own work (8 spreads past it), the elements of
+    # one K summed together: a price does not depend on the others priced with it
+    flat = t.reshape(-1)
+    last = np.ceil((flat + 8 * spread) / period)
+    ticks = np.empty_like(flat)
+    for n in np.unique(last):
+        m = last == n
+        k = np.arange(1.0, n + 1)
+        ticks[m] = 1.0 + ndtr((flat[m][:, None] - k * period) / spread).sum(axis=-1)
+    return ticks.reshape(t.shape) * period * clock
 
 
 def _persistent_from_slots(spec, v: Variant, N, B, K, wf_sm, wf_warp, mask, R, S, dtype,
