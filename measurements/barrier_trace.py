@@ -92,18 +92,9 @@ def instrumented_code(code: str, steps: int) -> str:
     one int per field, warp, CTA and step). Raises if the code does not have the expected shape
     (the time loop once, three ``__syncthreads`` in it), so that a change of the generator
     cannot silently move a stamp."""
-    from measurements.probe import stamp_loop_end
+    from measurements.probe import stamp_loop_end, stamp_loop_top
 
-    nf = len(FIELDS)
-    loop = f"for (r_t = 0; r_t < {steps}; r_t += 1) {{\n"
-    if code.count(loop) != 1:
-        raise AssertionError("time loop not found once")
-    code = code.replace(loop, (
-        f"{loop}        const unsigned int ts_i = ((r_t * gridDim.x + blockIdx.x) * "
-        f"(blockDim.x >> 5) + (threadIdx.x >> 5)) * {nf}u;\n"
-        "        const bool ts_w = (threadIdx.x & 31u) == 0u;\n"
-        "        if (ts_w) { unsigned long long g; asm volatile(\"mov.u64 %0, %%globaltimer;\""
-        " : \"=l\"(g)); g_ts[ts_i + 0] = (int)clock64(); g_ts[ts_i + 6] = (int)g; }\n"))
+    code, loop = stamp_loop_top(code, steps, len(FIELDS), FIELDS.index("g0"))
     sync = "        __syncthreads();\n"
     head, sep, body = code.partition(loop)
     parts = body.split(sync)
@@ -265,19 +256,15 @@ def measure(out: str, argv: list) -> dict:
 
 def simulate_into(path: str) -> None:
     """Add the simulator's values (:func:`simulate_layer`) to the record at ``path``."""
-    from measurements.probe import add_simulated
+    from measurements.probe import simulate_layers_into
 
-    def results(spec, rec):
-        out = {}
-        for key, r in rec["results"].items():
-            out[key] = simulate_layer(spec, r["hidden"], r["batch"], r["density"])
-            for v in VARIANTS[1:]:
-                if v in r:
-                    out[key][v] = simulate_layer(spec, r["hidden"], r["batch"], r["density"],
-                                                 variant=v)
-            print(key, json.dumps(out[key], default=lambda x: round(x, 1)), flush=True)
+    def price(spec, key, r):
+        out = simulate_layer(spec, r["hidden"], r["batch"], r["density"])
+        for v in VARIANTS[1:]:
+            if v in r:
+                out[v] = simulate_layer(spec, r["hidden"], r["batch"], r["density"], variant=v)
         return out
-    add_simulated(path, results, gpu=None, steps=SIM_STEPS)
+    simulate_layers_into(path, price, SIM_STEPS)
 
 
 def main(argv: list | None = None) -> int:

@@ -346,6 +346,23 @@ def timer_axis(ts, fields, timer: int) -> list:
             for f in fields]
 
 
+def stamp_loop_top(code: str, steps: int, fields: int, timer: int) -> tuple[str, str]:
+    """Generated CUDA whose time loop (``steps`` steps, found once, else an error) starts each
+    step with lane 0's ``clock64`` in stamp 0 and ``%globaltimer`` in stamp ``timer`` of
+    ``g_ts`` (``fields`` ints a warp, CTA and step, at ``ts_i``; ``ts_w``: lane 0); and the
+    loop's header, which the result still holds once."""
+    loop = f"for (r_t = 0; r_t < {steps}; r_t += 1) {{\n"
+    if code.count(loop) != 1:
+        raise AssertionError("time loop not found once")
+    return code.replace(loop, (
+        f"{loop}        const unsigned int ts_i = ((r_t * gridDim.x + blockIdx.x) * "
+        f"(blockDim.x >> 5) + (threadIdx.x >> 5)) * {fields}u;\n"
+        "        const bool ts_w = (threadIdx.x & 31u) == 0u;\n"
+        "        if (ts_w) { unsigned long long g; asm volatile(\"mov.u64 %0, %%globaltimer;\""
+        f" : \"=l\"(g)); g_ts[ts_i + 0] = (int)clock64(); g_ts[ts_i + {timer}] = (int)g; }}\n")
+    ), loop
+
+
 def stamp_loop_end(code: str, field: int) -> str:
     """Generated CUDA whose time (or round) loop closes the kernel, with lane 0's ``clock64``
     written into stamp ``field`` of ``g_ts`` (index ``ts_i``, set at the loop's top by the
@@ -630,6 +647,22 @@ def add_simulated(path: str, results, gpu: str | None = "h100", *, section: str 
     rec[section] = {"spec": gpu, **meta, "results": results(spec, rec)}
     save_record(path, rec)
     return rec
+
+
+def simulate_layers_into(path: str, price, steps: int, gpu: str | None = None) -> dict:
+    """:func:`add_simulated` over a layer probe's record: ``price(spec, key, result)`` for each
+    of its layers whose status is "ok", printed as it goes."""
+    import json
+
+    def results(spec, rec):
+        out = {}
+        for key, r in rec["results"].items():
+            if r.get("status", "ok") != "ok":
+                continue
+            out[key] = price(spec, key, r)
+            print(key, json.dumps(out[key], default=lambda x: round(x, 1)), flush=True)
+        return out
+    return add_simulated(path, results, gpu=gpu, steps=steps)
 
 
 def add_simulated_slopes(path: str, entries, builder, sizes: tuple = (4, 8),

@@ -30,7 +30,6 @@ kernel's per-step time (the campaign's two launch lengths).
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 
@@ -64,16 +63,9 @@ def instrumented_code(code: str, steps: int) -> str:
     """The generated CUDA with the stamps of the module docstring (``g_ts``: one int per field,
     warp, CTA and step). Raises if the code does not have the expected shape (the time loop
     once, one ``__nanosleep`` in it), so that a change of the generator cannot move a stamp."""
-    nf = len(FIELDS)
-    loop = f"for (r_t = 0; r_t < {steps}; r_t += 1) {{\n"
-    if code.count(loop) != 1:
-        raise AssertionError("time loop not found once")
-    code = code.replace(loop, (
-        f"{loop}        const unsigned int ts_i = ((r_t * gridDim.x + blockIdx.x) * "
-        f"(blockDim.x >> 5) + (threadIdx.x >> 5)) * {nf}u;\n"
-        "        const bool ts_w = (threadIdx.x & 31u) == 0u;\n"
-        "        if (ts_w) { unsigned long long g; asm volatile(\"mov.u64 %0, %%globaltimer;\""
-        " : \"=l\"(g)); g_ts[ts_i + 0] = (int)clock64(); g_ts[ts_i + 1] = (int)g; }\n"))
+    from measurements.probe import stamp_loop_top
+
+    code, _ = stamp_loop_top(code, steps, len(FIELDS), FIELDS.index("g0"))
     sleeps = [ln for ln in code.splitlines() if "__nanosleep(" in ln]
     if len(sleeps) != 1:
         raise AssertionError(f"{len(sleeps)} __nanosleep in the kernel, expected 1")
@@ -215,19 +207,13 @@ def model_work(spec, h: int, b: int, d: float, seed: int) -> dict:
 def simulate_into(path: str) -> None:
     """Add the simulator's per-step time and the analytical model's step and work."""
     from gpusim.pricing import price_program
-    from measurements.probe import add_simulated
+    from measurements.probe import simulate_layers_into
 
-    def results(spec, rec):
-        out = {}
-        for key, r in rec["results"].items():
-            if r.get("status") != "ok":
-                continue
-            lay = (r["hidden"], r["batch"], r["density"], r["seed"])
-            p = price_program(build(*lay, SIM_STEPS, spec), spec, what=key)
-            out[key] = {"per_step_ns": p.per_step_s * 1e9, "model": model_work(spec, *lay)}
-            print(key, json.dumps(out[key], default=lambda x: round(x, 1)), flush=True)
-        return out
-    add_simulated(path, results, gpu=None, steps=SIM_STEPS)
+    def price(spec, key, r):
+        lay = (r["hidden"], r["batch"], r["density"], r["seed"])
+        p = price_program(build(*lay, SIM_STEPS, spec), spec, what=key)
+        return {"per_step_ns": p.per_step_s * 1e9, "model": model_work(spec, *lay)}
+    simulate_layers_into(path, price, SIM_STEPS)
 
 
 def main(argv: list | None = None) -> int:
