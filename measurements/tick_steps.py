@@ -10,7 +10,8 @@ analytical model rounds the step's work up to the next tick, so it prices every 
 step a whole number of periods; on the draws the GPU's steps at hidden 256-1100 are not whole
 periods (the mean step of a layer falls anywhere between), and the model is 12-14% slow there at
 batch 1 and 4. Either the work varies from step to step and the steps mix two tick counts, or
-the warps do not wake on one tick. This probe says which.
+the warps do not wake on one tick. This probe says which (both: the model now takes the mean
+wake over the spread measured here, ``lamport_step_spread_ns``).
 
 The kernel is the campaign's (sparse, Lamport, wide loads, optimal layout, the step's closing
 wait of 200 ns), generated from the IR as always; only its CUDA text is stamped (the IR has no
@@ -20,12 +21,13 @@ clock). Lane 0 of every warp writes, per step: ``t0`` (``clock64``) and ``g0``
 
 Per layer (steps 4 to the last but one): the wake's phase in the period (``g0`` mod 256), the
 share of steps on which every warp of the grid woke on the same tick, the periods a warp's step
-takes (how many steps of each count), and ``work``, the time from a warp's tick to its
-``tw`` (its ``clock64`` difference converted by its SM's clock, fitted to ``g0``): per step
-its maximum over the grid's warps (``work_max``: mean, spread, percentiles) and the mean step
-that the timer's rule gives from those maxima (every warp wakes on the first tick more than
-``sleep_tick_lead_ns`` after the grid's last ``tw``), against the stamped steps and the plain
-kernel's per-step time (the campaign's two launch lengths).
+takes (how many steps of each count), ``work_mean``, the mean over warps and steps of the time
+from a warp's own tick to its ``tw`` (its ``clock64`` difference converted by its SM's clock,
+fitted to ``g0``), and per step the grid's last ``tw`` after the step's *first* tick (the tick
+the earliest warp woke on, so the warps' skew over ticks is in it: ``work_max``, mean, spread,
+percentiles); ``ruled_step_ns``, the mean step the timer's rule would give if every warp woke on
+the first tick more than ``sleep_tick_lead_ns`` after the grid's last ``tw``, against the
+stamped steps and the plain kernel's per-step time (the campaign's two launch lengths).
 """
 
 from __future__ import annotations
@@ -69,8 +71,8 @@ def instrumented_code(code: str, steps: int) -> str:
     sleeps = [ln for ln in code.splitlines() if "__nanosleep(" in ln]
     if len(sleeps) != 1:
         raise AssertionError(f"{len(sleeps)} __nanosleep in the kernel, expected 1")
-    return code.replace(sleeps[0], "        if (ts_w) g_ts[ts_i + 2] = (int)clock64();\n"
-                        + sleeps[0])
+    return code.replace(sleeps[0], f"        if (ts_w) g_ts[ts_i + {FIELDS.index('tw')}] = "
+                        "(int)clock64();\n" + sleeps[0])
 
 
 def gpu_summary(ts, lead_ns: float) -> dict:
@@ -80,8 +82,11 @@ def gpu_summary(ts, lead_ns: float) -> dict:
     from measurements.probe import wrap32
 
     t = ts.astype(np.int64)
-    g = np.unwrap(t[..., 1].astype(np.float64), period=2 ** 32, axis=0)
-    g = g - np.floor(g.min() / PERIOD_NS) * PERIOD_NS      # ticks stay at multiples of 256
+    # the timer's low 32 bits, each stamp placed by its difference from the first one (a launch
+    # is far shorter than 2^31 ns, so no stamp is a wrap away from another); 2^32 is a multiple
+    # of the period, so the ticks stay at multiples of 256
+    g = (t[0, 0, 0, 1] % 2 ** 32 + wrap32(t[..., 1] - t[0, 0, 0, 1])).astype(np.float64)
+    g = g - np.floor(g.min() / PERIOD_NS) * PERIOD_NS
     # each SM's clock against the global timer (warp 0's top stamps over the steps)
     c0 = np.unwrap(t[:, :, 0, 0].astype(np.float64), period=2 ** 32, axis=0)
     rate = np.array([np.polyfit(g[:, c, 0], c0[:, c], 1)[0] for c in range(t.shape[1])])

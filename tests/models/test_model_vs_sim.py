@@ -133,7 +133,7 @@ def _run_all(configs, steps=3, cell="rnn"):
 # the simulator's steps there mix two and three ticks, the model's work ends past the second).
 # When the model's wake came to be the mean over the step's spread from step to step
 # (``lamport_step_spread_ns``, ``measurements/h200/tick_steps.json``: on the H200's 132 SMs a
-# warp's step takes two to four periods at every small layer), the H100's 1024-b4 and the
+# warp's steps take two or more numbers of periods at every small layer), the H100's 1024-b4 and the
 # 32-SM H100's 1024-b2 Lamport kernels came within
 # 15%, and the 4-SM V100's 384-b2 d0.3 Lamport kernel went to -16.1% (2.77 us against the
 # simulator's 3.31): on four SMs the simulator's steps are whole ticks, one above the model's
