@@ -160,7 +160,7 @@ def instrumented_code(code: str, steps: int, sync: str, form: str = "kernel") ->
     int per field, warp, CTA and step), in ``form`` (:data:`FORMS`; Lamport only, for the
     launches whose slots are all written before the launch). Raises if the code does not have
     the expected shape, so that a change of the generator cannot silently move a stamp."""
-    from measurements.probe import stamp_loop_end
+    from measurements.probe import loop_top, stamp_loop_end
 
     if form not in FORMS or (form != "kernel" and sync != "lamport"):
         raise AssertionError(f"form {form!r} of the {sync} kernel")
@@ -195,15 +195,8 @@ def instrumented_code(code: str, steps: int, sync: str, form: str = "kernel") ->
         _once(code, "the poll's vote", vote)
         code = code.replace(vote, "r_warp_waiting = false;")
 
-    nf = len(FIELDS)
-    loop = f"for (r_t = 0; r_t < {steps}; r_t += 1) {{\n"
+    loop, top = loop_top(steps, len(FIELDS), 1, declare="unsigned int ts_polls = 0u;")
     _once(code, "time loop", loop)
-    top = (f"{loop}        const unsigned int ts_i = ((r_t * gridDim.x + blockIdx.x) * "
-           f"(blockDim.x >> 5) + (threadIdx.x >> 5)) * {nf}u;\n"
-           "        const bool ts_w = (threadIdx.x & 31u) == 0u;\n"
-           "        unsigned int ts_polls = 0u;\n"
-           "        if (ts_w) { unsigned long long g; asm volatile(\"mov.u64 %0, %%globaltimer;\""
-           " : \"=l\"(g)); g_ts[ts_i + 0] = (int)clock64(); g_ts[ts_i + 1] = (int)g; }\n")
     head, _, body = code.partition(loop)
     sync_line = "        __syncthreads();\n"
     stamp = "        if (ts_w) g_ts[ts_i + {k}] = (int)clock64();\n"

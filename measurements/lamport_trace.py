@@ -89,17 +89,10 @@ def instrumented_code(code: str, steps: int, rows: bool = False, dense: bool = F
     """The generated CUDA of the sparse Lamport kernel with the stamps of the module docstring
     (``g_ts``: one int per field, warp, CTA and step). Raises if the code does not have the
     expected shape (so a change of the generator cannot silently move a stamp)."""
-    nf = len(fields_of(rows, dense))
-    loop = f"for (r_t = 0; r_t < {steps}; r_t += 1) {{\n"
-    if code.count(loop) != 1:
-        raise AssertionError("time loop not found once")
-    top = (f"{loop}        const unsigned int ts_i = ((r_t * gridDim.x + blockIdx.x) * "
-           f"(blockDim.x >> 5) + (threadIdx.x >> 5)) * {nf}u;\n"
-           "        const bool ts_w = (threadIdx.x & 31u) == 0u;\n"
-           "        unsigned int ts_polls = 0u;\n"
-           "        if (ts_w) { unsigned long long g; asm volatile(\"mov.u64 %0, %%globaltimer;\""
-           " : \"=l\"(g)); g_ts[ts_i + 0] = (int)clock64(); g_ts[ts_i + 5] = (int)g; }\n")
-    code = code.replace(loop, top)
+    from measurements.probe import stamp_loop_top
+
+    code, _ = stamp_loop_top(code, steps, len(fields_of(rows, dense)), 5,
+                             declare="unsigned int ts_polls = 0u;")
     spin = "/* spin loop 0: lamport_poll"
     if code.count(spin) != 1:
         raise AssertionError("poll loop not found once")

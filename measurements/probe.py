@@ -346,21 +346,29 @@ def timer_axis(ts, fields, timer: int) -> list:
             for f in fields]
 
 
-def stamp_loop_top(code: str, steps: int, fields: int, timer: int) -> tuple[str, str]:
-    """Generated CUDA whose time loop (``steps`` steps, found once, else an error) starts each
-    step with lane 0's ``clock64`` in stamp 0 and ``%globaltimer`` in stamp ``timer`` of
-    ``g_ts`` (``fields`` ints a warp, CTA and step, at ``ts_i``; ``ts_w``: lane 0); and the
-    loop's header, which the result still holds once."""
+def loop_top(steps: int, fields: int, timer: int, declare: str = "") -> tuple[str, str]:
+    """The generated time loop's header (``steps`` steps) and that header followed by the
+    stamps that start each step: ``ts_i`` (``fields`` ints a warp, CTA and step of ``g_ts``),
+    ``ts_w`` (lane 0), the statement ``declare`` if any, then lane 0's ``clock64`` in stamp 0
+    and ``%globaltimer`` in stamp ``timer``."""
     loop = f"for (r_t = 0; r_t < {steps}; r_t += 1) {{\n"
-    if code.count(loop) != 1:
-        raise AssertionError("time loop not found once")
-    return code.replace(loop, (
+    return loop, (
         f"{loop}        const unsigned int ts_i = ((r_t * gridDim.x + blockIdx.x) * "
         f"(blockDim.x >> 5) + (threadIdx.x >> 5)) * {fields}u;\n"
         "        const bool ts_w = (threadIdx.x & 31u) == 0u;\n"
+        + (f"        {declare}\n" if declare else "") +
         "        if (ts_w) { unsigned long long g; asm volatile(\"mov.u64 %0, %%globaltimer;\""
         f" : \"=l\"(g)); g_ts[ts_i + 0] = (int)clock64(); g_ts[ts_i + {timer}] = (int)g; }}\n")
-    ), loop
+
+
+def stamp_loop_top(code: str, steps: int, fields: int, timer: int,
+                   declare: str = "") -> tuple[str, str]:
+    """Generated CUDA whose time loop (found once, else an error) starts each step with the
+    stamps of :func:`loop_top`; and the loop's header, which the result still holds once."""
+    loop, top = loop_top(steps, fields, timer, declare)
+    if code.count(loop) != 1:
+        raise AssertionError("time loop not found once")
+    return code.replace(loop, top), loop
 
 
 def stamp_loop_end(code: str, field: int) -> str:

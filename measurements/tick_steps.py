@@ -95,12 +95,13 @@ def gpu_summary(ts, lead_ns: float) -> dict:
     tick = np.floor(g / PERIOD_NS)                     # the tick each warp woke on
     phase = g - tick * PERIOD_NS
     end = phase + work_cyc / rate[None, :, None]       # tw after the warp's tick, ns
-    same = (tick.reshape(len(tick), -1).min(axis=1) == tick.reshape(len(tick), -1).max(axis=1))
+    flat = tick.reshape(len(tick), -1)                 # steps x warps of the grid
+    base = flat.min(axis=1)                            # the step's first tick
+    same = base == flat.max(axis=1)
     periods = np.diff(tick, axis=0).reshape(-1).astype(int)
     step_first = tick[:, 0, 0]                          # CTA 0, warp 0
-    # the grid's last end after the step's (first) tick
-    base = tick.reshape(len(tick), -1).min(axis=1)
-    last = ((tick - base[:, None, None]) * PERIOD_NS + end).reshape(len(tick), -1).max(axis=1)
+    # the grid's last end after the step's first tick
+    last = ((flat - base[:, None]) * PERIOD_NS + end.reshape(len(tick), -1)).max(axis=1)
     ruled = (np.floor((last + lead_ns) / PERIOD_NS) + 1) * PERIOD_NS
     steps_ns = np.diff(step_first) * PERIOD_NS
     q = lambda x, p: float(np.percentile(x, p))       # noqa: E731
