@@ -1,6 +1,7 @@
 """Which unit limits the CSR baseline's step on the GPU? Nsight's throughput breakdowns.
 
     PYTHONPATH=. python3 measurements/csr_limit.py --out $OUT     # GPU + Nsight: csr_limit.json
+    PYTHONPATH=. python3 measurements/csr_limit.py --layers batch8 --out $OUT   # csr_limit_batch8
 
 The simulator's CSR row-per-warp step is 20-40% too fast from hidden ~1900 up, and the gap
 follows the number of rows more than the nonzeros (``measurements/README.md``). It moves the
@@ -11,6 +12,10 @@ record keeps both, ``<case>/cold`` and ``<case>``) with
 the throughput breakdowns of L1TEX and L2 (every sub-unit's busy share of the elapsed cycles),
 the warp stall reasons and the memory tables. The unit whose share approaches 100% is the
 limit; the simulator's model of that unit is what to check with a microbenchmark.
+
+``--layers batch8``: the layers of ``csr_trace.py --layers batch8`` (batch 8 and their batch-4
+twins) instead, into ``csr_limit_batch8.json`` (the worker Nsight starts learns the set from the
+environment variable ``CSR_LIMIT_LAYERS``).
 """
 
 from __future__ import annotations
@@ -33,13 +38,29 @@ METRICS = ("breakdown:l1tex__throughput.avg.pct_of_peak_sustained_elapsed",
            "smsp__inst_executed_op_global_ld.sum", "gpu__time_duration.sum")
 
 
+LAYER_ENV = "CSR_LIMIT_LAYERS"
+
+
+def layer_sets() -> dict:
+    """``--layers`` name -> (layers, record)."""
+    from measurements.csr_trace import BATCH8_LAYERS
+
+    return {"batch8": (BATCH8_LAYERS, "csr_limit_batch8.json")}
+
+
+def _layers(which: str | None):
+    from measurements.csr_l1 import LAYERS
+
+    return (LAYERS, "csr_limit.json") if not which else layer_sets()[which]
+
+
 def worker(order_path: str) -> int:
     from gpusim.backends.cupy_backend import Runner
     from measurements.campaign import launch_jobs
-    from measurements.csr_l1 import LAYERS, case_name, step
+    from measurements.csr_l1 import case_name, step
 
     jobs = []
-    for h, b, d, s in LAYERS:
+    for h, b, d, s in _layers(os.environ.get(LAYER_ENV))[0]:
         st = step(h, b, d, s)
         jobs += [(case_name(h, b, d) + "/cold", st), (case_name(h, b, d), st)]
     launch_jobs(Runner(), jobs, order_path, check_grid=False)
@@ -56,13 +77,14 @@ def summary(m: dict) -> dict:
     return {"units": dict(sorted(top.items(), key=lambda kv: -kv[1])), "stalls": stalls}
 
 
-def measure(out: str, argv: list) -> dict:
+def measure(out: str, argv: list, which: str | None = None) -> dict:
     from measurements.campaign import provenance
-    from measurements.csr_l1 import LAYERS
     from measurements.exchange_ncu import run_ncu
     from measurements.probe import save_record
 
-    res = {"format_version": 1, "provenance": provenance(argv), "layers": LAYERS}
+    layers, record = _layers(which)
+    os.environ[LAYER_ENV] = which or ""
+    res = {"format_version": 1, "provenance": provenance(argv), "layers": layers}
     res["ncu"] = run_ncu(os.path.abspath(__file__), out, "csr_limit_ncu_raw.csv",
                          "regex:csr_row_per_warp", SECTIONS, METRICS,
                          flags=("--cache-control", "none"))
@@ -70,15 +92,22 @@ def measure(out: str, argv: list) -> dict:
     for name, rec in res["ncu"].get("cases", {}).items():
         res["summary"][name] = s = summary(rec.get("metrics", {}))
         print(name, s, flush=True)
-    save_record(os.path.join(out, "csr_limit.json"), res)
+    save_record(os.path.join(out, record), res)
     return res
 
 
 def main(argv: list | None = None) -> int:
-    from measurements.probe import probe_main
+    from measurements.probe import probe_main, take_layer_set
 
-    return probe_main(argv, __doc__, os.path.relpath(__file__), measure,
-                      lambda path: None, worker=worker)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] != ["--worker"]:
+        argv, which = take_layer_set(argv, layer_sets())
+    else:
+        which = None
+    flag = [] if which is None else ["--layers", which]
+    return probe_main(argv, __doc__, os.path.relpath(__file__),
+                      lambda out, a: measure(out, a + flag, which), lambda path: None,
+                      worker=worker)
 
 
 if __name__ == "__main__":

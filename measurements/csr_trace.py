@@ -4,6 +4,7 @@
     python measurements/csr_trace.py --simulate measurements/h100/csr_trace.json
     PYTHONPATH=. python3 measurements/csr_trace.py --layers regimes --out $OUT  # csr_trace_layers
     PYTHONPATH=. python3 measurements/csr_trace.py --layers l1edge --out $OUT   # csr_trace_l1edge
+    PYTHONPATH=. python3 measurements/csr_trace.py --layers batch8 --out $OUT   # csr_trace_batch8
 
 Why: the simulator's CSR row-per-warp step is 20-40% too fast from hidden ~1900 up, while
 Nsight shows no unit near its peak (``csr_limit.json``: the warps wait on long-scoreboard
@@ -46,9 +47,18 @@ REGIME_LAYERS = ((1704, 4, 0.499, 6100082), (1632, 4, 0.412, 5900046), (2112, 4,
 # now has too (models/analytical/csr.py, _h_kept)
 L1EDGE_LAYERS = tuple((h, 8, 0.05, 7000000 + h) for h in (6144, 6400, 6528, 6592, 6656, 6784,
                                                            7040))
+# ``--layers batch8``: batch 8, where both engines price the CSR step 9-20% below the GPU at every
+# row length of the draws s161-s186 (hidden 1600-7248, 41-830 nonzeros a row) while batch 4 at the
+# same sizes is within a few percent; the same layers at batch 4 beside them, to tell what the
+# eighth column of h brings (two 16-byte gathers a nonzero, 8 x loads, more registers, waves)
+BATCH8_LAYERS = tuple((h, b, d, 8100000 + 10 * h + b)
+                      for h, d in ((3088, 0.013), (2800, 0.015), (5072, 0.014), (3384, 0.083),
+                                   (2976, 0.130), (2192, 0.202), (6632, 0.049), (1600, 0.052))
+                      for b in ((8, 4) if h in (3088, 3384, 2976, 2192) else (8,)))
 # the layer sets of ``--layers``: their layers and the record they make
 LAYER_SETS = {"regimes": (REGIME_LAYERS, "csr_trace_layers.json"),
-              "l1edge": (L1EDGE_LAYERS, "csr_trace_l1edge.json")}
+              "l1edge": (L1EDGE_LAYERS, "csr_trace_l1edge.json"),
+              "batch8": (BATCH8_LAYERS, "csr_trace_batch8.json")}
 FIELDS = ("g0", "c0", "row", "se", "vc", "hv", "red", "x", "end", "g1", "sm", "sink")
 TS_BUFFER = "ts"
 
@@ -185,12 +195,18 @@ def trace_layer(runner, h: int, b: int, d: float, seed: int) -> dict:
 
 def summarise(ts, clock_hz: float) -> dict:
     """Median and 90th percentile over warps of each stage (cycles from the previous stamp), the
-    warps' start after the first warp's (ns), and the kernel's span (first entry to last end)."""
+    warps' start after the first warp's (ns), the kernel's span (first entry to last end), and
+    the SMs' last ends by the number of CTAs each ran (:func:`sm_ends`). ``ts``: the traced
+    buffer, ``(grid, warps a CTA, fields)``."""
     import numpy as np
 
     f = {n: i for i, n in enumerate(FIELDS)}
-    a = np.asarray(ts, dtype=np.int64).reshape(-1, len(FIELDS))
-    a = a[(a[:, f["c0"]] != 0) & (a[:, f["x"]] != 0)]   # warps past the last row store nothing
+    a = np.asarray(ts, dtype=np.int64)
+    cta = np.repeat(np.arange(a.shape[0]), a.shape[1]) if a.ndim == 3 else None
+    a = a.reshape(-1, len(FIELDS))
+    keep = (a[:, f["c0"]] != 0) & (a[:, f["x"]] != 0)   # warps past the last row store nothing
+    a = a[keep]
+    cta = (np.arange(keep.size) // 8 if cta is None else cta)[keep]
     out = {}
     prev = "c0"
     for k in ("row", "se", "vc", "hv", "red", "x", "end"):
@@ -203,6 +219,24 @@ def summarise(ts, clock_hz: float) -> dict:
                        "max": float(g0.max())}
     out["span_ns"] = float(g1.max())
     out["warp_ns"] = {"median": float(np.median(g1 - g0)), "max": float((g1 - g0).max())}
+    out["sm_end_ns"] = sm_ends(a[:, f["sm"]], cta, g1)
+    return out
+
+
+def sm_ends(sm, cta, end) -> dict:
+    """Per number of CTAs an SM ran: how many SMs ran that many, and the median over them of the
+    SM's last end (``end`` per warp: ns on the GPU, cycles in the simulator)."""
+    import numpy as np
+
+    last, ctas = {}, {}
+    for s, c, e in zip(np.asarray(sm).tolist(), np.asarray(cta).tolist(),
+                       np.asarray(end, dtype=np.float64).tolist(), strict=True):
+        last[s] = max(last.get(s, -np.inf), e)
+        ctas.setdefault(s, set()).add(c)
+    out = {}
+    for n in sorted({len(v) for v in ctas.values()}):
+        ends = [last[s] for s in last if len(ctas[s]) == n]
+        out[str(n)] = {"sms": len(ends), "median": float(np.median(ends))}
     return out
 
 
@@ -248,7 +282,9 @@ def simulate_layer(spec, h: int, b: int, d: float, seed: int) -> dict:
     per warp, when the row index, the bounds, the first chunk's values and columns, its
     gathers and x are in registers (the ready cycle of each load's destinations, first
     execution), medians and 90th percentiles of the differences; ``red_x`` is the later chunks,
-    the reduction and x together (x is loaded after the reduction), and the kernel's cycles."""
+    the reduction and x together (x is loaded after the reduction), the kernel's cycles, and
+    for a grid that runs in one wave the SMs' last ends by the number of CTAs each ran
+    (``sm_end_cycles``, :func:`sm_ends`)."""
     import numpy as np
 
     from gpusim.engine import simulate
@@ -269,11 +305,22 @@ def simulate_layer(spec, h: int, b: int, d: float, seed: int) -> dict:
             r[ws] = np.max([self.ready[dd][ws] for dd in s_.dsts], axis=0)
             first[sid] = r
 
+    ends = {}
+    orig_result = T._result
+
+    def result(kernel, spec_, obs, *rest):
+        out = orig_result(kernel, spec_, obs, *rest)
+        if obs.last.size == kernel.grid * obs.W:     # one wave: every warp still in its slot
+            ends["sm"], ends["end"] = obs.sm.copy(), np.maximum(obs.last, obs.store_ack)
+        return out
+
     T._Timing._instr = instr
+    T._result = result
     try:
         res = simulate(st.kernel, st.inputs, spec, l2_warm=True)
     finally:
         T._Timing._instr = orig
+        T._result = orig_result
     # the loads by buffer: perm, rowptr x 2, values, columns, the gathers of h (one or two a
     # nonzero), x (one or two)
     buf = {sid: i.srcs[0].buffer.name for sid, i in enumerate(instructions(st.kernel))
@@ -292,6 +339,9 @@ def simulate_layer(spec, h: int, b: int, d: float, seed: int) -> dict:
                                            "p90": float(np.percentile(dt[ok], 90))}
         prev = at[k]
     out["cycles"] = float(res.cycles)
+    if ends:   # the SMs' last ends by CTAs run (cycles; one-wave grids only)
+        w = st.kernel.block // 32
+        out["sm_end_cycles"] = sm_ends(ends["sm"], np.arange(ends["sm"].size) // w, ends["end"])
     return out
 
 
@@ -307,11 +357,14 @@ def simulate_into(path: str) -> None:
     for h, b, d, s in (tuple(x) for x in rec.get("layers", LAYERS)):
         name = case_name(h, b, d)
         sim[name] = simulate_layer(spec, h, b, d, s)
-        g = rec["results"].get(name, {}).get("summary", {})
-        print(name, "simulated", {k: v["median"] if isinstance(v, dict) else v
+        r = rec["results"].get(name, {})
+        if "traced" in r and "sm_end_ns" not in r.get("summary", {}):
+            r["summary"] = summarise(r["traced"]["ts"], 1.98e9)   # a record made before it
+        g = r.get("summary", {})
+        print(name, "simulated", {k: v.get("median", v) if isinstance(v, dict) else v
                                   for k, v in sim[name].items()},
               "GPU", {k: v["median"] for k, v in g.items() if isinstance(v, dict)
-                      and "median" in v}, flush=True)
+                      and "median" in v}, "GPU SM ends", g.get("sm_end_ns"), flush=True)
     rec["simulated"] = {"spec": spec.name, "l2_warm": True, "results": sim}
     save_record(path, rec)
 

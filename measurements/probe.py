@@ -873,12 +873,14 @@ class PerSMProbe:
     def simulate_into(self, path: str) -> None:
 
         from gpusim.calibrate import simulated_cycles_per_op
+        from gpusim.measurements import spec_name_for_gpu
         from gpusim.specs import load_spec
 
         path = record_path(path)
         data = read_record(path)
-        spec = load_spec("h100")
-        sim = {"spec": "h100", "clock_hz": spec.clock_hz, "sizes": list(self.sim_sizes),
+        # the measured GPU's spec (the H100 records name their GPU too)
+        spec = load_spec(spec_name_for_gpu(data.get("provenance", {}).get("gpu_name", "H100")))
+        sim = {"spec": spec.name, "clock_hz": spec.clock_hz, "sizes": list(self.sim_sizes),
                "results": {}}
         for name in self.names:
             cyc = simulated_cycles_per_op(spec, name, self.sim_sizes, {}) * spec.sm_count

@@ -17,6 +17,15 @@ the generated kernels for sm_90; ``tests/engine/test_lowering.py`` compiles them
   before it: SASS zeroes the register pair with one ``CS2R R8, SRZ`` (the staging chunks'
   initial values, four ``CS2R`` for two 128-bit chunks).
 
+One more is in what an instruction moves, not in how many issue: a plain global vector load
+(``LDG`` of 64 or 128 bits) whose later words no instruction reads is narrowed by the compiler
+(NVVM, already in the PTX) to the words that are read: the generated CUDA of the 16-byte
+gather benchmarks that keep only the first word (``gather_l1_*_w4``, ``cmech_spread_32_w4``)
+has ``ld.global.nc.u32`` where the IR has a 128-bit load, and on the H200 their LSU writeback is
+one cycle a request, as for 32-bit loads, against 4.3-4.7 for 128-bit loads whose words are all
+read (``measurements/h200/csr_mech.json``, ``tests/engine/test_l1tex.py``).
+:func:`narrowed_loads` gives those loads' widths; the simulator prices the narrowed load.
+
 A folded instruction takes no issue slot and no pipe; its destinations are ready when its
 latest source is (:meth:`gpusim.engine.timing._Timing._instr`). The executor still computes its
 values: the functional semantics do not change, only what the timing model charges.
@@ -26,7 +35,7 @@ from __future__ import annotations
 
 from kernels_ir.ir import PRED, If, Imm, Instr, Kernel, Loop, Op, RegRef, While
 
-__all__ = ["folded_instructions"]
+__all__ = ["folded_instructions", "narrowed_loads"]
 
 _COMBINES = (Op.PAND, Op.POR)
 
@@ -59,6 +68,37 @@ def folded_instructions(kernel: Kernel) -> frozenset[int]:
 
     visit(kernel.body)
     return frozenset(out)
+
+
+def narrowed_loads(kernel: Kernel) -> dict[int, int]:
+    """Static instruction id -> width (32-bit words) of each plain global vector load whose
+    later words no instruction of the kernel reads: the first word only read -> 1, the first
+    two -> 2 (the module docstring). A register read anywhere (an operand, an address, a
+    branch or spin condition) counts as read, so a load is narrowed only when the words it
+    drops are dead."""
+    from kernels_ir.ir import instructions, walk
+
+    read: set[tuple[str, int]] = set()
+    for ins in instructions(kernel):
+        for s in ins.srcs:
+            ref = s if isinstance(s, RegRef) else getattr(s, "index", None)
+            if isinstance(ref, RegRef):
+                read.add((ref.reg.name, ref.index))
+    for stmt in walk(kernel.body):
+        cond = getattr(stmt, "cond", None)
+        if isinstance(stmt, (If, While)) and isinstance(cond, RegRef):
+            read.add((cond.reg.name, cond.index))
+    out = {}
+    for sid, ins in enumerate(instructions(kernel)):
+        width = int(ins.attr("width", 1))
+        if ins.op is not Op.LDG or width == 1:
+            continue
+        used = [k for k, d in enumerate(ins.dsts) if (d.reg.name, d.index) in read]
+        last = max(used, default=0)
+        narrow = 1 if last == 0 else 2 if last == 1 else width
+        if narrow < width:
+            out[sid] = narrow
+    return out
 
 
 def _reads_result(ins: Instr, prev: Instr | None) -> bool:

@@ -30,26 +30,35 @@ Global loads (``LDG``, polls) pass two L1TEX stages of the SM:
 - :meth:`SharedPipe.global_returns` as the data reaches the SM, in bank wavefronts
   (:meth:`SharedPipe.global_wavefronts`), ``smem_wavefronts_per_cycle`` per cycle (the data
   pipe's rate). The rule is shared memory's (:func:`kernels_ir.banks.wavefronts`: 32 banks of 4
-  bytes, distinct words in one bank serialise, one word is broadcast) over the lanes' global
-  word addresses, with the whole warp as one phase whatever the access width: a wavefront
-  delivers one word from each bank, so a 16-byte lane needs its 4 banks and the wavefronts are
-  the bank rule of the lanes' first words (aligned 8/16-byte accesses cover whole bank groups).
-  Lanes on different lines share a wavefront when their words lie in different banks.
+  bytes, distinct words in one bank serialise, one word is broadcast) over the lanes' global word
+  addresses at the access's width: a 32-bit load is one phase of 32 lanes, a 64-bit load two
+  half-warp phases, a 128-bit load four quarter-warp phases (and the return packing of lane
+  pairs that read one address). Lanes on different lines share a wavefront when their words lie
+  in different banks.
 
 The data-stage rule is read from Nsight (``l1tex__data_pipe_lsu_wavefronts_mem_lgds`` per
-request) in ``measurements/h100/csr_mech.json`` and ``measurements/h100/gather.json``: every
-L1-hit benchmark matches it within 0.3 (32 lines at word 0: 32; 32 lines in 32 banks: 1.3; 8
-banks x 4 lanes: 4.2; the random words of ``cmech_rand_32``: 3.2, rule 3; 16-byte lanes at 8
-chunk positions: 4.2, rule 4; ``gather_l1_8_s4_w4``, 16-byte lanes on 8 lines at 4 chunk
-positions: 8, rule 8, where shared memory's quarter-warp phases would give 32). The excess of
-about 0.2-0.3 is the first lap's cold misses. The cycles follow: ``cmech_same_32`` 32.2 cycles
-per warp load per SM, the spread and random ones 7.7-9.2, which the tag stage (8 cycles for 32
-lines) binds. ``gather.json``'s benchmarks put the lanes of every line at the same few word
-positions, so the k lines' words share banks and the wavefronts equal the lines. Not modelled: a
-load whose sectors miss L1 passes the data stage in pieces as its sectors return
-(``cmech_miss_rand_32``: 15.3 wavefronts per request against the rule's 3;
-``cmech_miss_same_32``: 31.7, the rule's 32); such loads are bound by L2 (58.9 and 36.4 cycles
-per warp load per SM; measurements/README.md).
+request) in ``measurements/h100/csr_mech.json``, ``measurements/h100/gather.json`` and
+``measurements/h200/csr_mech.json``: every L1-hit benchmark matches it within 0.7 (32 lines at
+word 0: 32; 32 lines in 32 banks: 1.3; 8 banks x 4 lanes: 4.2; the random words of
+``cmech_rand_32``: 3.2, rule 3). The 128-bit gathers at random 16-byte chunks of their lines,
+``cmech_rand_32_w4`` (one load a lane) and ``cmech_pair_rand_32_w4`` (two a 32-byte sector, the
+CSR kernel's gathers at batch 8), cost the H200 10.6 and 11.1 wavefronts a load, the phase rule
+10 and 11, where the warp as one phase (the rule this module used before) gives 7 and 10; their
+cycles follow (10.2 and 22.7 cycles per warp load or pair per SM, the simulator 10.0 and 22.0,
+before 8 and 16). The older 16-byte benchmarks (``gather_l1_*_w4``, ``cmech_spread_32_w4``)
+leave three words of each load unused, so ptxas narrows them to 32-bit loads (their LSU
+writeback is one cycle a request, as for 32-bit gathers, against 4.1-4.4 for the 128-bit ones):
+they measured the 32-bit rule. The excess of about 0.2-0.6 is the first lap's cold misses. The
+cycles follow: ``cmech_same_32`` 32.2 cycles per warp load per SM, the spread and random ones
+7.7-9.2, which the tag stage (8 cycles for 32 lines) binds. ``gather.json``'s benchmarks put the
+lanes of every line at the same few word positions, so the k lines' words share banks and the
+wavefronts equal the lines. Not modelled: a load whose sectors miss L1 passes the data stage in
+pieces as its sectors return (``cmech_miss_rand_32``: 15.3 wavefronts per request against the
+rule's 3; ``cmech_miss_same_32``: 31.7, the rule's 32; the H200's ``cmech_miss_rand_32_w4`` and
+``cmech_miss_pair_rand_32_w4``: 21.4 and 21.1 against 10 and 11); such loads are bound by L2
+(58.9 and 36.4 cycles per warp load per SM on the H100; measurements/README.md), and the pair
+that misses costs the H200 67.5 cycles a pair per SM where the simulator gives 41.6 (its second
+load asks L2 again for about a third of the sectors the first one missed).
 
 Both are :class:`~.l2.BucketServer` s (time order within 128-cycle buckets), not the FIFO of the
 shared accesses: their requests are handed over in lockstep order, and a FIFO would queue a
@@ -156,10 +165,9 @@ class SharedPipe:
     def global_wavefronts(self, sid: int, flat: np.ndarray, active: np.ndarray,
                           width: int) -> np.ndarray:
         """Data-stage wavefronts per warp (all warps) of the global load ``sid`` whose lanes'
-        first words are ``flat`` (``width`` words a lane, aligned): the bank rule with the warp
-        as one phase, i.e. :func:`kernels_ir.banks.wavefronts` of the first words (cached like
-        :meth:`cost`)."""
-        return self.cost(sid, flat, active, 1)[0]
+        first words are ``flat`` (``width`` words a lane, aligned): shared memory's bank rule at
+        that width, :func:`kernels_ir.banks.wavefronts` (cached like :meth:`cost`)."""
+        return self.cost(sid, flat, active, width)[0]
 
     def global_returns(self, done: np.ndarray, warps: np.ndarray, sm: np.ndarray,
                        wavefronts: np.ndarray) -> np.ndarray:

@@ -135,7 +135,7 @@ from kernels_ir.verify import verify
 from .executor import Mask, _execute, branch_region
 from .l1 import L1, resident_buffers
 from .l2 import L2
-from .lowering import folded_instructions
+from .lowering import folded_instructions, narrowed_loads
 from .memory import global_space, shared_space
 from .residency import check_launch, launch_residency
 from .results import CATEGORIES, SimResult
@@ -262,6 +262,8 @@ class _Timing:
         self.static = [_Static(i, rows, spec, atomic_bufs, gspace, sspace, sid in folded,
                                id(i) in in_region)
                        for sid, i in enumerate(instructions(kernel))]
+        for sid, width in narrowed_loads(kernel).items():   # what the compiler loads (lowering)
+            self.static[sid].width = width
         self.last = np.full(nw, -1.0)     # each warp's latest issue
         self.ctrl = np.zeros(nw)
         # each warp's nominal clock: the sum of the stall counts ptxas encodes up to its latest

@@ -18,9 +18,10 @@ fp32 (as written) whatever ``dtype``. Per round, cycles:
   lines of its lanes, :func:`_sorted_distinct`: lanes take every 4th nonzero of a sorted row, so
   neighbours share a line with the probability their column gap allows; the padding lanes add
   line 0), and the data stage, ``smem_wavefronts_per_cycle`` bank wavefronts per cycle
-  (``ceil(m / 8)`` for the 16-byte loads; for a gather the expected largest count of its lanes'
-  columns in one of ``32 / gcd(B, 32)`` bank groups, :func:`_gather_wavefronts`); perm, rowptr
-  and x add one line and one wavefront each per warp;
+  (``ceil(m / 8)`` for the 16-byte loads; for a gather shared memory's rule at the load's width,
+  per phase of 32 / 16 / 8 lanes the expected largest count of its lanes' columns in one of
+  ``32 / gcd(B, 32)`` bank groups, :func:`_gather_wavefronts`); perm, rowptr and x add one line
+  and one wavefront each per warp;
 - the L2 slices (all SMs): the value and index sectors, and the gathers' requests, which with h
   held in L1 (:func:`_resident`, the simulator's smallest-first rule, for L1 and for L2 residency)
   are each SM's first touch of a sector only; an h not held passes through the capacity L1 has
@@ -311,18 +312,25 @@ def _max_bin_table(bins: int) -> np.ndarray:
 
 def _gather_wavefronts(B, m):
     """Expected L1TEX data-stage wavefronts of one gather load of ``m`` lanes (arrays
-    ``(configs, 1)`` and ``(configs, rounds)``): the bank rule of the lanes' first words
-    (``gpusim/engine/smem.py``), each lane a distinct column ``c`` at word ``B c + k``, so
-    ``32 / gcd(B, 32)`` bank groups, the columns' groups taken as uniform and independent (the
-    sorted columns' gaps spread neighbours over the banks; within ~7% of a Monte Carlo of
-    Bernoulli rows for B = 1..8, d = 0.02..0.5): the expected largest group count."""
+    ``(configs, 1)`` and ``(configs, rounds)``): shared memory's bank rule at the load's width
+    (``gpusim/engine/smem.py``): a 32-bit load is one phase of 32 lanes, a 64-bit one two of 16,
+    a 128-bit one four of 8 (lanes ``0 .. m - 1`` active, filling the phases in order), each
+    phase the largest count of its lanes' first words in one of ``32 / gcd(B, 32)`` bank groups
+    (each lane a distinct column ``c`` at word ``B c + k``), the columns' groups taken as uniform
+    and independent (the sorted columns' gaps spread neighbours over the banks; within ~7% of a
+    Monte Carlo of Bernoulli rows for B = 1..8, d = 0.02..0.5, for the one-phase rule this model
+    had before): the sum over phases of the expected largest group count."""
     Bi = np.broadcast_to(np.asarray(B, dtype=np.int64), np.shape(m))
     m = np.asarray(m, dtype=np.float64)
     out = np.zeros(np.shape(m))
     for b in np.unique(Bi):
         sel = Bi == b
         table = _max_bin_table(WARP // math.gcd(int(b), WARP))
-        out[sel] = np.interp(m[sel], np.arange(WARP + 1), table)
+        phases = gather_loads(int(b))[0][0]            # words per load: 1, 2 or 4
+        lanes = WARP // phases
+        for p in range(phases):
+            mp = np.clip(m[sel] - p * lanes, 0.0, lanes)
+            out[sel] += np.interp(mp, np.arange(WARP + 1), table)
     return out
 
 

@@ -27,7 +27,10 @@ def _small(name: str, rounds: int = 3):
 def test_builds_and_checks_in_the_executor_and_fails_on_wrong_data(name):
     assert mb.SIZE_ARG[name] == "rounds"
     m = mb.build(name, 2)
-    assert m.kernel.name == f"mb_{name}" and m.ops == 2 * 4 * 264 * 32
+    # 264 CTAs of 1024 threads; the 128-bit random ones hold more registers: 132
+    assert m.kernel.name == f"mb_{name}" and m.kernel.grid == (132 if "rand_32_w4" in name
+                                                               else 264)
+    assert m.ops == 2 * 4 * m.kernel.grid * 32
     s = _small(name)
     g = {k: np.array(v, copy=True) for k, v in execute(s.kernel, s.inputs).globals.items()}
     assert s.verify_result(g)
@@ -36,7 +39,7 @@ def test_builds_and_checks_in_the_executor_and_fails_on_wrong_data(name):
 
 
 @pytest.mark.parametrize("name", ["cmech_rand_32", "cmech_reuse_same_32", "cmech_miss_rand_32",
-                                  "cmech_spread_32_w4"])
+                                  "cmech_spread_32_w4", "cmech_miss_pair_rand_32_w4"])
 def test_small_runs_in_the_simulator_with_its_values(name):
     s = _small(name)
     r = simulate(s.kernel, s.inputs, SPEC)
@@ -56,7 +59,24 @@ def test_word_patterns():
 @pytest.mark.parametrize("kw, what", [({"pattern": "odd"}, "pattern='odd'"),
                                       ({"path": "dram"}, "path='dram'"),
                                       ({"k": 5}, "k=5"), ({"width": 2}, "width=2"),
-                                      ({"rounds": 0}, "rounds")])
+                                      ({"rounds": 0}, "rounds"),
+                                      ({"pair": True, "width": 1}, "pair=True")])
 def test_bad_parameters_are_refused(kw, what):
     with pytest.raises(InputError, match=what):
         cm.csr_gather(**kw)
+
+
+def test_the_pair_reads_both_halves_of_one_sector_and_every_word_is_used():
+    """``cmech_pair_rand_32_w4``: each lane's two 128-bit loads are the halves of one 32-byte
+    sector (words 8 j .. 8 j + 7), the second half of every sector holds 0s (so adding it keeps
+    the chase), and the random-chunk 128-bit benchmarks use every loaded word (``sink``), so
+    that the compiler keeps them 128 bits wide."""
+    from kernels_ir.ir import Op, instructions
+
+    m = mb.build("cmech_pair_rand_32_w4", 2)
+    loads = [i for i in instructions(m.kernel) if i.op is Op.LDG and i.attr("width") == 4]
+    assert len(loads) == 2 * 4 and {i.srcs[0].offset for i in loads} == {0, 4}
+    assert np.all(cm.lane_words("rand", 8) % 8 == 0)
+    tab = m.inputs["table"].reshape(-1, 8)
+    assert np.all(tab[:, 4:] == 0) and np.all(tab[:, 0] % 8 == 0)
+    assert "sink" in m.inputs and "sink" not in mb.build("cmech_spread_32_w4", 2).inputs

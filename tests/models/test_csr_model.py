@@ -332,3 +332,26 @@ def test_past_the_l1_edge_the_model_is_the_simulators():
 @pytest.mark.slow
 def test_later_waves_of_a_dram_bound_grid_are_the_simulators():
     _check(_errors([(8000, 2, 0.05)], gpus=("v100",)))
+
+
+@pytest.mark.parametrize("batch", [1, 2, 4, 8])
+def test_gather_wavefronts_are_the_engines_rule_at_the_loads_width(batch):
+    """The model's expected data-stage wavefronts of one gather load (``_gather_wavefronts``)
+    against a Monte Carlo of the engine's rule (``kernels_ir.banks.wavefronts`` at the load's
+    width: 32-bit one phase, 64-bit two, 128-bit four) over random distinct columns, full and
+    partial warps: within 6%. At batch 4 a full warp is 10 wavefronts, not the one-phase 7."""
+    from kernels_ir.banks import wavefronts
+    from models.analytical.csr import _gather_wavefronts
+
+    rng = np.random.default_rng(7)
+    width = gather_loads(batch)[0][0]
+    for m in (32, 20, 9):
+        cols = np.stack([rng.choice(4096, 32, replace=False) for _ in range(3000)])
+        act = np.zeros((3000, 32), bool)
+        act[:, :m] = True
+        mc = float(wavefronts(batch * cols, width, act).mean())
+        model = float(_gather_wavefronts(np.array([[batch]]), np.array([[float(m)]]))[0, 0])
+        assert model == pytest.approx(mc, rel=0.06), (batch, m, model, mc)
+    if batch == 4:
+        full = float(_gather_wavefronts(np.array([[4]]), np.array([[32.0]]))[0, 0])
+        assert full == pytest.approx(10.0, abs=0.5)
