@@ -191,40 +191,54 @@ class Campaign:
 
 
 def record_file(path: Path | str) -> Path:
-    """``path``, or ``path`` + ``.gz`` where only the gzipped copy exists (the fresh draws'
-    ``campaign.json`` and ``ncu.json`` are kept gzipped); ``path`` when neither does, so that
-    an error names the plain file."""
+    """``path``, or ``path`` + ``.xz`` / ``.gz`` where only that compressed copy exists (the
+    fresh draws' ``campaign.json`` and ``ncu.json`` are kept xz-compressed, the archives' and
+    older records gzipped); ``path`` when none does, so that an error names the plain file."""
     path = Path(path)
-    gz = path.with_name(path.name + ".gz")
-    return gz if not os.path.lexists(path) and os.path.lexists(gz) else path
+    if os.path.lexists(path):
+        return path
+    for suffix in (".xz", ".gz"):
+        packed = path.with_name(path.name + suffix)
+        if os.path.lexists(packed):
+            return packed
+    return path
 
 
 def record_exists(path: Path | str) -> bool:
-    """Whether ``path`` or its gzipped copy (:func:`record_file`) exists."""
+    """Whether ``path`` or its compressed copy (:func:`record_file`) exists."""
     return os.path.lexists(record_file(path))
 
 
 def _read_record_text(path: Path) -> str:
-    """The UTF-8 text of measurement file ``path``, gunzipped when it ends in ``.gz`` (at most
-    :data:`JSON_FILE_MAX` bytes either way: a larger expansion is refused, not read)."""
-    if path.suffix != ".gz":
+    """The UTF-8 text of measurement file ``path``, decompressed when it ends in ``.gz`` or
+    ``.xz`` (at most :data:`JSON_FILE_MAX` bytes either way: a larger expansion is refused, not
+    read)."""
+    if path.suffix not in (".gz", ".xz"):
         return read_text(path, "measurement file", JSON_FILE_MAX)
-    import zlib
-
     raw = read_file(path, "measurement file", JSON_FILE_MAX)
-    inflate = zlib.decompressobj(wbits=31)
+    if path.suffix == ".gz":
+        import zlib
+
+        inflate = zlib.decompressobj(wbits=31)
+        kind, bad = "gzip", zlib.error
+    else:
+        import lzma
+
+        inflate = lzma.LZMADecompressor()
+        kind, bad = "xz", lzma.LZMAError
     try:
         data = inflate.decompress(raw, JSON_FILE_MAX + 1)
-    except zlib.error as exc:
-        raise InputError(f"measurement file {path} is not gzip data ({exc})") from None
-    if len(data) > JSON_FILE_MAX or inflate.unconsumed_tail:
+    except bad as exc:
+        raise InputError(f"measurement file {path} is not {kind} data ({exc})") from None
+    if len(data) > JSON_FILE_MAX or getattr(inflate, "unconsumed_tail", b"") or (
+            kind == "xz" and not inflate.eof):
         raise InputError(f"measurement file {path} expands beyond {JSON_FILE_MAX} bytes; "
                          f"accepted: a measurement file of at most that size")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InputError(f"measurement file {path} does not hold UTF-8 text (byte "
-                         f"{exc.start}); accepted: gzipped UTF-8 JSON") from None
+                         f"{exc.start}); accepted: {kind}-compressed UTF-8 JSON") from None
 
 
 def load_json(path: Path | str, schema: Obj | None = None) -> dict:

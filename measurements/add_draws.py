@@ -1,6 +1,6 @@
 """Bring fresh draws measured on a GPU machine into the repository, in one step: copy each draw,
-gzip its records, merge its cross-check report into the GPU's merged record, rewrite the error
-bands from it and print the out-of-sample figures the READMEs quote.
+xz-compress its records, merge its cross-check report into the GPU's merged record, rewrite the
+error bands from it and print the out-of-sample figures the READMEs quote.
 
     python measurements/add_draws.py --gpu h200 OUT_1 OUT_2     # the device calls' $OUT copies
     python measurements/add_draws.py --gpu h200 --details       # the merged record's details
@@ -30,8 +30,9 @@ from pathlib import Path
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 DRAW = re.compile(r"fresh_\d{4}-\d\d-\d\d_s\d+$")
-# kept gzipped (measurements/README.md, "Files"): the records and the device call's log
-GZIPPED = ("campaign.json", "ncu.json", "campaign_log.txt")
+# kept xz-compressed (measurements/README.md, "Files"): the records, the device call's log and
+# the Nsight CSV (a device call gzips the CSV and the records; they are recompressed here)
+COMPRESSED = ("campaign.json", "ncu.json", "campaign_log.txt", "ncu_raw.csv")
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -59,11 +60,16 @@ def local_paths(text: str, gpu: str) -> str:
 
 
 def copy_draw(src: Path, dest: Path) -> None:
-    """Copy one draw folder, gzipping its :data:`GZIPPED` records (``gzip -n -9`` alike)."""
+    """Copy one draw folder, xz-compressing its :data:`COMPRESSED` files, plain or gzipped
+    (``xz -9`` alike: the same bytes for the same content)."""
+    import lzma
+
     dest.mkdir(parents=True)
     for f in sorted(src.iterdir()):
-        if f.name in GZIPPED:
-            with open(f, "rb") as a, gzip.GzipFile(dest / (f.name + ".gz"), "wb", 9, mtime=0) as b:
+        name = f.name[:-3] if f.name.endswith(".gz") else f.name
+        if name in COMPRESSED:
+            opener = gzip.open if f.name.endswith(".gz") else open
+            with opener(f, "rb") as a, lzma.open(dest / (name + ".xz"), "wb", preset=9) as b:
                 shutil.copyfileobj(a, b)
         elif f.is_file():
             shutil.copy2(f, dest / f.name)

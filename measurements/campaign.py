@@ -141,14 +141,16 @@ def recorded_layers(root: str | None = None) -> set[tuple[int, int, float]]:
     earlier fresh draws included)."""
     import glob
     import gzip
+    import lzma
 
     root = root or os.path.join(os.path.dirname(os.path.abspath(__file__)))
     out = set()
-    for path in sorted(glob.glob(os.path.join(root, "**", "campaign.json"), recursive=True)
-                       + glob.glob(os.path.join(root, "**", "campaign.json.gz"),
-                                   recursive=True)):
+    for path in sorted(p for name in ("campaign.json", "campaign.json.gz", "campaign.json.xz")
+                       for p in glob.glob(os.path.join(root, "**", name), recursive=True)):
         try:
-            with (gzip.open(path, "rt") if path.endswith(".gz") else open(path)) as f:
+            opener = (gzip.open if path.endswith(".gz") else
+                      lzma.open if path.endswith(".xz") else open)
+            with opener(path, "rt") as f:
                 data = json.load(f)
         except (OSError, ValueError):
             continue

@@ -1,5 +1,6 @@
 """measurements/add_draws.py: a device call's draws and reports pair up, the machine's paths
-become the repository's, and a draw's records are copied gzipped (readable as the plain ones)."""
+become the repository's, and a draw's records are copied xz-compressed (readable as the plain
+ones)."""
 
 import gzip
 import json
@@ -48,21 +49,28 @@ def test_machine_paths_become_the_repositorys():
     assert got["draws"][0]["draw"] == "fresh_2026-11-28_s37" and got["other"] == "/root/out/cc.json"
 
 
-def test_a_copied_draw_keeps_its_records_gzipped(tmp_path):
+def test_a_copied_draw_keeps_its_records_xz_compressed(tmp_path):
+    """Plain or gzipped (as a device call brings them back), the records, the log and the
+    Nsight CSV land xz-compressed, the same bytes for the same content; the readers find them."""
+    import lzma
+
     from gpusim.measurements import record_file
 
     out = _device_folder(tmp_path, (44,), (44,))
+    src = out / "fresh_2026-11-28_s44"
+    (src / "ncu_raw.csv.gz").write_bytes(gzip.compress(b"a,b\n"))
     dest = tmp_path / "repo" / "fresh_2026-11-28_s44"
-    copy_draw(out / "fresh_2026-11-28_s44", dest)
-    assert sorted(p.name for p in dest.iterdir()) == ["campaign.json.gz", "campaign_log.txt.gz",
-                                                       "ncu.json.gz"]
-    assert gzip.decompress((dest / "campaign_log.txt.gz").read_bytes()) == b"log\n"
-    assert record_file(dest / "campaign.json").name == "campaign.json.gz"
-    assert json.loads(gzip.decompress((dest / "campaign.json.gz").read_bytes())) == \
+    copy_draw(src, dest)
+    assert sorted(p.name for p in dest.iterdir()) == ["campaign.json.xz", "campaign_log.txt.xz",
+                                                       "ncu.json.xz", "ncu_raw.csv.xz"]
+    assert lzma.decompress((dest / "campaign_log.txt.xz").read_bytes()) == b"log\n"
+    assert lzma.decompress((dest / "ncu_raw.csv.xz").read_bytes()) == b"a,b\n"
+    assert record_file(dest / "campaign.json").name == "campaign.json.xz"
+    assert json.loads(lzma.decompress((dest / "campaign.json.xz").read_bytes())) == \
         {"cases": [], "seed": 44}
-    a = (dest / "campaign.json.gz").read_bytes()       # no time stamp: the same bytes again
-    copy_draw(out / "fresh_2026-11-28_s44", tmp_path / "again" / "d")
-    assert (tmp_path / "again" / "d" / "campaign.json.gz").read_bytes() == a
+    a = (dest / "campaign.json.xz").read_bytes()
+    copy_draw(src, tmp_path / "again" / "d")
+    assert (tmp_path / "again" / "d" / "campaign.json.xz").read_bytes() == a
 
 
 def test_the_previous_bands_are_kept_before_new_draws_replace_them(tmp_path, monkeypatch):

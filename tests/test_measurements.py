@@ -111,7 +111,8 @@ def test_a_gzipped_record_reads_as_the_plain_one(tmp_path, monkeypatch):
     d = tmp_path / "draw"
     d.mkdir()
     for name in ("campaign.json", "ncu.json"):
-        (d / (name + ".gz")).write_bytes(gm.record_file(src / name).read_bytes())
+        text = gm._read_record_text(gm.record_file(src / name))
+        (d / (name + ".gz")).write_bytes(gzip.compress(text.encode()))
     assert gm.record_file(d / "campaign.json") == d / "campaign.json.gz"
     assert gm.record_exists(d / "ncu.json") and not gm.record_exists(d / "microbench.json")
     camp = load_campaign(d)
@@ -124,6 +125,31 @@ def test_a_gzipped_record_reads_as_the_plain_one(tmp_path, monkeypatch):
     with pytest.raises(InputError, match=r"ncu.json.gz is not gzip data"):
         load_campaign(d)
     (d / "ncu.json.gz").write_bytes(gzip.compress(b" " * 5000 + b"{}"))
+    monkeypatch.setattr(gm, "JSON_FILE_MAX", 4096)
+    with pytest.raises(InputError, match="expands beyond 4096 bytes"):
+        gm.load_json(d / "ncu.json")
+
+
+def test_xz_compressed_records_are_read_and_bad_ones_refused(tmp_path, monkeypatch):
+    """The fresh draws keep their records xz-compressed: ``record_file`` finds the ``.xz`` copy
+    (a plain file wins), ``load_campaign`` reads it, and a corrupt or oversized one is refused
+    with one line naming the file."""
+    import lzma
+
+    import gpusim.measurements as gm
+
+    src = DATA / "fresh_2026-11-25_s14"
+    assert gm.record_file(src / "campaign.json").name == "campaign.json.xz"
+    d = tmp_path / "draw"
+    d.mkdir()
+    for name in ("campaign.json", "ncu.json"):
+        (d / (name + ".xz")).write_bytes(gm.record_file(src / name).read_bytes())
+    camp = load_campaign(d)
+    assert len(camp.cases) == len(load_campaign(src).cases) and camp.ncu
+    (d / "ncu.json.xz").write_bytes(b"not xz at all")
+    with pytest.raises(InputError, match=r"ncu.json.xz is not xz data"):
+        load_campaign(d)
+    (d / "ncu.json.xz").write_bytes(lzma.compress(b" " * 5000 + b"{}"))
     monkeypatch.setattr(gm, "JSON_FILE_MAX", 4096)
     with pytest.raises(InputError, match="expands beyond 4096 bytes"):
         gm.load_json(d / "ncu.json")

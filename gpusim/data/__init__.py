@@ -26,9 +26,9 @@ RECORDS = ("campaign.json", "microbench.json", "ncu.json", "calibration.json",
            "l2_partition.json", "pipes.json", "fence.json", "stage_bar.json",
            "library_profile.json", "library_sweep.json")
 # the fresh draws (gpusim.samples: out-of-sample evidence) that crosscheck reads too
-# (kept gzipped in the repository: measurements/README.md, "Files")
+# (kept xz-compressed in the repository: measurements/README.md, "Files")
 FRESH_RECORDS = ("fresh_*/campaign.json", "fresh_*/ncu.json", "fresh_*/campaign.json.gz",
-                 "fresh_*/ncu.json.gz")
+                 "fresh_*/ncu.json.gz", "fresh_*/campaign.json.xz", "fresh_*/ncu.json.xz")
 # ``measurements/`` of a source checkout (next to the ``gpusim`` package folder)
 CHECKOUT_DIR = Path(__file__).resolve().parents[2] / "measurements"
 # the installed copy: ``gpusim/data/<gpu>/``
