@@ -358,7 +358,7 @@ def simulate_into(path: str) -> None:
         name = case_name(h, b, d)
         sim[name] = simulate_layer(spec, h, b, d, s)
         r = rec["results"].get(name, {})
-        if "traced" in r and "sm_end_ns" not in r.get("summary", {}):
+        if "ts" in r.get("traced", {}) and "sm_end_ns" not in r.get("summary", {}):
             r["summary"] = summarise(r["traced"]["ts"], 1.98e9)   # a record made before it
         g = r.get("summary", {})
         print(name, "simulated", {k: v.get("median", v) if isinstance(v, dict) else v

@@ -178,9 +178,9 @@ def test_the_csr_dram_record_and_the_readme_table():
     from DRAM (hidden 8192, both arrays past the H200's L2 but for the control at density 0.15),
     every layer ran with its values checked on an H200. With the DRAM channel's backfill the
     simulator is within 11% of the GPU on all six (a next-free FIFO was 16-34% slow on five);
-    today's model is within 13% on five, and the batch-4 grid of two waves, whose channel the
-    GPU and the simulator leave a third idle, is the model's known gap (-29%). The README's
-    table rows are the record's and today's model's."""
+    today's model is within 13% on all six: the batch-4 grid of two waves, whose channel the
+    GPU and the simulator leave a third idle, was its known gap (-29%) until the 128-bit gathers'
+    quarter-warp phases (-12%). The README's table rows are the record's and today's model's."""
     from gpusim.specs import load_spec
     from measurements import csr_dram
 
@@ -195,9 +195,8 @@ def test_the_csr_dram_record_and_the_readme_table():
     spec = load_spec("h200")
     model = {c["id"]: csr_dram.modelled(spec, c["hidden"], c["batch"], c["density"])["model_s"]
              for c in csr_dram.cases()}
-    gap = "csr-h8192-b4-d0.3"
-    assert all(abs(model[i] / gpu[i] - 1) < 0.13 for i in ids if i != gap)
-    assert model[gap] / gpu[gap] - 1 < -0.2, "the known gap healed: say so in the README"
+    assert all(abs(model[i] / gpu[i] - 1) < 0.13 for i in ids)
+    assert model["csr-h8192-b4-d0.3"] / gpu["csr-h8192-b4-d0.3"] - 1 < -0.1   # was -29%
     before = rec["simulated_before"]["results"]
     assert sum(before[i]["per_step_s"] / gpu[i] - 1 > 0.15 for i in ids) == 5
     text = " ".join((ROOT / "measurements" / "README.md").read_text().split())

@@ -44,8 +44,8 @@ word 0: 32; 32 lines in 32 banks: 1.3; 8 banks x 4 lanes: 4.2; the random words 
 ``cmech_rand_32_w4`` (one load a lane) and ``cmech_pair_rand_32_w4`` (two a 32-byte sector, the
 CSR kernel's gathers at batch 8), cost the H200 10.6 and 11.1 wavefronts a load, the phase rule
 10 and 11, where the warp as one phase (the rule this module used before) gives 7 and 10; their
-cycles follow (10.2 and 22.7 cycles per warp load or pair per SM, the simulator 10.0 and 22.0,
-before 8 and 16). The older 16-byte benchmarks (``gather_l1_*_w4``, ``cmech_spread_32_w4``)
+cycles follow (10.2 and 22.7 cycles per warp load or pair per SM, the simulator 10.0 and 22.6,
+before 7.7 and 20.7). The older 16-byte benchmarks (``gather_l1_*_w4``, ``cmech_spread_32_w4``)
 leave three words of each load unused, so ptxas narrows them to 32-bit loads (their LSU
 writeback is one cycle a request, as for 32-bit gathers, against 4.1-4.4 for the 128-bit ones):
 they measured the 32-bit rule. The excess of about 0.2-0.6 is the first lap's cold misses. The
@@ -57,7 +57,7 @@ pieces as its sectors return (``cmech_miss_rand_32``: 15.3 wavefronts per reques
 rule's 3; ``cmech_miss_same_32``: 31.7, the rule's 32; the H200's ``cmech_miss_rand_32_w4`` and
 ``cmech_miss_pair_rand_32_w4``: 21.4 and 21.1 against 10 and 11); such loads are bound by L2
 (58.9 and 36.4 cycles per warp load per SM on the H100; measurements/README.md), and the pair
-that misses costs the H200 67.5 cycles a pair per SM where the simulator gives 41.6 (its second
+that misses costs the H200 67.5 cycles a pair per SM where the simulator gives 49.9 (its second
 load asks L2 again for about a third of the sectors the first one missed).
 
 Both are :class:`~.l2.BucketServer` s (time order within 128-cycle buckets), not the FIFO of the
