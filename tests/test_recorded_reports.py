@@ -648,4 +648,4 @@ def test_the_model_before_on_the_headline_draws_is_what_the_readme_says(first, c
     row = (f"| s{first}-s{first + 5} priced by the model before the change: speedup MAPE; named; "
            f"per step | {s['speedup_mape'] * 100:.1f}%; {s['fastest_named']} of {s['layers']}; "
            f"{s['per_step_mape'] * 100:.1f}% |")
-    assert row in (ROOT / "README.md").read_text(), row
+    assert row in _history_and_readme(), row
