@@ -192,7 +192,7 @@ def test_the_readme_quotes_the_h200_draws():
 
     readme = (ROOT / "README.md").read_text()
     rows = readme_rows(_merged("h200"))
-    assert rows[0].startswith("| speedup MAPE, out of sample (s181-s186) |")
+    assert rows[0].startswith("| speedup MAPE, out of sample (s187-s190) |")
     for row in rows:
         assert row in readme, row
 
@@ -431,7 +431,8 @@ SAME_MODEL = ("error_bands_s149_s152.json", "error_bands_s155_s158.json",
     ("error_bands_s161_s166.json", tuple(range(161, 167)), tuple(range(167, 173))),
     ("error_bands_s167_s172.json", tuple(range(167, 173)), (173, 174)),
     ("error_bands_s167_s174.json", tuple(range(167, 175)), tuple(range(175, 181))),
-    ("error_bands_s175_s180.json", tuple(range(175, 181)), tuple(range(181, 187)))])
+    ("error_bands_s175_s180.json", tuple(range(175, 181)), tuple(range(181, 187))),
+    ("error_bands_s181_s186.json", tuple(range(181, 187)), tuple(range(187, 191)))])
 def test_earlier_h200_bands_judged_on_the_draws_measured_after_them(record, made_from,
                                                                     judged_on):
     """The H200's bands that ``predict`` printed while ``made_from`` were the draws out of
@@ -628,24 +629,27 @@ def test_unchanged_pairs_chain_and_a_change_without_one_ends_them(tmp_path, monk
         True, True, True, False, False, False, False]
 
 
-@pytest.mark.parametrize("first, commit", [(175, "d31168d"), (181, "e14d3df")])
-def test_the_model_before_on_the_headline_draws_is_what_the_readme_says(first, commit):
-    """``h200/model_before_sA_sB.json`` (``measurements/model_at_commit.py``): the six draws'
-    RNN layers priced by the model at the commit before the change they judged (the staging
-    broadcast pipelined; the wake over the step's spread); its summary is its rows', and the
-    README's table row is its summary."""
+@pytest.mark.parametrize("first, n, commit, cases", [(175, 6, "d31168d", 725),
+                                                     (181, 6, "e14d3df", 725),
+                                                     (187, 4, "454324e", 480)])
+def test_the_model_before_on_the_headline_draws_is_what_the_readme_says(first, n, commit,
+                                                                        cases):
+    """``h200/model_before_sA_sB.json`` (``measurements/model_at_commit.py``): the draws' RNN
+    layers priced by the model at the commit before the change they judged (the staging
+    broadcast pipelined; the wake over the step's spread; the 128-bit gathers' quarter-warp
+    phases); its summary is its rows', and the README's table row is its summary."""
     from measurements.model_at_commit import summary
 
-    seeds = range(first, first + 6)
-    rec = read_record(ROOT / "measurements" / "h200" /
-                      f"model_before_s{first}_s{first + 5}.json")
+    seeds = range(first, first + n)
+    last = first + n - 1
+    rec = read_record(ROOT / "measurements" / "h200" / f"model_before_s{first}_s{last}.json")
     assert rec["commit"].startswith(commit)
     assert rec["draws"] == [f"fresh_2026-12-01_s{s}" for s in seeds]
     s = rec["summary"]
-    assert s == summary(rec) and s["layers"] == 96 and s["cases"] == 725
+    assert s == summary(rec) and s["layers"] == 16 * n and s["cases"] == cases
     today = {r["id"] for r in _merged("h200")["rows"] if r["draw"] in rec["draws"]}
     assert {f"{c['draw']}/{c['id']}" for c in rec["cases"]} <= today
-    row = (f"| s{first}-s{first + 5} priced by the model before the change: speedup MAPE; named; "
+    row = (f"| s{first}-s{last} priced by the model before the change: speedup MAPE; named; "
            f"per step | {s['speedup_mape'] * 100:.1f}%; {s['fastest_named']} of {s['layers']}; "
            f"{s['per_step_mape'] * 100:.1f}% |")
     assert row in _history_and_readme(), row
