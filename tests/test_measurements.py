@@ -121,10 +121,17 @@ def test_a_gzipped_record_reads_as_the_plain_one(tmp_path, monkeypatch):
                                      .decode())
     assert gm.record_file(d / "campaign.json") == d / "campaign.json"    # the plain one wins
     (d / "campaign.json").unlink()
-    (d / "ncu.json.gz").write_bytes(b"not gzip at all")
-    with pytest.raises(InputError, match=r"ncu.json.gz is not gzip data"):
+    _bad_copies_are_refused(d, "gz", "gzip", gzip.compress, monkeypatch)
+
+
+def _bad_copies_are_refused(d, suffix, kind, compress, monkeypatch):
+    """A corrupt and an oversized compressed ``ncu.json`` of the draw ``d``: one error each."""
+    import gpusim.measurements as gm
+
+    (d / f"ncu.json.{suffix}").write_bytes(b"not compressed at all")
+    with pytest.raises(InputError, match=rf"ncu.json.{suffix} is not {kind} data"):
         load_campaign(d)
-    (d / "ncu.json.gz").write_bytes(gzip.compress(b" " * 5000 + b"{}"))
+    (d / f"ncu.json.{suffix}").write_bytes(compress(b" " * 5000 + b"{}"))
     monkeypatch.setattr(gm, "JSON_FILE_MAX", 4096)
     with pytest.raises(InputError, match="expands beyond 4096 bytes"):
         gm.load_json(d / "ncu.json")
@@ -146,13 +153,7 @@ def test_xz_compressed_records_are_read_and_bad_ones_refused(tmp_path, monkeypat
         (d / (name + ".xz")).write_bytes(gm.record_file(src / name).read_bytes())
     camp = load_campaign(d)
     assert len(camp.cases) == len(load_campaign(src).cases) and camp.ncu
-    (d / "ncu.json.xz").write_bytes(b"not xz at all")
-    with pytest.raises(InputError, match=r"ncu.json.xz is not xz data"):
-        load_campaign(d)
-    (d / "ncu.json.xz").write_bytes(lzma.compress(b" " * 5000 + b"{}"))
-    monkeypatch.setattr(gm, "JSON_FILE_MAX", 4096)
-    with pytest.raises(InputError, match="expands beyond 4096 bytes"):
-        gm.load_json(d / "ncu.json")
+    _bad_copies_are_refused(d, "xz", "xz", lzma.compress, monkeypatch)
 
 
 def test_spec_names():
