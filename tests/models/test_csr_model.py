@@ -201,8 +201,8 @@ def test_small_layers_within_15_percent_of_simulator():
 # ``models/analytical/l2.py``, ``_busiest_anywhere``) they came within 15% (4481-b4 +13.7%,
 # 908-b1 -11.5%, 1827-b4 -9.4%)
 # the 128-bit gathers' quarter-warp phases (engine and model) took the simulator's batch-8 step
-# there up more than the model's: 3477-b8 -20% -> -24.4%
-SWEEP_GAPS = {("v100", 3477, 8, 0.075): 0.25, ("v100", 2662, 8, 0.051): 0.19}
+# there up more than the model's: 3477-b8 -20% -> -24.4%; 2662-b8 came within 15%
+SWEEP_GAPS = {("v100", 3477, 8, 0.075): 0.25}
 
 
 @pytest.mark.slow
@@ -218,7 +218,9 @@ def test_sweep_within_15_percent_of_simulator():
     +9.7%; V100 mean 2.6%, -9.3% to +6.2%); after the L1TEX data stage became a bank rule:
     mean 3.6%, max 14.1%; with the DRAM channel's backfill and the later waves' share of the
     L2- or DRAM-bound rounds: mean 4.9%, max 20.1% (5 beyond 15%); with h's lines anywhere in
-    the H100's group map: mean 4.6%, max 20.1% (2 beyond 15%, both V100). The simulator takes
+    the H100's group map: mean 4.6%, max 20.1% (2 beyond 15%, both V100); with the 128-bit
+    gathers' quarter-warp phases in both: mean 4.9%, max 24.4% (1 beyond 15%, V100 3477-b8).
+    The simulator takes
     about 45 s of CPU for the 80
     (layers are capped at 1e6 expected nonzeros; the model is not limited: hidden 8192 at density
     0.5 on the H100, one step simulated in about 4 minutes, is within 3.2%).
