@@ -252,10 +252,10 @@ def test_at_batch8_an_sms_load_sets_its_end_on_the_gpu_not_in_the_simulator():
     """``h200/csr_trace_batch8.json.xz`` (``csr_trace.py --layers batch8``): every layer ran on
     an H200, values checked. In the six batch-8 layers that run in one wave on SMs holding two
     different numbers of CTAs, the GPU's SMs with one CTA more end 18-29% later (a limit of the
-    SM's own; Nsight puts the L1TEX data pipe at 76-86% of its peak while active in the batch-8
-    steps, ``h200/csr_limit_batch8.json.xz``), while the simulator ends them within 3% of each
-    other (its loads wait on L2 queues that all SMs share): the known gap of the batch-8 CSR
-    step."""
+    SM's own; Nsight puts L1TEX at 45-87% of its peak while the SM is active in the batch-8
+    steps, 76-87% in the four with the longest rows, ``h200/csr_limit_batch8.json.xz``), while
+    the simulator ends them within 3% of each other (its loads wait on L2 queues that all SMs
+    share): the known gap of the batch-8 CSR step."""
     from measurements import csr_trace
 
     rec = read_record(str(ROOT / "measurements" / "h200" / "csr_trace_batch8.json"))

@@ -658,3 +658,65 @@ def test_the_model_before_on_the_headline_draws_is_what_the_readme_says(first, n
            f"per step | {s['speedup_mape'] * 100:.1f}%; {s['fastest_named']} of {s['layers']}; "
            f"{s['per_step_mape'] * 100:.1f}% |")
     assert row in _history_and_readme(), row
+
+
+def test_the_simulator_before_on_the_last_changes_draws_is_what_the_readme_says():
+    """``h200/sim_csr_before_s187_s190.json.xz``: the CSR kernel's simulator prices of s187-s190
+    at the commit before the 128-bit gathers' quarter-warp phases (the only kernel the change
+    moved). With the merged record's other simulator prices they give the simulator-before
+    speedups and naming the README quotes; the record's summary is its cases'."""
+    import statistics
+
+    from gpusim.speedup_check import SPARSE, _best
+
+    rec = read_record(ROOT / "measurements" / "h200" / "sim_csr_before_s187_s190.json")
+    assert rec["commit"].startswith("454324e")
+    cc = _merged("h200")
+    csr = {(r["draw"], r["hidden"], r["batch"], r["density"]): r["id"] for r in cc["rows"]
+           if r["draw"] in rec["draws"] and r["kind"] == "csr" and "cell" not in r
+           and not r.get("heads")}
+    assert set(csr.values()) == set(rec["csr_cases"])
+    rows = [r for r in cc["speedup"]["rows"]
+            if r["draw"] in rec["draws"] and "cell" not in r and not r.get("heads")]
+    apes, named = [], 0
+    for r in rows:
+        t = {k: v for k, v in r["sim"]["times_s"].items() if v is not None}
+        t["csr-row-per-warp"] = rec["csr_cases"][csr[(r["draw"], r["hidden"], r["batch"],
+                                                      r["density"])]]
+        bp, tp = _best(t, SPARSE)
+        nb, tn = _best(t, [n for n in t if n not in SPARSE])
+        apes.append(abs(tn / tp / r["measured"]["speedup"] - 1))
+        named += (bp if tn / tp >= 1 else nb) == r["measured"]["fastest"]
+    s = rec["summary"]
+    assert (s["layers"], s["fastest_named"]) == (len(rows), named) == (64, 62)
+    assert s["speedup_mape"] == pytest.approx(statistics.mean(apes), rel=1e-12)
+    text = " ".join(_history_and_readme().split())
+    assert (f"the simulator before: {s['speedup_mape'] * 100:.1f}%; {s['fastest_named']} of "
+            f"{s['layers']}") in text
+    assert (f"at batch 8, where it was made, 6.8% ({s['csr_b8_mape'] * 100:.1f}%) and 9.5% "
+            f"(11.3%) on {s['csr_b8_cases']}") in text
+
+
+def test_the_in_sample_csr_repricing_is_what_the_readmes_say():
+    """``h200/csr_insample_s161_s186.json.xz``: the 175 in-sample CSR cases (s161-s186, hidden
+    1500 up) priced before and after the 128-bit gathers' phases; its summary is its cases', and
+    the READMEs quote it."""
+    import statistics
+
+    rec = read_record(ROOT / "measurements" / "h200" / "csr_insample_s161_s186.json")
+    cases = list(rec["cases"].values())
+    assert len(cases) == 175 and all(c["hidden"] >= 1500 for c in cases)
+    s = rec["summary"]
+    for label, sel in [("all", cases)] + [(f"b{b}", [c for c in cases if c["batch"] == b])
+                                          for b in (1, 2, 4, 8)]:
+        for w in ("sim_before", "sim_after", "model_before", "model_after"):
+            assert s[label][f"{w}_mape"] == pytest.approx(statistics.mean(
+                abs(c[f"{w}_s"] / c["measured_s"] - 1) for c in sel), rel=1e-12)
+    pct = lambda x: f"{x * 100:.1f}%"  # noqa: E731
+    text = " ".join((ROOT / "measurements" / "README.md").read_text().split())
+    assert (f"simulator {pct(s['all']['sim_before_mape'])} -> {pct(s['all']['sim_after_mape'])} "
+            f"(batch 8: {pct(s['b8']['sim_before_mape'])} -> {pct(s['b8']['sim_after_mape'])}"
+            ) in text
+    assert (f"model {pct(s['all']['model_before_mape'])} -> {pct(s['all']['model_after_mape'])} "
+            f"(batch 8: {pct(s['b8']['model_before_mape'])} -> "
+            f"{pct(s['b8']['model_after_mape'])})") in text

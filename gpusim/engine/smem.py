@@ -58,7 +58,7 @@ rule's 3; ``cmech_miss_same_32``: 31.7, the rule's 32; the H200's ``cmech_miss_r
 ``cmech_miss_pair_rand_32_w4``: 21.4 and 21.1 against 10 and 11); such loads are bound by L2
 (58.9 and 36.4 cycles per warp load per SM on the H100; measurements/README.md), and the pair
 that misses costs the H200 67.5 cycles a pair per SM where the simulator gives 49.9 (its second
-load asks L2 again for about a third of the sectors the first one missed).
+load asks L2 again for about a quarter of the sectors the first one missed).
 
 Both are :class:`~.l2.BucketServer` s (time order within 128-cycle buckets), not the FIFO of the
 shared accesses: their requests are handed over in lockstep order, and a FIFO would queue a

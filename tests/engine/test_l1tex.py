@@ -320,7 +320,7 @@ def test_h200_simulator_prices_the_wide_hits_as_measured(h200_csr_record):
 def test_h200_misses_of_the_batch8_pair_are_a_known_gap(h200_csr_record):
     """The pair that misses L1 (the CSR kernel's batch-8 gathers of an h not yet in L1) costs
     the H200 67.5 cycles a pair per SM; the simulator gives 49.9: its second load waits for
-    the first one's fills, while on the GPU it asks L2 again for about a third of them (L2
+    the first one's fills, while on the GPU it asks L2 again for about a quarter of them (L2
     sectors 40.5 a pair for 32 distinct), and the data stage takes the misses in pieces (21
     wavefronts a load, the rule 11)."""
     sim = h200_csr_record["simulated"]["results"]["cmech_miss_pair_rand_32_w4"]["per_sm_cycles"]
