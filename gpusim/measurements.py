@@ -219,19 +219,21 @@ def _read_record_text(path: Path) -> str:
     if path.suffix == ".gz":
         import zlib
 
-        inflate = zlib.decompressobj(wbits=31)
-        kind, bad = "gzip", zlib.error
+        inflate, kind, bad = zlib.decompressobj(wbits=31), "gzip", zlib.error
     else:
         import lzma
 
-        inflate = lzma.LZMADecompressor()
-        kind, bad = "xz", lzma.LZMAError
+        inflate, kind, bad = lzma.LZMADecompressor(), "xz", lzma.LZMAError
     try:
         data = inflate.decompress(raw, JSON_FILE_MAX + 1)
     except bad as exc:
         raise InputError(f"measurement file {path} is not {kind} data ({exc})") from None
-    if len(data) > JSON_FILE_MAX or getattr(inflate, "unconsumed_tail", b"") or (
-            kind == "xz" and not inflate.eof):
+    if kind == "xz" and not inflate.eof and inflate.needs_input:   # the stream stops short
+        raise InputError(f"measurement file {path} is not xz data (it ends before the stream "
+                         f"does)")
+    # what the size cap left undecompressed: zlib keeps it as the tail, lzma as not at the end
+    left = inflate.unconsumed_tail if kind == "gzip" else not inflate.eof
+    if len(data) > JSON_FILE_MAX or left:
         raise InputError(f"measurement file {path} expands beyond {JSON_FILE_MAX} bytes; "
                          f"accepted: a measurement file of at most that size")
     try:

@@ -202,11 +202,10 @@ def summarise(ts, clock_hz: float) -> dict:
 
     f = {n: i for i, n in enumerate(FIELDS)}
     a = np.asarray(ts, dtype=np.int64)
-    cta = np.repeat(np.arange(a.shape[0]), a.shape[1]) if a.ndim == 3 else None
+    cta = np.repeat(np.arange(a.shape[0]), a.shape[1])        # each warp's CTA
     a = a.reshape(-1, len(FIELDS))
     keep = (a[:, f["c0"]] != 0) & (a[:, f["x"]] != 0)   # warps past the last row store nothing
-    a = a[keep]
-    cta = (np.arange(keep.size) // 8 if cta is None else cta)[keep]
+    a, cta = a[keep], cta[keep]
     out = {}
     prev = "c0"
     for k in ("row", "se", "vc", "hv", "red", "x", "end"):

@@ -153,6 +153,10 @@ def test_xz_compressed_records_are_read_and_bad_ones_refused(tmp_path, monkeypat
         (d / (name + ".xz")).write_bytes(gm.record_file(src / name).read_bytes())
     camp = load_campaign(d)
     assert len(camp.cases) == len(load_campaign(src).cases) and camp.ncu
+    whole = (d / "ncu.json.xz").read_bytes()
+    (d / "ncu.json.xz").write_bytes(whole[: len(whole) // 2])          # a truncated copy
+    with pytest.raises(InputError, match=r"ncu.json.xz is not xz data \(it ends before"):
+        load_campaign(d)
     _bad_copies_are_refused(d, "xz", "xz", lzma.compress, monkeypatch)
 
 
