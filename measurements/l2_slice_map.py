@@ -466,7 +466,8 @@ def hammer_ir(lines, rounds: int, warps: int = 4, ctas: int = 132):
     each of ``rounds`` rounds (4 relaxed loads back to back), values summed and checked. The
     table starts the kernel's global space, so its lines are the map's lines. ``lines`` may
     also be several sets of 32 (an array of shape (m, 32)): CTA ``c`` then hammers set ``c % m``
-    (the GPU kernel's ``cta_sets``)."""
+    (the GPU kernel's ``cta_sets``); or sets of ``32 x warps`` lines (shape (m, 32 warps)): lane
+    ``l`` of warp ``w`` then loads line ``set[32 w + l]`` (the GPU kernel's ``nset``)."""
     import numpy as np
 
     from kernels_ir.builder import Builder
@@ -474,25 +475,29 @@ def hammer_ir(lines, rounds: int, warps: int = 4, ctas: int = 132):
     from kernels_ir.kernels.microbench import Microbench
     from kernels_ir.verify import verify
 
-    sets = np.asarray(lines, dtype=np.int64).reshape(-1, 32) if np.size(lines) % 32 == 0 \
-        else np.asarray(lines)
-    if sets.ndim != 2 or sets.shape[1] != 32 or sets.min() < 0:
-        raise ValueError(f"lines: sets of 32 line indices >= 0 expected, got {np.shape(lines)}")
+    sets = np.asarray(lines, dtype=np.int64)
+    if sets.ndim != 2 or sets.shape[1] != 32 * warps:
+        sets = sets.reshape(-1, 32) if np.size(lines) % 32 == 0 else sets
+    nset = sets.shape[1] if sets.ndim == 2 else 0
+    if nset not in (32, 32 * warps) or sets.min() < 0:
+        raise ValueError(f"lines: sets of 32 or {32 * warps} line indices >= 0 expected, got "
+                         f"{np.shape(lines)}")
     m = sets.shape[0]
     n_lines = int(sets.max()) + 1
     b = Builder("mb_l2_hammer", grid=ctas, block=32 * warps, bench="l2_hammer", rounds=rounds)
     g_t = b.global_buffer("table", F32, n_lines * 32)
-    g_s = b.global_buffer("set", I32, 32 * m)
+    g_s = b.global_buffer("set", I32, nset * m)
     g_out = b.global_buffer("out", F32, ctas * 32 * warps, role="out")
     lane = b.sreg("lane", dst=b.reg(I32, "lane"))
     warp = b.sreg("warp", dst=b.reg(I32, "warp"))
     tid = b.sreg("tid", dst=b.reg(I32, "tid"))
     cta = b.sreg("cta", dst=b.reg(I32, "cta"))
+    slot = lane if nset == 32 else tid      # the lane's place in its set
     if m == 1:
-        ln = b.ldg(g_s, lane, dst=b.reg(I32, "ln"))
-    else:                                   # set (cta % m), lane
+        ln = b.ldg(g_s, slot, dst=b.reg(I32, "ln"))
+    else:                                   # set (cta % m), slot
         sel = b.irem(cta, m, dst=b.reg(I32, "sel"))
-        ln = b.ldg(g_s, b.imad(sel, 32, lane, dst=sel), dst=b.reg(I32, "ln"))
+        ln = b.ldg(g_s, b.imad(sel, nset, slot, dst=sel), dst=b.reg(I32, "ln"))
     m8 = b.and_(lane, 7, dst=b.reg(I32, "m8"))
     base = b.imad(ln, 32, m8, dst=b.reg(I32, "base"))
     idx = b.reg(I32, "idx", 4)
@@ -515,7 +520,8 @@ def hammer_ir(lines, rounds: int, warps: int = 4, ctas: int = 132):
     for c in range(ctas):
         for w in range(warps):
             for s in range(4):
-                expect[c, w] += t[sets[c % m] * 32 + lanes % 8 + 8 * ((s + w) % 4)]
+                row = sets[c % m] if nset == 32 else sets[c % m, 32 * w:32 * w + 32]
+                expect[c, w] += t[row * 32 + lanes % 8 + 8 * ((s + w) % 4)]
     expect = expect * rounds
     return Microbench("l2_hammer", kernel,
                       {"table": t, "set": sets.reshape(-1).astype(np.int32),

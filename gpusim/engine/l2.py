@@ -21,9 +21,12 @@ Model (every number from the spec):
   its line so far (``l2_group_private_request_cycles`` up to ``l2_group_private_sharers``,
   ``l2_group_request_cycles`` from ``l2_group_shared_sharers`` on: the split runs, 0.58 cycles
   at 5.5-8 SMs a line against 0.45-0.53 at 33-132) and how many groups its warp-instruction's
-  requests span (``1 + l2_group_span_per_doubling x log2(q)``: the queues runs, a warp load
-  over 16 groups 14% dearer than over 1 at the same load a group). A spec with both at 0 keeps
-  the single rate (the H100's and the V100's today).
+  requests span (``1 + f x l2_group_span_per_doubling x log2(q)``, ``f`` the line's
+  fraction of sharing, 0 up to the private sharers and 1 from the shared ones: the queues runs,
+  a warp load over 16 groups 14% dearer than over 1 at the same load a group, where the SMs a
+  line grew with the span; the H200's ``measurements/l2_group_rate.py`` shows the span costing
+  nothing on lines that one or two SMs load, 0.58 cycles a request over 1 to 32 groups). A
+  spec with both at 0 keeps the single rate (the H100's and the V100's today).
 - A request reaches its slice half its round trip after issue and the reply returns the other
   half later (the round trip splits evenly; documented approximation).
 - Split L2 (``l2_partitions = 2``, the H100's 2 x 25 MB): a sector in the SM's far partition
@@ -474,8 +477,9 @@ class L2:
         """Cycles each load request (``line``, its group ``g``, warp ``rwarp``) costs its group:
         ``l2_group_private_request_cycles`` for a line that at most ``l2_group_private_sharers``
         SMs have loaded so far, ``l2_group_request_cycles`` from ``l2_group_shared_sharers`` on
-        (log-linear between), times ``1 + l2_group_span_per_doubling x log2(q)``, ``q`` the
-        groups that the warp-instruction's requests span."""
+        (log-linear between), times ``1 + f x l2_group_span_per_doubling x log2(q)``, ``q``
+        the groups that the warp-instruction's requests span and ``f`` the same fraction of
+        sharing (:func:`gpusim.specs.rules.group_request_cost`)."""
         sm = self.sm_of_warp[rwarp] if self.sm_of_warp is not None else np.zeros_like(rwarp)
         np.bitwise_or.at(self.line_sms, line, np.left_shift(np.uint64(1),
                                                                (sm % 64).astype(np.uint64)))

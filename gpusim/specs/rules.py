@@ -18,10 +18,15 @@ def group_request_cost(spec, sharers, q):
     ``l2_group_private_request_cycles`` for a line that at most ``l2_group_private_sharers``
     SMs load, ``l2_group_request_cycles`` from ``l2_group_shared_sharers`` SMs on (log-linear
     between; ``l2_group_private_request_cycles`` 0: that rate for all), times
-    ``1 + l2_group_span_per_doubling x log2(q)`` for a warp-instruction whose requests lie in
-    ``q`` groups. Measured on the H100 (``measurements/l2_slice_map.py``): the split runs (one
-    group, 5.5 to 132 SMs a line: 0.58 to 0.45-0.53 cycles a request) and the queues runs (16
-    groups equally loaded, a warp load over 1 to 16 of them: 0.58 to 0.66)."""
+    ``1 + f x l2_group_span_per_doubling x log2(q)`` for a warp-instruction whose requests lie
+    in ``q`` groups, ``f`` the same log-linear fraction of sharing (0 up to the private
+    sharers, 1 from the shared ones on): the span costs only lines that many SMs load.
+    Measured on the H100 (``measurements/l2_slice_map.py``): the split runs (one group, 5.5 to
+    132 SMs a line: 0.58 to 0.45-0.53 cycles a request) and the queues runs (16 groups equally
+    loaded, a warp load over 1 to 16 of them: 0.58 to 0.66, where the SMs a line grew with the
+    span, 8 to 128). The H200's ``measurements/l2_group_rate.py`` parts them: a warp load over
+    16 groups whose lines one or two SMs load costs 0.58 a request, as over 1 group, and over
+    32 groups also 0.58; the same 16 groups on 2 lines each that all 132 SMs load, 0.66."""
     shared = float(spec.l2_group_request_cycles)
     private = float(getattr(spec, "l2_group_private_request_cycles", 0.0) or 0.0) or shared
     lo = np.log2(max(1.0, float(getattr(spec, "l2_group_private_sharers", 8) or 8)))
@@ -30,7 +35,7 @@ def group_request_cost(spec, sharers, q):
     f = np.clip((np.log2(n) - lo) / max(hi - lo, 1e-9), 0.0, 1.0)
     span = float(getattr(spec, "l2_group_span_per_doubling", 0.0) or 0.0)
     return (private + f * (shared - private)) * (
-        1.0 + span * np.log2(np.maximum(np.asarray(q, dtype=np.float64), 1.0)))
+        1.0 + f * span * np.log2(np.maximum(np.asarray(q, dtype=np.float64), 1.0)))
 
 
 def sleep_period_ns(ns):
