@@ -247,5 +247,6 @@ def test_the_group_rule_is_fingerprinted(tmp_path):
         shutil.copytree(root / rel, copy / rel, ignore=shutil.ignore_patterns("__pycache__"))
     before = model_fingerprint(copy, gpu="h200")
     rules = copy / "gpusim" / "specs" / "rules.py"
-    rules.write_text(rules.read_text().replace("1.0 + span * np.log2", "1.0 + 2 * span * np.log2"))
+    rules.write_text(rules.read_text().replace("1.0 + f * span * np.log2",
+                                                         "1.0 + 2 * f * span * np.log2"))
     assert model_fingerprint(copy, gpu="h200") != before

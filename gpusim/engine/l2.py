@@ -25,7 +25,7 @@ Model (every number from the spec):
   fraction of sharing, 0 up to the private sharers and 1 from the shared ones: the queues runs,
   a warp load over 16 groups 14% dearer than over 1 at the same load a group, where the SMs a
   line grew with the span; the H200's ``measurements/l2_group_rate.py`` shows the span costing
-  nothing on lines that one or two SMs load, 0.58 cycles a request over 1 to 32 groups). A
+  nothing on lines that one or two SMs load, 0.55-0.57 cycles a request over 1 to 32 groups). A
   spec with both at 0 keeps the single rate (the H100's and the V100's today).
 - A request reaches its slice half its round trip after issue and the reply returns the other
   half later (the round trip splits evenly; documented approximation).

@@ -25,8 +25,8 @@ def group_request_cost(spec, sharers, q):
     132 SMs a line: 0.58 to 0.45-0.53 cycles a request) and the queues runs (16 groups equally
     loaded, a warp load over 1 to 16 of them: 0.58 to 0.66, where the SMs a line grew with the
     span, 8 to 128). The H200's ``measurements/l2_group_rate.py`` parts them: a warp load over
-    16 groups whose lines one or two SMs load costs 0.58 a request, as over 1 group, and over
-    32 groups also 0.58; the same 16 groups on 2 lines each that all 132 SMs load, 0.66."""
+    16 groups whose lines one or two SMs load costs 0.56 a request, over 1 group 0.55 and over
+    32 groups 0.57; the same 16 groups on 2 lines each that all 132 SMs load, 0.64."""
     shared = float(spec.l2_group_request_cycles)
     private = float(getattr(spec, "l2_group_private_request_cycles", 0.0) or 0.0) or shared
     lo = np.log2(max(1.0, float(getattr(spec, "l2_group_private_sharers", 8) or 8)))
