@@ -192,7 +192,7 @@ def test_the_readme_quotes_the_h200_draws():
 
     readme = (ROOT / "README.md").read_text()
     rows = readme_rows(_merged("h200"))
-    assert rows[0].startswith("| speedup MAPE, out of sample (s187-s190) |")
+    assert rows[0].startswith("| speedup MAPE, out of sample (s191-s194) |")
     for row in rows:
         assert row in readme, row
 
@@ -432,7 +432,8 @@ SAME_MODEL = ("error_bands_s149_s152.json", "error_bands_s155_s158.json",
     ("error_bands_s167_s172.json", tuple(range(167, 173)), (173, 174)),
     ("error_bands_s167_s174.json", tuple(range(167, 175)), tuple(range(175, 181))),
     ("error_bands_s175_s180.json", tuple(range(175, 181)), tuple(range(181, 187))),
-    ("error_bands_s181_s186.json", tuple(range(181, 187)), tuple(range(187, 191)))])
+    ("error_bands_s181_s186.json", tuple(range(181, 187)), tuple(range(187, 191))),
+    ("error_bands_s187_s190.json", tuple(range(187, 191)), tuple(range(191, 195)))])
 def test_earlier_h200_bands_judged_on_the_draws_measured_after_them(record, made_from,
                                                                     judged_on):
     """The H200's bands that ``predict`` printed while ``made_from`` were the draws out of
@@ -636,13 +637,15 @@ def test_unchanged_pairs_chain_and_a_change_without_one_ends_them(tmp_path, monk
 
 @pytest.mark.parametrize("first, n, commit, cases", [(175, 6, "d31168d", 725),
                                                      (181, 6, "e14d3df", 725),
-                                                     (187, 4, "454324e", 480)])
+                                                     (187, 4, "454324e", 480),
+                                                     (191, 4, "638db29", 476)])
 def test_the_model_before_on_the_headline_draws_is_what_the_readme_says(first, n, commit,
                                                                         cases):
     """``h200/model_before_sA_sB.json`` (``measurements/model_at_commit.py``): the draws' RNN
     layers priced by the model at the commit before the change they judged (the staging
     broadcast pipelined; the wake over the step's spread; the 128-bit gathers' quarter-warp
-    phases); its summary is its rows', and the README's table row is its summary."""
+    phases; the L2 group rule); its summary is its rows', and the README's table row is its
+    summary."""
     from measurements.model_at_commit import summary
 
     seeds = range(first, first + n)
@@ -695,6 +698,36 @@ def test_the_simulator_before_on_the_last_changes_draws_is_what_the_readme_says(
             f"{s['layers']}") in text
     assert (f"at batch 8, where it was made, 6.8% ({s['csr_b8_mape'] * 100:.1f}%) and 9.5% "
             f"(11.3%) on {s['csr_b8_cases']}") in text
+
+
+def test_the_simulator_before_the_l2_group_rule_is_what_the_readme_says():
+    """``h200/sim_before_s191_s194.json.xz``: every simulator price of s191-s194 at 638db29, the
+    engine before the L2 group rule and the H200's own request rate (the whole crosscheck of
+    each draw, run at that commit). Its speedup rows are the merged record's layers, its summary
+    is its rows', and the README quotes it; today's simulator prices differ from it (the change
+    moved every family a little)."""
+    import statistics
+
+    rec = read_record(ROOT / "measurements" / "h200" / "sim_before_s191_s194.json")
+    assert rec["commit"].startswith("638db29")
+    assert rec["draws"] == [f"fresh_2026-12-01_s{s}" for s in range(191, 195)]
+    rnn = [r for r in rec["speedup_rows"] if not r["cell"] and not r["heads"]]
+    s = rec["summary"]
+    assert s["layers"] == len(rnn) == 64
+    assert s["speedup_mape"] == pytest.approx(statistics.mean(r["sim_ape"] for r in rnn))
+    assert s["fastest_named"] == sum(bool(r["sim_fastest_named"]) for r in rnn)
+    cc = _merged("h200")
+    today = {r["id"]: r["predicted_s"] for r in cc["rows"] if r["draw"] in rec["draws"]
+             and r.get("source") == "simulator"}
+    assert set(rec["sim_cases"]) == set(today)
+    moved = [abs(today[k] / v - 1) for k, v in rec["sim_cases"].items()]
+    assert max(moved) > 0.01 and statistics.median(moved) < 0.05
+    assert {(r["draw"], r["hidden"], r["batch"], r["density"]) for r in rnn} == {
+        (r["draw"], r["hidden"], r["batch"], r["density"]) for r in cc["speedup"]["rows"]
+        if r["draw"] in rec["draws"] and "cell" not in r and not r.get("heads")}
+    text = " ".join(_history_and_readme().split())
+    assert (f"the simulator before: {s['speedup_mape'] * 100:.1f}%; {s['fastest_named']} of "
+            f"{s['layers']}") in text
 
 
 def test_the_in_sample_csr_repricing_is_what_the_readmes_say():
