@@ -334,6 +334,7 @@ def rate4_ir(sets, rounds: int, sector: int, word: int, warps: int):
     from kernels_ir.ir import F32, I32
     from kernels_ir.kernels.microbench import Microbench
     from kernels_ir.verify import verify
+    from measurements.l2_slice_map import four_loads_summed
 
     sets = np.asarray(sets, dtype=np.int64)
     _, ctas, nset = sets.shape
@@ -361,14 +362,8 @@ def rate4_ir(sets, rounds: int, sector: int, word: int, warps: int):
             sec = b.iadd(warp, s_, dst=b.reg(I32, f"sec{s_}"))
             b.and_(sec, 3, dst=sec)
             b.imad(sec, 8, idx[s_], dst=idx[s_])
-    acc = b.mov(0.0, dst=b.reg(F32, "acc"))
-    val = b.reg(F32, "val", 4)
-    with b.loop("r", 0, rounds):
-        for s_ in range(4):
-            b.ldg_volatile(g_t, idx[s_], dst=val[s_])
-        for s_ in range(4):
-            b.fadd(acc, val[s_], dst=acc)
-    b.stg(g_out, b.imad(cta, nset, tid, dst=b.reg(I32, "gt")), acc)
+    four_loads_summed(b, g_t, idx, rounds, g_out,
+                      lambda: b.imad(cta, nset, tid, dst=b.reg(I32, "gt")))
     kernel = verify(b.build())
     t = (np.arange(n_lines * 32) % 7).astype(np.float32)
     lanes = np.arange(nset) % 32

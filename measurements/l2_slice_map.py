@@ -460,6 +460,22 @@ def measure(out: str, argv: list) -> dict:
     return rec
 
 
+def four_loads_summed(b, table, idx, rounds: int, out, out_index) -> None:
+    """The hammer's loop in the IR: ``rounds`` rounds of 4 relaxed loads back to back (word
+    ``idx[s]`` of ``table``), their values summed, the sum stored at ``out_index()`` of
+    ``out`` (built after the loop, as the kernel computes it)."""
+    from kernels_ir.ir import F32
+
+    acc = b.mov(0.0, dst=b.reg(F32, "acc"))
+    val = b.reg(F32, "val", 4)
+    with b.loop("r", 0, rounds):
+        for s in range(4):
+            b.ldg_volatile(table, idx[s], dst=val[s])
+        for s in range(4):
+            b.fadd(acc, val[s], dst=acc)
+    b.stg(out, out_index(), acc)
+
+
 def hammer_ir(lines, rounds: int, warps: int = 4, ctas: int = 132):
     """The ``hammer`` kernel in the IR, for the simulator: 132 CTAs x ``warps`` warps, lane
     ``l`` loads word ``l % 8`` of sector ``(s + w) % 4`` of line ``lines[l]`` in load ``s`` of
@@ -505,14 +521,8 @@ def hammer_ir(lines, rounds: int, warps: int = 4, ctas: int = 132):
         b.iadd(warp, s, dst=idx[s])
         b.and_(idx[s], 3, dst=idx[s])
         b.imad(idx[s], 8, base, dst=idx[s])
-    acc = b.mov(0.0, dst=b.reg(F32, "acc"))
-    val = b.reg(F32, "val", 4)
-    with b.loop("r", 0, rounds):
-        for s in range(4):
-            b.ldg_volatile(g_t, idx[s], dst=val[s])
-        for s in range(4):
-            b.fadd(acc, val[s], dst=acc)
-    b.stg(g_out, b.imad(cta, 32 * warps, tid, dst=b.reg(I32, "gt")), acc)
+    four_loads_summed(b, g_t, idx, rounds, g_out,
+                      lambda: b.imad(cta, 32 * warps, tid, dst=b.reg(I32, "gt")))
     kernel = verify(b.build())
     t = (np.arange(n_lines * 32) % 7).astype(np.float32)
     lanes = np.arange(32)
