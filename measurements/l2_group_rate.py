@@ -323,11 +323,14 @@ def measure(out: str, argv: list) -> dict:
     return rec
 
 
-def rate4_ir(sets, rounds: int, sector: int, word: int, warps: int):
+def rate4_ir(sets, rounds: int, sector: int, word: int, warps: int, unroll: int = 1):
     """The ``rate4`` kernel in the IR, for the simulator: ``sets`` of shape (4, CTAs, 32 x
     warps); load ``s`` of each round of thread ``t`` of CTA ``c`` reads line ``sets[s, c, t]``
     in sector ``sector`` (4: ``(s + warp) % 4``) at word ``lane % 8`` (``word``) or 0; values
-    summed and checked."""
+    summed and checked. ``unroll`` > 1 issues that many rounds' loads into their own registers
+    before their sums, as nvcc compiles the CUDA kernel (its PTX holds 20 relaxed loads: the
+    loop unrolled 4 times and a remainder), so a warp keeps 16 loads in flight; ``rounds``
+    must then be a multiple of it."""
     import numpy as np
 
     from kernels_ir.builder import Builder
@@ -362,8 +365,20 @@ def rate4_ir(sets, rounds: int, sector: int, word: int, warps: int):
             sec = b.iadd(warp, s_, dst=b.reg(I32, f"sec{s_}"))
             b.and_(sec, 3, dst=sec)
             b.imad(sec, 8, idx[s_], dst=idx[s_])
-    four_loads_summed(b, g_t, idx, rounds, g_out,
-                      lambda: b.imad(cta, nset, tid, dst=b.reg(I32, "gt")))
+    if unroll == 1:
+        four_loads_summed(b, g_t, idx, rounds, g_out,
+                          lambda: b.imad(cta, nset, tid, dst=b.reg(I32, "gt")))
+    else:
+        if rounds % unroll:
+            raise ValueError(f"rounds={rounds} is not a multiple of unroll={unroll}")
+        acc = b.mov(0.0, dst=b.reg(F32, "acc"))
+        val = b.reg(F32, "val", 4 * unroll)
+        with b.loop("r", 0, rounds // unroll):
+            for k in range(4 * unroll):
+                b.ldg_volatile(g_t, idx[k % 4], dst=val[k])
+            for k in range(4 * unroll):
+                b.fadd(acc, val[k], dst=acc)
+        b.stg(g_out, b.imad(cta, nset, tid, dst=b.reg(I32, "gt")), acc)
     kernel = verify(b.build())
     t = (np.arange(n_lines * 32) % 7).astype(np.float32)
     lanes = np.arange(nset) % 32

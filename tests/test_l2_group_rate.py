@@ -111,10 +111,9 @@ def test_the_rule_charges_the_span_to_shared_lines_only():
 def test_the_simulator_beside_the_record():
     """The record's simulated runs (``--simulate``, today's rule): the spread and few-line runs
     the span no longer over-prices are within -8% to +14% (they were +25% to +62% with the
-    span on every line), the hot runs within -4% to +7%. Left: with 4 warps an SM the GPU
-    overlaps one warp's round with the others' (66 SMs: 1.00 cycle a request) where the
-    simulator leaves the round trip exposed (+50% to +62%; with 16 warps it gives 2048 cycles a
-    round, the GPU 2050), and one sector for every lane is not faster in the simulator."""
+    span on every line), the hot runs within -4% to +7%. Left: on 66 SMs with 4 warps the IR
+    form is +50% to +62% (nvcc unrolls the CUDA loop 4 times, the IR form does not:
+    ``test_l2_overlap.py``), and one sector for every lane is not faster in the simulator."""
     sim = {n: RUNS[n]["simulated"] / _cycles(n) - 1 for n in gr.SIM_RUNS}
     assert REC["simulated_spec"] == "h200"
     for n in ("spread_g1_w4", "spread_g4_w4", "spread_g16_w4", "lines128_g16_w4",

@@ -41,8 +41,7 @@ def test_the_summary_is_the_rows_and_today_fits_best():
     a = REC["summary"]["all"]
     assert a["today"] < a["flat"] < a["request"] < a["before"]
     text = " ".join((ROOT / "measurements" / "README.md").read_text().split())
-    for fam, label in (("rate", "this record (20)"), ("map", "hammer sets (24)"),
-                       ("que", "queues (18)")):
+    for label in ("this record (20)", "hammer sets (24)", "queues (18)"):
         assert label in text
     row = (f"| **the span in proportion to sharing, 1.00** (today) | "
            f"{100 * REC['summary']['rate']['today']:.1f}% | "
