@@ -245,7 +245,7 @@ def measure(out: str, argv: list) -> dict:
     from gpusim.measurements import spec_name_for_gpu
     from gpusim.specs import load_spec
     from measurements.campaign import provenance
-    from measurements.l2_slice_map import _load_map, _region, pair_scan
+    from measurements.l2_slice_map import _load_map, _region, map_check
     from measurements.probe import ClockSampler
 
     prov = provenance(argv)
@@ -255,19 +255,7 @@ def measure(out: str, argv: list) -> dict:
     groups = np.asarray(_load_map(map_file))
     _raw, buf, sink, mod = _region()
     hammer = mod.get_function("hammer")
-    rng = np.random.default_rng(3)
-    same = []
-    while len(same) < 100:
-        a = int(rng.integers(groups.size))
-        same.append((a, int(rng.choice(np.flatnonzero((groups == groups[a])
-                                                      & (np.arange(groups.size) != a))))))
-    pairs = same + [tuple(int(v) for v in rng.choice(groups.size, 2, replace=False))
-                    for _ in range(100)]
-    from measurements.l2_slice_map import THRESHOLD
-    cyc = pair_scan(hammer, buf, pairs, sink)
-    pred = np.asarray([groups[a] == groups[b] for a, b in pairs])
-    wrong = int(((cyc > THRESHOLD) != pred).sum())
-    print(f"map check on a fresh region: {len(pairs)} pairs, {wrong} predicted wrongly", flush=True)
+    pairs, wrong = map_check(hammer, buf, sink, groups, 100)
     runs = run_sets(groups)
     span = cp.zeros(CTAS, dtype=cp.int64)
     for name, run in runs.items():
@@ -427,12 +415,23 @@ def all_sets(groups) -> dict:
             **{k: v["sets"] for k, v in rate4_sets(groups).items()}}
 
 
+def checked_lines(arr, run: dict, name: str):
+    """``arr`` (a run's regenerated lines) as int32, after checking them against the SHA-1 the
+    record keeps of the lines measured."""
+    import hashlib
+
+    import numpy as np
+
+    arr = np.asarray(arr, dtype=np.int32)
+    if hashlib.sha1(arr.tobytes()).hexdigest() != run["lines_sha1"]:
+        raise ValueError(f"{name}: the regenerated lines differ from those measured")
+    return arr
+
+
 def simulate_into(path: str, runs=SIM_RUNS, spec=None) -> dict:
     """Add the simulator's cycles (on the measured GPU's spec, or ``spec``) to the runs
     :data:`SIM_RUNS` of the record; each run's lines are regenerated and checked against the
     record's SHA-1."""
-    import hashlib
-
     import numpy as np
 
     from gpusim.measurements import spec_name_for_gpu
@@ -447,9 +446,7 @@ def simulate_into(path: str, runs=SIM_RUNS, spec=None) -> dict:
     both = {**rec["runs"], **rec["rate4_runs"]}
     for name in runs:
         run = both[name]
-        arr = np.asarray(sets[name], dtype=np.int32)
-        if hashlib.sha1(arr.tobytes()).hexdigest() != run["lines_sha1"]:
-            raise ValueError(f"{name}: the regenerated lines differ from those measured")
+        arr = checked_lines(sets[name], run, name)
         cyc = simulated(spec, run, arr)
         run["simulated"] = round(cyc, 2)
         gpu = float(np.median(run.get("cycles_per_load_per_sm") or run["cycles_per_round_per_sm"]))

@@ -92,23 +92,19 @@ def measure(out: str, argv: list) -> dict:
 
 def simulate_into(path: str) -> dict:
     """Add the simulator's cycles a round (the measured GPU's spec) to every run."""
-    import hashlib
-
     import numpy as np
 
     from gpusim.measurements import spec_name_for_gpu
     from gpusim.specs import load_spec
     from measurements.l2_group_rate import PLACES as ALL_PLACES
-    from measurements.l2_group_rate import SIM_ROUNDS, rate4_ir
+    from measurements.l2_group_rate import SIM_ROUNDS, checked_lines, rate4_ir
     from measurements.probe import read_record, save_record, simulate_checked
 
     rec = read_record(path)
     spec = load_spec(spec_name_for_gpu(rec["provenance"]["gpu_name"]))
     sets = run_sets(rec["seed"])
     for name, run in rec["runs"].items():
-        arr = np.asarray(sets[name]["sets"], dtype=np.int32)
-        if hashlib.sha1(arr.tobytes()).hexdigest() != run["lines_sha1"]:
-            raise ValueError(f"{name}: the regenerated lines differ from those measured")
+        arr = checked_lines(sets[name]["sets"], run, name)
         sector, word = ALL_PLACES[run["place"]]
         for key, unroll in (("simulated", 1), ("simulated_unrolled", UNROLL)):
             cyc = [simulate_checked(rate4_ir(arr, n, sector, word, run["warps"], unroll), spec,

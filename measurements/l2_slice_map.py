@@ -349,6 +349,34 @@ FOLLOW_UPS = {"merge": "l2_slice_merge.json", "split": "l2_slice_split.json",
               "group_pairs": "l2_slice_group_pairs.json", "queues": "l2_slice_queues.json"}
 
 
+def check_pairs(groups, n: int, seed: int = 3) -> list:
+    """Pairs of lines to check a map on a fresh region with: ``n`` pairs in one group, then
+    ``n`` random pairs."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    lines = len(groups)
+    same = []
+    while len(same) < n:
+        a = int(rng.integers(lines))
+        same.append((a, int(rng.choice(np.flatnonzero((groups == groups[a])
+                                                      & (np.arange(lines) != a))))))
+    return same + [tuple(int(v) for v in rng.choice(lines, 2, replace=False)) for _ in range(n)]
+
+
+def map_check(hammer, buf, sink, groups, n: int) -> tuple[list, int]:
+    """The map checked on a fresh region: :func:`check_pairs` scanned, ``(pairs, wrong)``, the
+    number whose cost falls on the other side of :data:`THRESHOLD` than the map says."""
+    import numpy as np
+
+    pairs = check_pairs(groups, n)
+    cyc = pair_scan(hammer, buf, pairs, sink)
+    pred = np.asarray([groups[a] == groups[b] for a, b in pairs])
+    wrong = int(((cyc > THRESHOLD) != pred).sum())
+    print(f"map check on a fresh region: {len(pairs)} pairs, {wrong} predicted wrongly", flush=True)
+    return pairs, wrong
+
+
 def measure_merge(out: str, argv: list, mode: str = "merge") -> dict:
     """The follow-up runs of ``mode`` (:func:`merge_runs`) on a fresh 2 MiB-aligned region, after
     checking the recorded map there (400 pairs): the record :data:`FOLLOW_UPS` names."""
@@ -371,18 +399,7 @@ def measure_merge(out: str, argv: list, mode: str = "merge") -> dict:
     groups = np.asarray(_load_map(map_file))
     _raw, buf, sink, mod = _region()
     hammer = mod.get_function("hammer")
-    rng = np.random.default_rng(3)
-    same = []
-    while len(same) < 200:
-        a = int(rng.integers(LINES))
-        same.append((a, int(rng.choice(np.flatnonzero((groups == groups[a])
-                                                      & (np.arange(LINES) != a))))))
-    pairs = same + [tuple(int(v) for v in rng.choice(LINES, 2, replace=False))
-                    for _ in range(200)]
-    cyc = pair_scan(hammer, buf, pairs, sink)
-    pred = np.asarray([groups[a] == groups[b] for a, b in pairs])
-    wrong = int(((cyc > THRESHOLD) != pred).sum())
-    print(f"map check on a fresh region: {len(pairs)} pairs, {wrong} predicted wrongly", flush=True)
+    pairs, wrong = map_check(hammer, buf, sink, groups, 200)
     res = merge_runs(hammer, buf, sink, groups, mode)
     clocks.stop(prov)
     rec = {"format_version": 1, "provenance": prov, "iters": ITERS, "pair_iters": PAIR_ITERS,
