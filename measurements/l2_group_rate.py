@@ -385,6 +385,7 @@ def rate4_ir(sets, rounds: int, sector: int, word: int, warps: int, unroll: int 
 
 
 SIM_ROUNDS = (8, 24)
+UNROLL = 4             # nvcc unrolls the CUDA rate4 loop 4 times (its PTX: 20 relaxed loads)
 
 
 def simulated(spec, run: dict, sets) -> float:
@@ -430,14 +431,15 @@ def checked_lines(arr, run: dict, name: str):
 
 def simulate_into(path: str, runs=SIM_RUNS, spec=None) -> dict:
     """Add the simulator's cycles (on the measured GPU's spec, or ``spec``) to the runs
-    :data:`SIM_RUNS` of the record; each run's lines are regenerated and checked against the
+    :data:`SIM_RUNS` of the record, the ``rate4`` runs also unrolled as nvcc compiles them
+    (``simulated_unrolled``); each run's lines are regenerated and checked against the
     record's SHA-1."""
     import numpy as np
 
     from gpusim.measurements import spec_name_for_gpu
     from gpusim.specs import load_spec
     from measurements.l2_slice_map import _load_map
-    from measurements.probe import read_record, save_record
+    from measurements.probe import read_record, save_record, simulate_checked
 
     rec = read_record(path)
     spec = spec or load_spec(spec_name_for_gpu(rec["provenance"]["gpu_name"]))
@@ -449,6 +451,12 @@ def simulate_into(path: str, runs=SIM_RUNS, spec=None) -> dict:
         arr = checked_lines(sets[name], run, name)
         cyc = simulated(spec, run, arr)
         run["simulated"] = round(cyc, 2)
+        if "place" in run:     # the rate4 runs again, unrolled as nvcc unrolls the CUDA loop
+            c2 = [simulate_checked(rate4_ir(arr, n, run["sector"], run["word"], run["warps"],
+                                            UNROLL), spec, l2_warm=True).cycles
+                  for n in SIM_ROUNDS]
+            run["simulated_unrolled"] = round((c2[1] - c2[0]) / (SIM_ROUNDS[1] - SIM_ROUNDS[0]),
+                                              2)
         gpu = float(np.median(run.get("cycles_per_load_per_sm") or run["cycles_per_round_per_sm"]))
         print(f"{name:18s} GPU {gpu:9.1f}  simulator {cyc:9.1f} ({100 * (cyc / gpu - 1):+.0f}%)",
               flush=True)

@@ -27,7 +27,6 @@ PLACES = ("s0", "rot")
 SEED = 21
 ITERS = 256
 LAUNCHES = 5
-UNROLL = 4             # nvcc unrolls the CUDA kernel's loop 4 times (its PTX: 20 relaxed loads)
 
 
 def run_sets(seed: int = SEED) -> dict:
@@ -97,7 +96,7 @@ def simulate_into(path: str) -> dict:
     from gpusim.measurements import spec_name_for_gpu
     from gpusim.specs import load_spec
     from measurements.l2_group_rate import PLACES as ALL_PLACES
-    from measurements.l2_group_rate import SIM_ROUNDS, checked_lines, rate4_ir
+    from measurements.l2_group_rate import SIM_ROUNDS, UNROLL, checked_lines, rate4_ir
     from measurements.probe import read_record, save_record, simulate_checked
 
     rec = read_record(path)

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from measurements import l2_overlap as ov
-from measurements.l2_group_rate import SOURCE
+from measurements.l2_group_rate import SOURCE, UNROLL
 from measurements.probe import read_record
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -69,4 +69,4 @@ def test_nvcc_unrolls_the_rate4_loop_four_times(tmp_path):
     out = tmp_path / "rate4.ptx"
     subprocess.run([shutil.which("nvcc"), "-arch=sm_90", "-ptx", "-o", str(out), str(cu)],
                    check=True, capture_output=True)
-    assert out.read_text().count("ld.relaxed.gpu.global") == 4 * ov.UNROLL + 4
+    assert out.read_text().count("ld.relaxed.gpu.global") == 4 * UNROLL + 4
