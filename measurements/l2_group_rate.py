@@ -395,11 +395,17 @@ def simulated(spec, run: dict, sets) -> float:
     import numpy as np
 
     from measurements.l2_slice_map import simulated_hammer
-    from measurements.probe import simulate_checked
 
     if "place" not in run:
         return simulated_hammer(spec, np.asarray(sets), ctas=CTAS, warps=run["warps"])
-    cyc = [simulate_checked(rate4_ir(sets, n, run["sector"], run["word"], run["warps"]), spec,
+    return rate4_simulated(spec, sets, run["sector"], run["word"], run["warps"])
+
+
+def rate4_simulated(spec, sets, sector: int, word: int, warps: int, unroll: int = 1) -> float:
+    """The simulator's cycles a round of :func:`rate4_ir` (slope over :data:`SIM_ROUNDS`)."""
+    from measurements.probe import simulate_checked
+
+    cyc = [simulate_checked(rate4_ir(sets, n, sector, word, warps, unroll), spec,
                             l2_warm=True).cycles for n in SIM_ROUNDS]
     return (cyc[1] - cyc[0]) / (SIM_ROUNDS[1] - SIM_ROUNDS[0])
 
@@ -439,7 +445,7 @@ def simulate_into(path: str, runs=SIM_RUNS, spec=None) -> dict:
     from gpusim.measurements import spec_name_for_gpu
     from gpusim.specs import load_spec
     from measurements.l2_slice_map import _load_map
-    from measurements.probe import read_record, save_record, simulate_checked
+    from measurements.probe import read_record, save_record
 
     rec = read_record(path)
     spec = spec or load_spec(spec_name_for_gpu(rec["provenance"]["gpu_name"]))
@@ -452,11 +458,8 @@ def simulate_into(path: str, runs=SIM_RUNS, spec=None) -> dict:
         cyc = simulated(spec, run, arr)
         run["simulated"] = round(cyc, 2)
         if "place" in run:     # the rate4 runs again, unrolled as nvcc unrolls the CUDA loop
-            c2 = [simulate_checked(rate4_ir(arr, n, run["sector"], run["word"], run["warps"],
-                                            UNROLL), spec, l2_warm=True).cycles
-                  for n in SIM_ROUNDS]
-            run["simulated_unrolled"] = round((c2[1] - c2[0]) / (SIM_ROUNDS[1] - SIM_ROUNDS[0]),
-                                              2)
+            run["simulated_unrolled"] = round(rate4_simulated(
+                spec, arr, run["sector"], run["word"], run["warps"], UNROLL), 2)
         gpu = float(np.median(run.get("cycles_per_load_per_sm") or run["cycles_per_round_per_sm"]))
         print(f"{name:18s} GPU {gpu:9.1f}  simulator {cyc:9.1f} ({100 * (cyc / gpu - 1):+.0f}%)",
               flush=True)

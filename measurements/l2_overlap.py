@@ -96,8 +96,8 @@ def simulate_into(path: str) -> dict:
     from gpusim.measurements import spec_name_for_gpu
     from gpusim.specs import load_spec
     from measurements.l2_group_rate import PLACES as ALL_PLACES
-    from measurements.l2_group_rate import SIM_ROUNDS, UNROLL, checked_lines, rate4_ir
-    from measurements.probe import read_record, save_record, simulate_checked
+    from measurements.l2_group_rate import UNROLL, checked_lines, rate4_simulated
+    from measurements.probe import read_record, save_record
 
     rec = read_record(path)
     spec = load_spec(spec_name_for_gpu(rec["provenance"]["gpu_name"]))
@@ -106,9 +106,7 @@ def simulate_into(path: str) -> dict:
         arr = checked_lines(sets[name]["sets"], run, name)
         sector, word = ALL_PLACES[run["place"]]
         for key, unroll in (("simulated", 1), ("simulated_unrolled", UNROLL)):
-            cyc = [simulate_checked(rate4_ir(arr, n, sector, word, run["warps"], unroll), spec,
-                                    l2_warm=True).cycles for n in SIM_ROUNDS]
-            run[key] = round((cyc[1] - cyc[0]) / (SIM_ROUNDS[1] - SIM_ROUNDS[0]), 2)
+            run[key] = round(rate4_simulated(spec, arr, sector, word, run["warps"], unroll), 2)
         gpu = float(np.median(run["cycles_per_round_per_sm"]))
         one, four = run["simulated"], run["simulated_unrolled"]
         print(f"{name:8s} GPU {gpu:8.1f}  simulator {one:8.1f} ({100 * (one / gpu - 1):+.0f}%), "
