@@ -7,27 +7,38 @@ its lines are in use: lockstep loads of 132 CTAs on lines of G groups, one devic
 Why: the simulator prices a group's request at 0.49-0.58 cycles (by the SMs that share the line)
 times ``1 + 0.1 log2(q)`` (the groups a warp load spans), rates measured by lockstep loads of few
 lines that many SMs share (``l2_slice_map.py``: the hammer sets, the split and queues runs). The
-H200's random gathers over many lines (``l2_gather_sweep.json``) are served faster than that
-allows: 32 lines a warp load cost 1.08-1.18 cycles a line and SM, 117 requests a cycle over the 47
-groups, 0.40 cycles a request a group at most, where the rules say 0.84. Which property of the
-traffic changes a group's rate is what this probe isolates, holding the load on each group fixed:
+H200's L1-bypassing gathers over 32 lines (``l2_gather_sweep.json``) are served faster than that
+allows: 1.08-1.18 cycles a line and SM, 117 requests a cycle over the 47 groups, 0.40 cycles a
+request a group at most, where the rules say 0.84. Which property of the traffic changes a
+group's rate is what this probe isolates, holding the load on each group fixed. Two kernels:
+
+``hammer`` (``l2_slice_map.py``'s, with ``nset`` = 32 x warps: a line per lane and warp; 4 loads
+back to back a round, lane ``l`` at word ``l % 8`` of sector ``(load + warp) % 4``):
 
 - ``hot``: every CTA and warp loads the same 32 lines (32 / G in each of G groups), 132 SMs a
   line, 32 lines a group at most (the hammer sets of ``l2_slice_map.py``);
-- ``spread``: the (CTA, warp, lane) slots are dealt round-robin over G groups and over all the
-  group's lines in the 4 MiB region (about 700), so every line of the group is in use and few
-  SMs share a line (1.5 at G = 16 and 4 warps, more where the slots outnumber the lines);
+- ``spread``: the (CTA, warp, lane) slots are dealt round-robin over G groups (slot ``s`` in
+  group ``s % G``, so a warp load spans min(G, 32) groups) and over all the group's lines in the
+  4 MiB region (about 700), so every line of the group is in use and few SMs share a line (1.5
+  at G = 16 and 4 warps, more where the slots outnumber the lines);
 - ``lines32``, ``lines128``: as ``spread`` over the first 32 or 128 of each group's lines: more
   SMs a line, fewer lines in use (the number of lines and of SMs a line move together here: a
-  warp's lanes must stay on distinct lines, or they merge into one request).
+  warp's lanes must stay on distinct lines, or they merge into one request);
+- each at G = 1, 4, 16 and 4 or 16 warps a CTA, ``spread`` also at G = 47 (every group); and
+  ``consec`` / ``random``: each warp 32 consecutive / random lines of the gathers' 1 MiB.
 
-Each at G = 1, 4, 16 groups (drawn at random, lane ``l`` in group ``l % G`` so a warp load spans
-G groups) and 4 or 16 warps a CTA; ``spread`` also at G = 47 (every group: the random gathers'
-case, where the per-SM request cost may bind first). Per run: the median over CTAs of each CTA's
-``clock64`` span a warp load (4 loads a round, 256 rounds), 5 launches; cycles a request a group
-= that / (132 x warps x 32 / G). The kernel is ``hammer`` of ``l2_slice_map.py`` (CUDA, with its
-``nset`` = 32 x warps: a line per lane and warp), on a fresh 2 MiB-aligned region after a check
-of the H200 map there (200 pairs).
+``rate4`` (:data:`SOURCE`): each of a warp's 4 loads a round over its own 32 lines, every lane in
+one sector (0-3) or the sectors rotating from load to load, at word 0 or ``lane % 8``
+(:data:`PLACES`); lines at random in 1 MiB (``rand4``), the same 32 for the 4 loads (``same1``),
+32 consecutive (``consec4``) or 4 in each of 8 groups (``g8``, the groups bind); ``rand4`` also
+on 16 and 66 SMs (:data:`FEW_CTAS`), where the L2 does not bind and the SM's own request rate
+shows.
+
+Per run: the median over CTAs of each CTA's ``clock64`` span a warp load (hammer) or a round
+(rate4), 256 rounds, 5 launches; the requests a round on each group (:func:`group_load`,
+:func:`rate4_load`), so cycles a request of the busiest group = that / its requests. On a fresh
+2 MiB-aligned region after a check of the H200 map there (200 pairs). The record keeps each run's
+lines as a SHA-1; :func:`all_sets` regenerates them from the seeds.
 """
 
 from __future__ import annotations
@@ -83,7 +94,6 @@ ITERS = 256
 LAUNCHES = 5
 CTAS = 132
 SEED = 11
-SIM_CTAS = 132
 
 
 def run_sets(groups, seed: int = SEED) -> dict:
@@ -184,21 +194,31 @@ def rate4_sets(groups, seed: int = SEED + 1) -> dict:
     return runs
 
 
-def rate4_load(sets, groups) -> dict:
-    """:func:`group_load` of a ``rate4`` run's lines ``sets``: requests a round (a warp's 4
-    loads) per group."""
+def _count_groups(warp_loads, groups) -> dict:
+    """Requests on each group of the map from ``warp_loads`` (each the 32 lanes' lines of one
+    warp load; lanes on one line are one request): ``{"max", "mean", "groups", "span"}``: the
+    busiest group's and the mean over the groups in use, how many are in use, and the mean
+    number of groups a warp load spans."""
     import numpy as np
 
     groups = np.asarray(groups)
-    arr = np.asarray(sets)
     counts = np.zeros(int(groups.max()) + 1)
-    for s in range(4):
-        for c in range(arr.shape[1]):
-            rows = arr[s, c].reshape(-1, 32)
-            for lanes in rows:
-                np.add.at(counts, groups[np.unique(lanes) % groups.size], 1)
+    spans = []
+    for lanes in warp_loads:
+        g = groups[np.unique(lanes) % groups.size]
+        np.add.at(counts, g, 1)
+        spans.append(len(np.unique(g)))
     used = counts[counts > 0]
-    return {"max": float(used.max()), "mean": float(used.mean()), "groups": int(used.size)}
+    return {"max": float(used.max()), "mean": float(used.mean()), "groups": int(used.size),
+            "span": float(np.mean(spans))}
+
+
+def rate4_load(sets, groups) -> dict:
+    """:func:`group_load` of a ``rate4`` run's lines ``sets`` (shape (4, CTAs, 32 x warps)):
+    requests a round (a warp's 4 loads) per group."""
+    import numpy as np
+
+    return _count_groups(np.asarray(sets).reshape(-1, 32), groups)
 
 
 def _sms_per_line(arr) -> float:
@@ -212,27 +232,19 @@ def _sms_per_line(arr) -> float:
 
 
 def group_load(run: dict, groups) -> dict:
-    """Requests a round on each group of the map (a warp load's lanes on one line are one
-    request): ``{"max", "mean", "groups", "span"}``: the busiest group's and the mean over the
-    groups in use, how many are in use, and the mean number of groups a warp load spans."""
+    """Requests a round on each group of the map of a hammer run (a warp load of every warp;
+    CTA ``c`` loads row ``c % rows`` of its sets): :func:`_count_groups`."""
     import numpy as np
 
-    groups = np.asarray(groups)
     arr = np.asarray(run["sets"])
     w = run["warps"]
-    counts = np.zeros(int(groups.max()) + 1)
-    spans = []
-    for c in range(CTAS):
-        row = arr[c % len(arr)]
-        for wi in range(w):
-            lanes = row[:32] if row.size == 32 else row[32 * wi:32 * wi + 32]
-            ln = np.unique(lanes)
-            g = groups[ln % groups.size]
-            np.add.at(counts, g, 1)
-            spans.append(len(np.unique(g)))
-    used = counts[counts > 0]
-    return {"max": float(used.max()), "mean": float(used.mean()), "groups": int(used.size),
-            "span": float(np.mean(spans))}
+
+    def loads():
+        for c in range(CTAS):
+            row = arr[c % len(arr)]
+            for wi in range(w):
+                yield row[:32] if row.size == 32 else row[32 * wi:32 * wi + 32]
+    return _count_groups(loads(), groups)
 
 
 def measure(out: str, argv: list) -> dict:
