@@ -28,10 +28,14 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 CANDIDATES = {
-    "before": {"l2_request_cycles_per_sm": 1.47, "_span_on_every_line": True},
-    "request": {"_span_on_every_line": True},
+    "before": {"l2_request_cycles_per_sm": 1.47, "_span_on_every_line": True,
+               "l2_group_share_window_cycles": 0.0},
+    "request": {"_span_on_every_line": True, "l2_group_share_window_cycles": 0.0},
     "flat": {"l2_group_request_cycles": 0.57, "l2_group_private_request_cycles": 0.0,
              "l2_group_span_per_doubling": 0.0},
+    "so_far": {"l2_group_share_window_cycles": 0.0},
+    "window_512": {"l2_group_share_window_cycles": 512.0},
+    "window_2048": {"l2_group_share_window_cycles": 2048.0},
     "today": {},
 }
 
@@ -80,6 +84,8 @@ def probes() -> list:
     out += [(f"map:{k}", float(np.median(v["cycles_per_load_per_sm"]))) for k, v in smap.items()]
     que = read_record(os.path.join(h, "l2_slice_queues.json"))["runs"]
     out += [(f"que:{k}", float(np.median(v["cycles_per_load_per_sm"]))) for k, v in que.items()]
+    sw = read_record(os.path.join(h, "l2_sweep_share.json"))["runs"]
+    out += [(f"sweep:{k}", float(np.median(v["cycles_per_round_per_sm"]))) for k, v in sw.items()]
     return out
 
 
@@ -101,6 +107,10 @@ def simulate_probe(key: str, spec) -> float:
     if src == "map":
         return simulated_hammer(spec, read_record(os.path.join(h, "l2_slice_map.json"))
                                 ["hammer"][name]["lines"])
+    if src == "sweep":
+        from measurements.l2_sweep_share import simulated
+        r = read_record(os.path.join(h, "l2_sweep_share.json"))["runs"][name]
+        return simulated(spec, r["k"], r["sector"], r["word"])
     r = read_record(os.path.join(h, "l2_slice_queues.json"))["runs"][name]
     return simulated_hammer(spec, r["sets"], QUEUE_CTAS, r.get("warps", 4))
 
@@ -110,20 +120,22 @@ def _job(args):
     return key, cand, simulate_probe(key, candidate_spec(cand))
 
 
-def screen(jobs: int = 2) -> dict:
+def screen(jobs: int = 2, only: tuple = ()) -> dict:
     from concurrent.futures import ProcessPoolExecutor
 
     import numpy as np
 
-    items = probes()
+    items = [p for p in probes() if not only or p[0].split(":")[0] in only]
     gpu = dict(items)
     sim: dict = {}
     with ProcessPoolExecutor(jobs) as ex:
         for key, cand, cyc in ex.map(_job, [(k, c) for k, _ in items for c in CANDIDATES]):
             sim.setdefault(key, {})[cand] = round(float(cyc), 2)
     summary = {}
-    for fam in ("rate", "map", "que", "all"):
+    for fam in ("rate", "map", "que", "sweep", "all"):
         keys = [k for k, _ in items if fam == "all" or k.startswith(fam + ":")]
+        if not keys:
+            continue
         summary[fam] = {"probes": len(keys),
                         **{c: round(float(np.mean([abs(sim[k][c] / gpu[k] - 1) for k in keys])), 4)
                            for c in CANDIDATES}}
@@ -137,8 +149,10 @@ def main(argv: list | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True, help="the record to write (JSON)")
     ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--only", default="", help="probe families to screen (comma-separated "
+                                                "prefixes: rate,map,que,sweep; default all)")
     a = ap.parse_args(argv)
-    rec = screen(a.jobs)
+    rec = screen(a.jobs, tuple(x for x in a.only.split(",") if x))
     for key, g in rec["measured"].items():
         print(f"{key:26s} GPU {g:8.1f}  " + "  ".join(
             f"{c} {100 * (rec['simulated'][key][c] / g - 1):+4.0f}%" for c in CANDIDATES))

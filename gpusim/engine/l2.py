@@ -395,7 +395,14 @@ class L2:
         self.group_cost = None
         if self.groups is not None and (self.group_private > 0 or self.group_span > 0):
             self.group_cost = BucketServer(self.n_groups)
-            self.line_sms = np.zeros(-(-n_sectors // self.sectors_per_line) + 1, dtype=np.uint64)
+            n_lines = -(-n_sectors // self.sectors_per_line) + 1
+            self.line_sms = np.zeros(n_lines, dtype=np.uint64)
+            # sharers at once: the SMs of the line's current and previous window
+            # (l2_group_share_window_cycles; 0: every SM that has loaded it so far)
+            self.share_window = float(getattr(spec, "l2_group_share_window_cycles", 0.0) or 0.0)
+            if self.share_window > 0:
+                self.line_prev = np.zeros(n_lines, dtype=np.uint64)
+                self.line_epoch = np.zeros(n_lines, dtype=np.int64)
         self.transactions = {"data": 0, "poll": 0, "atomic": 0, "store": 0}
         # pollers of the lines of polled data buffers: per buffer's line range, the cycle at
         # which each SM's first poll of each line reached L2 (:meth:`note_polls`)
@@ -465,7 +472,7 @@ class L2:
             if self.group_cost is None:
                 start = np.maximum(start, self.group_server.serve(g, t_arr[first])[inv])
             else:
-                cost = self._group_costs(ln, g, reqs[2])
+                cost = self._group_costs(ln, g, reqs[2], t_arr[first])
                 start = np.maximum(start, self.group_cost.serve(g, t_arr[first], cost)[inv])
         if miss.any():
             self.touched[rsec[miss]] = True
@@ -473,21 +480,55 @@ class L2:
                 start[miss] = self.dram.serve(start[miss]) + self.dram_extra
         return start
 
-    def _group_costs(self, line: np.ndarray, g: np.ndarray, rwarp: np.ndarray) -> np.ndarray:
-        """Cycles each load request (``line``, its group ``g``, warp ``rwarp``) costs its group:
-        ``l2_group_private_request_cycles`` for a line that at most ``l2_group_private_sharers``
-        SMs have loaded so far, ``l2_group_request_cycles`` from ``l2_group_shared_sharers`` on
-        (log-linear between), times ``1 + f x l2_group_span_per_doubling x log2(q)``, ``q``
-        the groups that the warp-instruction's requests span and ``f`` the same fraction of
-        sharing (:func:`gpusim.specs.rules.group_request_cost`)."""
+    def _group_costs(self, line: np.ndarray, g: np.ndarray, rwarp: np.ndarray,
+                     t: np.ndarray) -> np.ndarray:
+        """Cycles each load request (``line``, its group ``g``, warp ``rwarp``, reaching L2 at
+        ``t``) costs its group: ``l2_group_private_request_cycles`` for a line that at most
+        ``l2_group_private_sharers`` SMs share, ``l2_group_request_cycles`` from
+        ``l2_group_shared_sharers`` on (log-linear between), times ``1 + f x
+        l2_group_span_per_doubling x log2(q)``, ``q`` the groups that the warp-instruction's
+        requests span and ``f`` the same fraction of sharing
+        (:func:`gpusim.specs.rules.group_request_cost`). The sharers: the SMs whose loads of the
+        line reached L2 in the request's window of ``l2_group_share_window_cycles`` or the one
+        before (:meth:`_sharers`); every SM that has loaded it so far where that is 0."""
         sm = self.sm_of_warp[rwarp] if self.sm_of_warp is not None else np.zeros_like(rwarp)
-        np.bitwise_or.at(self.line_sms, line, np.left_shift(np.uint64(1),
-                                                               (sm % 64).astype(np.uint64)))
-        n = np.bitwise_count(self.line_sms[line]).astype(np.float64)
+        bit = np.left_shift(np.uint64(1), (sm % 64).astype(np.uint64))
+        if self.share_window > 0:
+            n = self._sharers(line, bit, t)
+        else:
+            np.bitwise_or.at(self.line_sms, line, bit)
+            n = np.bitwise_count(self.line_sms[line]).astype(np.float64)
         ng = self.n_groups
         uk = np.unique(rwarp.astype(np.int64) * ng + g)
         wq, q = np.unique(uk // ng, return_counts=True)
         return group_request_cost(self.spec, n, q[np.searchsorted(wq, rwarp)])
+
+    def _sharers(self, line: np.ndarray, bit: np.ndarray, t: np.ndarray) -> np.ndarray:
+        """The SMs sharing each request's line at once: the line's SMs (``bit``: each request's
+        SM as a bit of 64) of the window of ``l2_group_share_window_cycles`` that holds the
+        request's arrival ``t`` and of the window before it. The windows of a batch are taken
+        in order; a request that arrives in a window older than the line's latest counts in
+        the latest (the executor hands requests over in lockstep order, not always in time
+        order). What the H200 shows (``measurements/l2_sweep_share.py``): 132 SMs sweeping
+        one table of random lines cost a group 0.47-0.55 cycles a request when about one SM
+        loads a row at a time, the private lines' rate, though every SM loads every line over
+        the kernel."""
+        ep = np.floor(np.asarray(t, dtype=np.float64) / self.share_window).astype(np.int64)
+        n = np.empty(line.size, dtype=np.float64)
+        for e in np.unique(ep).tolist():
+            sel = ep == e
+            ln = line[sel]
+            u = np.unique(ln)
+            old = self.line_epoch[u]
+            move = old < e
+            if move.any():
+                um = u[move]
+                self.line_prev[um] = np.where(old[move] == e - 1, self.line_sms[um], 0)
+                self.line_sms[um] = 0
+                self.line_epoch[um] = e
+            np.bitwise_or.at(self.line_sms, ln, bit[sel])
+            n[sel] = np.bitwise_count(self.line_sms[ln] | self.line_prev[ln])
+        return n
 
     def _hand_over(self, rsec: np.ndarray, start: np.ndarray, sm: np.ndarray) -> np.ndarray:
         """Cycle each store request (sector ``rsec``, from SM ``sm``, served by its slice at

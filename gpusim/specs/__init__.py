@@ -152,6 +152,10 @@ PARAMS: dict[str, Param] = {
     "l2_group_span_per_doubling": Param("fraction", float, 0, 1,
                                         "a group's request costs 1 + this x log2(q) times more "
                                         "when its warp-instruction spans q groups"),
+    "l2_group_share_window_cycles": Param("cycles", float, 0, 1e6,
+                                          "a line's sharers are the SMs whose loads of it "
+                                          "reached L2 in the request's window of this many "
+                                          "cycles or the one before (0: every SM so far)"),
     "l2_request_cycles_per_sm": Param("cycles/request", float, 0, 64,
                                       "an SM sends at most one load request to L2 every this "
                                       "many cycles (0: no limit)"),
@@ -265,6 +269,7 @@ class GPUSpec:
     l2_group_private_sharers: float
     l2_group_shared_sharers: float
     l2_group_span_per_doubling: float
+    l2_group_share_window_cycles: float
     l2_request_cycles_per_sm: float
     l2_poll_sharer_cycles: float
     sleep_tick_lead_ns: float
