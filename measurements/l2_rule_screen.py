@@ -5,14 +5,21 @@ over the recorded lockstep-load probes, no campaign case involved.
 
 The probes (all measured on the H200, their lines known): the 20 four-warp runs of
 ``l2_group_rate.json.xz`` (:data:`measurements.l2_group_rate.SIM_RUNS`), the 24 hammered sets of
-``l2_slice_map.json`` and the 18 queues runs of ``l2_slice_queues.json``. The candidates, each a
-set of H200 spec values and a form of :func:`gpusim.specs.rules.group_request_cost`:
+``l2_slice_map.json``, the 18 queues runs of ``l2_slice_queues.json`` and the 10 sweeps of
+``l2_sweep_share.json``. The candidates, each a set of H200 spec values and a form of
+:func:`gpusim.specs.rules.group_request_cost`:
 
 - ``before``: the rule before 2026-12-01, the span's factor on every line, and the H100's per-SM
   request cost (1.47 cycles);
 - ``request``: the same rule, with the H200's own per-SM cost (1.00, ``l2_group_rate.json.xz``);
 - ``flat``: one rate for every request, 0.57 cycles (the spread runs' value), no sharers, no span;
-- ``today``: the span's factor in proportion to the line's fraction of sharing, 1.00 a request.
+- ``so_far``: the span's factor in proportion to the line's fraction of sharing, 1.00 a request,
+  a line's sharers every SM that has loaded it so far (the rule of 2026-12-01 until the sweeps);
+- ``window_512``, ``window_2048``: the same, the sharers those of the request's window of 512 or
+  2048 cycles and the one before (``l2_group_share_window_cycles``);
+- ``today``: the same with the H200 spec's window (1024 cycles).
+
+``--only rate,map`` screens some families only (a quicker look; the record holds all).
 
 Prints every probe's error under each and the mean absolute errors by probe family; writes them.
 """

@@ -192,7 +192,7 @@ def test_the_readme_quotes_the_h200_draws():
 
     readme = (ROOT / "README.md").read_text()
     rows = readme_rows(_merged("h200"))
-    assert rows[0].startswith("| speedup MAPE, out of sample (s191-s194) |")
+    assert rows[0].startswith("| speedup MAPE, out of sample (s195-s198) |")
     for row in rows:
         assert row in readme, row
 
@@ -433,7 +433,8 @@ SAME_MODEL = ("error_bands_s149_s152.json", "error_bands_s155_s158.json",
     ("error_bands_s167_s174.json", tuple(range(167, 175)), tuple(range(175, 181))),
     ("error_bands_s175_s180.json", tuple(range(175, 181)), tuple(range(181, 187))),
     ("error_bands_s181_s186.json", tuple(range(181, 187)), tuple(range(187, 191))),
-    ("error_bands_s187_s190.json", tuple(range(187, 191)), tuple(range(191, 195)))])
+    ("error_bands_s187_s190.json", tuple(range(187, 191)), tuple(range(191, 195))),
+    ("error_bands_s191_s194.json", tuple(range(191, 195)), tuple(range(195, 199)))])
 def test_earlier_h200_bands_judged_on_the_draws_measured_after_them(record, made_from,
                                                                     judged_on):
     """The H200's bands that ``predict`` printed while ``made_from`` were the draws out of
@@ -638,7 +639,8 @@ def test_unchanged_pairs_chain_and_a_change_without_one_ends_them(tmp_path, monk
 @pytest.mark.parametrize("first, n, commit, cases", [(175, 6, "d31168d", 725),
                                                      (181, 6, "e14d3df", 725),
                                                      (187, 4, "454324e", 480),
-                                                     (191, 4, "638db29", 476)])
+                                                     (191, 4, "638db29", 476),
+                                                     (195, 4, "3982d72", 480)])
 def test_the_model_before_on_the_headline_draws_is_what_the_readme_says(first, n, commit,
                                                                         cases):
     """``h200/model_before_sA_sB.json`` (``measurements/model_at_commit.py``): the draws' RNN
@@ -700,17 +702,19 @@ def test_the_simulator_before_on_the_last_changes_draws_is_what_the_readme_says(
             f"(11.3%) on {s['csr_b8_cases']}") in text
 
 
-def test_the_simulator_before_the_l2_group_rule_is_what_the_readme_says():
-    """``h200/sim_before_s191_s194.json.xz``: every simulator price of s191-s194 at 638db29, the
-    engine before the L2 group rule and the H200's own request rate (the whole crosscheck of
-    each draw, run at that commit). Its speedup rows are the merged record's layers, its summary
-    is its rows', and the README quotes it; today's simulator prices differ from it (the change
-    moved every family a little)."""
+@pytest.mark.parametrize("first, commit", [(191, "638db29"), (195, "3982d72")])
+def test_the_simulator_before_a_change_is_what_the_readme_says(first, commit):
+    """``h200/sim_before_sA_sB.json.xz``: every simulator price of four draws at the commit
+    before the change they judged (s191-s194: the L2 group rule and the H200's own request rate;
+    s195-s198: the sharers counted at once), the whole crosscheck of each draw run at that
+    commit. Its speedup rows are the merged record's layers, its summary is its rows', and the
+    README quotes it; the merged record's simulator prices (as priced when the draws came)
+    differ from it (the change moved prices a little)."""
     import statistics
 
-    rec = read_record(ROOT / "measurements" / "h200" / "sim_before_s191_s194.json")
-    assert rec["commit"].startswith("638db29")
-    assert rec["draws"] == [f"fresh_2026-12-01_s{s}" for s in range(191, 195)]
+    rec = read_record(ROOT / "measurements" / "h200" / f"sim_before_s{first}_s{first + 3}.json")
+    assert rec["commit"].startswith(commit)
+    assert rec["draws"] == [f"fresh_2026-12-01_s{s}" for s in range(first, first + 4)]
     rnn = [r for r in rec["speedup_rows"] if not r["cell"] and not r["heads"]]
     s = rec["summary"]
     assert s["layers"] == len(rnn) == 64
