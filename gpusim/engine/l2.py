@@ -17,8 +17,8 @@ Model (every number from the spec):
   The map covers a 2 MiB-aligned 4 MiB region and repeats beyond it (an approximation). Stores
   are not charged there (not measured). What a request costs its group
   (:func:`gpusim.specs.rules.group_request_cost`, served by :class:`BucketServer`) depends on
-  two things measured on the H100 (``measurements/l2_slice_map.py``): how many SMs have loaded
-  its line so far (``l2_group_private_request_cycles`` up to ``l2_group_private_sharers``,
+  two things measured on the H100 (``measurements/l2_slice_map.py``): how many SMs share its
+  line (``l2_group_private_request_cycles`` up to ``l2_group_private_sharers``,
   ``l2_group_request_cycles`` from ``l2_group_shared_sharers`` on: the split runs, 0.58 cycles
   at 5.5-8 SMs a line against 0.45-0.53 at 33-132) and how many groups its warp-instruction's
   requests span (``1 + f x l2_group_span_per_doubling x log2(q)``, ``f`` the line's
@@ -26,7 +26,12 @@ Model (every number from the spec):
   a warp load over 16 groups 14% dearer than over 1 at the same load a group, where the SMs a
   line grew with the span; the H200's ``measurements/l2_group_rate.py`` shows the span costing
   nothing on lines that one or two SMs load, 0.55-0.57 cycles a request over 1 to 32 groups). A
-  spec with both at 0 keeps the single rate (the H100's and the V100's today).
+  spec with both at 0 keeps the single rate (the H100's and the V100's today). A line's sharers
+  are the SMs whose loads of it reached L2 in the request's window of
+  ``l2_group_share_window_cycles`` or the one before (0: every SM that has loaded it so far):
+  the H200's ``measurements/l2_sweep_share.py`` has 132 SMs sweep one table, each line loaded
+  by every SM over the kernel, and with about one SM on a row at a time a group costs the
+  private lines' rate (0.47-0.55 cycles a request).
 - A request reaches its slice half its round trip after issue and the reply returns the other
   half later (the round trip splits evenly; documented approximation).
 - Split L2 (``l2_partitions = 2``, the H100's 2 x 25 MB): a sector in the SM's far partition
