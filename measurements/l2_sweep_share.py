@@ -107,10 +107,10 @@ def row_lines(row):
     return ((row[..., None] * 32 + np.arange(32)) * MULT) % LINES
 
 
-def starts(k: int, ctas: int = CTAS, warps: int = WARPS):
+def starts(k: int, ctas: int = CTAS, warps: int = WARPS, rows: int = ROWS):
     """Each warp's first row, shape (CTAs, warps), for ``k`` SMs a row at once: CTA ``c`` in
     cohort ``c mod (ctas / k)``; warp ``w`` of cohort ``j`` starts at row
-    ``(w x cohorts + j) x ROWS / (warps x cohorts)`` (rounded down)."""
+    ``(w x cohorts + j) x rows / (warps x cohorts)`` (rounded down)."""
     import numpy as np
 
     if ctas % k:
@@ -118,7 +118,7 @@ def starts(k: int, ctas: int = CTAS, warps: int = WARPS):
     coh = ctas // k
     c = np.arange(ctas)[:, None]
     w = np.arange(warps)[None, :]
-    return (w * coh + c % coh) * ROWS // (warps * coh)
+    return (w * coh + c % coh) * rows // (warps * coh)
 
 
 def group_load(groups) -> dict:
@@ -191,10 +191,11 @@ def measure(out: str, argv: list) -> dict:
 
 
 def sweep_ir(k: int, rounds: int, sector: int, word: int, ctas: int = CTAS,
-             warps: int = WARPS):
+             warps: int = WARPS, rows: int = ROWS):
     """The ``sweep`` kernel in the IR, for the simulator (without the grid-wide start: the
     simulator starts every CTA at once): the same rows, lines, places and rolled loop of 16
-    relaxed loads then their sum; values summed and checked."""
+    relaxed loads then their sum; values summed and checked. ``rows`` (a power of two up to
+    ``ROWS``): a table of the first ``rows`` rows."""
     import numpy as np
 
     from kernels_ir.builder import Builder
@@ -202,7 +203,7 @@ def sweep_ir(k: int, rounds: int, sector: int, word: int, ctas: int = CTAS,
     from kernels_ir.kernels.microbench import Microbench
     from kernels_ir.verify import verify
 
-    st = starts(k, ctas, warps)
+    st = starts(k, ctas, warps, rows)
     b = Builder("mb_l2_sweep", grid=ctas, block=32 * warps, bench="l2_sweep", rounds=rounds)
     g_t = b.global_buffer("table", F32, LINES * 32)
     g_s = b.global_buffer("start", I32, ctas * warps)
@@ -230,7 +231,7 @@ def sweep_ir(k: int, rounds: int, sector: int, word: int, ctas: int = CTAS,
         base = b.imad(r, LOADS, r0, dst=b.reg(I32, "base"))
         for s in range(LOADS):
             b.iadd(base, s, dst=idx[s])
-            b.and_(idx[s], ROWS - 1, dst=idx[s])
+            b.and_(idx[s], rows - 1, dst=idx[s])
             b.imad(idx[s], 32, lane, dst=idx[s])
             b.imul(idx[s], MULT, dst=idx[s])
             b.and_(idx[s], LINES - 1, dst=idx[s])
@@ -248,7 +249,7 @@ def sweep_ir(k: int, rounds: int, sector: int, word: int, ctas: int = CTAS,
             for i in range(rounds):
                 for s in range(LOADS):
                     sec = sector if sector < 4 else (s + w) % 4
-                    ln = row_lines((st[c, w] + LOADS * i + s) % ROWS)
+                    ln = row_lines((st[c, w] + LOADS * i + s) % rows)
                     expect[c, w] += t[ln * 32 + 8 * sec + (lanes % 8 if word else 0)]
     return Microbench("l2_sweep", kernel,
                       {"table": t, "start": st.reshape(-1).astype(np.int32),
@@ -258,11 +259,11 @@ def sweep_ir(k: int, rounds: int, sector: int, word: int, ctas: int = CTAS,
                       lambda g: bool(np.allclose(np.asarray(g["out"]), expect.reshape(-1))))
 
 
-def simulated(spec, k: int, sector: int, word: int) -> float:
+def simulated(spec, k: int, sector: int, word: int, rows: int = ROWS) -> float:
     """The simulator's cycles a round and SM of a run (slope over :data:`SIM_ROUNDS`)."""
     from measurements.probe import simulate_checked
 
-    cyc = [simulate_checked(sweep_ir(k, n, sector, word), spec, l2_warm=True).cycles
+    cyc = [simulate_checked(sweep_ir(k, n, sector, word, rows=rows), spec, l2_warm=True).cycles
            for n in SIM_ROUNDS]
     return (cyc[1] - cyc[0]) / (SIM_ROUNDS[1] - SIM_ROUNDS[0])
 
