@@ -254,20 +254,12 @@ def measure(out: str, argv: list) -> dict:
     import cupy as cp
     import numpy as np
 
-    from gpusim.measurements import spec_name_for_gpu
-    from gpusim.specs import load_spec
-    from measurements.campaign import provenance
-    from measurements.l2_slice_map import _load_map, _region, map_check
-    from measurements.probe import ClockSampler
+    from measurements.l2_slice_map import mapped_region
 
-    prov = provenance(argv)
-    clocks = ClockSampler()
-    map_file = load_spec(spec_name_for_gpu(prov["gpu_name"])).l2_group_map
-    prov["group_map"] = map_file
-    groups = np.asarray(_load_map(map_file))
-    _raw, buf, sink, mod = _region()
-    hammer = mod.get_function("hammer")
-    pairs, wrong = map_check(hammer, buf, sink, groups, 100)
+    reg = mapped_region(argv)
+    prov, clocks, groups = reg["prov"], reg["clocks"], reg["groups"]
+    buf, sink, pairs, wrong = reg["buf"], reg["sink"], reg["pairs"], reg["wrong"]
+    hammer = reg["module"].get_function("hammer")
     runs = run_sets(groups)
     span = cp.zeros(CTAS, dtype=cp.int64)
     for name, run in runs.items():

@@ -364,6 +364,29 @@ def check_pairs(groups, n: int, seed: int = 3) -> list:
     return same + [tuple(int(v) for v in rng.choice(lines, 2, replace=False)) for _ in range(n)]
 
 
+def mapped_region(argv: list) -> dict:
+    """The common start of a probe on the GPU's own map: the provenance (with the map's file),
+    a running :class:`measurements.probe.ClockSampler`, the map, a fresh region
+    (:func:`_region`) and the map checked there (:func:`map_check`, 100 pairs of each kind):
+    ``{"prov", "clocks", "groups", "buf", "sink", "module", "raw", "pairs", "wrong"}``."""
+    import numpy as np
+
+    from gpusim.measurements import spec_name_for_gpu
+    from gpusim.specs import load_spec
+    from measurements.campaign import provenance
+    from measurements.probe import ClockSampler
+
+    prov = provenance(argv)
+    clocks = ClockSampler()
+    map_file = load_spec(spec_name_for_gpu(prov["gpu_name"])).l2_group_map
+    prov["group_map"] = map_file
+    groups = np.asarray(_load_map(map_file))
+    raw, buf, sink, mod = _region()
+    pairs, wrong = map_check(mod.get_function("hammer"), buf, sink, groups, 100)
+    return {"prov": prov, "clocks": clocks, "groups": groups, "buf": buf, "sink": sink,
+            "module": mod, "raw": raw, "pairs": pairs, "wrong": wrong}
+
+
 def map_check(hammer, buf, sink, groups, n: int) -> tuple[list, int]:
     """The map checked on a fresh region: :func:`check_pairs` scanned, ``(pairs, wrong)``, the
     number whose cost falls on the other side of :data:`THRESHOLD` than the map says."""

@@ -57,20 +57,12 @@ def measure(out: str, argv: list) -> dict:
     import cupy as cp
     import numpy as np
 
-    from gpusim.measurements import spec_name_for_gpu
-    from gpusim.specs import load_spec
     from measurements import l2_sweep_share as sw
-    from measurements.campaign import provenance
-    from measurements.l2_slice_map import _load_map, _region, map_check
-    from measurements.probe import ClockSampler
+    from measurements.l2_slice_map import mapped_region
 
-    prov = provenance(argv)
-    clocks = ClockSampler()
-    map_file = load_spec(spec_name_for_gpu(prov["gpu_name"])).l2_group_map
-    prov["group_map"] = map_file
-    groups = np.asarray(_load_map(map_file))
-    _raw, buf, sink, mod = _region()
-    pairs, wrong = map_check(mod.get_function("hammer"), buf, sink, groups, 100)
+    reg = mapped_region(argv)
+    prov, clocks, groups = reg["prov"], reg["clocks"], reg["groups"]
+    buf, sink, pairs, wrong = reg["buf"], reg["sink"], reg["pairs"], reg["wrong"]
     span = cp.zeros(sw.CTAS, dtype=cp.int64)
     arrive = cp.zeros(1, dtype=cp.uint32)
     late = cp.zeros(1, dtype=cp.uint32)
@@ -109,25 +101,11 @@ def measure(out: str, argv: list) -> dict:
 
 
 def simulate_into(path: str) -> dict:
-    """Add the simulator's cycles a round (the measured GPU's spec) to every run."""
-    import numpy as np
-
-    from gpusim.measurements import spec_name_for_gpu
-    from gpusim.specs import load_spec
+    """Add the simulator's cycles a round to every run (``l2_sweep_share.simulate_into``, which
+    reads each run's table size)."""
     from measurements import l2_sweep_share as sw
-    from measurements.probe import read_record, save_record
 
-    rec = read_record(path)
-    spec = load_spec(spec_name_for_gpu(rec["provenance"]["gpu_name"]))
-    for name, run in rec["runs"].items():
-        run["simulated"] = round(sw.simulated(spec, run["k"], run["sector"], run["word"],
-                                              run["rows"]), 2)
-        gpu = float(np.median(run["cycles_per_round_per_sm"]))
-        print(f"{name:9s} GPU {gpu:8.1f}  simulator {run['simulated']:8.1f} "
-              f"({100 * (run['simulated'] / gpu - 1):+.0f}%)", flush=True)
-    rec["simulated_spec"] = spec.name
-    save_record(path, rec)
-    return rec
+    return sw.simulate_into(path)
 
 
 def main(argv: list | None = None) -> int:

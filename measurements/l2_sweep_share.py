@@ -140,21 +140,13 @@ def measure(out: str, argv: list) -> dict:
     import cupy as cp
     import numpy as np
 
-    from gpusim.measurements import spec_name_for_gpu
-    from gpusim.specs import load_spec
-    from measurements.campaign import provenance
     from measurements.l2_slice_map import LINES as MAP_LINES
-    from measurements.l2_slice_map import _load_map, _region, map_check
-    from measurements.probe import ClockSampler
+    from measurements.l2_slice_map import mapped_region
 
     assert MAP_LINES == LINES
-    prov = provenance(argv)
-    clocks = ClockSampler()
-    map_file = load_spec(spec_name_for_gpu(prov["gpu_name"])).l2_group_map
-    prov["group_map"] = map_file
-    groups = np.asarray(_load_map(map_file))
-    _raw, buf, sink, mod = _region()
-    pairs, wrong = map_check(mod.get_function("hammer"), buf, sink, groups, 100)
+    reg = mapped_region(argv)
+    prov, clocks, groups = reg["prov"], reg["clocks"], reg["groups"]
+    buf, sink, pairs, wrong = reg["buf"], reg["sink"], reg["pairs"], reg["wrong"]
     sweep = cp.RawModule(code=SOURCE, options=("-std=c++17",)).get_function("sweep")
     span = cp.zeros(CTAS, dtype=cp.int64)
     arrive = cp.zeros(1, dtype=cp.uint32)
@@ -269,7 +261,8 @@ def simulated(spec, k: int, sector: int, word: int, rows: int = ROWS) -> float:
 
 
 def simulate_into(path: str) -> dict:
-    """Add the simulator's cycles a round (the measured GPU's spec) to every run."""
+    """Add the simulator's cycles a round (the measured GPU's spec) to every run (a run's
+    ``rows``, where it has them: ``l2_sweep_reuse.py``'s tables)."""
     import numpy as np
 
     from gpusim.measurements import spec_name_for_gpu
@@ -279,7 +272,8 @@ def simulate_into(path: str) -> dict:
     rec = read_record(path)
     spec = load_spec(spec_name_for_gpu(rec["provenance"]["gpu_name"]))
     for name, run in rec["runs"].items():
-        run["simulated"] = round(simulated(spec, run["k"], run["sector"], run["word"]), 2)
+        run["simulated"] = round(simulated(spec, run["k"], run["sector"], run["word"],
+                                           run.get("rows", ROWS)), 2)
         gpu = float(np.median(run["cycles_per_round_per_sm"]))
         print(f"{name:9s} GPU {gpu:8.1f}  simulator {run['simulated']:8.1f} "
               f"({100 * (run['simulated'] / gpu - 1):+.0f}%)", flush=True)
