@@ -6,27 +6,27 @@ call.
     python measurements/l2_sweep_share.py --simulate measurements/h200/l2_sweep_share.json
 
 Why: the simulator prices an L2 contention group's request by how many SMs share its line
-(:func:`gpusim.specs.rules.group_request_cost`: the span of a warp load costs only lines that
-many SMs share) and counts the sharers over the whole kernel: every SM that has loaded the line
-so far. The rule was measured on loads of fixed lines (``l2_slice_map.py``,
-``l2_group_rate.py``), where the SMs that load a line over the kernel and those that load it at
-once are the same. A kernel that sweeps a table (the gathers of ``gather_l2_32``, the CSR
-kernel's gathers of h) has every line loaded by every SM over the kernel, but by few at once.
-This probe holds the lines, the group load and the sharers over the kernel fixed and moves only
-the sharers at once.
+(:func:`gpusim.specs.rules.group_request_cost`: the span of a warp load costs only lines that many
+SMs share) and, until this probe, counted the sharers over the whole kernel: every SM that had
+loaded the line so far (a spec whose ``l2_group_share_window_cycles`` is 0 still does). The rule
+was measured on loads of fixed lines (``l2_slice_map.py``, ``l2_group_rate.py``), where the SMs
+that load a line over the kernel and those that load it at once are the same. A kernel that sweeps
+a table (the gathers of ``gather_l2_32``, the CSR kernel's gathers of h) has every line loaded by
+every SM over the kernel, but by few at once. This probe holds the lines, the group load and the
+sharers over the kernel fixed and moves only the sharers at once.
 
 The table: ``ROWS`` rows of 32 lines, row ``r`` lane ``l`` on line ``((32 r + l) x MULT) mod
-LINES`` of a 2 MiB-aligned 4 MiB region (a bijection: the rows are disjoint, each of 32 lines
-over about 23 of the H200's 47 groups). Each warp loads 16 rows a round, rows ``start + 16 i``
-to ``start + 16 i + 15`` (mod ``ROWS``): 16 relaxed loads back to back, then their sum, one
-round an iteration of a rolled loop (the IR form is the same program). ``ITERS`` rounds sweep
-the table 4 times, so every SM loads every line. The warps' first rows (:func:`starts`): the
-CTAs are dealt into ``132 / k`` cohorts (CTA ``c`` in cohort ``c mod (132 / k)``); the cohort's
-warps start on the same rows, the cohorts and the 4 warps of a CTA evenly spread over the
-table. So about ``k`` SMs load a row at once (132: all of them, in lockstep; 1: one warp on a
-row at a time). A grid-wide start (an arrival counter) lines the CTAs up before the clock
-starts. Lanes in sector 0 (``s0``, word 0) or the sectors rotating with the load and the warp at
-word ``lane % 8`` (``rot``, the hammer's place).
+LINES`` of a 2 MiB-aligned 4 MiB region (a bijection: the rows are disjoint, each of 32 lines over
+about 23 of the H200's 47 groups). Each warp loads 16 rows a round, rows ``start + 16 i`` to
+``start + 16 i + 15`` (mod ``ROWS``): 16 relaxed loads back to back, then their sum, one round an
+iteration of a rolled loop (the IR form is the same program). ``ITERS`` rounds sweep the table 4
+times, so every SM loads every line. The warps' first rows (:func:`starts`): the CTAs are dealt
+into ``132 / k`` cohorts (CTA ``c`` in cohort ``c mod (132 / k)``); the cohort's warps start on the
+same rows, the cohorts and the 4 warps of a CTA evenly spread over the table. So ``k`` SMs start on
+each row together (132: all of them, in lockstep); as a warp takes 16 rows a round, about 8-9 SMs
+load a row within a round at ``k`` = 1 and 8-12 at 4. A grid-wide start (an arrival counter) lines
+the CTAs up before the clock starts. Lanes in sector 0 (``s0``, word 0) or the sectors rotating
+with the load and the warp at word ``lane % 8`` (``rot``, the hammer's place).
 
 Per run: each CTA's ``clock64`` span a round, the median over the CTAs, ``LAUNCHES`` launches
 (the first a warm-up, kept); cycles a request per SM = that / (16 x 32 x 4).

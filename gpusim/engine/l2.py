@@ -30,8 +30,8 @@ Model (every number from the spec):
   are the SMs whose loads of it reached L2 in the request's window of
   ``l2_group_share_window_cycles`` or the one before (0: every SM that has loaded it so far):
   the H200's ``measurements/l2_sweep_share.py`` has 132 SMs sweep one table, each line loaded
-  by every SM over the kernel, and with about one SM on a row at a time a group costs the
-  private lines' rate (0.47-0.55 cycles a request).
+  by every SM over the kernel, and with the SMs spread over the table (about 8 loading a row
+  within a round) a group costs the private lines' rate (0.47-0.55 cycles a request).
 - A request reaches its slice half its round trip after issue and the reply returns the other
   half later (the round trip splits evenly; documented approximation).
 - Split L2 (``l2_partitions = 2``, the H100's 2 x 25 MB): a sector in the SM's far partition
@@ -515,9 +515,9 @@ class L2:
         in order; a request that arrives in a window older than the line's latest counts in
         the latest (the executor hands requests over in lockstep order, not always in time
         order). What the H200 shows (``measurements/l2_sweep_share.py``): 132 SMs sweeping
-        one table of random lines cost a group 0.47-0.55 cycles a request when about one SM
-        loads a row at a time, the private lines' rate, though every SM loads every line over
-        the kernel."""
+        one table of random lines cost a group 0.47-0.55 cycles a request when they are spread
+        over the table (about 8 load a row within a round), the private lines' rate, though
+        every SM loads every line over the kernel."""
         ep = np.floor(np.asarray(t, dtype=np.float64) / self.share_window).astype(np.int64)
         n = np.empty(line.size, dtype=np.float64)
         for e in np.unique(ep).tolist():
