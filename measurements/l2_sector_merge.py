@@ -46,52 +46,9 @@ def source(rows: int) -> str:
 
 
 def measure(out: str, argv: list) -> dict:
-    import json
+    from measurements.l2_sweep_reuse import measure_tables
 
-    import cupy as cp
-    import numpy as np
-
-    from measurements import l2_sweep_share as sw
-    from measurements.l2_slice_map import mapped_region
-    from measurements.l2_sweep_reuse import K, group_load
-
-    reg = mapped_region(argv)
-    prov, clocks, groups = reg["prov"], reg["clocks"], reg["groups"]
-    buf, sink = reg["buf"], reg["sink"]
-    span = cp.zeros(sw.CTAS, dtype=cp.int64)
-    arrive = cp.zeros(1, dtype=cp.uint32)
-    late = cp.zeros(1, dtype=cp.uint32)
-    runs = {}
-    for rows in TABLES:
-        fn = cp.RawModule(code=source(rows), options=("-std=c++17",)).get_function("sweep")
-        st = cp.asarray(sw.starts(K, rows=rows).reshape(-1).astype(np.int32))
-        load = group_load(groups, rows)
-        for place, (sector, word) in PLACES.items():
-            reps = []
-            for _ in range(sw.LAUNCHES):
-                arrive.fill(0)
-                fn((sw.CTAS,), (32 * sw.WARPS,), (buf, st, np.int32(sw.ITERS), span, sink,
-                                                  np.int32(sector), np.int32(word), arrive,
-                                                  late))
-                cp.cuda.Device().synchronize()
-                reps.append((cp.asnumpy(span) / sw.ITERS).round(2).tolist())
-            per = [float(np.median(r)) for r in reps]
-            name = f"r{rows}_{place}"
-            runs[name] = {"rows": rows, "k": K, "place": place, "sector": sector, "word": word,
-                          "load": load, "cycles_per_round_per_cta": reps,
-                          "cycles_per_round_per_sm": per}
-            med = float(np.median(per))
-            print(f"{name:10s} {med:8.1f} cycles a round; {med / load['max']:.3f} a request of "
-                  f"the busiest group", flush=True)
-    clocks.stop(prov)
-    rec = {"format_version": 1, "provenance": prov, "ctas": sw.CTAS, "warps": sw.WARPS,
-           "iters": sw.ITERS, "launches": sw.LAUNCHES,
-           "map_check": {"pairs": len(reg["pairs"]), "wrong": reg["wrong"]},
-           "start_late": int(late.get()[0]), "runs": runs}
-    os.makedirs(out, exist_ok=True)
-    with open(os.path.join(out, "l2_sector_merge.json"), "w") as f:
-        json.dump(rec, f, indent=1)
-    return rec
+    return measure_tables(out, argv, "l2_sector_merge.json", TABLES, PLACES, source)
 
 
 def main(argv: list | None = None) -> int:

@@ -51,7 +51,10 @@ def source(rows: int) -> str:
     return sw.SOURCE.replace(old, f"const unsigned ROWS = {rows}u,")
 
 
-def measure(out: str, argv: list) -> dict:
+def measure_tables(out: str, argv: list, record: str, tables, places: dict, source_of) -> dict:
+    """The lockstep sweep (k = :data:`K`) on every table of ``tables`` rows and placement of
+    ``places`` (``{name: (sector, word)}``), each table's CUDA from ``source_of(rows)``; the record
+    ``record`` written under ``out``. Shared by this probe and ``l2_sector_merge.py``."""
     import json
 
     import cupy as cp
@@ -67,11 +70,11 @@ def measure(out: str, argv: list) -> dict:
     arrive = cp.zeros(1, dtype=cp.uint32)
     late = cp.zeros(1, dtype=cp.uint32)
     runs = {}
-    for rows in TABLES:
-        fn = cp.RawModule(code=source(rows), options=("-std=c++17",)).get_function("sweep")
+    for rows in tables:
+        fn = cp.RawModule(code=source_of(rows), options=("-std=c++17",)).get_function("sweep")
         st = cp.asarray(sw.starts(K, rows=rows).reshape(-1).astype(np.int32))
         load = group_load(groups, rows)
-        for place, (sector, word) in sw.PLACES.items():
+        for place, (sector, word) in places.items():
             reps = []
             for _ in range(sw.LAUNCHES):
                 arrive.fill(0)
@@ -86,7 +89,7 @@ def measure(out: str, argv: list) -> dict:
                           "load": load, "cycles_per_round_per_cta": reps,
                           "cycles_per_round_per_sm": per}
             med = float(np.median(per))
-            print(f"{name:9s} {med:8.1f} cycles a round; {med / (sw.LOADS * 32 * sw.WARPS):.3f} "
+            print(f"{name:10s} {med:8.1f} cycles a round; {med / (sw.LOADS * 32 * sw.WARPS):.3f} "
                   f"cycles a request per SM; {med / load['max']:.3f} a request of the busiest "
                   f"group ({load['max']:.0f})", flush=True)
     clocks.stop(prov)
@@ -95,9 +98,15 @@ def measure(out: str, argv: list) -> dict:
            "map_check": {"pairs": len(pairs), "wrong": wrong},
            "start_late": int(late.get()[0]), "runs": runs}
     os.makedirs(out, exist_ok=True)
-    with open(os.path.join(out, "l2_sweep_reuse.json"), "w") as f:
+    with open(os.path.join(out, record), "w") as f:
         json.dump(rec, f, indent=1)
     return rec
+
+
+def measure(out: str, argv: list) -> dict:
+    from measurements import l2_sweep_share as sw
+
+    return measure_tables(out, argv, "l2_sweep_reuse.json", TABLES, sw.PLACES, source)
 
 
 def simulate_into(path: str) -> dict:
