@@ -446,30 +446,21 @@ def simulate_into(path: str, runs=SIM_RUNS, spec=None) -> dict:
     record's SHA-1."""
     import numpy as np
 
-    from gpusim.measurements import spec_name_for_gpu
-    from gpusim.specs import load_spec
     from measurements.l2_slice_map import _load_map
-    from measurements.probe import read_record, save_record
+    from measurements.probe import simulate_runs
 
-    rec = read_record(path)
-    spec = spec or load_spec(spec_name_for_gpu(rec["provenance"]["gpu_name"]))
-    groups = np.asarray(_load_map(rec["provenance"]["group_map"]))
-    sets = all_sets(groups)
-    both = {**rec["runs"], **rec["rate4_runs"]}
-    for name in runs:
-        run = both[name]
+    def price(spec, name, run, sets):
         arr = checked_lines(sets[name], run, name)
-        cyc = simulated(spec, run, arr)
-        run["simulated"] = round(cyc, 2)
+        out = {"simulated": simulated(spec, run, arr)}
         if "place" in run:     # the rate4 runs again, unrolled as nvcc unrolls the CUDA loop
-            run["simulated_unrolled"] = round(rate4_simulated(
-                spec, arr, run["sector"], run["word"], run["warps"], UNROLL), 2)
-        gpu = float(np.median(run.get("cycles_per_load_per_sm") or run["cycles_per_round_per_sm"]))
-        print(f"{name:18s} GPU {gpu:9.1f}  simulator {cyc:9.1f} ({100 * (cyc / gpu - 1):+.0f}%)",
-              flush=True)
-    rec["simulated_spec"] = spec.name
-    save_record(path, rec)
-    return rec
+            out["simulated_unrolled"] = rate4_simulated(spec, arr, run["sector"], run["word"],
+                                                        run["warps"], UNROLL)
+        return out
+
+    return simulate_runs(path, price, names=list(runs), spec=spec,
+                         table=lambda rec: {**rec["runs"], **rec["rate4_runs"]},
+                         context=lambda rec: all_sets(np.asarray(
+                             _load_map(rec["provenance"]["group_map"]))))
 
 
 def main(argv: list | None = None) -> int:

@@ -90,30 +90,19 @@ def measure(out: str, argv: list) -> dict:
 
 
 def simulate_into(path: str) -> dict:
-    """Add the simulator's cycles a round (the measured GPU's spec) to every run."""
-    import numpy as np
-
-    from gpusim.measurements import spec_name_for_gpu
-    from gpusim.specs import load_spec
+    """Add the simulator's cycles a round (the measured GPU's spec) to every run: the IR form
+    (``simulated``) and unrolled as nvcc compiles the CUDA loop (``simulated_unrolled``)."""
     from measurements.l2_group_rate import PLACES as ALL_PLACES
     from measurements.l2_group_rate import UNROLL, checked_lines, rate4_simulated
-    from measurements.probe import read_record, save_record
+    from measurements.probe import simulate_runs
 
-    rec = read_record(path)
-    spec = load_spec(spec_name_for_gpu(rec["provenance"]["gpu_name"]))
-    sets = run_sets(rec["seed"])
-    for name, run in rec["runs"].items():
+    def price(spec, name, run, sets):
         arr = checked_lines(sets[name]["sets"], run, name)
         sector, word = ALL_PLACES[run["place"]]
-        for key, unroll in (("simulated", 1), ("simulated_unrolled", UNROLL)):
-            run[key] = round(rate4_simulated(spec, arr, sector, word, run["warps"], unroll), 2)
-        gpu = float(np.median(run["cycles_per_round_per_sm"]))
-        one, four = run["simulated"], run["simulated_unrolled"]
-        print(f"{name:8s} GPU {gpu:8.1f}  simulator {one:8.1f} ({100 * (one / gpu - 1):+.0f}%), "
-              f"unrolled as nvcc {four:8.1f} ({100 * (four / gpu - 1):+.0f}%)", flush=True)
-    rec["simulated_spec"] = spec.name
-    save_record(path, rec)
-    return rec
+        return {key: rate4_simulated(spec, arr, sector, word, run["warps"], unroll)
+                for key, unroll in (("simulated", 1), ("simulated_unrolled", UNROLL))}
+
+    return simulate_runs(path, price, context=lambda rec: run_sets(rec["seed"]))
 
 
 def main(argv: list | None = None) -> int:

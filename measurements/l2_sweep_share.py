@@ -263,23 +263,10 @@ def simulated(spec, k: int, sector: int, word: int, rows: int = ROWS) -> float:
 def simulate_into(path: str) -> dict:
     """Add the simulator's cycles a round (the measured GPU's spec) to every run (a run's
     ``rows``, where it has them: ``l2_sweep_reuse.py``'s tables)."""
-    import numpy as np
+    from measurements.probe import simulate_runs
 
-    from gpusim.measurements import spec_name_for_gpu
-    from gpusim.specs import load_spec
-    from measurements.probe import read_record, save_record
-
-    rec = read_record(path)
-    spec = load_spec(spec_name_for_gpu(rec["provenance"]["gpu_name"]))
-    for name, run in rec["runs"].items():
-        run["simulated"] = round(simulated(spec, run["k"], run["sector"], run["word"],
-                                           run.get("rows", ROWS)), 2)
-        gpu = float(np.median(run["cycles_per_round_per_sm"]))
-        print(f"{name:9s} GPU {gpu:8.1f}  simulator {run['simulated']:8.1f} "
-              f"({100 * (run['simulated'] / gpu - 1):+.0f}%)", flush=True)
-    rec["simulated_spec"] = spec.name
-    save_record(path, rec)
-    return rec
+    return simulate_runs(path, lambda spec, name, run, ctx: {"simulated": simulated(
+        spec, run["k"], run["sector"], run["word"], run.get("rows", ROWS))})
 
 
 def main(argv: list | None = None) -> int:

@@ -582,6 +582,36 @@ def simulated_slope(spec, build, sizes: tuple, **kw) -> float:
     return (cyc[1] - cyc[0]) / (runs[1].ops - runs[0].ops)
 
 
+def simulate_runs(path: str, price, *, table=None, names=None, context=None,
+                  spec=None) -> dict:
+    """Add the simulator's values to the runs of the record at ``path`` and save it: for each
+    run (``table(rec)``, default ``rec["runs"]``; the runs ``names``, default all)
+    ``price(spec, name, run, ctx)`` returns ``{key: cycles}``, stored rounded to 0.01 under each
+    key; ``ctx`` is ``context(rec)`` (what the runs share, made once), ``spec`` the measured
+    GPU's unless given. Prints each run's GPU median (``cycles_per_load_per_sm`` or
+    ``cycles_per_round_per_sm``) beside its values."""
+    import numpy as np
+
+    from gpusim.measurements import spec_name_for_gpu
+    from gpusim.specs import load_spec
+
+    rec = read_record(path)
+    spec = spec or load_spec(spec_name_for_gpu(rec["provenance"]["gpu_name"]))
+    runs = table(rec) if table else rec["runs"]
+    ctx = context(rec) if context else None
+    for name in names if names is not None else list(runs):
+        run = runs[name]
+        got = {k: round(float(v), 2) for k, v in price(spec, name, run, ctx).items()}
+        run.update(got)
+        gpu = float(np.median(run.get("cycles_per_load_per_sm")
+                              or run["cycles_per_round_per_sm"]))
+        print(f"{name:18s} GPU {gpu:9.1f}  " + "  ".join(
+            f"{k} {v:9.1f} ({100 * (v / gpu - 1):+.0f}%)" for k, v in got.items()), flush=True)
+    rec["simulated_spec"] = spec.name
+    save_record(path, rec)
+    return rec
+
+
 def record_path(path: str) -> str:
     """``path``, or ``path + ".gz"`` or ``path + ".xz"`` where only a compressed copy of a
     record is kept (the large records are stored compressed to keep the repository small)."""
