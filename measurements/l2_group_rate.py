@@ -318,8 +318,9 @@ def measure(out: str, argv: list) -> dict:
 def rate4_ir(sets, rounds: int, sector: int, word: int, warps: int, unroll: int = 1):
     """The ``rate4`` kernel in the IR, for the simulator: ``sets`` of shape (4, CTAs, 32 x
     warps); load ``s`` of each round of thread ``t`` of CTA ``c`` reads line ``sets[s, c, t]``
-    in sector ``sector`` (4: ``(s + warp) % 4``) at word ``lane % 8`` (``word``) or 0; values
-    summed and checked. ``unroll`` > 1 issues that many rounds' loads into their own registers
+    in sector ``sector`` (4: ``(s + warp) % 4``; an array of the shape of ``sets``: each slot's
+    own sector, read from the set buffer after the lines, as ``l2_sector_mix.py``'s kernel does)
+    at word ``lane % 8`` (``word``) or 0; values summed and checked. ``unroll`` > 1 issues that many rounds' loads into their own registers
     before their sums, as nvcc compiles the CUDA kernel (its PTX holds 20 relaxed loads: the
     loop unrolled 4 times and a remainder), so a warp keeps 16 loads in flight; ``rounds``
     must then be a multiple of it."""
@@ -336,9 +337,14 @@ def rate4_ir(sets, rounds: int, sector: int, word: int, warps: int, unroll: int 
     if nset != 32 * warps:
         raise ValueError(f"sets: {32 * warps} lines a CTA expected, got {nset}")
     n_lines = int(sets.max()) + 1
+    per_slot = not np.isscalar(sector)
+    if per_slot:
+        sector = np.asarray(sector, dtype=np.int64)
+        if sector.shape != sets.shape or sector.min() < 0 or sector.max() > 3:
+            raise ValueError(f"sector: an array of sectors 0-3 of shape {sets.shape} expected")
     b = Builder("mb_l2_rate4", grid=ctas, block=nset, bench="l2_rate4", rounds=rounds)
     g_t = b.global_buffer("table", F32, n_lines * 32)
-    g_s = b.global_buffer("set", I32, sets.size)
+    g_s = b.global_buffer("set", I32, sets.size * (2 if per_slot else 1))
     g_out = b.global_buffer("out", F32, ctas * nset, role="out")
     lane = b.sreg("lane", dst=b.reg(I32, "lane"))
     warp = b.sreg("warp", dst=b.reg(I32, "warp"))
@@ -351,7 +357,12 @@ def rate4_ir(sets, rounds: int, sector: int, word: int, warps: int, unroll: int 
         b.iadd(idx[s_], s_ * ctas * nset, dst=idx[s_])
         b.ldg(g_s, idx[s_], dst=idx[s_])
         b.imad(idx[s_], 32, wd, dst=idx[s_])
-        if sector < 4:
+        if per_slot:                       # + 8 * set[4 CTAs nset + slot]
+            sec = b.imad(cta, nset, tid, dst=b.reg(I32, f"sec{s_}"))
+            b.iadd(sec, (4 + s_) * ctas * nset, dst=sec)
+            b.ldg(g_s, sec, dst=sec)
+            b.imad(sec, 8, idx[s_], dst=idx[s_])
+        elif sector < 4:
             b.iadd(idx[s_], 8 * sector, dst=idx[s_])
         else:                              # + 8 * ((s + warp) % 4)
             sec = b.iadd(warp, s_, dst=b.reg(I32, f"sec{s_}"))
@@ -377,11 +388,13 @@ def rate4_ir(sets, rounds: int, sector: int, word: int, warps: int, unroll: int 
     warp_of = np.arange(nset) // 32
     expect = np.zeros((ctas, nset), np.float32)
     for s_ in range(4):
-        sec = sector if sector < 4 else (s_ + warp_of) % 4
+        sec = (sector[s_] if per_slot else sector if sector < 4 else (s_ + warp_of) % 4)
         expect += t[sets[s_] * 32 + (lanes % 8 if word else 0) + 8 * sec]
     expect = expect * rounds
+    set_buf = sets.reshape(-1) if not per_slot else np.concatenate([sets.reshape(-1),
+                                                                      sector.reshape(-1)])
     return Microbench("l2_rate4", kernel,
-                      {"table": t, "set": sets.reshape(-1).astype(np.int32),
+                      {"table": t, "set": set_buf.astype(np.int32),
                        "out": np.zeros(ctas * nset, np.float32)},
                       rounds, "one round: 4 relaxed loads by every warp",
                       {"rounds": rounds, "warps": warps, "ctas": ctas},
