@@ -207,7 +207,8 @@ def _speedup_stats(sel: list, engines) -> dict:
             "named_slowdown_mean": float(slow.mean()) if slow.size else None,
             "named_slowdown_max": float(slow.max()) if slow.size else None,
             "named_within_5pct": int((slow <= 0.05).sum()),
-            # measured / predicted speedup: the band a prediction's range is drawn from
+            # measured / predicted speedup, described (predict's bands take their ends by
+            # gpusim.uncertainty.band_ends)
             "ratio_p10": float(np.percentile(ratios, 10)) if ok else None,
             "ratio_p90": float(np.percentile(ratios, 90)) if ok else None,
             "ratio_min": float(ratios.min()) if ok else None,

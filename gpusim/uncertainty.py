@@ -8,12 +8,20 @@ measured / predicted of
   cuBLAS, cuSPARSE), per engine (the analytical model, the simulator), and
 - the speedup that ``predict`` reports (best sparse persistent over the next best), per engine,
 
-and keeps its 10th and 90th percentiles with the validated ranges of hidden, batch and density
-in ``gpusim/specs/error_bands.json``. The errors depend on the layer's size (out of sample, the
+and keeps an 80% prediction interval of it with the validated ranges of hidden, batch and
+density in ``gpusim/specs/error_bands.json``. The interval (:func:`band_ends`, rule ``ranks``)
+is the distribution-free one: of ``n`` ratios sorted, the ``k``-th lowest and the ``k``-th
+highest, ``k = max(1, floor(0.1 (n + 1)))``, which holds a new layer's ratio with probability
+``(n + 1 - 2k) / (n + 1)``, at least 80%, when the layers are exchangeable (Wilks' tolerance
+argument). Until 2026-12-01 the bands were the 10th and 90th percentiles (rule ``percentile``,
+which numpy interpolates between the sorted ratios): with 10 to 30 ratios a third that holds a
+new value with about 70-75% probability, and judged on the draws measured after them the
+recorded bands held 74-77% of the ratios (``measurements/band_rule_screen.py``). Each band
+says its rule; a band without one is a ``percentile`` band. The errors depend on the layer's size (out of sample, the
 CSR baseline is priced 1-12% too slow below hidden ~600 and 29-64% too fast above ~1500), so
 each band is also kept per third of the out-of-sample layers' hidden sizes (``hidden_edges``:
 the terciles of their log hidden size, a property of the draws, not a chosen threshold), where a
-third holds at least :data:`MIN_BIN` values. :func:`annotate` turns them into ranges for one
+third holds at least :data:`MIN_BIN` values (the fewest for which ``k = 1`` gives 80%). :func:`annotate` turns them into ranges for one
 prediction, the band of the layer's third where there is one, else the whole band: a per-step
 time ``t`` becomes ``t * p10 .. t * p90``, a speedup ``s`` becomes ``s * p10 .. s * p90``, with
 a plain note when the layer or the GPU lies outside what was validated. The bands are only as
@@ -28,12 +36,37 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["BANDS_FILE", "Uncertainty", "annotate", "load_bands", "bands_from",
+__all__ = ["BANDS_FILE", "BAND_RULE", "Uncertainty", "annotate", "load_bands", "bands_from",
+           "band_ends", "min_bin",
            "row_family", "contenders", "for_hidden", "judge_bands", "contender_hits",
            "contenders_judged", "band_draws", "draw_seed"]
 
 BANDS_FILE = Path(__file__).resolve().parent / "specs" / "error_bands.json"
-MIN_BIN = 6   # values a third of the hidden range needs for a band of its own
+BAND_RULE = "ranks"      # how a band's ends are taken from its ratios (band_ends)
+BAND_RULES = ("ranks", "percentile")
+MIN_BIN = 9   # values a third of the hidden range needs for a band of its own (rule ranks)
+MIN_BIN_PERCENTILE = 6   # the same under the percentile rule (the bands before 2026-12-01)
+
+
+def band_ends(values, rule: str = BAND_RULE) -> tuple[float, float]:
+    """The ends of a band over the ratios ``values``: under ``ranks`` the ``k``-th lowest and
+    ``k``-th highest, ``k = max(1, floor(0.1 (n + 1)))`` (an interval that holds a further
+    exchangeable value with probability ``(n + 1 - 2k) / (n + 1)``, at least 80% from ``n`` =
+    9); under ``percentile`` numpy's interpolated 10th and 90th percentiles."""
+    a = np.sort(np.asarray(values, dtype=float))
+    if a.size == 0:
+        raise ValueError("band_ends: no value")
+    if rule == "percentile":
+        return float(np.percentile(a, 10)), float(np.percentile(a, 90))
+    if rule != "ranks":
+        raise ValueError(f"band rule {rule!r}: one of {', '.join(BAND_RULES)} expected")
+    k = min(max(1, int(np.floor(0.1 * (a.size + 1)))), (a.size + 1) // 2)
+    return float(a[k - 1]), float(a[a.size - k])
+
+
+def min_bin(rule: str) -> int:
+    """Values a third of the sizes needs for a band of its own under ``rule``."""
+    return MIN_BIN_PERCENTILE if rule == "percentile" else MIN_BIN
 
 
 def _third(hidden: int, edges) -> int:
@@ -198,7 +231,10 @@ def annotate(report, bands: dict | None = None) -> Uncertainty:
                      f"of {_seeds(cj['bands_of'])}) held the one the GPU ran fastest in "
                      f"{cj['held']} of {cj['layers']} RNN layers measured after those bands "
                      f"({_seeds(cj['judged_on'])}; {cj['mean']:.1f} kernels a layer)")
-    basis = (f"10th-90th percentile of measured/predicted over {b['layers']} out-of-sample "
+    what = ("an 80% prediction interval (the k-th lowest to the k-th highest, k = 0.1 (n + 1) "
+            "rounded down)" if b.get("rule", "percentile") == "ranks"
+            else "10th-90th percentile")
+    basis = (f"{what} of measured/predicted over {b['layers']} out-of-sample "
              f"layers on the {b['gpu_name']} ({_seeds(b['draws'])}, measured {b['date']})")
     if used_third:
         a, z = (int(np.ceil(e)) for e in edges)
@@ -209,9 +245,10 @@ def annotate(report, bands: dict | None = None) -> Uncertainty:
 
 
 def bands_from(crosscheck: dict, speedup: dict, fingerprint: str,
-               fingerprint_gpu: str | None = None) -> dict:
+               fingerprint_gpu: str | None = None, rule: str = BAND_RULE) -> dict:
     """The bands of one GPU from an out-of-sample ``crosscheck --speedup`` summary;
-    ``fingerprint`` is ``model_fingerprint(gpu=fingerprint_gpu)``."""
+    ``fingerprint`` is ``model_fingerprint(gpu=fingerprint_gpu)``; ``rule`` how each band's
+    ends are taken (:func:`band_ends`)."""
     from gpusim.samples import OUT_OF_SAMPLE
 
     # the RNN fp32 layers (the gated / fp16 layers of a draw are reported, not banded)
@@ -224,17 +261,20 @@ def bands_from(crosscheck: dict, speedup: dict, fingerprint: str,
     edges = [float(e) for e in np.exp(np.percentile(np.log([r["hidden"] for r in lays]),
                                                      [100 / 3, 200 / 3]))]
 
+    band_ends([1.0], rule)      # an unknown rule fails here, before any work
+
     def one(ratios):
         a = np.asarray(ratios, dtype=float)
-        return {"ratio_p10": float(np.percentile(a, 10)), "ratio_p90": float(np.percentile(a, 90)),
+        lo, hi = band_ends(a, rule)
+        return {"ratio_p10": lo, "ratio_p90": hi,
                 "mape": float(np.mean(np.abs(1 / a - 1))), "n": int(a.size)}
 
     def band(pairs):
         """The band of ``(hidden, ratio)`` pairs, with one per third of the hidden sizes
-        (None where a third has fewer than MIN_BIN)."""
+        (None where a third has fewer than :func:`min_bin`)."""
         out = one([x for _, x in pairs])
         thirds = [[x for h, x in pairs if _third(h, edges) == k] for k in range(3)]
-        out["by_hidden"] = [one(t) if len(t) >= MIN_BIN else None for t in thirds]
+        out["by_hidden"] = [one(t) if len(t) >= min_bin(rule) else None for t in thirds]
         return out
 
     fams: dict = {"sim": {}, "model": {}}
@@ -276,7 +316,7 @@ def bands_from(crosscheck: dict, speedup: dict, fingerprint: str,
     dates = sorted({d["path"] for d in crosscheck["draws"] if d["sample"] == OUT_OF_SAMPLE})
     return {"gpu_name": crosscheck["gpu"], "draws": ", ".join(draws), "date": ", ".join(sorted(
             {Path(p).name.split("_")[1] for p in dates if "_" in Path(p).name})),
-            "layers": len(lays), "model_fingerprint": fingerprint,
+            "layers": len(lays), "rule": rule, "model_fingerprint": fingerprint,
             **({"fingerprint_gpu": fingerprint_gpu} if fingerprint_gpu else {}),
             "ranges": {"hidden": [min(r["hidden"] for r in lays), max(r["hidden"] for r in lays)],
                        "batch": sorted({r["batch"] for r in lays}),
@@ -365,7 +405,7 @@ def judge_bands(bands: dict, rows: list, speedup_rows: list) -> dict:
     """How often ``bands`` (one GPU's, as :func:`bands_from` makes them) held on layers they were
     not made from: crosscheck ``rows`` and ``speedup_rows`` of the RNN fp32 layers of other
     draws. Per engine, the share of per-step ratios (measured / predicted) inside the family's
-    10th-90th percentile band, by size (the layer's third where it has one) and whole; the
+    band, by size (the layer's third where it has one) and whole; the
     share of speedup ratios inside the speedup band, both ways; and in how many layers the
     kernel the GPU ran fastest was among the simulator's contenders (with their mean count).
     A nominal band holds 80%."""

@@ -75,6 +75,15 @@ def _close(a, b, path="bands"):
         assert a == b, path
 
 
+def _as_made(old: dict, c: dict, s: dict, gpu: str | None = None) -> dict:
+    """``bands_from`` over ``c`` / ``s`` under the rule the bands ``old`` were made with (a
+    band without one is a ``percentile`` band, made before 2026-12-01)."""
+    b = bands_from(c, s, old["model_fingerprint"], gpu, rule=old.get("rule", "percentile"))
+    if "rule" not in old:
+        del b["rule"]
+    return b
+
+
 def _merged(gpu: str) -> dict:
     if gpu == "h100":
         return H100_RECORD
@@ -90,8 +99,7 @@ def test_error_bands_come_from_the_recorded_crosscheck_under_todays_model(gpu):
         # no draw since the last change: the bands of the last draws, as measured, which
         # ``predict`` flags as an earlier model's
         assert not fingerprint_is_current(bands["model_fingerprint"], gpu, gpu)
-        _close(bands, bands_from(CROSSCHECK, CROSSCHECK["speedup"], bands["model_fingerprint"],
-                                 gpu))
+        _close(bands, _as_made(bands, CROSSCHECK, CROSSCHECK["speedup"], gpu))
         return
     # today's model, or one whose predictions a FINGERPRINT_UNCHANGED pair says it kept (as
     # ``predict`` reads them)
@@ -99,7 +107,7 @@ def test_error_bands_come_from_the_recorded_crosscheck_under_todays_model(gpu):
     assert bands["model_fingerprint"] == now or fingerprint_is_current(
         bands["model_fingerprint"], gpu, gpu)
     judged = bands.pop("contenders_judged", None)
-    _close(bands, bands_from(cc, cc["speedup"], bands["model_fingerprint"], gpu))
+    _close(bands, _as_made(bands, cc, cc["speedup"], gpu))
     if judged is not None:
         # the previous bands (kept beside the draws), judged on the draws they were not made from
         from gpusim.uncertainty import contenders_judged
@@ -275,7 +283,7 @@ def test_the_readme_quotes_the_bands_by_size_of_the_file():
     error_bands.json; a third without a band (fewer than MIN_BIN values) is not quoted."""
     import math
 
-    from gpusim.uncertainty import MIN_BIN
+    from gpusim.uncertainty import min_bin
 
     b = json.loads((ROOT / "gpusim" / "specs" / "error_bands.json").read_text())["h100"]
     text = " ".join((ROOT / "README.md").read_text().split())
@@ -293,7 +301,7 @@ def test_the_readme_quotes_the_bands_by_size_of_the_file():
                            (sp["by_hidden"][i], "times the simulator's prediction at")):
             if band is None:
                 continue
-            assert band["n"] >= MIN_BIN
+            assert band["n"] >= min_bin(b.get("rule", "percentile"))
             assert f"{rng(band)} {what} {label}" in text
             quoted += 1
     assert quoted
@@ -393,7 +401,7 @@ def test_earlier_bands_judged_on_the_draws_measured_after_them(record, made_from
     old = json.loads((H100 / record).read_text())
     # out of sample for the model they were measured with
     c, s = _draw_subset({f"fresh_2026-11-28_{d}" for d in made_from}, sample=OUT_OF_SAMPLE)
-    _close(old, bands_from(c, s, old["model_fingerprint"]))
+    _close(old, _as_made(old, c, s))
     assert {_draw_fingerprint(f"fresh_2026-11-28_{d}") for d in made_from} == \
         {old["model_fingerprint"]}
     c, s = _draw_subset({f"fresh_2026-11-28_{d}" for d in judged_on})
@@ -459,7 +467,7 @@ def test_earlier_h200_bands_judged_on_the_draws_measured_after_them(record, made
     # by test_error_bands_come_from_the_recorded_crosscheck_under_todays_model while they were
     # today's)
     mine = {k: v for k, v in old.items() if k != "contenders_judged"}
-    _close(mine, bands_from(c, s, old["model_fingerprint"], "h200"))
+    _close(mine, _as_made(old, c, s, "h200"))
     fp = {n: load_json(ROOT / "measurements" / "h200" / draw(n) /
                        "campaign.json")["fresh"]["model_fingerprint"]
           for n in made_from + judged_on}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from gpusim.measurements import (
@@ -250,14 +251,21 @@ def test_bands_and_annotation():
     b = bands_from(cc, sp, model_fingerprint())
     assert b["layers"] == 10 and b["ranges"]["hidden"] == [256, 2560]
     lam = b["families"]["sim"]["sparse lamport"]
-    assert lam["ratio_p10"] == pytest.approx(1.09) and lam["ratio_p90"] == pytest.approx(1.81)
-    assert b["families"]["model"]["sparse lamport"]["ratio_p90"] == pytest.approx(0.905)
+    # ten ratios 1.0 .. 1.9: the 80% interval's ends are the lowest and the highest (k = 1)
+    assert b["rule"] == "ranks"
+    assert lam["ratio_p10"] == pytest.approx(1.0) and lam["ratio_p90"] == pytest.approx(1.9)
+    assert b["families"]["model"]["sparse lamport"]["ratio_p90"] == pytest.approx(0.95)
     assert b["families"]["sim"]["cublas"] == b["families"]["model"]["cublas"]
+    # the bands before 2026-12-01: numpy's 10th and 90th percentiles
+    old = bands_from(cc, sp, model_fingerprint(), rule="percentile")["families"]["sim"]
+    assert old["sparse lamport"]["ratio_p10"] == pytest.approx(1.09)
+    assert old["sparse lamport"]["ratio_p90"] == pytest.approx(1.81)
     row = SimpleNamespace(name="sparse-lamport", engine="sim", per_step_s=2e-6)
     rep = SimpleNamespace(gpu="h100", hidden=1000, batch=4, density=0.05, cell="rnn",
                           dtype="fp32", engine="sim", rows=[row], speedup=2.0)
     u = annotate(rep, {"h100": b})
-    assert u.rows["sparse-lamport"] == pytest.approx((2.18e-6, 3.62e-6))
+    assert u.rows["sparse-lamport"] == pytest.approx((2.0e-6, 3.8e-6))
+    assert "80% prediction interval" in u.basis
     assert u.speedup == pytest.approx((2.0, 2.0))
     assert u.notes == ()
     far = SimpleNamespace(**{**vars(rep), "gpu": "v100", "hidden": 9000, "batch": 8})
@@ -267,6 +275,33 @@ def test_bands_and_annotation():
     assert annotate(rep, {}).rows == {}
     with pytest.raises(ValueError, match="no out-of-sample"):
         bands_from({**cc, "rows": []}, sp, "x")
+    with pytest.raises(ValueError, match="band rule 'p5'"):
+        bands_from(cc, sp, "x", rule="p5")
+
+
+def test_band_ends_are_the_distribution_free_80_percent_interval():
+    """``k = max(1, floor(0.1 (n + 1)))`` from each end: 9 to 18 values give the lowest and the
+    highest, 19 to 28 the second, 29 the third; such an interval holds a further value drawn
+    from the same distribution with probability (n + 1 - 2k) / (n + 1), at least 0.8 (checked
+    here by drawing); the percentile rule's interval holds less at these sizes."""
+    from gpusim.uncertainty import band_ends
+
+    assert band_ends(range(9)) == (0, 8) and band_ends(range(18)) == (0, 17)
+    assert band_ends(range(19)) == (1, 17) and band_ends(range(29)) == (2, 26)
+    assert band_ends([3.0]) == (3.0, 3.0) and band_ends([2.0, 1.0]) == (1.0, 2.0)
+    rng = np.random.default_rng(5)
+    for n in (9, 15, 21, 30):
+        hits = {"ranks": 0, "percentile": 0}
+        for _ in range(4000):
+            x = rng.standard_normal(n + 1)
+            for rule in hits:
+                lo, hi = band_ends(x[:n], rule)
+                hits[rule] += lo <= x[n] <= hi
+        k = max(1, (n + 1) // 10)
+        assert hits["ranks"] / 4000 == pytest.approx((n + 1 - 2 * k) / (n + 1), abs=0.025)
+        assert hits["ranks"] / 4000 > 0.77 and hits["percentile"] < hits["ranks"]
+    with pytest.raises(ValueError, match="no value"):
+        band_ends([])
 
 
 def test_a_gpu_never_measured_borrows_bands_that_describe_todays_model():
@@ -322,7 +357,7 @@ def test_gated_and_fp16_layers_get_their_own_speedup_band():
 
 
 def test_bands_per_third_of_the_hidden_sizes():
-    """The layers' hidden sizes 256..2560 split at their log terciles; a third with MIN_BIN (6)
+    """The layers' hidden sizes 256..2560 split at their log terciles; a third with MIN_BIN (9)
     values or more keeps a band of its own and annotate uses the layer's third; with fewer it
     falls back to the whole band. A speedup range that excludes the point says so."""
     from types import SimpleNamespace
@@ -334,7 +369,7 @@ def test_bands_per_third_of_the_hidden_sizes():
     assert b["families"]["sim"]["sparse lamport"]["by_hidden"] == [None, None, None]  # 3-4 each
     many = {**cc, "rows": [dict(r, hidden=h) for r in cc["rows"] for h in (300, 2500)]}
     lays = [dict(r, model={"ratio": 0.5 if r["hidden"] < 1000 else 2.0, "ape": None})
-            for r in sp["rows"] for _ in range(2)]
+            for r in sp["rows"] for _ in range(3)]
     b = bands_from(many, {**sp, "rows": lays}, model_fingerprint())
     top = b["families"]["sim"]["sparse lamport"]["by_hidden"]
     assert top[1] is None and top[0]["n"] == top[2]["n"] == 10
@@ -353,8 +388,8 @@ def test_bands_per_third_of_the_hidden_sizes():
         band = whole["by_hidden"][k] or whole
         got = annotate(SimpleNamespace(**{**vars(rep), "hidden": h}), {"h100": b}).speedup
         assert got == pytest.approx((2.0 * band["ratio_p10"], 2.0 * band["ratio_p90"])), k
-    mid = sum(lo <= r["hidden"] < hi for r in lays)        # a third keeps a band iff >= 6
-    assert (whole["by_hidden"][1] is None) == (mid < 6)
+    mid = sum(lo <= r["hidden"] < hi for r in lays)        # a third keeps a band iff >= 9
+    assert (whole["by_hidden"][1] is None) == (mid < 9)
     assert whole["by_hidden"][1] is None or whole["by_hidden"][1]["n"] == mid
 
 
