@@ -10,22 +10,25 @@ measured / predicted of
 
 and keeps an 80% prediction interval of it with the validated ranges of hidden, batch and
 density in ``gpusim/specs/error_bands.json``. The interval (:func:`band_ends`, rule ``ranks``)
-is the distribution-free one: of ``n`` ratios sorted, the ``k``-th lowest and the ``k``-th
-highest, ``k = max(1, floor(0.1 (n + 1)))``, which holds a new layer's ratio with probability
-``(n + 1 - 2k) / (n + 1)``, at least 80%, when the layers are exchangeable (Wilks' tolerance
-argument). Until 2026-12-01 the bands were the 10th and 90th percentiles (rule ``percentile``,
-which numpy interpolates between the sorted ratios): with 10 to 30 ratios a third that holds a
-new value with about 70-75% probability, and judged on the draws measured after them the
-recorded bands held 74-77% of the ratios (``measurements/band_rule_screen.py``). Each band
-says its rule; a band without one is a ``percentile`` band. The errors depend on the layer's size (out of sample, the
-CSR baseline is priced 1-12% too slow below hidden ~600 and 29-64% too fast above ~1500), so
-each band is also kept per third of the out-of-sample layers' hidden sizes (``hidden_edges``:
-the terciles of their log hidden size, a property of the draws, not a chosen threshold), where a
-third holds at least :data:`MIN_BIN` values (the fewest for which ``k = 1`` gives 80%). :func:`annotate` turns them into ranges for one
-prediction, the band of the layer's third where there is one, else the whole band: a per-step
-time ``t`` becomes ``t * p10 .. t * p90``, a speedup ``s`` becomes ``s * p10 .. s * p90``, with
-a plain note when the layer or the GPU lies outside what was validated. The bands are only as
-good as the draws behind them (their count is in the file and in the note).
+is the distribution-free one of the order statistics: of ``n`` ratios sorted, the ``k``-th
+lowest and the ``k``-th highest, ``k = max(1, floor(0.1 (n + 1)))``, which holds a new layer's
+ratio with probability ``(n + 1 - 2k) / (n + 1)``, at least 80%, when the layers are
+exchangeable. Until 2026-12-01 the bands were numpy's 10th and 90th percentiles (rule
+``percentile``, interpolated between the sorted ratios): with 10 to 30 ratios an interval that
+holds a new value with about 70-75% probability; judged on the draws measured after them the
+recorded bands held 74-80% of the ratios, the interval 79-84%
+(``measurements/band_rule_screen.py``). Each band says its rule; a band without one is a
+``percentile`` band. The errors depend on the layer's size (out of sample, the CSR baseline was
+priced 1-12% too slow below hidden ~600 and 29-64% too fast above ~1500), so each band is also
+kept per third of the out-of-sample layers' hidden sizes (``hidden_edges``: the terciles of
+their log hidden size, a property of the draws, not a chosen threshold), where a third holds at
+least :data:`MIN_BIN` values (the fewest for which ``k = 1`` gives 80%). :func:`annotate` turns
+them into ranges for one prediction, the band of the layer's third where there is one, else the
+whole band: a per-step time ``t`` becomes ``t * lo .. t * hi``, a speedup ``s`` becomes ``s * lo
+.. s * hi`` (``lo``, ``hi``: the band's ``ratio_p10`` and ``ratio_p90``, the names its ends kept
+from the percentile rule), with a plain note when the layer or the GPU lies outside what was
+validated. The bands are only as good as the draws behind them (their count is in the file and
+in the note).
 """
 
 from __future__ import annotations

@@ -320,10 +320,10 @@ def rate4_ir(sets, rounds: int, sector: int, word: int, warps: int, unroll: int 
     warps); load ``s`` of each round of thread ``t`` of CTA ``c`` reads line ``sets[s, c, t]``
     in sector ``sector`` (4: ``(s + warp) % 4``; an array of the shape of ``sets``: each slot's
     own sector, read from the set buffer after the lines, as ``l2_sector_mix.py``'s kernel does)
-    at word ``lane % 8`` (``word``) or 0; values summed and checked. ``unroll`` > 1 issues that many rounds' loads into their own registers
-    before their sums, as nvcc compiles the CUDA kernel (its PTX holds 20 relaxed loads: the
-    loop unrolled 4 times and a remainder), so a warp keeps 16 loads in flight; ``rounds``
-    must then be a multiple of it."""
+    at word ``lane % 8`` (``word``) or 0; values summed and checked. ``unroll`` > 1 issues that
+    many rounds' loads into their own registers before their sums, as nvcc compiles the CUDA
+    kernel (its PTX holds 20 relaxed loads: the loop unrolled 4 times and a remainder), so a
+    warp keeps 16 loads in flight; ``rounds`` must then be a multiple of it."""
     import numpy as np
 
     from kernels_ir.builder import Builder

@@ -66,7 +66,8 @@ def sectors(place: str, shape, seed: int = SEED):
     t = np.arange(nset)[None, None, :]
     w, lane = t // 32, t % 32
     table = {"s0": 0 * (s + c + t), "rot": (s + w) % 4, "load": s + 0 * (c + t),
-             "warp": w % 4 + 0 * (s + c), "cta": c % 4 + 0 * (s + t), "lane": lane % 4 + 0 * (s + c),
+             "warp": w % 4 + 0 * (s + c), "cta": c % 4 + 0 * (s + t),
+             "lane": lane % 4 + 0 * (s + c),
              "rot2": (s + w) % 2 + 0 * c, "rot02": 2 * ((s + w) % 2) + 0 * c,
              "cta2": c % 2 + 0 * (s + t)}
     if place == "rand":

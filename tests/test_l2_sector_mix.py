@@ -82,10 +82,10 @@ def test_a_group_is_cheaper_the_fewer_sectors_it_serves():
     """What the probe shows: on the same lines, the cost of a request at the busiest group
     falls with the number of sectors in the traffic, whichever way they are mixed (by load, by
     warp, by SM, by lane or at random: 4 sectors all cost the same to 4%; 2 sectors, any two,
-    2-6% less on average; one sector least). ``load`` puts the lockstep GPU on one sector at a time and
-    still costs as 4: the mix over the kernel counts, not the sector asked for at a moment. On
-    the lines of 8 groups, ``lane`` puts one sector in each group (lane ``l`` in group ``l mod
-    8``) and costs like ``s0``: the mix a group serves counts, not a warp's."""
+    2-6% less on average; one sector least). ``load`` puts the lockstep GPU on one sector at a
+    time and still costs as 4: the mix over the kernel counts, not the sector asked for at a
+    moment. On the lines of 8 groups, ``lane`` puts one sector in each group (lane ``l`` in
+    group ``l mod 8``) and costs like ``s0``: the mix a group serves counts, not a warp's."""
     for ls in ("rand4_w4", "rand4_w16", "g8_w4"):
         four = [_per_request(f"{ls}_{p}") for p in ("rot", "load", "warp", "cta", "rand")]
         two = [_per_request(f"{ls}_{p}") for p in ("rot2", "rot02", "cta2")]
