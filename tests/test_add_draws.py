@@ -100,8 +100,8 @@ def test_the_readmes_quote_the_details_of_the_h200_draws():
     per = lines[0].split(": ", 1)[1]
     assert f"Per draw (simulator / model speedup MAPE; fastest named): {per}." in text
     sim, model = lines[1].split(": ", 1)[1].split(", ")
-    assert f"Bootstrap 95% over the 64 layers: {sim}, {model}." in text
+    assert f"Bootstrap 95% over the 160 layers: {sim}, {model}." in text
     misses = lines[2]
-    assert misses.startswith("the simulator's 5 misses: 2 dense-persistent named where the GPU "
+    assert misses.startswith("the simulator's 16 misses: 5 dense-persistent named where the GPU "
                              "ran sparse-lamport")
-    assert misses.endswith("4 within 5% of the fastest")
+    assert misses.endswith("10 within 5% of the fastest")

@@ -24,9 +24,9 @@ def test_the_record_is_the_screen_of_the_recorded_bands_and_draws():
 
 
 def test_the_percentile_bands_held_under_80_and_the_interval_about_80():
-    """Pooled over the 23 pairs (about 15,000 per-step ratios and 1,600 speedups an engine): the
+    """Pooled over the 24 pairs (about 16,000 per-step ratios and 1,700 speedups an engine): the
     percentile bands held 74-79% by the layer's third and over all sizes; the distribution-free
-    interval 79-85%, each share above the percentile rule's; the speedup bands about 13% wider
+    interval 79-84%, each share above the percentile rule's; the speedup bands about 13% wider
     (log width)."""
     s = REC["summary"]
     for eng in ("sim", "model"):
@@ -34,7 +34,7 @@ def test_the_percentile_bands_held_under_80_and_the_interval_about_80():
             old, new = s["percentile"][f"{eng}_{k}"], s["ranks"][f"{eng}_{k}"]
             assert old["of"] == new["of"] > 1000
             assert 0.73 < old["share"] < 0.80, (eng, k)
-            assert 0.79 < new["share"] < 0.86 and new["share"] > old["share"], (eng, k)
+            assert 0.78 < new["share"] < 0.86 and new["share"] > old["share"], (eng, k)
         w_old = s["percentile"][f"{eng}_speedup_log_width_mean"]
         w_new = s["ranks"][f"{eng}_speedup_log_width_mean"]
         assert 1.05 < w_new / w_old < 1.2, eng

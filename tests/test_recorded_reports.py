@@ -200,7 +200,7 @@ def test_the_readme_quotes_the_h200_draws():
 
     readme = (ROOT / "README.md").read_text()
     rows = readme_rows(_merged("h200"))
-    assert rows[0].startswith("| speedup MAPE, out of sample (s195-s198) |")
+    assert rows[0].startswith("| speedup MAPE, out of sample (s195-s204) |")
     for row in rows:
         assert row in readme, row
 
@@ -420,7 +420,7 @@ def test_earlier_bands_judged_on_the_draws_measured_after_them(record, made_from
 
 # bands judged on draws of the same model (the draws that replaced them added to the sample)
 SAME_MODEL = ("error_bands_s149_s152.json", "error_bands_s155_s158.json",
-              "error_bands_s167_s172.json")
+              "error_bands_s167_s172.json", "error_bands_s195_s198.json")
 
 
 @pytest.mark.parametrize("record, made_from, judged_on", [
@@ -442,7 +442,8 @@ SAME_MODEL = ("error_bands_s149_s152.json", "error_bands_s155_s158.json",
     ("error_bands_s175_s180.json", tuple(range(175, 181)), tuple(range(181, 187))),
     ("error_bands_s181_s186.json", tuple(range(181, 187)), tuple(range(187, 191))),
     ("error_bands_s187_s190.json", tuple(range(187, 191)), tuple(range(191, 195))),
-    ("error_bands_s191_s194.json", tuple(range(191, 195)), tuple(range(195, 199)))])
+    ("error_bands_s191_s194.json", tuple(range(191, 195)), tuple(range(195, 199))),
+    ("error_bands_s195_s198.json", tuple(range(195, 199)), tuple(range(199, 205)))])
 def test_earlier_h200_bands_judged_on_the_draws_measured_after_them(record, made_from,
                                                                     judged_on):
     """The H200's bands that ``predict`` printed while ``made_from`` were the draws out of
