@@ -374,12 +374,9 @@ def test_the_readme_quotes_the_bank_conflicts_checked_by_address():
 def _draw_subset(names, cc=None, sample=None):
     """The crosscheck and speedup summaries of the draws ``names`` of ``cc`` (the H100's merged
     record by default), each row and draw marked ``sample`` where given."""
-    cc = CROSSCHECK if cc is None else cc
-    mark = (lambda r: dict(r, sample=sample)) if sample else (lambda r: r)
-    return ({"rows": [mark(r) for r in cc["rows"] if r["draw"] in names],
-             "draws": [mark(d) for d in cc["draws"] if d["draw"] in names], "gpu": cc["gpu"]},
-            {"engines": cc["speedup"]["engines"],
-             "rows": [mark(r) for r in cc["speedup"]["rows"] if r["draw"] in names]})
+    from measurements.band_rule_screen import subset
+
+    return subset(CROSSCHECK if cc is None else cc, names, sample)
 
 
 def _draw_fingerprint(draw: str) -> str:
