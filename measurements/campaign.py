@@ -413,6 +413,9 @@ def provenance(argv) -> dict:
 
 
 KERNEL_KINDS_NCU = ("sparse_persistent", "dense_persistent", "csr")
+# --deadline: what the Nsight pass leaves for saving the records after it, and the least it needs
+NCU_MARGIN_S = 15
+NCU_MIN_S = 30
 
 
 def _save_campaign(out: str, prov: dict, results: list, fresh: dict | None) -> None:
@@ -625,6 +628,36 @@ def run_ncu(out_dir: str, only: str | None = None, timeout: int = 420,
     return res
 
 
+def ncu_budget(ncu_timeout: int, deadline: int, elapsed: float) -> int | None:
+    """Seconds the Nsight pass may take: ``ncu_timeout``, or under ``deadline`` (the whole run's
+    seconds, 0: none) what is left after ``elapsed`` less :data:`NCU_MARGIN_S`, whichever is
+    less; None when that is under :data:`NCU_MIN_S` (the pass is skipped)."""
+    if not deadline:
+        return ncu_timeout
+    left = int(deadline - elapsed - NCU_MARGIN_S)
+    return None if left < NCU_MIN_S else min(ncu_timeout, left)
+
+
+def ncu_lost_note(ncu: dict | None, budget: int | None, deadline: int, elapsed: float,
+                  profiled: int) -> str | None:
+    """The text of a draw's ``ncu_lost.txt`` when its Nsight pass was skipped (``ncu`` None) or
+    cut by its time limit (``returncode`` "timeout"), else None. ``profiled``: the kernel cases
+    the pass was to profile."""
+    if ncu is None:
+        return (f"Nsight Compute's pass did not finish: it was not started, because after "
+                f"{elapsed:.0f} s the run's --deadline of {deadline} s left less than the "
+                f"{NCU_MIN_S} s a pass needs (the campaign's timings had all been written, "
+                f"every case checked). No ncu.json was produced; the draw's bank conflicts are "
+                f"not compared.\n")
+    if ncu.get("returncode") != "timeout":
+        return None
+    got = len(ncu.get("cases") or {})
+    return (f"Nsight Compute's pass did not finish: its time limit ({budget} s"
+            + (f", what the run's --deadline {deadline} left" if deadline else "")
+            + f") ended it with {got} of the {profiled} kernel cases profiled. ncu.json keeps "
+            f"those (partial); the others' bank conflicts are not compared.\n")
+
+
 def compile_only(arch: str = "sm_90", selected: list[dict] | None = None) -> int:
     """Build every case's kernel and every microbenchmark size, compile with ``nvcc -cubin``
     (no GPU needed) and check for spills / a stack frame: the campaign's local dry run."""
@@ -684,6 +717,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=9)
     ap.add_argument("--skip-ncu", action="store_true")
     ap.add_argument("--ncu-timeout", type=int, default=300)
+    ap.add_argument("--deadline", type=int, default=0, metavar="S",
+                    help="seconds the whole run may take (0: no limit): the Nsight pass gets "
+                         "what is left, less a margin, at most --ncu-timeout, and is skipped "
+                         "with under 30 s; a pass cut short or skipped leaves ncu_lost.txt")
     ap.add_argument("--ncu-worker", action="store_true")
     ap.add_argument("--ncu-order")
     ap.add_argument("--only", default=None, help="comma-separated case ids")
@@ -799,16 +836,26 @@ def main(argv: list[str] | None = None) -> int:
         only = None
         if args.smoke:
             only = "sparse_persistent-h1024-b4-d0.1-lamport-wide-naive,csr-h1024-b4-d0.1"
-        try:
-            ncu = run_ncu(args.out, only=only, timeout=args.ncu_timeout,
-                          selected=None if fresh is None else
-                          [c for c in selected if c["kind"] in KERNEL_KINDS_NCU])
-        except Exception as exc:
-            ncu = {"error": f"{type(exc).__name__}: {exc}"}
-        ncu["provenance"] = prov
-        _save(os.path.join(args.out, "ncu.json"), ncu)
-        print(f"[ncu] rc={ncu.get('returncode')} launches={ncu.get('launches_parsed')} "
-              f"{ncu.get('error', '')} {ncu.get('stderr_tail', '')[-600:]}", flush=True)
+        profile = (None if fresh is None else
+                   [c for c in selected if c["kind"] in KERNEL_KINDS_NCU])
+        elapsed = time.time() - t_start
+        budget = ncu_budget(args.ncu_timeout, args.deadline, elapsed)
+        ncu = None
+        if budget is not None:
+            try:
+                ncu = run_ncu(args.out, only=only, timeout=budget, selected=profile)
+            except Exception as exc:
+                ncu = {"error": f"{type(exc).__name__}: {exc}"}
+            ncu["provenance"] = prov
+            _save(os.path.join(args.out, "ncu.json"), ncu)
+            print(f"[ncu] rc={ncu.get('returncode')} launches={ncu.get('launches_parsed')} "
+                  f"{ncu.get('error', '')} {ncu.get('stderr_tail', '')[-600:]}", flush=True)
+        note = ncu_lost_note(ncu, budget, args.deadline, elapsed,
+                             len(profile) if profile is not None else len(selected))
+        if note:
+            with open(os.path.join(args.out, "ncu_lost.txt"), "w") as f:
+                f.write(note)
+            print(f"[ncu] {note.strip()}", flush=True)
     print(f"\ntotal {time.time() - t_start:.0f}s\n{'case':58s} {'us/step':>9s} {'launch us':>9s}")
     for r in results:
         if r["status"] == "ok":

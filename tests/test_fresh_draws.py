@@ -102,7 +102,9 @@ def test_fresh_draw_is_complete_and_checked(path):
         assert not camp.ncu
     elif lost.exists():
         why = lost.read_text()
-        assert not camp.ncu and ("did not come back" in why or "did not finish" in why)
+        assert "did not come back" in why or "did not finish" in why
+        # a pass cut by its time limit keeps the cases it profiled, and says so
+        assert not camp.ncu or "(partial)" in why
     else:
         assert sum(c["id"] in camp.ncu for c in kernels) >= 0.9 * len(kernels)   # Nsight counts
 
@@ -208,3 +210,21 @@ def test_cell_cases_are_every_variant_and_the_libraries_with_csr_for_fp32():
     assert len(csr) == 1 and csr[0]["id"] == "csr-lstm-h256-b2-d0.1"
     prog = build_case(csr[0], 2, spec)
     assert prog.kernel.name == "csr_row_per_warp_lstm" and prog.kernel.grid == 256 // 8
+
+
+def test_the_nsight_pass_fits_the_runs_deadline():
+    """``--deadline S``: the Nsight pass gets what the run has left less a margin, at most
+    ``--ncu-timeout``, and none with under 30 s left; a pass skipped or cut short leaves a note
+    (``ncu_lost.txt``) that the draw's check accepts; a finished pass leaves none."""
+    from measurements.campaign import NCU_MARGIN_S, NCU_MIN_S, ncu_budget, ncu_lost_note
+
+    assert ncu_budget(110, 0, 500.0) == 110                 # no deadline: the timeout
+    assert ncu_budget(110, 275, 100.0) == 110
+    assert ncu_budget(110, 275, 200.0) == 275 - 200 - NCU_MARGIN_S
+    assert ncu_budget(110, 275, 275 - NCU_MARGIN_S - NCU_MIN_S + 1.0) is None
+    skipped = ncu_lost_note(None, None, 275, 240.0, 180)
+    assert "did not finish" in skipped and "not started" in skipped and "240 s" in skipped
+    cut = ncu_lost_note({"returncode": "timeout", "cases": {"a": {}, "b": {}}}, 60, 275, 200.0,
+                        180)
+    assert "did not finish" in cut and "2 of the 180" in cut and "(partial)" in cut
+    assert ncu_lost_note({"returncode": 0, "cases": {"a": {}}}, 60, 275, 200.0, 180) is None
