@@ -649,9 +649,13 @@ def ncu_lost_note(ncu: dict | None, budget: int | None, deadline: int, elapsed: 
                 f"{NCU_MIN_S} s a pass needs (the campaign's timings had all been written, "
                 f"every case checked). No ncu.json was produced; the draw's bank conflicts are "
                 f"not compared.\n")
+    if "cases" not in ncu:      # ncu failed, or its log could not be read: nothing to keep
+        return (f"Nsight Compute's pass did not finish: ncu returned {ncu.get('returncode')!r}"
+                f" ({ncu.get('error', 'no log')}); its report is ncu_error.json, no ncu.json was "
+                f"produced, and the draw's bank conflicts are not compared.\n")
     if ncu.get("returncode") != "timeout":
         return None
-    got = len(ncu.get("cases") or {})
+    got = len(ncu["cases"])
     return (f"Nsight Compute's pass did not finish: its time limit ({budget} s"
             + (f", what the run's --deadline {deadline} left" if deadline else "")
             + f") ended it with {got} of the {profiled} kernel cases profiled. ncu.json keeps "
@@ -847,7 +851,9 @@ def main(argv: list[str] | None = None) -> int:
             except Exception as exc:
                 ncu = {"error": f"{type(exc).__name__}: {exc}"}
             ncu["provenance"] = prov
-            _save(os.path.join(args.out, "ncu.json"), ncu)
+            # only a pass with cases makes an ncu.json (the loader's schema needs them)
+            _save(os.path.join(args.out, "ncu.json" if "cases" in ncu else "ncu_error.json"),
+                  ncu)
             print(f"[ncu] rc={ncu.get('returncode')} launches={ncu.get('launches_parsed')} "
                   f"{ncu.get('error', '')} {ncu.get('stderr_tail', '')[-600:]}", flush=True)
         note = ncu_lost_note(ncu, budget, args.deadline, elapsed,

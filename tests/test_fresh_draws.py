@@ -228,3 +228,5 @@ def test_the_nsight_pass_fits_the_runs_deadline():
                         180)
     assert "did not finish" in cut and "2 of the 180" in cut and "(partial)" in cut
     assert ncu_lost_note({"returncode": 0, "cases": {"a": {}}}, 60, 275, 200.0, 180) is None
+    failed = ncu_lost_note({"returncode": "timeout", "error": "no log"}, 60, 275, 200.0, 180)
+    assert "did not finish" in failed and "ncu_error.json" in failed
