@@ -15,8 +15,8 @@ lowest and the ``k``-th highest, ``k = max(1, floor(0.1 (n + 1)))``, which holds
 ratio with probability ``(n + 1 - 2k) / (n + 1)``, at least 80%, when the layers are
 exchangeable. Until 2026-12-01 the bands were numpy's 10th and 90th percentiles (rule
 ``percentile``, interpolated between the sorted ratios): with 10 to 30 ratios an interval that
-holds a new value with about 70-75% probability; judged on the draws measured after them the
-recorded bands held 74-80% of the ratios, the interval 79-84%
+holds a new value with about 65-75% probability (``0.8 (n - 1) / (n + 1)``); judged on the draws
+measured after them the recorded bands held 74-79% of the ratios, the interval 79-84%
 (``measurements/band_rule_screen.py``). Each band says its rule; a band without one is a
 ``percentile`` band. The errors depend on the layer's size (out of sample, the CSR baseline was
 priced 1-12% too slow below hidden ~600 and 29-64% too fast above ~1500), so each band is also
@@ -55,7 +55,8 @@ def band_ends(values, rule: str = BAND_RULE) -> tuple[float, float]:
     """The ends of a band over the ratios ``values``: under ``ranks`` the ``k``-th lowest and
     ``k``-th highest, ``k = max(1, floor(0.1 (n + 1)))`` (an interval that holds a further
     exchangeable value with probability ``(n + 1 - 2k) / (n + 1)``, at least 80% from ``n`` =
-    9); under ``percentile`` numpy's interpolated 10th and 90th percentiles."""
+    9, ``(n - 1) / (n + 1)`` below: :func:`annotate` says so of a band of fewer); under
+    ``percentile`` numpy's interpolated 10th and 90th percentiles."""
     a = np.sort(np.asarray(values, dtype=float))
     if a.size == 0:
         raise ValueError("band_ends: no value")
@@ -63,7 +64,7 @@ def band_ends(values, rule: str = BAND_RULE) -> tuple[float, float]:
         return float(np.percentile(a, 10)), float(np.percentile(a, 90))
     if rule != "ranks":
         raise ValueError(f"band rule {rule!r}: one of {', '.join(BAND_RULES)} expected")
-    k = min(max(1, int(np.floor(0.1 * (a.size + 1)))), (a.size + 1) // 2)
+    k = max(1, int(np.floor(0.1 * (a.size + 1))))
     return float(a[k - 1]), float(a[a.size - k])
 
 
@@ -216,6 +217,11 @@ def annotate(report, bands: dict | None = None) -> Uncertainty:
         if not c:
             s = pick(s)
         sp = (report.speedup * s["ratio_p10"], report.speedup * s["ratio_p90"])
+        n = int(s.get("n", MIN_BIN))
+        if b.get("rule") == "ranks" and n < MIN_BIN:
+            notes.append(f"the speedup's range rests on {n} out-of-sample layers: from so few "
+                         f"the interval holds the next layer with probability "
+                         f"{(n - 1) / (n + 1):.0%}, not 80%")
         if not c and not sp[0] <= report.speedup <= sp[1]:
             side = "above" if sp[0] > report.speedup else "below"
             notes.append(f"the speedup's range lies {side} the prediction: the out-of-sample "

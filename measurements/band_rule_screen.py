@@ -6,13 +6,16 @@ next), no new measurement.
 
 Why: a band is meant to hold 80% of the layers it was not made from. Judged on the draws that
 followed them, the recorded bands (the 10th and 90th percentiles of measured / predicted, rule
-``percentile``) held fewer: the README counted the speedup bands too narrow in twenty-six of
-thirty-six judgements. With ``n`` ratios numpy's 10th percentile interpolates at rank ``1 + 0.1
-(n - 1)``, so the interval holds a further exchangeable value with probability about ``(n + 1 -
-2 (1 + 0.1 (n - 1))) / (n + 1)``: 0.73 at 21 ratios, 0.57 at 6 (the fewest a third of the sizes
-could band). The distribution-free interval (rule ``ranks``, :func:`gpusim.uncertainty.band_ends`)
-takes the ``k``-th lowest and highest, ``k = max(1, floor(0.1 (n + 1)))``, at least 80%, and a
-third needs 9 ratios. Neither rule is fitted to anything.
+``percentile``) held fewer: the README counts the H200's speedup bands too narrow in
+twenty-seven of thirty-eight judgements. With ``n`` ratios numpy's 10th percentile interpolates
+at rank ``1 + 0.1 (n - 1)``, so the interval holds a further exchangeable value with probability
+about ``(n + 1 - 2 (1 + 0.1 (n - 1))) / (n + 1)``: 0.73 at 21 ratios, 0.57 at 6 (the fewest a
+third of the sizes could band). The distribution-free interval (rule ``ranks``,
+:func:`gpusim.uncertainty.band_ends`) takes the ``k``-th lowest and highest, ``k = max(1,
+floor(0.1 (n + 1)))``, at least 80%, and a third needs 9 ratios. Neither rule is fitted to
+anything. The pooled counts overstate their precision: the pairs overlap, a layer's ratios are
+correlated, and most pairs span a model change (the layers are not strictly exchangeable). The
+record, kept with the H200's, holds the H100's pairs too.
 
 For every pair (:data:`PAIRS`: the H100's and the H200's recorded ``error_bands_*.json`` and the
 draws measured after each, as ``tests/test_recorded_reports.py`` judges them) the bands are made

@@ -82,7 +82,7 @@ def test_a_group_is_cheaper_the_fewer_sectors_it_serves():
     """What the probe shows: on the same lines, the cost of a request at the busiest group
     falls with the number of sectors in the traffic, whichever way they are mixed (by load, by
     warp, by SM, by lane or at random: 4 sectors all cost the same to 4%; 2 sectors, any two,
-    2-6% less on average; one sector least). ``load`` puts the lockstep GPU on one sector at a
+    2-7% less on average; one sector least). ``load`` puts the lockstep GPU on one sector at a
     time and still costs as 4: the mix over the kernel counts, not the sector asked for at a
     moment. On the lines of 8 groups, ``lane`` puts one sector in each group (lane ``l`` in
     group ``l mod 8``) and costs like ``s0``: the mix a group serves counts, not a warp's."""
@@ -99,10 +99,10 @@ def test_a_group_is_cheaper_the_fewer_sectors_it_serves():
 
 def test_how_much_cheaper_depends_on_the_traffic():
     """One sector against four: 8% cheaper on the lines of 8 groups (the groups bind), at least
-    31% over random lines of all 47 groups, where one sector runs at the SM's own request rate
-    (1.07-1.11 cycles a request and SM: the group's cost is hidden under it). So no one factor
-    for the sector mix fits both; the simulator has no sector-dependent service (its values
-    are the same for every placement)."""
+    24% (4 warps) to 31% (16 warps) over random lines of all 47 groups, where one sector runs
+    at the SM's own request rate (1.07-1.11 cycles a request and SM: the group's cost is hidden
+    under it). So no one factor for the sector mix fits both; the simulator has no
+    sector-dependent service (its values are the same for every placement)."""
     g8 = _per_request("g8_w4_s0") / _per_request("g8_w4_rot")
     assert 0.9 < g8 < 0.94
     for ls in ("rand4_w4", "rand4_w16"):

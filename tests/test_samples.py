@@ -304,6 +304,24 @@ def test_band_ends_are_the_distribution_free_80_percent_interval():
         band_ends([])
 
 
+def test_a_speedup_band_of_few_layers_says_what_it_holds():
+    """A speedup band of fewer than MIN_BIN (9) layers cannot hold 80%: ``predict`` says what it
+    holds, (n - 1) / (n + 1)."""
+    from types import SimpleNamespace
+
+    cc, sp = _summaries()
+    few = {**sp, "rows": sp["rows"][:5]}
+    b = bands_from(cc, few, model_fingerprint())
+    assert b["speedup"]["model"]["n"] == 5
+    row = SimpleNamespace(name="sparse-lamport", engine="sim", per_step_s=2e-6)
+    rep = SimpleNamespace(gpu="h100", hidden=1000, batch=4, density=0.05, cell="rnn",
+                          dtype="fp32", engine="model", rows=[row], speedup=2.0)
+    notes = " ".join(annotate(rep, {"h100": b}).notes)
+    assert "rests on 5 out-of-sample layers" in notes and "probability 67%" in notes
+    assert "rests on" not in " ".join(annotate(rep, {"h100": bands_from(
+        cc, sp, model_fingerprint())}).notes)
+
+
 def test_a_gpu_never_measured_borrows_bands_that_describe_todays_model():
     """The V100 takes the H100's bands while they are current, another GPU's current bands
     once the H100's describe an earlier model, and the H100's when no GPU's are current."""
