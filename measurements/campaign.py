@@ -857,7 +857,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"[ncu] rc={ncu.get('returncode')} launches={ncu.get('launches_parsed')} "
                   f"{ncu.get('error', '')} {ncu.get('stderr_tail', '')[-600:]}", flush=True)
         note = ncu_lost_note(ncu, budget, args.deadline, elapsed,
-                             len(profile) if profile is not None else len(selected))
+                             sum(c["kind"] in KERNEL_KINDS_NCU for c in selected))
         if note:
             with open(os.path.join(args.out, "ncu_lost.txt"), "w") as f:
                 f.write(note)
