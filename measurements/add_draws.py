@@ -160,12 +160,40 @@ def figures(merged: dict) -> str:
         f"draws: {', '.join(d['draw'] + ' (' + d['sample'] + ')' for d in merged['draws'])}"])
 
 
+def speedup_parts(rows: list, eng: str) -> dict:
+    """Where an engine's speedup error comes from, over speedup ``rows`` (RNN layers): with the
+    GPU's best persistent kernel ``b`` and next best ``n``, ``log(predicted / measured speedup)``
+    is the engine's log error on ``n`` (the baseline) less its log error on ``b`` (the best
+    persistent kernel), plus what naming other kernels adds (the picks; 0 when the engine names
+    ``b`` and ``n``). Means of their absolute values (and the baseline's signed mean by the
+    kernel the GPU ran as the next best, with its count), as fractions."""
+    import numpy as np
+
+    parts = {"speedup": [], "baseline": [], "persistent": [], "picks": []}
+    by = {}
+    for r in rows:
+        m, p = r["measured"], r[eng]
+        tm, tp = m["times_s"], p["times_s"]
+        b, n = m["best_persistent"], m["next_best"]
+        e_n, e_b = np.log(tp[n] / tm[n]), np.log(tp[b] / tm[b])
+        total = np.log(p["speedup"] / m["speedup"])
+        for k, v in (("speedup", total), ("baseline", e_n), ("persistent", e_b),
+                     ("picks", total - (e_n - e_b))):
+            parts[k].append(v)
+        by.setdefault(n, []).append(e_n)
+    out = {k: float(np.mean(np.abs(v))) for k, v in parts.items()}
+    out["by_baseline"] = {k: {"layers": len(v), "signed": float(np.mean(v)),
+                              "abs": float(np.mean(np.abs(v)))} for k, v in sorted(by.items())}
+    return out
+
+
 def details(merged: dict, resamples: int = 5000) -> list[str]:
     """The out-of-sample figures the READMEs quote beyond :func:`readme_rows`, from the merged
     record: per draw, the bootstrap 95% interval of the speedup MAPE (``resamples`` over the
     layers, seed 0), the simulator's naming misses and largest errors, the model's largest,
-    its mean signed error by family and by regime (batch 1-2 / 4-8, hidden below 1100 /
-    1100-2000 / above) and the bank-conflict cases that differ from Nsight's counters."""
+    where each engine's speedup error comes from (:func:`speedup_parts`), its mean signed error
+    by family and by regime (batch 1-2 / 4-8, hidden below 1100 / 1100-2000 / above) and the
+    bank-conflict cases that differ from Nsight's counters."""
     import collections
 
     import numpy as np
@@ -210,6 +238,15 @@ def details(merged: dict, resamples: int = 5000) -> list[str]:
             f"{r['hidden']}-b{r['batch']} {100 * r[eng]['ape']:.0f}% ({r[eng]['speedup']:.2f}x "
             f"against {r['measured']['speedup']:.2f}x, {r['measured']['best_persistent']} over "
             f"{r['measured']['next_best']})" for r in worst))
+    parts = []
+    for eng, label in (("sim", "simulator"), ("model", "model")):
+        q = speedup_parts(sp, eng)
+        base = ", ".join(f"{k} {v['layers']} layers {100 * v['signed']:+.1f}% signed, "
+                         f"{100 * v['abs']:.1f}%" for k, v in q["by_baseline"].items())
+        parts.append(f"{label}: speedup {100 * q['speedup']:.1f}%, the baseline "
+                     f"{100 * q['baseline']:.1f}% ({base}), the best persistent kernel "
+                     f"{100 * q['persistent']:.1f}%, the picks {100 * q['picks']:.1f}%")
+    lines.append("where the speedup error comes from (mean |log error|): " + "; ".join(parts))
     # our kernels (the simulator's) on the RNN fp32 layers: the crosscheck marks the gated,
     # fp16 and multi-head layers' rows with their ``cell``, as :func:`readme_rows` counts them
     cases = [r for r in merged["rows"] if r["sample"] == out_ and "cell" not in r

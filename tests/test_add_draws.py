@@ -105,3 +105,36 @@ def test_the_readmes_quote_the_details_of_the_h200_draws():
     assert misses.startswith("the simulator's 16 misses: 5 dense-persistent named where the GPU "
                              "ran sparse-lamport")
     assert misses.endswith("10 within 5% of the fastest")
+
+
+def test_where_the_speedup_error_comes_from():
+    """``speedup_parts``: the log speedup error is the baseline's log error less the best
+    persistent kernel's, plus the picks (zero where the engine names the GPU's two kernels);
+    the README quotes the parts of the H200's out-of-sample layers."""
+    import math
+
+    from measurements.probe import read_record
+
+    t = {"a": 1.0, "b": 2.0, "c": 3.0}
+    row = {"measured": {"best_persistent": "a", "next_best": "b", "speedup": 2.0, "times_s": t},
+           "sim": {"speedup": 2.4 / 0.8, "times_s": {"a": 0.8, "b": 2.4, "c": 3.0}}}
+    q = ad.speedup_parts([row], "sim")
+    assert q["baseline"] == pytest.approx(math.log(1.2))
+    assert q["persistent"] == pytest.approx(-math.log(0.8))
+    assert q["picks"] == pytest.approx(0.0, abs=1e-12)
+    other = dict(row, sim={"speedup": 3.0 / 0.8, "times_s": {"a": 0.8, "b": 2.4, "c": 3.0}})
+    assert ad.speedup_parts([other], "sim")["picks"] == pytest.approx(math.log(3.0 / 2.4))
+    assert ad.speedup_parts([row], "sim")["by_baseline"]["b"]["layers"] == 1
+    merged = read_record(str(ROOT / "measurements" / "h200" / "crosscheck_fresh.json"))
+    sp = [r for r in merged["speedup"]["rows"] if r["sample"] == "out of sample"
+          and "cell" not in r]
+    sim, mod = ad.speedup_parts(sp, "sim"), ad.speedup_parts(sp, "model")
+    text = " ".join((ROOT / "README.md").read_text().split())
+    csr = sim["by_baseline"]["csr-row-per-warp"]
+    assert (f"over the {len(sp)} layers): for the simulator {100 * sim['speedup']:.1f}% in the "
+            f"speedup, {100 * sim['baseline']:.1f}% in the baseline it divides (the CSR kernel, "
+            f"the GPU's next best on {csr['layers']} layers, {100 * csr['signed']:+.1f}% signed "
+            f"and {100 * csr['abs']:.1f}%") in text
+    assert (f"{100 * sim['persistent']:.1f}% in the best persistent kernel and "
+            f"{100 * sim['picks']:.1f}% from naming other kernels; for the model "
+            f"{100 * mod['speedup']:.1f}%, {100 * mod['baseline']:.1f}%") in text
