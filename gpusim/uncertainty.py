@@ -60,12 +60,17 @@ def band_ends(values, rule: str = BAND_RULE) -> tuple[float, float]:
     a = np.sort(np.asarray(values, dtype=float))
     if a.size == 0:
         raise ValueError("band_ends: no value")
-    if rule == "percentile":
+    if check_rule(rule) == "percentile":
         return float(np.percentile(a, 10)), float(np.percentile(a, 90))
-    if rule != "ranks":
-        raise ValueError(f"band rule {rule!r}: one of {', '.join(BAND_RULES)} expected")
     k = max(1, int(np.floor(0.1 * (a.size + 1))))
     return float(a[k - 1]), float(a[a.size - k])
+
+
+def check_rule(rule: str) -> str:
+    """``rule`` if it is one of :data:`BAND_RULES`, else a ValueError naming them."""
+    if rule not in BAND_RULES:
+        raise ValueError(f"band rule {rule!r}: one of {', '.join(BAND_RULES)} expected")
+    return rule
 
 
 def min_bin(rule: str) -> int:
@@ -270,7 +275,7 @@ def bands_from(crosscheck: dict, speedup: dict, fingerprint: str,
     edges = [float(e) for e in np.exp(np.percentile(np.log([r["hidden"] for r in lays]),
                                                      [100 / 3, 200 / 3]))]
 
-    band_ends([1.0], rule)      # an unknown rule fails here, before any work
+    check_rule(rule)
 
     def one(ratios):
         a = np.asarray(ratios, dtype=float)

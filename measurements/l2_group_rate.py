@@ -439,16 +439,17 @@ def all_sets(groups) -> dict:
             **{k: v["sets"] for k, v in rate4_sets(groups).items()}}
 
 
-def checked_lines(arr, run: dict, name: str):
-    """``arr`` (a run's regenerated lines) as int32, after checking them against the SHA-1 the
-    record keeps of the lines measured."""
+def checked_lines(arr, run: dict, name: str, what: str = "lines"):
+    """``arr`` (a run's regenerated lines, or another of its tables ``what`` such as its
+    sectors) as int32, after checking it against the SHA-1 the record keeps of it
+    (``run[what + "_sha1"]``)."""
     import hashlib
 
     import numpy as np
 
     arr = np.asarray(arr, dtype=np.int32)
-    if hashlib.sha1(arr.tobytes()).hexdigest() != run["lines_sha1"]:
-        raise ValueError(f"{name}: the regenerated lines differ from those measured")
+    if hashlib.sha1(arr.tobytes()).hexdigest() != run[f"{what}_sha1"]:
+        raise ValueError(f"{name}: the regenerated {what} differ from those measured")
     return arr
 
 

@@ -160,21 +160,15 @@ def simulate_into(path: str, names=SIM_RUNS, spec=None) -> dict:
     """Add the simulator's cycles a round (``l2_group_rate.rate4_simulated`` with the slots'
     sectors, unrolled as nvcc compiles the loop) to the runs ``names`` of the record; each run's
     lines and sectors are regenerated and checked against the record's SHA-1s."""
-    import hashlib
-
     import numpy as np
 
-    from measurements.l2_group_rate import UNROLL, rate4_simulated
+    from measurements.l2_group_rate import UNROLL, checked_lines, rate4_simulated
     from measurements.l2_slice_map import _load_map
     from measurements.probe import simulate_runs
 
     def price(spec, name, run, all_runs):
-        r = all_runs[name]
-        sets = np.asarray(r["sets"], dtype=np.int32)
-        secs = np.asarray(r["sectors"], dtype=np.int32)
-        if (hashlib.sha1(sets.tobytes()).hexdigest() != run["lines_sha1"]
-                or hashlib.sha1(secs.tobytes()).hexdigest() != run["sectors_sha1"]):
-            raise ValueError(f"{name}: the regenerated lines or sectors differ from those measured")
+        sets = checked_lines(all_runs[name]["sets"], run, name)
+        secs = checked_lines(all_runs[name]["sectors"], run, name, "sectors")
         return {"simulated": rate4_simulated(spec, sets, secs, run["word"], run["warps"], UNROLL)}
 
     return simulate_runs(path, price, names=list(names), spec=spec,
