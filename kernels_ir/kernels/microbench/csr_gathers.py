@@ -74,7 +74,8 @@ def lane_words(pattern: str, width: int = 1) -> np.ndarray:
 
 def csr_gather(rounds: int = 16, k: int = 32, pattern: str = "same", width: int = 1,
                reuse: bool = False, path: str = "hit", ctas: int = 264, threads: int = 1024,
-               chains: int = 4, pair: bool = False) -> Microbench:
+               chains: int = 4, pair: bool = False, keep: bool | None = None,
+               tag: str = "") -> Microbench:
     """Independent gathers at full occupancy, each warp load over ``k`` distinct lines (lane ``l``
     on line slot ``l % k``) at the word positions of ``pattern`` (:func:`lane_words`), ``width``
     words a lane. ``reuse``: the ``chains`` chases of a thread walk the same lines, chase ``c`` at
@@ -84,7 +85,8 @@ def csr_gather(rounds: int = 16, k: int = 32, pattern: str = "same", width: int 
     the two halves of a 32-byte sector (the lane's word a multiple of 8; the table's words
     ``8 j + 4`` to ``8 j + 7`` hold 0 and the second load's four words are added to the
     pointer). Op = one warp
-    load of the whole grid (of the first load, for ``pair``)."""
+    load of the whole grid (of the first load, for ``pair``). ``keep``: every word of a 128-bit
+    load used (default: the random-chunk ones only, as first recorded); ``tag`` ends the name."""
     rounds, k, ctas, threads, chains = (
         _positive(n, v) for n, v in (("rounds", rounds), ("k", k), ("ctas", ctas),
                                      ("threads", threads), ("chains", chains)))
@@ -110,12 +112,12 @@ def csr_gather(rounds: int = 16, k: int = 32, pattern: str = "same", width: int 
         tab[line_ids * LINE_WORDS + o] = (0 if pair and o % 8 >= 4 else
                                           ((line_ids + k) % lines) * LINE_WORDS + o)
     name = (f"cmech_{'reuse_' if reuse else ''}{'miss_' if path == 'miss' else ''}"
-            f"{'pair_' if pair else ''}{pattern}_{k}" + (f"_w{width}" if width > 1 else ""))
+            f"{'pair_' if pair else ''}{pattern}_{k}" + (f"_w{width}" if width > 1 else "") + tag)
     b = Builder(f"mb_{name}", grid=ctas, block=threads, bench=name, rounds=rounds)
     g_tab = b.global_buffer("table", I32, tab.size)
     g_words = b.global_buffer("words", I32, WARP)
     g_out = b.global_buffer("out", I32, ctas * threads, role="out")
-    keep_all = width == 4 and pattern == "rand"
+    keep_all = width == 4 and (pattern == "rand" if keep is None else keep)
     g_sink = b.global_buffer("sink", I32, ctas * threads, role="out") if keep_all else None
     lane = b.sreg("lane", dst=b.reg(I32, "lane"))
     warp = b.sreg("warp", dst=b.reg(I32, "warp"))
@@ -206,6 +208,24 @@ for _path in ("hit", "miss"):
     REGISTRY[f"cmech_{_m}pair_rand_32_w4"] = (
         lambda _path=_path, **kw: csr_gather(pattern="rand", width=4, path=_path, pair=True,
                                              **{"ctas": 132, **kw}))
+# a missed load's data stage: misses over k lines at each word pattern and width (the sectors a
+# request misses: 1-32; measurements/l1_miss_pieces.py), and the random ones at 4 warps an SM;
+# the 128-bit ones at 16 warps an SM (512 threads: 1024 would cap them at 64 registers, which
+# spills, as cmech_rand_32_w4 and cmech_miss_rand_32_w4 do under nvcc 13 for sm_90)
+for _k in (1, 2, 4, 8, 16, 32):
+    for _pat in ("same", "spread", "rand"):
+        REGISTRY[f"cmech_miss_{_pat}_{_k}_p"] = (
+            lambda _k=_k, _pat=_pat, **kw: csr_gather(k=_k, pattern=_pat, path="miss",
+                                                      tag="_p", **kw))
+        REGISTRY[f"cmech_miss_{_pat}_{_k}_w4_p"] = (
+            lambda _k=_k, _pat=_pat, **kw: csr_gather(k=_k, pattern=_pat, width=4, path="miss",
+                                                      keep=True, tag="_p",
+                                                      **{"ctas": 132, "threads": 512, **kw}))
+REGISTRY["cmech_miss_rand_32_lo"] = lambda **kw: csr_gather(pattern="rand", path="miss", tag="_lo",
+                                                       **{"ctas": 132, "threads": 128, **kw})
+REGISTRY["cmech_miss_rand_32_w4_lo"] = lambda **kw: csr_gather(
+    pattern="rand", width=4, path="miss", keep=True, tag="_lo",
+    **{"ctas": 132, "threads": 128, **kw})
 for _pat in ("same", "rand"):
     REGISTRY[f"cmech_reuse_{_pat}_32"] = (
         lambda _pat=_pat, **kw: csr_gather(pattern=_pat, reuse=True, **kw))
