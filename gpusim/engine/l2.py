@@ -383,6 +383,7 @@ class L2:
         else:
             self.handover = 0.0
         self.held_any = False
+        self.missed_lanes = self.lanes_back = None
         self.handovers = 0
         rc = float(getattr(spec, "l2_request_cycles_per_sm", 0.0) or 0.0)
         self.req_server = (BucketServer(int(self.sm_of_warp.max()) + 1, rc)
@@ -677,8 +678,12 @@ class L2:
         loads go through ``l1`` (an :class:`~.l1.L1`) first when one is given.
 
         Returns (per-warp completion cycle, per-lane served cycle (rows x 32), ``inf`` for
-        inactive lanes).
+        inactive lanes). After a load through ``l1``, :attr:`missed_lanes` marks the lanes whose
+        sector L1 did not have (rows x 32: sent to L2, or waiting on a fill in flight) and
+        :attr:`lanes_back` holds the cycle each lane's data is back at the SM; None after any
+        other access.
         """
+        self.missed_lanes = None
         rsec, rrow, lane_req, act = self.requests(warps, flat, active)
         half = self.half_trip(warps[rrow], rsec)
         if l1 is None or store or not rsec.size:
@@ -705,6 +710,13 @@ class L2:
             done_req[go] = got + half[go]
             served_l1 = l1.complete(key, done_req, l1_served, t_issue, rwarp, rsec)
             done_req[~go] = served_l1[~go]
+            # lanes of a buffer L1 caches served by a fill (their own or one in flight): the data
+            # stage takes them in pieces (SharedPipe.missed_returns); loads of the buffers it
+            # does not cache (the kernel writes them) keep the bank rule
+            cached = (l1.local[rsec] >= 0) | l1.passing[rsec]
+            late = cached & (go | (served_l1 > t_issue + l1.lat))
+            self.missed_lanes = act & late[lane_req]
+            self.lanes_back = np.where(act, done_req[lane_req], -np.inf)
             start = done_req - half
         done_req = start + half
         head = np.empty(rrow.size, dtype=bool)

@@ -52,13 +52,25 @@ they measured the 32-bit rule. The excess of about 0.2-0.6 is the first lap's co
 cycles follow: ``cmech_same_32`` 32.2 cycles per warp load per SM, the spread and random ones
 7.7-9.2, which the tag stage (8 cycles for 32 lines) binds. ``gather.json``'s benchmarks put the
 lanes of every line at the same few word positions, so the k lines' words share banks and the
-wavefronts equal the lines. Not modelled: a load whose sectors miss L1 passes the data stage in
-pieces as its sectors return (``cmech_miss_rand_32``: 15.3 wavefronts per request against the
-rule's 3; ``cmech_miss_same_32``: 31.7, the rule's 32; the H200's ``cmech_miss_rand_32_w4`` and
-``cmech_miss_pair_rand_32_w4``: 21.4 and 21.1 against 10 and 11); such loads are bound by L2
-(58.9 and 36.4 cycles per warp load per SM on the H100; measurements/README.md), and the pair
+wavefronts equal the lines.
+
+A load whose sectors miss L1 passes the data stage in pieces as they return
+(:meth:`SharedPipe.missed_returns`; ``measurements/h200/l1_miss_pieces.json``: misses over 1-32
+lines a warp load, three word patterns, 32- and 128-bit loads, Nsight's data-pipe wavefronts a
+request): the lanes L1 has pass under the bank rule; the missed lines, per phase of the width,
+two at a time in order of return, each pair one wavefront (two where their lanes read the same
+bank position). 32-bit misses at random words of 32 lines: the GPU 15.4 wavefronts a request,
+the rule of a hit 3, the pieces 16.0; over 32 spread lines 15.1, pieces 14.4; 128-bit at random
+chunks of 32 lines: 18.5, rule 10, pieces 17.9. The pieces over-count 128-bit loads whose phases
+touch 4-8 lines each (``cmech_miss_spread_8_w4_p``: 10.5 against 16; the GPU then pairs more
+than two lines), and a 128-bit miss is not return-packed (``cmech_miss_same_1_w4_p``: 4.0, the
+rule of a packed hit 2; the pieces 4). Lanes waiting on a fill another request has in flight
+count as missed (they are served by it); loads of buffers L1 does not cache (the kernel writes
+them) keep the rule. The H100 records of the earlier benchmarks agree (``cmech_miss_rand_32``:
+15.3 against the rule's 3; ``cmech_miss_same_32``: 31.7, the rule's 32). Not modelled: the pair
 that misses costs the H200 67.5 cycles a pair per SM where the simulator gives 49.9 (its second
-load asks L2 again for about a quarter of the sectors the first one missed).
+load asks L2 again for about a quarter of the sectors the first one missed), and the L2 side of
+random gathers is dear (``gather_l2_32``: 54.4 cycles against the GPU's 36.6).
 
 Both are :class:`~.l2.BucketServer` s (time order within 128-cycle buckets), not the FIFO of the
 shared accesses: their requests are handed over in lockstep order, and a FIFO would queue a
@@ -168,6 +180,62 @@ class SharedPipe:
         first words are ``flat`` (``width`` words a lane, aligned): shared memory's bank rule at
         that width, :func:`kernels_ir.banks.wavefronts` (cached like :meth:`cost`)."""
         return self.cost(sid, flat, active, width)[0]
+
+    def missed_returns(self, warps: np.ndarray, sm: np.ndarray, flat: np.ndarray,
+                       active: np.ndarray, missed: np.ndarray, back: np.ndarray,
+                       width: int) -> np.ndarray:
+        """The data stage of a global load some of whose lanes missed L1, per row (``warps``;
+        the rest as :meth:`missed_units`): the cycle each row's last wavefront is through."""
+        rows, ts = self.missed_units(flat, active, missed, back, width)
+        out = np.full(flat.shape[0], -np.inf)
+        start_t = self.returns.serve(sm[warps[rows]], ts)
+        np.maximum.at(out, rows, start_t + self.returns.service)
+        return out
+
+    @staticmethod
+    def missed_units(flat: np.ndarray, active: np.ndarray, missed: np.ndarray,
+                     back: np.ndarray, width: int) -> tuple:
+        """The data-stage wavefronts of a global load some of whose lanes missed L1 (``flat``,
+        ``active``, ``missed``, ``back``: rows x 32, the lanes' first words, which are active,
+        which L1 did not have, the cycle each lane's data is back at the SM; ``width`` words a
+        lane), as ``(row, ready cycle)`` of each. The lanes L1 had pass under the bank rule
+        (:func:`kernels_ir.banks.cost` over them alone) once they are all back; the missed ones
+        pass in pieces as they return: per phase of the width (32 / 16 / 8 lanes), the lines
+        they read in order of return, two lines a piece, a piece one wavefront, or two where the
+        two lines' lanes read the same bank position (the same chunk of the width in different
+        lines), each as its later line is back (``measurements/h200/l1_miss_pieces.json``)."""
+        hits = active & ~missed
+        unit_row, unit_t = [], []
+        if hits.any():
+            n_hit = bank_cost(flat, width, hits, "ld")[0]
+            t_hit = np.where(hits, back, -np.inf).max(axis=1)
+            unit_row.append(np.repeat(np.arange(flat.shape[0]), n_hit))
+            unit_t.append(np.repeat(t_hit, n_hit))
+        rr, ll = np.nonzero(missed & active)
+        key = rr * 4 + ll // (32 // width)                 # (row, phase)
+        f = flat[rr, ll].astype(np.int64)
+        line = f >> 5
+        bit = np.left_shift(np.int64(1), (f & 31) // width)
+        t = back[rr, ll]
+        order = np.lexsort((line, key))
+        key, line, bit, t = key[order], line[order], bit[order], t[order]
+        head = np.r_[True, (key[1:] != key[:-1]) | (line[1:] != line[:-1])]
+        at = np.flatnonzero(head)
+        ukey, uline = key[at], line[at]
+        ut = np.maximum.reduceat(t, at)
+        umask = np.bitwise_or.reduceat(bit, at)
+        o2 = np.lexsort((uline, ut, ukey))                 # a phase's lines in order of return
+        ukey, ut, umask = ukey[o2], ut[o2], umask[o2]
+        first = np.r_[True, ukey[1:] != ukey[:-1]]
+        start = np.maximum.accumulate(np.where(first, np.arange(ukey.size), 0))
+        lead = (np.arange(ukey.size) - start) % 2 == 0     # the first line of each piece
+        pair = np.r_[ukey[1:] == ukey[:-1], False]         # ... has a second line
+        piece_t = np.where(pair, np.r_[ut[1:], 0.0], ut)   # the piece is through when both are
+        clash = lead & pair & (umask & np.r_[umask[1:], 0] != 0)
+        for sel in (lead, clash):
+            unit_row.append(ukey[sel] // 4)
+            unit_t.append(piece_t[sel])
+        return np.concatenate(unit_row), np.concatenate(unit_t)
 
     def global_returns(self, done: np.ndarray, warps: np.ndarray, sm: np.ndarray,
                        wavefronts: np.ndarray) -> np.ndarray:

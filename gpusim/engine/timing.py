@@ -565,7 +565,18 @@ class _Timing:
             done, served = self.l2.access(leave, ws, flat, m.arr, st.width, tkind, False,
                                           self.l1 if kind == "ldg" else None)
             wf = self.smem.global_wavefronts(sid, flat, m.arr, st.width)[ws]
-            done = self.smem.global_returns(done, ws, self.sm, wf)
+            missed = self.l2.missed_lanes
+            some = missed.any(axis=1) if missed is not None else None
+            if some is not None and some.any():     # misses pass the data stage in pieces
+                rest = ~some
+                out = np.empty(ws.size)
+                out[rest] = self.smem.global_returns(done[rest], ws[rest], self.sm, wf[rest])
+                out[some] = self.smem.missed_returns(
+                    ws[some], self.sm, flat[ws[some]], m.arr[ws[some]], missed[some],
+                    self.l2.lanes_back[some], st.width)
+                done = out
+            else:
+                done = self.smem.global_returns(done, ws, self.sm, wf)
             self._write(st, ws, full, done, st.cat)
             if kind == "poll" and polls is not None:
                 polls.append((ws, served, flat[ws], m.arr[ws], st.width))

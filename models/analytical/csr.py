@@ -334,6 +334,43 @@ def _gather_wavefronts(B, m):
     return out
 
 
+def _missed_gather_wavefronts(B, d, m, q):
+    """Expected data-stage wavefronts of one gather load of ``m`` lanes (arrays ``(configs, 1)``
+    and ``(configs, rounds)``) whose lanes each miss L1 with odds ``q`` (``(configs, rounds)``):
+    the engine's rule for a load that misses (``gpusim/engine/smem.py``,
+    ``SharedPipe.missed_returns``). Per phase of the load's width: the lanes L1 has under the
+    bank rule (:func:`_gather_wavefronts` of the phase's expected hits), and the missed lines
+    in pieces of two, each one wavefront, or two where the pair's lanes share a bank position
+    (``n = 32 / B`` positions a line, a missed line's lanes at distinct ones). The lines of a
+    phase are :func:`_sorted_distinct` of its lanes; a line misses with odds
+    ``1 - (1 - q)^lanes-a-line``; ``X`` missed lines make ``X / 2 + 1 / 4`` pieces (E[ceil]) and
+    ``X / 2 - 1 / 4`` pairs."""
+    shape = np.broadcast_shapes(np.shape(B), np.shape(m), np.shape(q), np.shape(d))
+    Bi = np.broadcast_to(np.asarray(B, dtype=np.int64), shape)
+    m = np.broadcast_to(np.asarray(m, dtype=np.float64), shape)
+    q = np.broadcast_to(np.asarray(q, dtype=np.float64), shape)
+    dd = np.broadcast_to(np.asarray(d, dtype=np.float64), shape)
+    out = np.zeros(shape)
+    for b in np.unique(Bi):
+        sel = Bi == b
+        table = _max_bin_table(WARP // math.gcd(int(b), WARP))
+        phases = gather_loads(int(b))[0][0]            # words per load: 1, 2 or 4
+        lanes = WARP // phases
+        n = max(WARP / float(b), 1.0)                  # bank positions of a line's columns
+        qs = q[sel]
+        for p in range(phases):
+            mp = np.clip(m[sel] - p * lanes, 0.0, lanes)
+            out[sel] += np.interp(mp * (1.0 - qs), np.arange(WARP + 1), table)
+            lines = _sorted_distinct(max(WARP / float(b), 1.0), dd[sel], mp)
+            per = mp / np.maximum(lines, 1e-9)
+            x = lines * (1.0 - (1.0 - qs) ** per)       # missed lines of the phase
+            k = np.maximum(1.0, mp * qs / np.maximum(x, 1e-9))
+            clash = 1.0 - np.clip(1.0 - k / n, 0.0, 1.0) ** k
+            out[sel] += (x / 2.0 + 0.25 * np.minimum(x, 1.0)
+                         + np.maximum(x / 2.0 - 0.25, 0.0) * clash)
+    return out
+
+
 def _resident(sizes: dict, names, capacity):
     """Which of ``names`` a cache of ``capacity`` bytes holds: admitted smallest first (ties by
     name) while they fit, as :func:`gpusim.engine.l1.resident_buffers` does (arrays)."""
@@ -523,15 +560,10 @@ def _csr_row_per_warp(spec, N, R, B, d, cell: str = "rnn"):
     tag_full = 2 * tag(vc_lines(full), full) + 4 * col(ng) * tag(g_lines(full), full)
     tag_end = (2 * tag(vc_lines(m_end), m_end)
                + 4 * col(ng) * tag(g_lines(m_end) + pad / VEC, m_end))
-    wf_full = 2 * vc_wf(full) + 4 * col(ng) * g_wf(full)
-    wf_end = 2 * vc_wf(m_end) + 4 * col(ng) * g_wf(m_end)
     tags = col(W) * (p_full * tag_full + p_end * tag_end)
-    data = col(W) * (p_full * wf_full + p_end * wf_end)
     epi_loads = G * ng + (ng if G > 1 else 0)   # x of each gate, c_{t-1} or h_{t-1}
     once = W * (1 + 2 * G + epi_loads) / np.maximum(wgt[idx, first], 1.0)
     tags[idx, first] += once
-    data[idx, first] += once
-    ds = np.maximum(tags, data / wf)
     # L2 slices (all SMs): values and indices, and the gathers' requests; with h held in L1
     # only each SM's first touch of a sector goes to L2 (coverage of the SM's gathers so far)
     req_vc = col(Rp) * (p_full * 2 * vc_sectors(full) + p_end * 2 * vc_sectors(m_end))
@@ -552,6 +584,26 @@ def _csr_row_per_warp(spec, N, R, B, d, cell: str = "rnn"):
     distinct = req_all / col(ng / sectors_per_nz)
     first_touch = touch / np.maximum(wgt, 1.0)
     req_g = first_touch + np.maximum(distinct - first_touch, 0.0) * (1.0 - col(keep))
+    # the data stage: a gather's lanes miss L1 with the round's odds (their sectors go to L2 or
+    # wait on a fill in flight, as at batch 8 and more the second load of a sector does) and
+    # pass in pieces (:func:`_missed_gather_wavefronts`)
+    # a touch misses where its sector was not in the SM's L1 when the round began: the first
+    # toucher goes to L2 and the round's later touchers wait on its fill (one L2 round trip
+    # outlasts a round's issue); the start-of-round share left untouched, averaged over the
+    # rounds a column stands for (a geometric series), and a touched sector since refilled
+    a_nz = col(sectors_per_nz / h_sectors)
+    w = np.maximum(wgt, 1.0)
+    step = np.maximum(a_nz * lanes_sm, 1e-12)
+    cold = (np.exp(-a_nz * before) * -np.expm1(-step * w)
+            / np.maximum(w * -np.expm1(-step), 1e-12))
+    q_miss = np.clip(cold + (1.0 - cold) * (1.0 - col(keep)), 0.0, 1.0)
+    wf_full = 2 * vc_wf(full) + 4 * col(ng) * _missed_gather_wavefronts(col(Bf), col(d), full,
+                                                                        q_miss)
+    wf_end = 2 * vc_wf(m_end) + 4 * col(ng) * _missed_gather_wavefronts(col(Bf), col(d), m_end,
+                                                                       q_miss)
+    data = col(W) * (p_full * wf_full + p_end * wf_end)
+    data[idx, first] += once
+    ds = np.maximum(tags, data / wf)
     # ... and the padding lanes' loads of column 0 all wait at one slice where L1 lets them miss
     hot = col(Rp) * p_end * col(ng) * pad * svc * (1.0 - col(keep0))
     l2t = (req_vc + req_g) * svc / spec.l2_slices + hot

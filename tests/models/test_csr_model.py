@@ -142,15 +142,15 @@ def test_breakdown_names_the_terms_and_they_add_up():
         np.testing.assert_allclose(total, t.per_step_s, rtol=1e-12)
         for bound in ("l1tex_s", "l2_s", "dram_s", "chain_s"):
             assert np.all(bd["loop_s"] >= bd[bound] * (1 - 1e-12)), (gpu, bound)
-        # a hidden-8192 layer at density 0.3, batch 8: its largest bound is the L2 (h, 256 KB,
-        # is not held in L1 and passes through the slots left over, one and a half to four of
-        # its sectors a slot, so most of a sector's later touches miss: a request each; on
-        # the H100 its 40 contention groups serve about 80 such requests a cycle; plus each
-        # round's round trips, the warps being in step), ahead of L1TEX (~11 data-stage
-        # wavefronts a gather: its columns fall into 4 bank groups)
-        assert bd["l2_s"][2] > 0.7 * bd["loop_s"][2], gpu
-        assert bd["l2_s"][2] > max(bd[k][2] for k in ("l1tex_s", "dram_s", "chain_s")), gpu
-        assert 0.1 * bd["loop_s"][2] < bd["l1tex_s"][2] < 0.9 * bd["loop_s"][2], gpu
+        # a hidden-8192 layer at density 0.3, batch 8: its largest bound is L1TEX's data stage
+        # (h, 256 KB, is not held in L1 and passes through the slots left over, one and a half
+        # to four of its sectors a slot, so most of a sector's later touches miss, and a
+        # missed gather passes in pieces: about 20 wavefronts where a hit takes ~11), ahead of
+        # the L2 (a request for each of those misses; on the H100 its 40 contention groups
+        # serve about 80 such requests a cycle; plus each round's round trips)
+        assert bd["l1tex_s"][2] > 0.7 * bd["loop_s"][2], gpu
+        assert bd["l1tex_s"][2] > max(bd[k][2] for k in ("l2_s", "dram_s", "chain_s")), gpu
+        assert 0.1 * bd["loop_s"][2] < bd["l2_s"][2] < 0.9 * bd["loop_s"][2], gpu
         # it streams its values from DRAM on either GPU (67 MB of values > L2)
         assert bd["dram_s"][2] > 0 and bd["dram_s"][0] == 0
 
@@ -168,11 +168,14 @@ def test_spec_fields_move_their_terms():
     ratio = fast.breakdown["l1tex_s"][0] / base.breakdown["l1tex_s"][0]
     assert 0.5 <= ratio < 0.9
     assert fast.per_step_s[0] < base.per_step_s[0]
-    # batch 1: random words in 32 banks (~3.5 wavefronts a gather), the tag stage binds
+    # batch 1: random words in 32 banks (~3.5 wavefronts a gather), the tag stage binds the
+    # rounds whose gathers hit (h, 16 KiB, is held in L1); only the first rounds, whose lanes
+    # miss and pass the data stage in pieces (about one wavefront per two missed lines), move
+    # with the data pipe's rate
     b1 = csr(h100, 4096, 1, 0.2)
     b1_fast = csr(dataclasses.replace(h100, smem_wavefronts_per_cycle=2.0), 4096, 1, 0.2)
-    assert b1_fast.breakdown["l1tex_s"][0] == pytest.approx(b1.breakdown["l1tex_s"][0],
-                                                            rel=0.02)
+    ratio_b1 = b1_fast.breakdown["l1tex_s"][0] / b1.breakdown["l1tex_s"][0]
+    assert 0.7 < ratio_b1 < 0.9 and ratio_b1 > ratio + 0.15
     node = dataclasses.replace(h100, graph_launch_overhead_s=h100.graph_launch_overhead_s + 1e-6)
     assert csr(node).per_step_s[0] - base.per_step_s[0] == pytest.approx(1e-6)
     # a small layer is a latency chain: a slower L2 round trip costs it several round trips
@@ -201,8 +204,9 @@ def test_small_layers_within_15_percent_of_simulator():
 # ``models/analytical/l2.py``, ``_busiest_anywhere``) they came within 15% (4481-b4 +13.7%,
 # 908-b1 -11.5%, 1827-b4 -9.4%)
 # the 128-bit gathers' quarter-warp phases (engine and model) took the simulator's batch-8 step
-# there up more than the model's: 3477-b8 -20% -> -24.4%; 2662-b8 came within 15%
-SWEEP_GAPS = {("v100", 3477, 8, 0.075): 0.25}
+# there up more than the model's: 3477-b8 -20% -> -24.4%; 2662-b8 came within 15%; with the
+# missed gathers' pieces in both 3477-b8 came within 15% too
+SWEEP_GAPS: dict = {}
 
 
 @pytest.mark.slow
@@ -219,7 +223,9 @@ def test_sweep_within_15_percent_of_simulator():
     mean 3.6%, max 14.1%; with the DRAM channel's backfill and the later waves' share of the
     L2- or DRAM-bound rounds: mean 4.9%, max 20.1% (5 beyond 15%); with h's lines anywhere in
     the H100's group map: mean 4.6%, max 20.1% (2 beyond 15%, both V100); with the 128-bit
-    gathers' quarter-warp phases in both: mean 4.9%, max 24.4% (1 beyond 15%, V100 3477-b8).
+    gathers' quarter-warp phases in both: mean 4.9%, max 24.4% (1 beyond 15%, V100 3477-b8);
+    with the missed gathers' pieces in both (the simulator's rule, the model's expectation of
+    it): mean 4.5%, max 15.0%, none beyond.
     The simulator takes
     about 45 s of CPU for the 80
     (layers are capped at 1e6 expected nonzeros; the model is not limited: hidden 8192 at density
