@@ -38,6 +38,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from measurements.csr_mech import METRICS as CSR_METRICS  # noqa: E402
 from measurements.probe import PerSMProbe  # noqa: E402
 
 KS = (1, 2, 4, 8, 16, 32)
@@ -46,18 +47,15 @@ NAMES = ([f"cmech_miss_{p}_{k}{w}_p" for w in ("", "_w4") for p in ("same", "spr
 SIZES = (16, 64)         # rounds on the GPU (slope of the medians)
 SIM_SIZES = (2, 4)       # rounds in the simulator
 NCU_ROUNDS = 16
-METRICS = ("gpu__time_duration.sum", "sm__cycles_active.avg",
-           "smsp__inst_executed_op_global_ld.sum",
-           "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum",
-           "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum",
-           "l1tex__t_sectors_pipe_lsu_mem_global_op_ld_lookup_hit.sum",
-           "l1tex__t_output_wavefronts_pipe_lsu_mem_global_op_ld.sum",
-           "l1tex__data_pipe_lsu_wavefronts_mem_lgds.sum",
-           "l1tex__data_pipe_lsu_wavefronts.sum",
-           "l1tex__m_xbar2l1tex_read_sectors.sum",
-           "l1tex__lsu_writeback_active_mem_lgds.sum",
-           "l1tex__t_set_accesses_pipe_lsu_mem_global_op_ld.sum",
-           "lts__t_requests_srcunit_tex_op_read.sum", "lts__t_sectors_srcunit_tex_op_read.sum")
+# the load counters of csr_mech.py's pass (time, active cycles, load instructions, requests,
+# sectors, L1 hits, tag output wavefronts), then the data pipe, the crossbar and the writeback
+METRICS = CSR_METRICS[:7] + (
+    "l1tex__data_pipe_lsu_wavefronts_mem_lgds.sum",
+    "l1tex__data_pipe_lsu_wavefronts.sum",
+    "l1tex__m_xbar2l1tex_read_sectors.sum",
+    "l1tex__lsu_writeback_active_mem_lgds.sum",
+    "l1tex__t_set_accesses_pipe_lsu_mem_global_op_ld.sum",
+    "lts__t_requests_srcunit_tex_op_read.sum", "lts__t_sectors_srcunit_tex_op_read.sum")
 
 PROBE = PerSMProbe(script=__file__, record="l1_miss_pieces", names=NAMES, sizes=SIZES,
                    sim_sizes=SIM_SIZES, ncu_rounds=NCU_ROUNDS, metrics=METRICS,

@@ -672,14 +672,28 @@ def test_the_model_before_on_the_headline_draws_is_what_the_readme_says(first, n
     assert row in _history_and_readme(), row
 
 
+def _speedups_with_csr(rows, csr_price):
+    """Speedup APEs and fastest-kernel hits of speedup ``rows`` (the merged record's) with the
+    simulator's CSR price replaced by ``csr_price(row)``."""
+    from gpusim.speedup_check import SPARSE, _best
+
+    apes, named = [], 0
+    for r in rows:
+        t = {k: v for k, v in r["sim"]["times_s"].items() if v is not None}
+        t["csr-row-per-warp"] = csr_price(r)
+        bp, tp = _best(t, SPARSE)
+        nb, tn = _best(t, [n for n in t if n not in SPARSE])
+        apes.append(abs(tn / tp / r["measured"]["speedup"] - 1))
+        named += (bp if tn / tp >= 1 else nb) == r["measured"]["fastest"]
+    return apes, named
+
+
 def test_the_simulator_before_on_the_last_changes_draws_is_what_the_readme_says():
     """``h200/sim_csr_before_s187_s190.json.xz``: the CSR kernel's simulator prices of s187-s190
     at the commit before the 128-bit gathers' quarter-warp phases (the only kernel the change
     moved). With the merged record's other simulator prices they give the simulator-before
     speedups and naming the README quotes; the record's summary is its cases'."""
     import statistics
-
-    from gpusim.speedup_check import SPARSE, _best
 
     rec = read_record(ROOT / "measurements" / "h200" / "sim_csr_before_s187_s190.json")
     assert rec["commit"].startswith("454324e")
@@ -690,15 +704,8 @@ def test_the_simulator_before_on_the_last_changes_draws_is_what_the_readme_says(
     assert set(csr.values()) == set(rec["csr_cases"])
     rows = [r for r in cc["speedup"]["rows"]
             if r["draw"] in rec["draws"] and "cell" not in r and not r.get("heads")]
-    apes, named = [], 0
-    for r in rows:
-        t = {k: v for k, v in r["sim"]["times_s"].items() if v is not None}
-        t["csr-row-per-warp"] = rec["csr_cases"][csr[(r["draw"], r["hidden"], r["batch"],
-                                                      r["density"])]]
-        bp, tp = _best(t, SPARSE)
-        nb, tn = _best(t, [n for n in t if n not in SPARSE])
-        apes.append(abs(tn / tp / r["measured"]["speedup"] - 1))
-        named += (bp if tn / tp >= 1 else nb) == r["measured"]["fastest"]
+    apes, named = _speedups_with_csr(rows, lambda r: rec["csr_cases"][
+        csr[(r["draw"], r["hidden"], r["batch"], r["density"])]])
     s = rec["summary"]
     assert (s["layers"], s["fastest_named"]) == (len(rows), named) == (64, 62)
     assert s["speedup_mape"] == pytest.approx(statistics.mean(apes), rel=1e-12)
@@ -717,8 +724,6 @@ def test_the_simulator_before_the_pieces_is_what_the_readme_says():
     simulator-before speedups and naming the README quotes; the summary is its cases'."""
     import statistics
 
-    from gpusim.speedup_check import SPARSE, _best
-
     rec = read_record(ROOT / "measurements" / "h200" / "sim_csr_before_s205_s210.json")
     assert rec["commit"].startswith("e31cb9b")
     assert rec["draws"] == [f"fresh_2026-12-01_s{n}" for n in range(205, 211)]
@@ -729,15 +734,8 @@ def test_the_simulator_before_the_pieces_is_what_the_readme_says():
     assert {r["id"] for r in csr.values()} == set(rec["csr_cases"])
     rows = [r for r in cc["speedup"]["rows"]
             if r["draw"] in rec["draws"] and "cell" not in r and not r.get("heads")]
-    apes, named = [], 0
-    for r in rows:
-        t = {k: v for k, v in r["sim"]["times_s"].items() if v is not None}
-        t["csr-row-per-warp"] = rec["csr_cases"][csr[(r["draw"], r["hidden"], r["batch"],
-                                                      r["density"])]["id"]]
-        bp, tp = _best(t, SPARSE)
-        nb, tn = _best(t, [n for n in t if n not in SPARSE])
-        apes.append(abs(tn / tp / r["measured"]["speedup"] - 1))
-        named += (bp if tn / tp >= 1 else nb) == r["measured"]["fastest"]
+    apes, named = _speedups_with_csr(rows, lambda r: rec["csr_cases"][
+        csr[(r["draw"], r["hidden"], r["batch"], r["density"])]["id"]])
     s = rec["summary"]
     assert (s["layers"], s["fastest_named"]) == (len(rows), named) and s["layers"] == 96
     assert s["speedup_mape"] == pytest.approx(statistics.mean(apes), rel=1e-12)
