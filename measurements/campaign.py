@@ -160,6 +160,21 @@ def recorded_layers(root: str | None = None) -> set[tuple[int, int, float]]:
     return out
 
 
+def seen_layers() -> set[tuple[int, int, float]]:
+    """The layers a fresh draw must not hold: every recorded campaign's (:func:`recorded_layers`)
+    and the library grid's (``measurements/library_grid.py``, measured for the library tables:
+    s210 drew one of them, (192, 1, 0.0103), before they were excluded)."""
+    import importlib.util
+
+    spec_ = importlib.util.spec_from_file_location(
+        "library_grid", os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                     "library_grid.py"))
+    lg = importlib.util.module_from_spec(spec_)
+    spec_.loader.exec_module(lg)
+    grid = {(int(n), int(b), float(d)) for pts in lg.GRID.values() for _, n, b, d in pts}
+    return recorded_layers() | grid
+
+
 def fresh_layers(n: int, seed: int, spec, exclude: set | None = None):
     """``n`` random layers (hidden, batch, density) not in ``exclude`` on which the sparse
     persistent kernel fits ``spec``; also the rejected draws with the reason."""
@@ -167,7 +182,7 @@ def fresh_layers(n: int, seed: int, spec, exclude: set | None = None):
 
     from models import capacity as cap
 
-    exclude = recorded_layers() if exclude is None else exclude
+    exclude = seen_layers() if exclude is None else exclude
     rng = np.random.default_rng(seed)
     layers, rejected = [], []
     for _ in range(50 * n):
@@ -240,7 +255,7 @@ def fresh_cell_layers(m: int, seed: int, spec, exclude: set | None = None):
 
     from models import capacity as cap
 
-    exclude = recorded_layers() if exclude is None else exclude
+    exclude = seen_layers() if exclude is None else exclude
     rng = np.random.default_rng(seed + 1_000_000)
     layers, rejected = [], []
     for _ in range(50 * m):
@@ -306,7 +321,7 @@ def fresh_head_layers(m: int, seed: int, spec, exclude: set | None = None):
     from kernels_ir.errors import CapacityError
     from kernels_ir.kernels.sparse_rnn import build_sparse_rnn, make_layer
 
-    exclude = recorded_layers() if exclude is None else exclude
+    exclude = seen_layers() if exclude is None else exclude
     rng = np.random.default_rng(seed + 2_000_000)
     layers, rejected = [], []
     for _ in range(50 * m):

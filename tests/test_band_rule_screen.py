@@ -17,10 +17,12 @@ def test_the_record_is_the_screen_of_the_recorded_bands_and_draws():
     """Made again from the merged records: equal (through JSON, as written)."""
     assert json.loads(json.dumps(br.screen())) == REC
     assert [p["bands"] for p in REC["pairs"]] == [p[1] for p in br.PAIRS]
-    # every recorded bands file of both GPUs is judged
+    # every recorded bands file of both GPUs is judged, but those kept after the screen was
+    # made (judged in the README and by tests/test_recorded_reports.py)
+    later = {"error_bands_s195_s204.json"}
     for gpu in ("h100", "h200"):
         files = {p.name for p in (ROOT / "measurements" / gpu).glob("error_bands_*.json")}
-        assert files == {p[1] for p in br.PAIRS if p[0] == gpu}, gpu
+        assert files - later == {p[1] for p in br.PAIRS if p[0] == gpu}, gpu
 
 
 def test_the_percentile_bands_held_under_80_and_the_interval_about_80():

@@ -39,7 +39,7 @@ def test_a_missed_request_passes_in_pieces_of_about_two_lines():
         assert nsight(f"cmech_miss_spread_{k}_p") == pytest.approx(k / 2, rel=0.13)
     # lanes that read one bank position on k lines: k wavefronts, the hit rule, either way
     for k in probe.KS:
-        assert nsight(f"cmech_miss_same_{k}_p") == pytest.approx(k, rel=0.02)
+        assert nsight(f"cmech_miss_same_{k}_p") == pytest.approx(k, rel=0.03)
     # 128-bit misses keep their quarter-warp phases and are not return-packed
     assert nsight("cmech_miss_same_1_w4_p") == pytest.approx(4.0, abs=0.05)
     assert probe.rule_wavefronts("cmech_miss_same_1_w4_p") == 2.0
