@@ -103,6 +103,7 @@ def simulated_wavefronts(name: str, spec_name: str = "h200", rounds=(2, 4)) -> f
     spec = load_spec(spec_name)
     count = {"wf": 0, "req": 0}
     real_returns, real_units = SharedPipe.global_returns, SharedPipe.missed_units
+    kept = SharedPipe.__dict__["missed_units"]       # the staticmethod itself, to put back
 
     def returns(self, done, warps, sm, wavefronts):
         count["wf"] += int(np.sum(wavefronts))
@@ -124,7 +125,7 @@ def simulated_wavefronts(name: str, spec_name: str = "h200", rounds=(2, 4)) -> f
             simulate(m.kernel, m.inputs, spec, l2_warm=True)
             pts.append((count["wf"], count["req"]))
     finally:
-        SharedPipe.global_returns, SharedPipe.missed_units = real_returns, real_units
+        SharedPipe.global_returns, SharedPipe.missed_units = real_returns, kept
     (w1, q1), (w2, q2) = pts
     return (w2 - w1) / (q2 - q1)
 
