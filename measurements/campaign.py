@@ -164,13 +164,8 @@ def seen_layers() -> set[tuple[int, int, float]]:
     """The layers a fresh draw must not hold: every recorded campaign's (:func:`recorded_layers`)
     and the library grid's (``measurements/library_grid.py``, measured for the library tables:
     s210 drew one of them, (192, 1, 0.0103), before they were excluded)."""
-    import importlib.util
+    from measurements import library_grid as lg
 
-    spec_ = importlib.util.spec_from_file_location(
-        "library_grid", os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                     "library_grid.py"))
-    lg = importlib.util.module_from_spec(spec_)
-    spec_.loader.exec_module(lg)
     grid = {(int(n), int(b), float(d)) for pts in lg.GRID.values() for _, n, b, d in pts}
     return recorded_layers() | grid
 

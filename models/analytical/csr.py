@@ -319,19 +319,9 @@ def _gather_wavefronts(B, m):
     (each lane a distinct column ``c`` at word ``B c + k``), the columns' groups taken as uniform
     and independent (the sorted columns' gaps spread neighbours over the banks; within ~7% of a
     Monte Carlo of Bernoulli rows for B = 1..8, d = 0.02..0.5, for the one-phase rule this model
-    had before): the sum over phases of the expected largest group count."""
-    Bi = np.broadcast_to(np.asarray(B, dtype=np.int64), np.shape(m))
-    m = np.asarray(m, dtype=np.float64)
-    out = np.zeros(np.shape(m))
-    for b in np.unique(Bi):
-        sel = Bi == b
-        table = _max_bin_table(WARP // math.gcd(int(b), WARP))
-        phases = gather_loads(int(b))[0][0]            # words per load: 1, 2 or 4
-        lanes = WARP // phases
-        for p in range(phases):
-            mp = np.clip(m[sel] - p * lanes, 0.0, lanes)
-            out[sel] += np.interp(mp, np.arange(WARP + 1), table)
-    return out
+    had before): the sum over phases of the expected largest group count. (The load that hits:
+    :func:`_missed_gather_wavefronts` with no lane missing, where the density plays no part.)"""
+    return _missed_gather_wavefronts(B, 0.5, m, 0.0)
 
 
 def _missed_gather_wavefronts(B, d, m, q):
@@ -361,7 +351,7 @@ def _missed_gather_wavefronts(B, d, m, q):
         for p in range(phases):
             mp = np.clip(m[sel] - p * lanes, 0.0, lanes)
             out[sel] += np.interp(mp * (1.0 - qs), np.arange(WARP + 1), table)
-            lines = _sorted_distinct(max(WARP / float(b), 1.0), dd[sel], mp)
+            lines = _sorted_distinct(n, dd[sel], mp)
             per = mp / np.maximum(lines, 1e-9)
             x = lines * (1.0 - (1.0 - qs) ** per)       # missed lines of the phase
             k = np.maximum(1.0, mp * qs / np.maximum(x, 1e-9))
