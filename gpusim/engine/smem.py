@@ -105,17 +105,17 @@ class SharedPipe:
     def __init__(self, spec, n_sms: int, n_warps: int, n_instrs: int):
         self.rate = float(spec.smem_wavefronts_per_cycle)
         self.shfl_cycles = 1.0 / float(spec.shfl_per_cycle_per_sm)
-        # the shuffles' places in the pipe, in time buckets (with backfill); the shared accesses'
-        # wavefronts take places there too, so a shuffle waits for the pipe's shared traffic
-        self.shfl_server = BucketServer(n_sms, self.shfl_cycles)
+        # the data pipe's places, in time buckets (with backfill): shuffles, the shared accesses'
+        # wavefronts and the data stage of returning global loads all take places there, so
+        # each waits for the others' traffic (measurements/h200/data_pipe_share.json)
+        self.pipe = BucketServer(n_sms, 1.0 / self.rate)
         self.latency = float(spec.smem_latency_cycles)
         self.free = np.zeros(n_sms)
         self._cache: dict[int, list] = {}
         self.wavefronts = np.zeros(n_instrs, dtype=np.int64)
         self.conflicts = np.zeros(n_instrs, dtype=np.int64)
         self.conflicts_per_warp = np.zeros(n_warps, dtype=np.int64)
-        # the data stage of returning global loads and the tag stage (one-cycle units)
-        self.returns = BucketServer(n_sms, 1.0 / self.rate)
+        # the tag stage of global loads (one-cycle units)
         self.tags = BucketServer(n_sms, 1.0)
 
     def cost(self, sid: int, words: np.ndarray, active: np.ndarray, width: int,
@@ -143,15 +143,14 @@ class SharedPipe:
         self.conflicts[sid] += int(bc.sum())
         self.conflicts_per_warp[warps] += bc
         done = self._fifo(issue, sm[warps], wf / self.rate) + self.latency
-        self._units(self.shfl_server, issue, warps, sm,
-                    np.ceil(wf / (self.rate * self.shfl_cycles)).astype(np.int64))
+        self._units(self.pipe, issue, warps, sm, wf)
         return done
 
     def shuffle(self, issue: np.ndarray, warps: np.ndarray, sm: np.ndarray) -> np.ndarray:
         """Per-warp cycle at which a shuffle issued at ``issue`` takes its place in the pipe
         (its result is ready the shuffle latency later), after the places that earlier shuffles
         and the shared accesses' wavefronts took (module docstring)."""
-        return self.shfl_server.serve(sm[warps], issue)
+        return self.pipe.serve(sm[warps], issue, np.full(warps.size, self.shfl_cycles))
 
     def tag_stage(self, issue: np.ndarray, warps: np.ndarray, sm: np.ndarray,
                   lines: np.ndarray) -> np.ndarray:
@@ -188,8 +187,8 @@ class SharedPipe:
         the rest as :meth:`missed_units`): the cycle each row's last wavefront is through."""
         rows, ts = self.missed_units(flat, active, missed, back, width)
         out = np.full(flat.shape[0], -np.inf)
-        start_t = self.returns.serve(sm[warps[rows]], ts)
-        np.maximum.at(out, rows, start_t + self.returns.service)
+        start_t = self.pipe.serve(sm[warps[rows]], ts)
+        np.maximum.at(out, rows, start_t + self.pipe.service)
         return out
 
     @staticmethod
@@ -242,7 +241,7 @@ class SharedPipe:
         """The data stage of a global load whose data reaches the SM at ``done`` (per warp),
         ``wavefronts`` one-cycle units per warp (:meth:`global_wavefronts`). Returns the cycle
         each warp's last wavefront is through."""
-        return self._units(self.returns, done, warps, sm, wavefronts)
+        return self._units(self.pipe, done, warps, sm, wavefronts)
 
     def _fifo(self, issue: np.ndarray, smw: np.ndarray, d: np.ndarray) -> np.ndarray:
         """End cycle of each access (issue cycle, SM, service ``d`` cycles) served first come

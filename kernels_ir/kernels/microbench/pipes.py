@@ -206,10 +206,14 @@ def stage_bar(rounds: int = 8, warps: int = 8, chunks: int = 4, load: bool = Tru
 
 
 SHFL_MIXES = ("none", "red", "lds", "ffma", "lds_only")
+# global loads that hit L1 beside the shuffles or the shared loads: does the L1TEX data stage of
+# global loads share the shuffles' unit? (measurements/data_pipe_share.py)
+LDG_MIXES = ("ldg", "ldg_only", "lds_ldg")
+GLOBAL_SLIDE = 1024                    # words the global loads' window slides over (4 KiB)
 
 
 def shfl_throughput(rounds: int = 8, warps: int = 8, ctas: int = 132, mix: str = "none",
-                    chains: int = 8, chain: int = 10) -> Microbench:
+                    chains: int = 8, chain: int = 10, lines: int = 4) -> Microbench:
     """How many warp shuffles an SM issues a cycle, and what shares their pipe.
 
     ``ctas`` CTAs of ``warps`` warps (one CTA per SM). Each warp keeps ``chains`` independent
@@ -221,22 +225,37 @@ def shfl_throughput(rounds: int = 8, warps: int = 8, ctas: int = 132, mix: str =
     - ``lds``: the shuffle and a conflict-free 32-bit shared load (one wavefront) added into an
       accumulator of its own (the address moves with the round, so no load is hoisted);
     - ``ffma``: the shuffle and an FFMA on a float chain of its own;
-    - ``lds_only``: the shared load alone (the control of ``lds``).
+    - ``lds_only``: the shared load alone (the control of ``lds``);
+    - ``ldg``: the shuffle and a 32-bit global load that hits L1, added into an accumulator of
+      its own; the warp's lanes lie on ``lines`` 128-byte lines, ``32 / lines`` consecutive
+      words of each, so lanes of different lines share banks: ``lines`` data-stage wavefronts
+      (:func:`kernels_ir.banks.wavefronts`) and ``lines`` tag-stage lines a load;
+    - ``ldg_only``: that global load alone (the control of ``ldg``);
+    - ``lds_ldg``: the conflict-free shared load and that global load, no shuffle.
 
-    With 8 chains a warp has 8 independent shuffles in flight, so the links are issue- or
+    The global loads of a round read distinct lines (so the compiler merges none), a window of
+    ``chains * chain * lines`` lines that slides with the round by ``lines`` lines, wrapping
+    after ``GLOBAL_SLIDE`` words (the table, read only, is 14-84 KiB: L1 keeps it beside the
+    32 KiB shared table). With 8 chains a warp has 8 independent shuffles in flight, so the links are issue- or
     pipe-bound, not latency-bound, from a few warps per SM up. Op = one round.
     """
     rounds, warps, ctas, chains, chain = (
         _positive(n, v) for n, v in (("rounds", rounds), ("warps", warps), ("ctas", ctas),
                                      ("chains", chains), ("chain", chain)))
-    if mix not in SHFL_MIXES:
-        raise InputError(f"mix={mix!r}: accepted {', '.join(SHFL_MIXES)}")
+    if mix not in SHFL_MIXES + LDG_MIXES:
+        raise InputError(f"mix={mix!r}: accepted {', '.join(SHFL_MIXES + LDG_MIXES)}")
+    if lines not in (1, 2, 4, 8, 16, 32):
+        raise InputError(f"lines={lines!r}: accepted 1, 2, 4, 8, 16 or 32")
     threads = warps * WARP
-    name = f"shfl_tput_w{warps}" + ("" if mix == "none" else f"_{mix}")
+    name = f"shfl_tput_w{warps}" + ("" if mix == "none" else
+                                    f"_{mix.replace('ldg', f'ldg{lines}')}")
+    glob = mix in LDG_MIXES
+    gwords = GLOBAL_SLIDE + chains * chain * lines * WARP
     words = 8192                       # the shared table (32 KiB): word i holds i
     b = Builder(f"mb_{name}", grid=ctas, block=threads, bench=name, rounds=rounds)
     g_out = b.global_buffer("out", I32, ctas * threads * 2, role="out")
     g_k = b.global_buffer("k", F32, 2)
+    g_t = b.global_buffer("tbl", I32, gwords) if glob else None
     s = b.shared("table", I32, words)
     tid = b.sreg("tid", dst=b.reg(I32, "tid"))
     lane = b.sreg("lane", dst=b.reg(I32, "lane"))
@@ -261,31 +280,52 @@ def shfl_throughput(rounds: int = 8, warps: int = 8, ctas: int = 132, mix: str =
         b.i2f(lane, dst=f[j])
     x = b.reg(I32, "x", chains)       # one per chain, as ptxas allocates them
     sh = b.reg(I32, "sh", chains)
+    per = WARP // lines
+    if glob:                          # lane -> line lane // per, word lane % per of that line
+        y = b.reg(I32, "y", chains)
+        gacc = b.reg(I32, "gacc", chains)
+        for j in range(chains):
+            b.mov(0, I32, dst=gacc[j])
+        lpart = b.iadd(b.shl(b.shr(lane, per.bit_length() - 1, dst=b.reg(I32, "ll")), 5,
+                             dst=b.reg(I32, "lw")),
+                       b.and_(lane, per - 1, dst=b.reg(I32, "lo")), dst=b.reg(I32, "lpart"))
     with b.loop("r", 0, rounds) as r:
         base = b.and_(b.imad(r, WARP, lane, dst=b.reg(I32, "rb")), words // 2 - 1,
                       dst=b.reg(I32, "base"))
+        if glob:
+            gbase = b.iadd(b.and_(b.imul(r, lines * WARP, dst=b.reg(I32, "gr")),
+                                  GLOBAL_SLIDE - 1, dst=b.reg(I32, "gw")), lpart,
+                           dst=b.reg(I32, "gbase"))
         for k in range(chain):        # per link: each kind for every chain, as ptxas orders it
             if mix == "red":
                 for j in range(chains):
                     b.shfl_xor(v[j], 1 << (k % 5), dst=sh[j])
                 for j in range(chains):
                     b.iadd(v[j], sh[j], dst=v[j])
-            elif mix != "lds_only":
+            elif mix not in ("lds_only", "ldg_only", "lds_ldg"):
                 for j in range(chains):
                     b.shfl_xor(v[j], 1 << (k % 5), dst=v[j])
-            if mix in ("lds", "lds_only"):
+            if glob:
+                for j in range(chains):
+                    b.ldg(g_t, gbase, offset=_global_offset(k, j, chains, lines), dst=y[j])
+            if mix in ("lds", "lds_only", "lds_ldg"):
                 for j in range(chains):
                     b.lds(s, base, offset=(k * chains + j) % (words // 2 // WARP) * WARP,
                           dst=x[j])
                 for j in range(chains):
                     b.iadd(acc[j], x[j], dst=acc[j])
-            elif mix == "ffma":
+            if glob:
+                for j in range(chains):
+                    b.iadd(gacc[j], y[j], dst=gacc[j])
+            if mix == "ffma":
                 for j in range(chains):
                     b.ffma(f[j], a_, c_, dst=f[j])
     out = b.imad(b.imad(cta, threads, tid, dst=b.reg(I32, "g")), 2, zero, dst=b.reg(I32, "o"))
     total = b.mov(0, I32, dst=b.reg(I32, "total"))
     for j in range(chains):
         b.iadd(total, acc[j], dst=total)
+    for j in range(chains if glob else 0):
+        b.iadd(total, gacc[j], dst=total)
     for j in range(chains):
         b.xor(total, v[j], dst=total)
     b.stg(g_out, out, total)
@@ -294,34 +334,49 @@ def shfl_throughput(rounds: int = 8, warps: int = 8, ctas: int = 132, mix: str =
         b.fadd(fsum, f[j], dst=fsum)
     b.stg(g_out, out, b.f2i(fsum, dst=b.reg(I32, "fi")), offset=1)
     kernel = verify(b.build())
-    expect = _shfl_reference(mix, rounds, warps, ctas, chains, chain, words)
+    expect = _shfl_reference(mix, rounds, warps, ctas, chains, chain, words, lines)
 
     def check(g) -> bool:
         got = np.asarray(g["out"]).astype(np.int32).reshape(-1, 2)[:, 0]
         return bool(np.array_equal(got, expect))
 
-    return Microbench(name, kernel, {"out": np.zeros(ctas * threads * 2, np.int32),
-                                     "k": np.array([0.5, 0.25], np.float32)},
-                      rounds, f"one round of {chain} links x {chains} chains",
-                      {"rounds": rounds, "warps": warps, "ctas": ctas, "mix": mix,
-                       "chains": chains, "chain": chain}, check)
+    inputs = {"out": np.zeros(ctas * threads * 2, np.int32),
+              "k": np.array([0.5, 0.25], np.float32)}
+    params = {"rounds": rounds, "warps": warps, "ctas": ctas, "mix": mix, "chains": chains,
+              "chain": chain}
+    if glob:
+        inputs["tbl"] = np.arange(gwords, dtype=np.int32)
+        params["lines"] = lines
+    return Microbench(name, kernel, inputs, rounds,
+                      f"one round of {chain} links x {chains} chains", params, check)
 
 
-def _shfl_reference(mix, rounds, warps, ctas, chains, chain, words) -> np.ndarray:
+def _global_offset(k: int, j: int, chains: int, lines: int) -> int:
+    """Word offset of link ``k``, chain ``j``'s global load in the window (whole lines)."""
+    return (k * chains + j) * lines * WARP
+
+
+def _shfl_reference(mix, rounds, warps, ctas, chains, chain, words, lines=4) -> np.ndarray:
     """Word 0 of every thread's output: the accumulated loads xor the chains' values."""
     lane = np.arange(WARP, dtype=np.int64)
     v = [(lane * 7 + 3 + j) for j in range(chains)]
     acc = np.zeros(WARP, np.int64)
+    per = WARP // lines
+    lpart = lane // per * WARP + lane % per
+    shuffles = mix not in ("lds_only", "ldg_only", "lds_ldg")
     for r in range(rounds):
         base = (r * WARP + lane) & (words // 2 - 1)
+        gbase = ((r * lines * WARP) & (GLOBAL_SLIDE - 1)) + lpart
         for k in range(chain):
             for j in range(chains):
-                if mix != "lds_only":
+                if shuffles:
                     moved = v[j][lane ^ (1 << (k % 5))]
                     v[j] = (v[j] + moved) & 0xFFFFFFFF if mix == "red" else moved
-                if mix in ("lds", "lds_only"):
+                if mix in ("lds", "lds_only", "lds_ldg"):
                     acc = (acc + base + (k * chains + j) % (words // 2 // WARP) * WARP) \
                         & 0xFFFFFFFF
+                if mix in LDG_MIXES:     # the table's word i holds i
+                    acc = (acc + gbase + _global_offset(k, j, chains, lines)) & 0xFFFFFFFF
     total = acc.copy()
     for j in range(chains):
         total ^= v[j]
