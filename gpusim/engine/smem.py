@@ -22,6 +22,16 @@ results, 9-29% too slow in that record, because the FIFO serves one instruction 
 before the next instruction of any). Shuffles are not counted as shared wavefronts (the
 bank-conflict cross-check compares those with Nsight).
 
+The data stage of returning global loads (below) takes places in that same unit
+(``measurements/h200/data_pipe_share.json``: 132 CTAs of 8 or 16 warps, each link a shuffle,
+a conflict-free shared load or a 32-bit global load that hits L1 over 1-8 lines, or two of
+them; on the H200 every mix of loads of 2-8 wavefronts costs 1.003-1.025 times the sum of
+its parts, one-wavefront loads beside the shuffles 0.95 and 1.07 times it; the engine before,
+with the returns in a stage of their own, gave the larger part, 11-50% fast; now -8% to -1%,
+the single kinds -1% to +6%). So a warp's gathers and another warp's
+reduction shuffles queue for one pipe, which Nsight reflects by counting shuffles as data-pipe
+wavefronts.
+
 Global loads (``LDG``, polls) pass two L1TEX stages of the SM:
 
 - :meth:`SharedPipe.tag_stage` at issue, in distinct 128-byte lines the warp's active lanes
@@ -72,8 +82,8 @@ that misses costs the H200 67.5 cycles a pair per SM where the simulator gives 4
 load asks L2 again for about a quarter of the sectors the first one missed), and the L2 side of
 random gathers is dear (``gather_l2_32``: 54.4 cycles against the GPU's 36.6).
 
-Both are :class:`~.l2.BucketServer` s (time order within 128-cycle buckets), not the FIFO of the
-shared accesses: their requests are handed over in lockstep order, and a FIFO would queue a
+The data pipe and the tag stage are :class:`~.l2.BucketServer` s (time order within 128-cycle
+buckets), not the FIFO of the shared accesses: their requests are handed over in lockstep order, and a FIFO would queue a
 lagging warp's poll behind a leading warp's (the full-grid ``poll_storm`` rounds, held out).
 Placing the data stage at issue fitted the campaign better but made those rounds 65% too slow
 (measurements/README.md). Global wavefronts are not counted as shared wavefronts (the

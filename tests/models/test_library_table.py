@@ -240,8 +240,8 @@ def test_the_readmes_quote_the_check():
                if (k := f"out of sample | {kind} | {c}") in lib]     # a class may have none
         n = sum(v["rows"] for v in out)
         mean = {m: sum(v[m] * v["rows"] for v in out) / n for m in ("classes", "grid")}
-        # s205-s210: 114 fp32 rows each; fp16 30 (cuBLAS) and 29 (cuSPARSE)
-        assert n == {"cublas": 114, "cusparse": 114, "cublas_fp16": 30, "cusparse_fp16": 29}[kind]
+        # s211-s214: 76 fp32 rows each; fp16 20 each
+        assert n == {"cublas": 76, "cusparse": 76, "cublas_fp16": 20, "cusparse_fp16": 20}[kind]
         assert f"{name} {pct(mean['classes'])} / {pct(mean['grid'])}" in readme
     for eng in ("model", "sim"):
         c = cells[f"out of sample | {eng}"]
