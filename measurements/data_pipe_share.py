@@ -120,11 +120,8 @@ def report(path: str) -> list[dict]:
 def main(argv: list | None = None) -> int:
     from measurements.probe import probe_main
 
-    argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["--report"] and len(argv) == 2:
-        report(argv[1])
-        return 0
-    return probe_main(argv, __doc__, "measurements/data_pipe_share.py", measure, simulate_into)
+    return probe_main(argv, __doc__, "measurements/data_pipe_share.py", measure, simulate_into,
+                      report=report)
 
 
 if __name__ == "__main__":

@@ -238,13 +238,17 @@ def l2_count_probe_main(argv: list | None, doc: str, script: str, modes, probe, 
 
 
 def probe_main(argv: list | None, doc: str, script: str, measure, simulate_into,
-               worker=None) -> int:
+               worker=None, report=None) -> int:
     """``script --out DIR`` runs ``measure(DIR, argv)`` (on the GPU); ``script --simulate FILE``
     runs ``simulate_into(FILE)``; ``script --worker ORDER`` runs ``worker(ORDER)`` (the
-    launches an Nsight pass profiles), for scripts that have one."""
+    launches an Nsight pass profiles) and ``script --report FILE`` runs ``report(FILE)`` (a
+    table of the record), for scripts that have them."""
     argv = sys.argv[1:] if argv is None else argv
     if worker is not None and argv[:1] == ["--worker"] and len(argv) == 2:
         return worker(argv[1])
+    if report is not None and argv[:1] == ["--report"] and len(argv) == 2:
+        report(argv[1])
+        return 0
     ap = argparse.ArgumentParser(description=doc.splitlines()[0])
     ap.add_argument("--out", help="GPU run: write the record (and any Nsight files) here")
     ap.add_argument("--simulate", metavar="FILE", help="add the simulator's values to FILE")

@@ -747,11 +747,12 @@ def test_the_simulator_before_the_pieces_is_what_the_readme_says():
             f"{s['layers']}") in text
 
 
-@pytest.mark.parametrize("first, commit", [(191, "638db29"), (195, "3982d72")])
+@pytest.mark.parametrize("first, commit", [(191, "638db29"), (195, "3982d72"), (211, "181d84a")])
 def test_the_simulator_before_a_change_is_what_the_readme_says(first, commit):
     """``h200/sim_before_sA_sB.json.xz``: every simulator price of four draws at the commit
     before the change they judged (s191-s194: the L2 group rule and the H200's own request rate;
-    s195-s198: the sharers counted at once), the whole crosscheck of each draw run at that
+    s195-s198: the sharers counted at once; s211-s214: the one data pipe of shuffles, shared
+    loads and global loads), the whole crosscheck of each draw run at that
     commit. Its speedup rows are the merged record's layers, its summary is its rows', and the
     README quotes it; the merged record's simulator prices (as priced when the draws came)
     differ from it (the change moved prices a little)."""

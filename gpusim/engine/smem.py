@@ -83,11 +83,11 @@ load asks L2 again for about a quarter of the sectors the first one missed), and
 random gathers is dear (``gather_l2_32``: 54.4 cycles against the GPU's 36.6).
 
 The data pipe and the tag stage are :class:`~.l2.BucketServer` s (time order within 128-cycle
-buckets), not the FIFO of the shared accesses: their requests are handed over in lockstep order, and a FIFO would queue a
-lagging warp's poll behind a leading warp's (the full-grid ``poll_storm`` rounds, held out).
-Placing the data stage at issue fitted the campaign better but made those rounds 65% too slow
-(measurements/README.md). Global wavefronts are not counted as shared wavefronts (the
-bank-conflict cross-check compares those with Nsight).
+buckets), not the FIFO of the shared accesses: their requests are handed over in lockstep
+order, and a FIFO would queue a lagging warp's poll behind a leading warp's (the full-grid
+``poll_storm`` rounds, held out). Placing the data stage at issue fitted the campaign better
+but made those rounds 65% too slow (measurements/README.md). Global wavefronts are not counted
+as shared wavefronts (the bank-conflict cross-check compares those with Nsight).
 
 The wavefront count of a static instruction is cached per (per-lane addresses, active mask): the
 gathers of the persistent kernels use the same column addresses every step, and a staging loop

@@ -236,8 +236,9 @@ def shfl_throughput(rounds: int = 8, warps: int = 8, ctas: int = 132, mix: str =
     The global loads of a round read distinct lines (so the compiler merges none), a window of
     ``chains * chain * lines`` lines that slides with the round by ``lines`` lines, wrapping
     after ``GLOBAL_SLIDE`` words (the table, read only, is 14-84 KiB: L1 keeps it beside the
-    32 KiB shared table). With 8 chains a warp has 8 independent shuffles in flight, so the links are issue- or
-    pipe-bound, not latency-bound, from a few warps per SM up. Op = one round.
+    32 KiB shared table). With 8 chains a warp has 8 independent shuffles in flight, so the
+    links are issue- or pipe-bound, not latency-bound, from a few warps per SM up. Op = one
+    round.
     """
     rounds, warps, ctas, chains, chain = (
         _positive(n, v) for n, v in (("rounds", rounds), ("warps", warps), ("ctas", ctas),
