@@ -261,8 +261,8 @@ def test_at_batch8_an_sms_load_sets_its_end_on_the_gpu_not_in_the_simulator():
     different numbers of CTAs, the GPU's SMs with one CTA more end 18-29% later (a limit of the
     SM's own; Nsight puts L1TEX at 45-87% of its peak while the SM is active in the batch-8
     steps, 76-87% in the four with the longest rows, ``h200/csr_limit_batch8.json.xz``), while
-    the simulator ends them within 3% of each other (its loads wait on L2 queues that all SMs
-    share): the known gap of the batch-8 CSR step."""
+    the simulator ends them -2% to +10% apart (within 3% before the shared data pipe; its loads
+    wait on L2 queues that all SMs share): the known gap of the batch-8 CSR step."""
     from measurements import csr_trace
 
     rec = read_record(str(ROOT / "measurements" / "h200" / "csr_trace_batch8.json"))
@@ -281,7 +281,7 @@ def test_at_batch8_an_sms_load_sets_its_end_on_the_gpu_not_in_the_simulator():
         assert sorted(sim_ends, key=int) == [lo, hi], n     # the same CTAs on the same SMs
         gpu = gpu_ends[hi]["median"] / gpu_ends[lo]["median"]
         sim_r = sim_ends[hi]["median"] / sim_ends[lo]["median"]
-        assert gpu > 1.15 and sim_r < 1.03, (n, gpu, sim_r)
+        assert gpu > 1.15 and 0.97 < sim_r < 1.10 and gpu > sim_r + 0.08, (n, gpu, sim_r)
         checked += 1
     assert checked == 6
 
