@@ -16,6 +16,13 @@ limit; the simulator's model of that unit is what to check with a microbenchmark
 ``--layers batch8``: the layers of ``csr_trace.py --layers batch8`` (batch 8 and their batch-4
 twins) instead, into ``csr_limit_batch8.json`` (the worker Nsight starts learns the set from the
 environment variable ``CSR_LIMIT_LAYERS``).
+
+    python measurements/csr_limit.py --l2-sectors measurements/h200/csr_limit_batch8.json.xz \
+        measurements/h200/csr_l2_sectors_sim.json
+
+``--l2-sectors NCU_RECORD OUT``: the simulator's L2 data sectors of one step of each of the
+record's layers (L2 warm, :func:`simulated_l2_sectors`) beside Nsight's L1 lookup-miss
+sectors and L2 sectors and requests of the same kernels (the record's warm launches).
 """
 
 from __future__ import annotations
@@ -96,10 +103,60 @@ def measure(out: str, argv: list, which: str | None = None) -> dict:
     return res
 
 
+def simulated_l2_sectors(spec, h: int, b: int, d: float, seed: int) -> dict:
+    """The simulator's L2 data sectors and cycles of one CSR step of the layer, L2 warm."""
+    from gpusim.engine import simulate
+    from measurements.csr_l1 import step
+
+    st = step(h, b, d, seed)
+    res = simulate(st.kernel, st.inputs, spec, l2_warm=True)
+    return {"sim_l2_data": int(res.l2_transactions["data"]), "sim_cycles": float(res.cycles)}
+
+
+L2_METRICS = {"gpu_l1_miss_sectors": "l1tex__t_sectors_pipe_lsu_mem_global_op_ld_lookup_miss.sum",
+              "gpu_l2_sectors": "lts__t_sectors_srcunit_tex_op_read.sum",
+              "gpu_l2_requests": "lts__t_requests_srcunit_tex_op_read.sum"}
+
+
+def l2_sectors_record(ncu_path: str, out: str) -> dict:
+    """``--l2-sectors``: per layer of the Nsight record at ``ncu_path``, the simulator's L2 data
+    sectors of one step beside Nsight's counts (:data:`L2_METRICS`), written to ``out``."""
+    import json
+    import subprocess
+
+    from gpusim.specs import load_spec
+    from measurements.probe import read_record
+
+    rec = read_record(ncu_path)
+    spec = load_spec(rec.get("spec", "h200"))
+    results = {}
+    for h, b, d, seed in rec["layers"]:
+        name = f"csr-h{h}-b{b}-d{d:g}"
+        m = rec["ncu"]["cases"][name]["metrics"]
+        results[name] = {**simulated_l2_sectors(spec, h, b, d, seed),
+                         **{k: m[v] for k, v in L2_METRICS.items()}}
+        print(name, results[name], flush=True)
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                            cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip()
+    doc = {"format_version": 1,
+           "what": "the simulator's L2 data sectors of one CSR step (L2 warm) beside Nsight's "
+                   "counts of the same kernels (warm launches): L1 lookup-miss sectors of global "
+                   "loads, L2 sectors and requests from L1TEX",
+           "commit": commit, "spec": spec.name,
+           "command": f"python measurements/csr_limit.py --l2-sectors {ncu_path} {out}",
+           "gpu_source": f"{ncu_path}, ncu.cases[<layer>].metrics", "results": results}
+    with open(out, "w") as f:
+        json.dump(doc, f, indent=1)
+    return doc
+
+
 def main(argv: list | None = None) -> int:
     from measurements.probe import probe_main, take_layer_set
 
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["--l2-sectors"] and len(argv) == 3:
+        l2_sectors_record(argv[1], argv[2])
+        return 0
     if argv[:1] != ["--worker"]:
         argv, which = take_layer_set(argv, layer_sets())
     else:

@@ -80,15 +80,13 @@ def simulate_into(path: str) -> None:
 
 
 def parts(key: str) -> tuple[str, ...]:
-    """The single-kind benchmarks whose costs a mix would add (one unit) or overlap."""
-    w = key.split("_")[2]
-    base = f"shfl_tput_{w}"
-    if key.endswith("_only") or key == base:
-        return ()
-    rest = key[len(base) + 1:]
-    if rest.startswith("lds_"):
-        return (f"{base}_lds_only", f"{base}_{rest[4:]}_only")
-    return (base, f"{base}_{rest}_only")
+    """The single-kind benchmarks whose costs a mix would add (one unit) or overlap: for
+    ``ldg`` the shuffles alone and the global load alone, for ``lds_ldg`` the shared load alone
+    and the global load alone; none for a single kind."""
+    kw = dict(ENTRIES)[key]
+    base = f"shfl_tput_w{kw['warps']}"
+    load = f"{base}_ldg{kw.get('lines')}_only"
+    return {"ldg": (base, load), "lds_ldg": (f"{base}_lds_only", load)}.get(kw["mix"], ())
 
 
 def report(path: str) -> list[dict]:

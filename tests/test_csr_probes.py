@@ -311,19 +311,36 @@ def test_the_simulators_l2_sectors_are_the_gpus_l1_misses_at_batch_4_and_8():
     Nsight's L1 lookup-miss sectors of the same kernels within 0.7% on the 11 layers that run in
     one wave (the two-wave 6632-b8: 7.2% fewer), so the gathers' excess time in the simulator
     (twice the GPU's at batch 8) is not more traffic: it is how the L2 serves the same traffic.
-    The GPU column is the Nsight record's."""
+    The GPU columns are the Nsight record's (``csr_limit.py --l2-sectors`` wrote them)."""
     import json
+
+    from measurements.csr_limit import L2_METRICS
 
     sim = json.loads((ROOT / "measurements" / "h200" / "csr_l2_sectors_sim.json").read_text())
     ncu = read_record(str(ROOT / "measurements" / "h200" / "csr_limit_batch8.json"))
     assert len(sim["results"]) == 12
     for name, r in sim["results"].items():
         m = ncu["ncu"]["cases"][name]["metrics"]
-        assert r["gpu_l1_miss_sectors"] == m[
-            "l1tex__t_sectors_pipe_lsu_mem_global_op_ld_lookup_miss.sum"]
-        assert r["gpu_l2_requests"] == m["lts__t_requests_srcunit_tex_op_read.sum"]
+        assert all(r[k] == m[v] for k, v in L2_METRICS.items())
         err = r["sim_l2_data"] / r["gpu_l1_miss_sectors"] - 1
         if name == "csr-h6632-b8-d0.049":
             assert -0.075 < err < -0.07
         else:
             assert abs(err) < 0.007, name
+
+
+@pytest.mark.slow
+def test_the_l2_sectors_records_simulated_values_are_todays():
+    """One layer of ``h200/csr_l2_sectors_sim.json`` simulated again (the smallest, about 10 s):
+    today's engine gives the recorded sectors and cycles."""
+    import json
+
+    from gpusim.specs import load_spec
+    from measurements.csr_limit import simulated_l2_sectors
+
+    rec = json.loads((ROOT / "measurements" / "h200" / "csr_l2_sectors_sim.json").read_text())
+    ncu = read_record(str(ROOT / "measurements" / "h200" / "csr_limit_batch8.json"))
+    h, b, d, seed = next(x for x in ncu["layers"] if x[:3] == [1600, 8, 0.052])
+    got = simulated_l2_sectors(load_spec("h200"), h, b, d, seed)
+    r = rec["results"]["csr-h1600-b8-d0.052"]
+    assert (got["sim_l2_data"], got["sim_cycles"]) == (r["sim_l2_data"], r["sim_cycles"])
